@@ -1,0 +1,66 @@
+#include "agent/error_file.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+std::optional<nlohmann::json> read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json parsed = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
+  return parsed;
+}
+
+std::string string_field(const nlohmann::json& object, const char* name) {
+  auto found = object.find(name);
+  if (found == object.end()) return {};
+  return found->is_string() ? found->get<std::string>() : found->dump();
+}
+
+}  // namespace
+
+void load_error_file(WorkerFailure& failure) {
+  if (failure.error_file.empty()) return;
+  std::optional<nlohmann::json> parsed = read_json(failure.error_file);
+  if (!parsed) return;
+  failure.error_file_written = true;
+  const nlohmann::json& message = (*parsed)["message"];
+  if (message.is_string()) {
+    failure.error_message = message.get<std::string>();
+    return;
+  }
+  if (!message.is_object()) return;
+  failure.error_message = string_field(message, "message");
+  auto extra = message.find("extraInfo");
+  if (extra == message.end() || !extra->is_object()) return;
+  failure.traceback = string_field(*extra, "py_callstack");
+  if (auto seconds = parse_double(string_field(*extra, "timestamp"))) {
+    failure.time = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(*seconds)));
+  }
+}
+
+bool write_root_cause_file(const std::string& path, const WorkerFailure& root_cause) {
+  nlohmann::json document;
+  if (auto original = read_json(root_cause.error_file)) document = *original;
+  if (!document.contains("message")) {
+    auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
+        root_cause.time.time_since_epoch());
+    document["message"] = {
+        {"message", cat("worker rank ", root_cause.rank, " failed: ", root_cause.status.describe())},
+        {"extraInfo", {{"py_callstack", ""}, {"timestamp", std::to_string(seconds.count())}}}};
+  }
+  document["errorCode"] = root_cause.status.shell_code();
+  std::ofstream out(path, std::ios::trunc);
+  out << document.dump();
+  return static_cast<bool>(out);
+}
+
+}  // namespace cohort

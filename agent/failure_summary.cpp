@@ -1,0 +1,94 @@
+#include "agent/failure_summary.hpp"
+
+#include <ctime>
+#include <sstream>
+
+#include "common/signal_names.hpp"
+
+namespace cohort {
+namespace {
+
+constexpr size_t kWidth = 60;
+
+std::string format_time(std::chrono::system_clock::time_point time) {
+  std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d_%H:%M:%S", &local);
+  return text;
+}
+
+std::string indent(const std::string& text, const std::string& pad) {
+  std::string out;
+  std::istringstream lines(text);
+  std::string line;
+  bool first = true;
+  while (std::getline(lines, line)) {
+    if (!first) out += "\n" + pad;
+    out += line;
+    first = false;
+  }
+  return out;
+}
+
+void append_entry(std::ostringstream& out, size_t index, const std::string& host,
+                  const WorkerFailure& failure) {
+  const ExitStatus& status = failure.status;
+  out << "[" << index << "]:\n";
+  out << "  time      : " << format_time(failure.time) << "\n";
+  out << "  host      : " << host << "\n";
+  out << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n";
+  if (status.signaled) {
+    out << "  exitcode  : " << -status.signal << " (pid: " << failure.pid << ")\n";
+    out << "  signal    : " << signal_name(status.signal) << "\n";
+  } else {
+    out << "  exitcode  : " << status.code << " (pid: " << failure.pid << ")\n";
+  }
+  out << "  error_file: " << (failure.error_file_written ? failure.error_file : "<N/A>") << "\n";
+  const std::string pad = "              ";
+  if (!failure.error_message.empty()) {
+    out << "  error     : " << indent(failure.error_message, pad) << "\n";
+  }
+  if (!failure.traceback.empty()) {
+    out << "  traceback : " << indent(failure.traceback, pad) << "\n";
+  } else if (status.signaled) {
+    out << "  traceback : Signal " << status.signal << " (" << signal_name(status.signal)
+        << ") received by PID " << failure.pid << "\n";
+  } else {
+    out << "  traceback : <none: the worker wrote no error file>\n";
+  }
+  if (!failure.stderr_tail.empty()) {
+    out << "  stderr    : (last " << failure.stderr_tail.size() << " lines)\n";
+    for (const auto& line : failure.stderr_tail) out << "    " << line << "\n";
+  }
+}
+
+}  // namespace
+
+size_t root_cause_index(const std::vector<WorkerFailure>& failures) {
+  size_t best = 0;
+  for (size_t i = 1; i < failures.size(); ++i) {
+    if (failures[i].time < failures[best].time) best = i;
+  }
+  return best;
+}
+
+std::string format_failure_summary(const std::string& title, const std::string& host,
+                                   const std::vector<WorkerFailure>& failures) {
+  const std::string heavy(kWidth, '='), light(kWidth, '-');
+  std::ostringstream out;
+  out << heavy << "\n" << title << " FAILED\n" << light << "\nFailures:\n";
+  size_t root = failures.empty() ? 0 : root_cause_index(failures);
+  size_t index = 1;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (i != root) append_entry(out, index++, host, failures[i]);
+  }
+  if (failures.size() <= 1) out << "  <NO_OTHER_FAILURES>\n";
+  out << light << "\nRoot Cause (first observed failure):\n";
+  if (!failures.empty()) append_entry(out, 0, host, failures[root]);
+  out << heavy << "\n";
+  return out.str();
+}
+
+}  // namespace cohort

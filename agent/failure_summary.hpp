@@ -1,0 +1,19 @@
+// Formats the one failure summary cohort prints when a run fails for good: torchrun's framed
+// block (title, other failures, root cause) plus the worker's exit code or signal name, its
+// error-file traceback and the last lines of its stderr. Pure; any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/worker_failure.hpp"
+
+namespace cohort {
+
+/// Index of the root cause: the failure with the earliest time (ties: first in the list).
+size_t root_cause_index(const std::vector<WorkerFailure>& failures);
+
+std::string format_failure_summary(const std::string& title, const std::string& host,
+                                   const std::vector<WorkerFailure>& failures);
+
+}  // namespace cohort

@@ -1,0 +1,55 @@
+#include "agent/log_layout.hpp"
+
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+namespace cohort {
+namespace fs = std::filesystem;
+
+LogLayout::LogLayout(std::string base_dir, std::string run_id) : base_dir_(std::move(base_dir)) {
+  if (base_dir_ == "/dev/null") {
+    enabled_ = false;
+    return;
+  }
+  if (base_dir_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/cohort_XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      enabled_ = false;
+      return;
+    }
+    base_dir_ = pattern;
+    temporary_ = true;
+  }
+  run_dir_ = base_dir_ + "/" + run_id;
+}
+
+LogLayout::~LogLayout() {
+  if (!temporary_) return;
+  std::error_code ignored;
+  fs::remove_all(base_dir_, ignored);
+}
+
+std::string LogLayout::prepare_attempt(int attempt, int nproc) {
+  if (!enabled_) return {};
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::error_code error;
+    fs::create_directories(rank_dir(attempt, rank), error);
+    if (error) return "cannot create log directory " + rank_dir(attempt, rank) + ": " +
+                      error.message();
+  }
+  return {};
+}
+
+std::string LogLayout::rank_dir(int attempt, int local_rank) const {
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
+}
+
+std::string LogLayout::error_file(int attempt, int local_rank) const {
+  return enabled_ ? rank_dir(attempt, local_rank) + "/error.json" : std::string();
+}
+
+}  // namespace cohort

@@ -1,0 +1,32 @@
+// The per-run log directory: <log-dir>/<run-id>/attempt_<n>/<local_rank>/{stdout.log,
+// stderr.log,error.json}. Without --log-dir it lives in a fresh temporary directory that is
+// removed when the run ends; "/dev/null" turns files off. Owned by the agent; io thread only.
+#pragma once
+
+#include <string>
+
+namespace cohort {
+
+class LogLayout {
+ public:
+  /// `base_dir` empty: a temporary directory under $TMPDIR (or /tmp).
+  LogLayout(std::string base_dir, std::string run_id);
+  ~LogLayout();
+  LogLayout(const LogLayout&) = delete;
+  LogLayout& operator=(const LogLayout&) = delete;
+
+  bool enabled() const { return enabled_; }
+  /// Creates attempt_<attempt>/<0..nproc-1>. Returns an error message, empty on success.
+  std::string prepare_attempt(int attempt, int nproc);
+  std::string rank_dir(int attempt, int local_rank) const;
+  std::string error_file(int attempt, int local_rank) const;
+  const std::string& run_dir() const { return run_dir_; }
+
+ private:
+  bool enabled_ = true;
+  bool temporary_ = false;
+  std::string base_dir_;
+  std::string run_dir_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,54 @@
+// Copies one worker stream (a pipe) line by line to the console, with a prefix, and/or to a log
+// file, and keeps the last lines for the failure summary. A line is written with one write(2),
+// so lines of different workers never split or interleave. Owned by WorkerGroup; io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct PumpTarget {
+  int console_fd = -1;  ///< -1: not shown on the console
+  int file_fd = -1;     ///< -1: no log file (the pump does not own it)
+  std::string prefix;   ///< put before every console line
+};
+
+class OutputPump : public std::enable_shared_from_this<OutputPump> {
+ public:
+  static constexpr size_t kTailLines = 20;
+  static constexpr size_t kMaxLineBytes = 64 * 1024;
+
+  /// Takes ownership of `pipe_read`. `on_eof` runs once the writer side is closed everywhere.
+  OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target);
+  void start(std::function<void()> on_eof);
+  /// Stops reading (used when a worker's stray children keep the pipe open too long).
+  void close();
+  const std::deque<std::string>& tail() const { return tail_; }
+
+ private:
+  void read_more();
+  void consume(const char* data, size_t size);
+  void flush_partial();
+  void emit(std::string_view line);
+  void write_out();
+
+  boost::asio::posix::stream_descriptor pipe_;
+  PumpTarget target_;
+  std::function<void()> on_eof_;
+  std::vector<char> buffer_;
+  std::string partial_;
+  std::string console_batch_;
+  std::string file_batch_;
+  std::deque<std::string> tail_;
+};
+
+/// Writes all of `data` to `fd`, retrying on EINTR and short writes.
+void write_all(int fd, std::string_view data);
+
+}  // namespace cohort

@@ -1,0 +1,64 @@
+#include "agent/worker_env.hpp"
+
+namespace cohort {
+namespace {
+
+std::string inherited_or(const EnvMap& env, const std::string& name, const std::string& fallback) {
+  auto found = env.find(name);
+  return found == env.end() ? fallback : found->second;
+}
+
+}  // namespace
+
+EnvMap parse_environ(char** environ_block) {
+  EnvMap env;
+  for (char** entry = environ_block; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    size_t equals = text.find('=');
+    if (equals == std::string::npos) continue;
+    env.emplace(text.substr(0, equals), text.substr(equals + 1));
+  }
+  return env;
+}
+
+EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
+                        const std::string& error_file, const EnvMap& agent_env) {
+  const int rank = round.base_rank + local_rank;
+  EnvMap vars{
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"RANK", std::to_string(rank)},
+      {"GROUP_RANK", std::to_string(round.group_rank)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_NAME", settings.role},
+      {"LOCAL_WORLD_SIZE", std::to_string(settings.local_world_size)},
+      {"WORLD_SIZE", std::to_string(round.world_size)},
+      {"GROUP_WORLD_SIZE", std::to_string(round.group_world_size)},
+      {"ROLE_WORLD_SIZE", std::to_string(round.world_size)},
+      {"MASTER_ADDR", round.master_addr},
+      {"MASTER_PORT", std::to_string(round.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(round.round)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(settings.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", settings.run_id},
+      {"TORCHELASTIC_USE_AGENT_STORE", round.use_agent_store ? "True" : "False"},
+      {"TORCHELASTIC_ERROR_FILE", error_file},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING",
+       inherited_or(agent_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")},
+      {"NCCL_ASYNC_ERROR_HANDLING", inherited_or(agent_env, "NCCL_ASYNC_ERROR_HANDLING", "1")},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", settings.signals_to_handle},
+  };
+  if (settings.local_world_size > 1 && agent_env.count("OMP_NUM_THREADS") == 0) {
+    vars["OMP_NUM_THREADS"] = "1";
+  }
+  return vars;
+}
+
+std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables) {
+  EnvMap merged = agent_env;
+  for (const auto& [name, value] : variables) merged[name] = value;
+  std::vector<std::string> entries;
+  entries.reserve(merged.size());
+  for (const auto& [name, value] : merged) entries.push_back(name + "=" + value);
+  return entries;
+}
+
+}  // namespace cohort

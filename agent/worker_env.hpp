@@ -1,0 +1,44 @@
+// The environment of every worker, exactly as torchrun sets it: ranks, world sizes, master
+// address and port, restart count, run id, agent-store mode, error file, NCCL async error
+// handling and the OMP_NUM_THREADS rule, on top of the agent's own environment. Pure; any thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+/// What one round of the rendezvous decided for this node.
+struct RoundInfo {
+  int round = 0;             ///< TORCHELASTIC_RESTART_COUNT, the attempt number
+  int group_rank = 0;        ///< this node's rank
+  int group_world_size = 1;  ///< nodes in the round
+  int base_rank = 0;         ///< global rank of this node's local rank 0
+  int world_size = 1;        ///< workers in the round
+  std::string master_addr;
+  int master_port = 0;
+  bool use_agent_store = false;
+};
+
+/// What stays the same for every worker of this agent.
+struct WorkerEnvSettings {
+  std::string role = "default";
+  int local_world_size = 1;
+  int max_restarts = 0;
+  std::string run_id;
+  std::string signals_to_handle;
+};
+
+using EnvMap = std::map<std::string, std::string>;
+
+EnvMap parse_environ(char** environ_block);
+
+/// The variables cohort sets for local rank `local_rank` (only those, not the inherited ones).
+EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
+                        const std::string& error_file, const EnvMap& agent_env);
+
+/// agent_env overlaid with variables, as "NAME=value" entries.
+std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables);
+
+}  // namespace cohort

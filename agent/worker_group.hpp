@@ -1,0 +1,91 @@
+// The local workers of one round: starts them, routes their output, watches them by event (child
+// exit), and stops them all when one fails or when asked: the signal, then SIGKILL after the
+// grace period, and every process reaped. Reports one GroupOutcome. Owned by the agent, one per
+// round; io thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/child_reaper.hpp"
+#include "agent/group_keeper.hpp"
+#include "agent/output_config.hpp"
+#include "agent/output_pump.hpp"
+#include "agent/process_spawner.hpp"
+#include "agent/worker_failure.hpp"
+
+namespace cohort {
+
+struct WorkerPlan {
+  int local_rank = 0;
+  int rank = 0;
+  SpawnRequest request;    ///< stdout/stderr are filled in by the group from the routes
+  StreamRoute out, err;
+  std::string log_dir;     ///< where stdout.log / stderr.log go when a route has a file
+  std::string error_file;
+  std::string prefix;      ///< console line prefix (empty in raw mode)
+};
+
+struct GroupOutcome {
+  enum class Kind { Succeeded, Failed, Stopped };
+  Kind kind = Kind::Succeeded;
+  std::vector<WorkerFailure> failures;  ///< workers that failed on their own, first failure first
+};
+
+class WorkerGroup {
+ public:
+  using Done = std::function<void(GroupOutcome)>;
+
+  WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupKeeper& keeper,
+              std::chrono::milliseconds grace);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Starts every worker; `done` is posted once all have exited and their output is drained.
+  void start(std::vector<WorkerPlan> plans, Done done);
+  /// Sends `signal` to every live worker's process group and carries on.
+  void forward_signal(int signal);
+  /// Sends `signal`, then SIGKILL after the grace period. The outcome is Stopped unless a worker
+  /// had already failed. A second call kills at once.
+  void stop(int signal);
+  std::vector<pid_t> pids() const;
+  bool stopping() const { return stopping_; }
+
+ private:
+  struct Worker;
+
+  void start_worker(Worker& worker);
+  int open_stream(Worker& worker, const StreamRoute& route, int console_fd, const char* file,
+                  std::shared_ptr<OutputPump>& pump);
+  void on_exit(Worker& worker, ExitStatus status);
+  void record_failure(Worker& worker, ExitStatus status);
+  void kill_all(int signal);
+  void maybe_finish();
+  void finish();
+
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  GroupKeeper& keeper_;
+  std::chrono::milliseconds grace_;
+  boost::asio::steady_timer grace_timer_;
+  boost::asio::steady_timer drain_timer_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<WorkerFailure> failures_;
+  std::vector<size_t> failed_workers_;  ///< index into workers_, parallel to failures_
+  Done done_;
+  bool stopping_ = false;
+  bool finished_ = false;
+  bool kill_sent_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace cohort

@@ -1,0 +1,29 @@
+# Third-party dependencies, all from Debian 12 packages (scripts/setup installs them).
+find_package(Boost 1.81 REQUIRED)
+find_package(nlohmann_json 3.11 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Threads REQUIRED)
+
+# spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
+# and libstdc++ (they are carried to GPU machines that have no Debian packages).
+add_library(cohort_spdlog INTERFACE)
+target_compile_definitions(cohort_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
+
+# Prove at configure time that this Boost has Asio C++20 coroutines and a working Process v2.
+if(NOT DEFINED COHORT_BOOST_PROBE_OK)
+  try_run(probe_run probe_compiles ${CMAKE_BINARY_DIR}/boost_probe
+          ${CMAKE_SOURCE_DIR}/cmake/probes/boost_probe.cpp
+          CMAKE_FLAGS -DINCLUDE_DIRECTORIES=${Boost_INCLUDE_DIRS}
+          CXX_STANDARD 20
+          LINK_LIBRARIES Threads::Threads
+          COMPILE_OUTPUT_VARIABLE probe_compile_log
+          RUN_OUTPUT_VARIABLE probe_run_log)
+  if(NOT probe_compiles OR NOT probe_run EQUAL 0)
+    message(FATAL_ERROR "Boost probe failed (compiles=${probe_compiles} run=${probe_run}):\n"
+                        "${probe_compile_log}\n${probe_run_log}")
+  endif()
+  message(STATUS "${probe_run_log}")
+  set(COHORT_BOOST_PROBE_OK TRUE CACHE INTERNAL "")
+endif()
+
+find_package(Torch QUIET PATHS /usr/lib/x86_64-linux-gnu/cmake/Torch)

@@ -1,0 +1,10 @@
+# COHORT_SANITIZE=address builds with ASan+UBSan, =thread with TSan.
+if(COHORT_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+elseif(COHORT_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT COHORT_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "COHORT_SANITIZE must be '', 'address' or 'thread', not '${COHORT_SANITIZE}'")
+endif()

@@ -1,0 +1,37 @@
+// cohort's own diagnostics on stderr ("cohort: ..." lines), with a level set once at start from
+// --verbose/--quiet or LOGLEVEL. spdlog stays inside log.cpp so that headers stay light.
+// init() is called once from main; the write functions are safe from any thread.
+#pragma once
+
+#include <string_view>
+
+#include "common/text.hpp"
+
+namespace cohort::log {
+
+enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3, Off = 4 };
+
+void init(Level level);
+/// The level named by LOGLEVEL (DEBUG, INFO, WARNING, ERROR), or fallback.
+Level level_from_env(Level fallback);
+bool enabled(Level level);
+void write(Level level, std::string_view message);
+
+template <typename... Parts>
+void debug(const Parts&... parts) {
+  if (enabled(Level::Debug)) write(Level::Debug, cat(parts...));
+}
+template <typename... Parts>
+void info(const Parts&... parts) {
+  if (enabled(Level::Info)) write(Level::Info, cat(parts...));
+}
+template <typename... Parts>
+void warn(const Parts&... parts) {
+  if (enabled(Level::Warn)) write(Level::Warn, cat(parts...));
+}
+template <typename... Parts>
+void error(const Parts&... parts) {
+  if (enabled(Level::Error)) write(Level::Error, cat(parts...));
+}
+
+}  // namespace cohort::log

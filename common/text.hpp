@@ -1,0 +1,30 @@
+// Small string helpers shared by every layer: concatenation for messages, splitting, trimming,
+// strict integer parsing. Pure functions, safe on any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort {
+
+/// Concatenates anything streamable: cat("rank=", 3, " of ", 4).
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream out;
+  (out << ... << parts);
+  return out.str();
+}
+
+std::vector<std::string> split(std::string_view text, char separator);
+std::string_view trim(std::string_view text);
+/// Whole-string base-10 integer; nullopt on junk, sign where unsigned, or overflow.
+std::optional<int64_t> parse_int(std::string_view text);
+std::optional<double> parse_double(std::string_view text);
+/// Replaces every "${name}" in text with its value.
+std::string substitute(std::string text, std::string_view name, std::string_view value);
+
+}  // namespace cohort

@@ -1,0 +1,286 @@
+#include "launcher/run_options.hpp"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <random>
+
+#include "common/signal_names.hpp"
+#include "common/text.hpp"
+#include "launcher/gpu_count.hpp"
+
+namespace cohort {
+namespace {
+
+// "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node"; env PET_NPROC_PER_NODE.
+std::string both_spellings(const std::string& dashed) {
+  std::string underscored = dashed;
+  for (size_t i = 2; i < underscored.size(); ++i) {
+    if (underscored[i] == '-') underscored[i] = '_';
+  }
+  return underscored == dashed ? dashed : dashed + "," + underscored;
+}
+
+std::string pet_name(const std::string& dashed) {
+  std::string name = "PET_";
+  for (char c : dashed.substr(2)) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return name;
+}
+
+template <typename T>
+CLI::Option* flag_option(CLI::App& app, const std::string& dashed, T& value,
+                         const std::string& help, const std::string& short_name = "") {
+  std::string names = short_name.empty() ? both_spellings(dashed)
+                                         : short_name + "," + both_spellings(dashed);
+  return app.add_option(names, value, help)->envname(pet_name(dashed))->capture_default_str();
+}
+
+CLI::Option* bool_flag(CLI::App& app, const std::string& dashed, bool& value,
+                       const std::string& help, const std::string& short_name = "") {
+  std::string names = short_name.empty() ? both_spellings(dashed)
+                                         : short_name + "," + both_spellings(dashed);
+  return app.add_flag(names, value, help)->envname(pet_name(dashed));
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  std::mt19937_64 engine(device());
+  const char* hex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+    id += hex[engine() % 16];
+  }
+  return id;
+}
+
+struct Problems {
+  std::vector<std::string> list;
+  template <typename... Parts>
+  void add(const Parts&... parts) { list.push_back(cat(parts...)); }
+};
+
+int resolve_nproc(const std::string& text, Problems& problems) {
+  auto gpus = [] {
+    return visible_gpu_count(nvml_device_count().value_or(0), std::getenv("CUDA_VISIBLE_DEVICES"));
+  };
+  int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (text == "cpu") return cpus;
+  if (text == "auto") {
+    int count = gpus();
+    return count > 0 ? count : cpus;
+  }
+  if (text == "gpu") {
+    int count = gpus();
+    if (count == 0) {
+      problems.add("--nproc-per-node gpu: no GPU found (NVML reports none, or "
+                   "CUDA_VISIBLE_DEVICES hides them all)");
+    }
+    return count;
+  }
+  auto number = parse_int(text);
+  if (!number || *number < 1 || *number > 4096) {
+    problems.add("--nproc-per-node: expected a positive number, 'cpu', 'gpu' or 'auto', got '",
+                 text, "'");
+    return 1;
+  }
+  return static_cast<int>(*number);
+}
+
+void check_nnodes(const std::string& text, Problems& problems) {
+  auto parts = split(text, ':');
+  std::optional<int64_t> low = parse_int(parts[0]);
+  std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low) {
+    problems.add("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'");
+    return;
+  }
+  if (*high > 1) {
+    problems.add("--nnodes ", text, ": multi-node runs need cohort's rendezvous daemon, "
+                 "which this build does not include yet; use --nnodes 1");
+  }
+}
+
+std::string python_executable() {
+  if (const char* python = std::getenv("PYTHON_EXEC"); python != nullptr && *python) return python;
+  const char* path = std::getenv("PATH");
+  std::string found = find_executable("python3", path ? path : "");
+  return found.empty() ? "python3" : found;
+}
+
+void build_command(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  const std::string& target = options.command.front();
+  std::vector<std::string> rest(options.command.begin() + 1, options.command.end());
+  config.entrypoint_name = target;
+  if (options.no_python) {
+    const char* path = std::getenv("PATH");
+    config.executable = find_executable(target, path ? path : "");
+    if (config.executable.empty()) {
+      problems.add("--no-python: '", target, "' is not an executable file in PATH");
+    }
+    config.args = rest;
+    return;
+  }
+  config.executable = python_executable();
+  config.args = {"-u"};
+  if (options.module) config.args.push_back("-m");
+  config.args.push_back(target);
+  config.args.insert(config.args.end(), rest.begin(), rest.end());
+}
+
+void parse_outputs(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  auto redirects = StdSpec::parse(options.redirects);
+  if (!redirects) problems.add("--redirects: expected 0-3 or RANK:VALUE,..., got '", options.redirects, "'");
+  auto tee = StdSpec::parse(options.tee);
+  if (!tee) problems.add("--tee: expected 0-3 or RANK:VALUE,..., got '", options.tee, "'");
+  if (redirects) config.output.redirects = *redirects;
+  if (tee) config.output.tee = *tee;
+  if (!options.local_ranks_filter.empty()) {
+    for (const auto& item : split(options.local_ranks_filter, ',')) {
+      auto rank = parse_int(trim(item));
+      if (!rank || *rank < 0) {
+        problems.add("--local-ranks-filter: expected local ranks like 0,2, got '",
+                     options.local_ranks_filter, "'");
+        break;
+      }
+      config.output.console_ranks.insert(static_cast<int>(*rank));
+    }
+  }
+  config.output.raw = options.raw_output;
+  if (const char* prefix = std::getenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+    config.output.prefix_template = prefix;
+  }
+}
+
+void parse_signals(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  for (const auto& item : split(options.signals_to_handle, ',')) {
+    auto signal = parse_signal(trim(item));
+    if (!signal || *signal == SIGKILL || *signal == SIGSTOP || *signal == SIGCHLD) {
+      problems.add("--signals-to-handle: '", std::string(trim(item)),
+                   "' is not a signal cohort can handle");
+      continue;
+    }
+    if (!is_termination_signal(*signal)) config.extra_signals.push_back(*signal);
+  }
+  config.env.signals_to_handle = options.signals_to_handle;
+}
+
+std::chrono::milliseconds shutdown_timeout(const RunOptions& options, Problems& problems) {
+  double seconds = options.shutdown_timeout;
+  if (seconds < 0) {
+    seconds = 30;
+    if (const char* env = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
+      auto parsed = parse_double(env);
+      if (!parsed || *parsed < 0) problems.add("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds: '", env, "'");
+      else seconds = *parsed;
+    }
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
+  if (options.rdzv_backend != "static" && options.rdzv_backend != "c10d") {
+    if (options.rdzv_backend.rfind("etcd", 0) == 0) {
+      problems.add("--rdzv-backend ", options.rdzv_backend,
+                   ": etcd is not supported; cohort's own daemon replaces it (use c10d)");
+    } else {
+      problems.add("--rdzv-backend: expected 'c10d' or 'static', got '", options.rdzv_backend, "'");
+    }
+  }
+  if (options.start_method != "spawn" && options.start_method != "fork" &&
+      options.start_method != "forkserver") {
+    problems.add("--start-method: expected spawn, fork or forkserver, got '", options.start_method, "'");
+  }
+  if (options.monitor_interval <= 0) problems.add("--monitor-interval: must be > 0");
+  if (options.max_restarts < 0) problems.add("--max-restarts: must be >= 0");
+  if (options.node_rank < 0) problems.add("--node-rank: must be >= 0");
+  if (options.master_port < 0 || options.master_port > 65535) {
+    problems.add("--master-port: expected 0-65535, got ", options.master_port);
+  }
+  if (options.module && options.no_python) problems.add("--module: cannot be combined with --no-python");
+}
+
+}  // namespace
+
+void add_run_flags(CLI::App& app, RunOptions& o) {
+  flag_option(app, "--nnodes", o.nnodes, "Number of nodes, N or MIN:MAX");
+  flag_option(app, "--nproc-per-node", o.nproc_per_node,
+              "Workers per node: a number, 'gpu', 'cpu' or 'auto'");
+  flag_option(app, "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static");
+  flag_option(app, "--rdzv-endpoint", o.rdzv_endpoint, "Rendezvous endpoint, host[:port]");
+  flag_option(app, "--rdzv-id", o.rdzv_id, "Run id shared by every node of the job");
+  flag_option(app, "--rdzv-conf", o.rdzv_conf, "Rendezvous settings, key=value,...");
+  bool_flag(app, "--standalone", o.standalone, "Single node: a private rendezvous and a random run id");
+  flag_option(app, "--max-restarts", o.max_restarts, "Failure restarts before the run fails");
+  flag_option(app, "--monitor-interval", o.monitor_interval,
+              "Accepted for torchrun compatibility; cohort reacts to worker exits at once");
+  flag_option(app, "--start-method", o.start_method, "Accepted for torchrun compatibility");
+  flag_option(app, "--role", o.role, "Worker role name (ROLE_NAME, log prefix)");
+  bool_flag(app, "--module", o.module, "Run the script as 'python -m MODULE'", "-m");
+  bool_flag(app, "--no-python", o.no_python, "Execute the script directly, not through python");
+  bool_flag(app, "--run-path", o.run_path, "Accepted for torchrun compatibility (runs the script)");
+  flag_option(app, "--log-dir", o.log_dir,
+              "Base directory of per-attempt, per-rank log files and error files");
+  flag_option(app, "--redirects", o.redirects,
+              "Streams to files only: 0 none, 1 stdout, 2 stderr, 3 both; or RANK:N,...", "-r");
+  flag_option(app, "--tee", o.tee, "Streams to files and the console; same values", "-t");
+  flag_option(app, "--local-ranks-filter", o.local_ranks_filter,
+              "Only these local ranks reach the console, e.g. 0,1");
+  flag_option(app, "--node-rank", o.node_rank, "Node rank (static rendezvous)");
+  flag_option(app, "--master-addr", o.master_addr, "Address of node rank 0 (static rendezvous)");
+  flag_option(app, "--master-port", o.master_port, "Port of node rank 0 (static rendezvous)");
+  flag_option(app, "--local-addr", o.local_addr, "Address this node advertises, used as given");
+  flag_option(app, "--shutdown-timeout", o.shutdown_timeout,
+              "Seconds between the stop signal and SIGKILL (default 30)");
+  flag_option(app, "--signals-to-handle", o.signals_to_handle,
+              "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
+  flag_option(app, "--event-log-handler", o.event_log_handler, "Accepted for torchrun compatibility");
+  app.add_flag("--raw-output", o.raw_output,
+               "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
+  app.add_flag("-v,--verbose", o.verbose, "More of cohort's own messages (-vv: debug)");
+  app.add_flag("-q,--quiet", o.quiet, "Only errors from cohort itself");
+  app.prefix_command();
+  app.footer("\nEverything from the first non-flag argument on is the training script and its "
+             "arguments;\n'${local_rank}' in them becomes each worker's local rank.");
+}
+
+std::string take_command(const std::vector<std::string>& remaining, RunOptions& options) {
+  std::vector<std::string> command = remaining;
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (command.empty()) return "missing the training script: cohort run [flags] SCRIPT [ARGS...]";
+  if (command.front().size() > 1 && command.front()[0] == '-' && remaining.front() != "--") {
+    return "unknown flag '" + command.front() + "' (see cohort run --help)";
+  }
+  options.command = std::move(command);
+  return {};
+}
+
+ValidatedRun validate_run_options(const RunOptions& options) {
+  ValidatedRun result;
+  AgentConfig& config = result.config;
+  Problems problems;
+  check_nnodes(options.nnodes, problems);
+  check_rendezvous_flags(options, problems);
+  config.nproc = resolve_nproc(options.nproc_per_node, problems);
+  config.env.local_world_size = config.nproc;
+  config.env.role = options.role;
+  config.env.max_restarts = options.max_restarts;
+  config.env.run_id = options.standalone ? random_run_id() : options.rdzv_id;
+  config.shutdown_timeout = shutdown_timeout(options, problems);
+  config.log_dir = options.log_dir;
+  parse_outputs(options, config, problems);
+  parse_signals(options, config, problems);
+  config.master_addr = !options.local_addr.empty()    ? options.local_addr
+                       : !options.master_addr.empty() ? options.master_addr
+                                                      : "127.0.0.1";
+  config.fixed_master_port = options.master_port;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  config.host_name = host;
+  if (!options.command.empty()) build_command(options, config, problems);
+  result.problems = std::move(problems.list);
+  return result;
+}
+
+}  // namespace cohort

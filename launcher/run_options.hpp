@@ -1,0 +1,61 @@
+// `cohort run`'s command line: every torchrun flag in both spellings (--nproc-per-node and
+// --nproc_per_node), PET_* environment defaults, and cohort's own additions. Parsing fills the
+// raw RunOptions; validation turns them into an AgentConfig or a list of problems, each naming
+// its flag. Main thread, at start.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/agent.hpp"
+
+namespace cohort {
+
+struct RunOptions {
+  std::string nnodes = "1:1";
+  std::string nproc_per_node = "1";
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  std::string rdzv_conf;
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;
+  std::string start_method = "spawn";
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  int node_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::string local_addr;
+  double shutdown_timeout = -1;  ///< seconds; <0: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string event_log_handler = "null";
+  bool raw_output = false;
+  int verbose = 0;
+  bool quiet = false;
+  std::vector<std::string> command;  ///< the training script (or module/binary) and its args
+};
+
+/// Adds every `cohort run` flag to `app`, bound to `options`.
+void add_run_flags(CLI::App& app, RunOptions& options);
+
+/// Takes the training script and its arguments from what CLI11 left unparsed. Returns an error
+/// message (an unknown flag, no script) or an empty string.
+std::string take_command(const std::vector<std::string>& remaining, RunOptions& options);
+
+struct ValidatedRun {
+  AgentConfig config;
+  std::vector<std::string> problems;  ///< each starts with the flag it is about
+};
+
+ValidatedRun validate_run_options(const RunOptions& options);
+
+}  // namespace cohort
