@@ -1,0 +1,109 @@
+#include "tests/support/child_process.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include "tests/support/temp_dir.hpp"
+
+extern char** environ;
+
+namespace cohort::test {
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions options) {
+  static int counter = 0;
+  std::string base = options.output_dir + "/" + options.name + "_" + std::to_string(counter++);
+  stdout_path_ = base + ".out";
+  stderr_path_ = base + ".err";
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    size_t equals = text.find('=');
+    if (equals != std::string::npos) env[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  for (const auto& name : options.unset_env) env.erase(name);
+  for (const auto& [name, value] : options.env) env[name] = value;
+  std::vector<std::string> env_strings;
+  for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
+  std::vector<char*> envp, args;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& arg : argv_copy) args.push_back(arg.data());
+  args.push_back(nullptr);
+
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(stdout_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) ::_exit(126);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid_, pid_);
+}
+
+ChildProcess::~ChildProcess() {
+  if (status_ || pid_ <= 0) return;
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+void ChildProcess::signal(int signal) const { ::kill(pid_, signal); }
+
+std::optional<ExitStatus> ChildProcess::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    pid_t got = ::waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      status_ = ExitStatus::from_wait_status(status);
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+std::string ChildProcess::out() const { return read_file(stdout_path_); }
+std::string ChildProcess::err() const { return read_file(stderr_path_); }
+std::string ChildProcess::output() const {
+  return "--- stdout ---\n" + out() + "--- stderr ---\n" + err();
+}
+
+bool process_alive(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  size_t close = text.rfind(')');
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
+}
+
+RunResult run_to_end(const std::vector<std::string>& argv, ChildOptions options,
+                     std::chrono::milliseconds timeout) {
+  ChildProcess child(argv, std::move(options));
+  std::optional<ExitStatus> status = child.wait(timeout);
+  if (!status) {
+    throw std::runtime_error("timed out: " + argv.front() + "\n" + child.output());
+  }
+  return {*status, child.out(), child.err()};
+}
+
+}  // namespace cohort::test
