@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Launch and restart latency of `cohort run` side by side with the real torchrun and a bare shell.
+
+Measures, in one run, the median wall time of:
+  - bare:     a shell that spawns 8 /bin/true processes and waits for them;
+  - cohort:   cohort run --standalone --no-python --nproc-per-node 8 /bin/true;
+  - torchrun: torchrun --standalone --no_python --nproc_per_node 8 --monitor_interval 0.1 /bin/true
+              (Debian's PyTorch 1.13 torchrun, through shared/tools/torchrun-debian.py);
+and the restart cost: the same launch with 2 workers where rank 0 fails once (--max-restarts 1),
+minus the same launch where nothing fails. Also cohort's peak RSS (GNU time's %M).
+
+Usage: bench/launch_restart.py [--build build] [--runs 30] [--torchrun-runs 5]
+Prints a Markdown table (paste it into docs/BENCHMARKS.md).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TORCHRUN = os.path.join(ROOT, "..", "shared", "tools", "torchrun-debian.py")
+
+
+def timed(argv, env=None):
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    return elapsed, done.returncode
+
+
+def median_ms(argv, runs, expect=0, setup=None):
+    samples = []
+    for _ in range(runs):
+        if setup:
+            setup()
+        elapsed, code = timed(argv)
+        if code != expect:
+            sys.exit(f"unexpected exit {code} from {' '.join(argv)}")
+        samples.append(elapsed * 1000)
+    return statistics.median(samples)
+
+
+def peak_rss_kib(argv):
+    done = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--torchrun-runs", type=int, default=5)
+    args = parser.parse_args()
+    cohort = os.path.join(args.build, "bin", "cohort")
+    worker = os.path.join(args.build, "bin", "test_worker")
+    torchrun = ["/usr/bin/python3", TORCHRUN, "--standalone", "--monitor_interval", "0.1"]
+
+    bare = ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait"]
+    cohort_launch = [cohort, "run", "--standalone", "--no-python", "--nproc-per-node", "8",
+                     "/bin/true"]
+    torchrun_launch = torchrun + ["--no_python", "--nproc_per_node", "8", "/bin/true"]
+
+    results = {}
+    results["bare"] = median_ms(bare, args.runs)
+    results["cohort"] = median_ms(cohort_launch, args.runs)
+    results["torchrun"] = median_ms(torchrun_launch, args.torchrun_runs)
+
+    state_dir = tempfile.mkdtemp(prefix="cohort_bench_")
+    state = os.path.join(state_dir, "runs")
+
+    def fresh_state():
+        if os.path.exists(state):
+            os.remove(state)
+
+    def spent_state():
+        with open(state, "w") as f:
+            f.write("5")
+
+    fail_once = [worker, "--only-rank", "0", "--fail-first-n-runs", "1", state, "--exit-code", "3"]
+    restart = {}
+    for name, prefix, runs in (
+            ("cohort", [cohort, "run", "--standalone", "--no-python", "--nproc-per-node", "2",
+                        "--max-restarts", "1"], args.runs),
+            ("torchrun", torchrun + ["--no_python", "--nproc_per_node", "2", "--max_restarts", "1"],
+             args.torchrun_runs)):
+        with_failure = median_ms(prefix + fail_once, runs, setup=fresh_state)
+        without = median_ms(prefix + fail_once, runs, setup=spent_state)
+        restart[name] = (with_failure, without, with_failure - without)
+
+    rss = peak_rss_kib(cohort_launch)
+
+    print(f"| measurement (median) | bare shell | cohort run | torchrun | torchrun / cohort | cohort / bare |")
+    print(f"|---|---|---|---|---|---|")
+    print(f"| launch 8 x /bin/true | {results['bare']:.1f} ms | {results['cohort']:.1f} ms | "
+          f"{results['torchrun']:.0f} ms | {results['torchrun'] / results['cohort']:.0f}x | "
+          f"{results['cohort'] / results['bare']:.2f}x |")
+    print()
+    print(f"| restart (2 workers, rank 0 fails once) | with failure | without | restart adds |")
+    print(f"|---|---|---|---|")
+    for name, (with_failure, without, added) in restart.items():
+        print(f"| {name} | {with_failure:.1f} ms | {without:.1f} ms | {added:.1f} ms |")
+    print()
+    print(f"cohort peak RSS (launch of 8): {rss} KiB ({rss / 1024:.1f} MiB)")
+    print(f"runs: {args.runs} (cohort, bare), {args.torchrun_runs} (torchrun); "
+          f"machine: {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

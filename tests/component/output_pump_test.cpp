@@ -1,0 +1,79 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "agent/output_pump.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace cohort;
+
+namespace {
+
+struct PumpRun {
+  std::string console;
+  std::string file;
+  std::deque<std::string> tail;
+};
+
+// Writes `chunks` into a pipe from another thread, with the pump reading it on an io_context.
+PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& prefix) {
+  test::TempDir dir;
+  int console_fd = ::open(dir.file("console").c_str(), O_WRONLY | O_CREAT, 0644);
+  int file_fd = ::open(dir.file("log").c_str(), O_WRONLY | O_CREAT, 0644);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  boost::asio::io_context io;
+  auto pump = std::make_shared<OutputPump>(io, fds[0], PumpTarget{console_fd, file_fd, prefix});
+  bool eof = false;
+  pump->start([&] { eof = true; });
+  std::thread writer([&] {
+    for (const auto& chunk : chunks) write_all(fds[1], chunk);
+    ::close(fds[1]);
+  });
+  io.run();
+  writer.join();
+  ::close(console_fd);
+  ::close(file_fd);
+  CHECK(eof);
+  return {test::read_file(dir.file("console")), test::read_file(dir.file("log")), pump->tail()};
+}
+
+}  // namespace
+
+TEST_CASE("lines are prefixed on the console and plain in the file", "[component][agent]") {
+  PumpRun run = pump_chunks({"hel", "lo\nwor", "ld\n", "\n"}, "[default0]:");
+  CHECK(run.console == "[default0]:hello\n[default0]:world\n[default0]:\n");
+  CHECK(run.file == "hello\nworld\n\n");
+  CHECK(run.tail.size() == 3);
+}
+
+TEST_CASE("a last line without newline is flushed at end of file", "[component][agent]") {
+  PumpRun run = pump_chunks({"a\nno newline"}, "> ");
+  CHECK(run.console == "> a\n> no newline\n");
+}
+
+TEST_CASE("one byte at a time still gives whole lines", "[component][agent]") {
+  std::string text = "first line\nsecond line\n";
+  std::vector<std::string> bytes;
+  for (char c : text) bytes.emplace_back(1, c);
+  CHECK(pump_chunks(bytes, "|").console == "|first line\n|second line\n");
+}
+
+TEST_CASE("an endless line is cut at the line limit", "[component][agent]") {
+  std::string huge(OutputPump::kMaxLineBytes + 10, 'x');
+  PumpRun run = pump_chunks({huge, "\n"}, "");
+  CHECK(run.file.size() == huge.size() + 2);  // two lines: the cut and the rest
+  CHECK(std::count(run.file.begin(), run.file.end(), '\n') == 2);
+}
+
+TEST_CASE("the tail keeps the last lines", "[component][agent]") {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "line " + std::to_string(i) + "\n";
+  PumpRun run = pump_chunks({text}, "");
+  REQUIRE(run.tail.size() == OutputPump::kTailLines);
+  CHECK(run.tail.back() == "line 49");
+  CHECK(run.tail.front() == "line 30");
+}

@@ -1,0 +1,84 @@
+#include <catch2/catch.hpp>
+
+#include "agent/output_config.hpp"
+#include "agent/worker_env.hpp"
+
+using namespace cohort;
+
+TEST_CASE("worker variables follow torchrun", "[unit][agent]") {
+  WorkerEnvSettings settings{"trainer", 4, 3, "job42", "SIGTERM"};
+  RoundInfo round{2, 1, 2, 4, 12, "10.0.0.1", 29501, true};
+  EnvMap agent_env{{"PATH", "/bin"}};
+  EnvMap vars = worker_variables(settings, round, 3, "/logs/error.json", agent_env);
+  CHECK(vars["LOCAL_RANK"] == "3");
+  CHECK(vars["RANK"] == "7");
+  CHECK(vars["GROUP_RANK"] == "1");
+  CHECK(vars["ROLE_RANK"] == "7");
+  CHECK(vars["ROLE_NAME"] == "trainer");
+  CHECK(vars["LOCAL_WORLD_SIZE"] == "4");
+  CHECK(vars["WORLD_SIZE"] == "12");
+  CHECK(vars["GROUP_WORLD_SIZE"] == "2");
+  CHECK(vars["ROLE_WORLD_SIZE"] == "12");
+  CHECK(vars["MASTER_ADDR"] == "10.0.0.1");
+  CHECK(vars["MASTER_PORT"] == "29501");
+  CHECK(vars["TORCHELASTIC_RESTART_COUNT"] == "2");
+  CHECK(vars["TORCHELASTIC_MAX_RESTARTS"] == "3");
+  CHECK(vars["TORCHELASTIC_RUN_ID"] == "job42");
+  CHECK(vars["TORCHELASTIC_USE_AGENT_STORE"] == "True");
+  CHECK(vars["TORCHELASTIC_ERROR_FILE"] == "/logs/error.json");
+  CHECK(vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(vars["OMP_NUM_THREADS"] == "1");
+  CHECK(vars.count("PATH") == 0);
+}
+
+TEST_CASE("OMP_NUM_THREADS and NCCL settings of the user are kept", "[unit][agent]") {
+  WorkerEnvSettings settings{"default", 2, 0, "none", ""};
+  RoundInfo round;
+  EnvMap agent_env{{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}};
+  EnvMap vars = worker_variables(settings, round, 0, "", agent_env);
+  CHECK(vars.count("OMP_NUM_THREADS") == 0);
+  CHECK(vars["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
+  std::vector<std::string> merged = merge_env(agent_env, vars);
+  CHECK(std::count(merged.begin(), merged.end(), "OMP_NUM_THREADS=8") == 1);
+  CHECK(std::count(merged.begin(), merged.end(), "TORCH_NCCL_ASYNC_ERROR_HANDLING=0") == 1);
+}
+
+TEST_CASE("a single worker gets no OMP_NUM_THREADS", "[unit][agent]") {
+  WorkerEnvSettings settings{"default", 1, 0, "none", ""};
+  EnvMap vars = worker_variables(settings, RoundInfo{}, 0, "", {});
+  CHECK(vars.count("OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("redirect and tee values parse like torchrun's", "[unit][agent]") {
+  CHECK(StdSpec::parse("3")->for_rank(5) == 3);
+  auto per_rank = StdSpec::parse("0:1,1:2");
+  REQUIRE(per_rank);
+  CHECK(per_rank->for_rank(0) == 1);
+  CHECK(per_rank->for_rank(1) == 2);
+  CHECK(per_rank->for_rank(2) == 0);
+  CHECK_FALSE(StdSpec::parse("4"));
+  CHECK_FALSE(StdSpec::parse("x"));
+  CHECK_FALSE(StdSpec::parse("0:1,1"));
+  CHECK_FALSE(StdSpec::parse("-1:1"));
+}
+
+TEST_CASE("streams are routed to files and the console", "[unit][agent]") {
+  OutputConfig config;
+  CHECK(route_stream(config, 0, kStdout).console);
+  CHECK_FALSE(route_stream(config, 0, kStdout).file);
+  config.redirects = *StdSpec::parse("1");
+  CHECK(route_stream(config, 0, kStdout).file);
+  CHECK_FALSE(route_stream(config, 0, kStdout).console);
+  CHECK(route_stream(config, 0, kStderr).console);
+  config.tee = *StdSpec::parse("1");
+  CHECK(route_stream(config, 0, kStdout).console);
+  CHECK(route_stream(config, 0, kStdout).file);
+  config.console_ranks = {1};
+  CHECK_FALSE(route_stream(config, 0, kStderr).console);
+  CHECK(route_stream(config, 1, kStderr).console);
+}
+
+TEST_CASE("line prefixes come from the template", "[unit][agent]") {
+  CHECK(line_prefix("[${role_name}${local_rank}]:", "default", 3, 11) == "[default3]:");
+  CHECK(line_prefix("${rank}|${local_rank} ", "r", 1, 9) == "9|1 ");
+}
