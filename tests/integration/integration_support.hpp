@@ -1,0 +1,264 @@
+// Shared pieces of the `cohort run` integration tests: a per-test scratch area that starts the
+// real cohort binary in a clean, marked environment, and readers for what test_worker leaves
+// behind (env dumps, pid files, signal logs). Every process a test starts carries the scratch's
+// marker in its environment, so a test can prove that none of them (agent, keeper, workers,
+// grandchildren) outlives it. Test thread only.
+#pragma once
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_paths.hpp"
+#include "tests/support/wait_until.hpp"
+
+extern char** environ;
+
+namespace cohort::test {
+
+using namespace std::chrono_literals;
+
+using EnvDump = std::map<std::string, std::string>;
+
+/// Variables of the test's own environment that would change how cohort or torchrun behave; every
+/// run starts without them, and a test adds back what it is about.
+inline bool influences_launcher(const std::string& name) {
+  for (const char* prefix : {"PET_", "TORCHELASTIC_", "TORCH_ELASTIC_", "SLURM_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  for (const char* exact : {"LOGLEVEL", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                            "NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES", "PYTHON_EXEC",
+                            "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"}) {
+    if (name == exact) return true;
+  }
+  return false;
+}
+
+/// The test's own environment as a map.
+inline EnvDump own_environment() {
+  EnvDump env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    size_t equals = text.find('=');
+    if (equals != std::string::npos) env[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  return env;
+}
+
+/// Reads a test_worker --dump-env file (a flat JSON object of strings).
+inline EnvDump load_env(const std::string& path) {
+  std::ifstream in(path);
+  INFO("env dump " << path);
+  REQUIRE(in.good());
+  nlohmann::json parsed = nlohmann::json::parse(in);
+  return parsed.get<EnvDump>();
+}
+
+/// The value of `name` in a dump, or "<unset>".
+inline std::string env_value(const EnvDump& env, const std::string& name) {
+  auto found = env.find(name);
+  return found == env.end() ? "<unset>" : found->second;
+}
+
+inline pid_t read_pid(const std::string& path) {
+  std::string text = read_file(path);
+  return static_cast<pid_t>(std::atol(text.c_str()));
+}
+
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+inline bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// A port as MASTER_PORT carries it: a whole decimal number in 1..65535.
+inline bool is_port(const std::string& text) {
+  if (text.empty() || text.size() > 5) return false;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+  }
+  int port = std::atoi(text.c_str());
+  return port >= 1 && port <= 65535;
+}
+
+/// 8-4-4-4-12 lowercase hex, as torchrun's and cohort's random run ids.
+inline bool is_uuid_like(const std::string& text) {
+  if (text.size() != 36) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    char c = text[i];
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+/// cohort's failure summary: everything on stderr from its first "=====" ruler on.
+inline std::string failure_summary(const std::string& err) {
+  size_t start = err.find(std::string(60, '='));
+  return start == std::string::npos ? std::string() : err.substr(start);
+}
+
+/// Writes an executable /bin/sh script.
+inline void write_script(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  ::chmod(path.c_str(), 0755);
+}
+
+/// Live (non-zombie) processes whose environment holds `marker` (NAME=value).
+inline std::vector<pid_t> processes_with(const std::string& marker) {
+  std::vector<pid_t> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* entry = ::readdir(proc)) {
+    pid_t pid = static_cast<pid_t>(std::atol(entry->d_name));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::string environment = read_file("/proc/" + std::string(entry->d_name) + "/environ");
+    std::string wrapped = std::string(1, '\0') + environment + std::string(1, '\0');
+    std::string needle = std::string(1, '\0') + marker + std::string(1, '\0');
+    if (contains(wrapped, needle) && process_alive(pid)) found.push_back(pid);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+/// "pid state ppid pgid cmdline" of each process, for a failing check's message.
+inline std::string describe_processes(const std::vector<pid_t>& pids) {
+  std::string text;
+  for (pid_t pid : pids) {
+    std::string proc = "/proc/" + std::to_string(pid);
+    std::string stat = read_file(proc + "/stat");
+    size_t close = stat.rfind(')');
+    std::string fields = close == std::string::npos ? stat : stat.substr(close + 2);
+    std::istringstream in(fields);
+    std::string state, ppid, pgid;
+    in >> state >> ppid >> pgid;
+    std::string cmdline = read_file(proc + "/cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    text += std::to_string(pid) + " state=" + state + " ppid=" + ppid + " pgid=" + pgid + " " +
+            cmdline + "\n";
+  }
+  return text;
+}
+
+/// One test's working area: a temporary directory (also the runs' working directory and TMPDIR)
+/// and a marker that every process started from here inherits.
+class Scratch {
+ public:
+  Scratch() {
+    std::random_device device;
+    marker_ = "COHORT_TEST_MARKER=" + std::to_string(::getpid()) + "_" + std::to_string(device()) +
+              std::to_string(device());
+    ::mkdir(tmp().c_str(), 0755);
+  }
+
+  const std::string& path() const { return dir_.path(); }
+  std::string file(const std::string& name) const { return dir_.file(name); }
+  std::string tmp() const { return dir_.file("tmp"); }
+
+  /// A clean environment: the test's own minus what steers a launcher, plus the marker and a
+  /// private TMPDIR; `env` is added on top.
+  ChildOptions options(const std::map<std::string, std::string>& env = {}) const {
+    ChildOptions options;
+    for (const auto& [name, value] : own_environment()) {
+      if (influences_launcher(name)) options.unset_env.push_back(name);
+    }
+    size_t equals = marker_.find('=');
+    options.env[marker_.substr(0, equals)] = marker_.substr(equals + 1);
+    options.env["TMPDIR"] = tmp();
+    options.env["PWD"] = path();  // the working directory below, as a shell would say
+    for (const auto& [name, value] : env) options.env[name] = value;
+    options.working_dir = path();
+    options.output_dir = path();
+    options.name = "cohort";
+    return options;
+  }
+
+  /// The environment a process started with `options` sees.
+  static EnvDump environment_of(const ChildOptions& options) {
+    EnvDump env = own_environment();
+    for (const auto& name : options.unset_env) env.erase(name);
+    for (const auto& [name, value] : options.env) env[name] = value;
+    return env;
+  }
+
+  /// `cohort run ARGS...` to its end.
+  RunResult run(const std::vector<std::string>& args,
+                const std::map<std::string, std::string>& env = {},
+                std::chrono::milliseconds timeout = 60s) const {
+    return run_argv(cohort_argv(args), options(env), timeout);
+  }
+
+  RunResult run_argv(const std::vector<std::string>& argv, ChildOptions options,
+                     std::chrono::milliseconds timeout = 60s) const {
+    return run_to_end(argv, std::move(options), timeout);
+  }
+
+  /// `cohort run ARGS...` in the background; the guard kills its process group at scope exit.
+  std::unique_ptr<ChildProcess> start(const std::vector<std::string>& args,
+                                      const std::map<std::string, std::string>& env = {}) const {
+    return std::make_unique<ChildProcess>(cohort_argv(args), options(env));
+  }
+
+  static std::vector<std::string> cohort_argv(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{kCohortBin, "run"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  /// Processes started from this scratch that are still alive.
+  std::vector<pid_t> leftovers() const { return processes_with(marker_); }
+
+  /// True once nothing started from here is alive (waits a little for exiting helpers); else
+  /// says what is left.
+  bool nothing_left(std::chrono::milliseconds timeout = 10s) const {
+    if (wait_until([&] { return leftovers().empty(); }, timeout)) return true;
+    UNSCOPED_INFO("left behind:\n" << describe_processes(leftovers()));
+    return false;
+  }
+
+ private:
+  TempDir dir_;
+  std::string marker_;
+};
+
+/// Files under `dir` (names only) that start with `prefix`.
+inline std::vector<std::string> entries_starting_with(const std::string& dir,
+                                                      const std::string& prefix) {
+  std::vector<std::string> names;
+  DIR* handle = ::opendir(dir.c_str());
+  if (handle == nullptr) return names;
+  while (dirent* entry = ::readdir(handle)) {
+    std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  ::closedir(handle);
+  return names;
+}
+
+}  // namespace cohort::test

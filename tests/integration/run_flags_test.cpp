@@ -1,0 +1,84 @@
+// `cohort run` on one node: bad command lines end before any worker starts, with exit code 2
+// (127 for a --no-python binary that does not exist) and a message naming the flag; --help
+// works. Real cohort binary.
+#include <catch2/catch.hpp>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+
+}  // namespace
+
+TEST_CASE("bad flags are usage errors that name the flag", "[integration][run][flags]") {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string named;  ///< what the message must contain
+  };
+  const std::vector<Case> cases{
+      {{"--bogus-flag"}, "--bogus-flag"},
+      {{"--nproc-per-node", "abc"}, "--nproc-per-node"},
+      {{"--nnodes", "0"}, "--nnodes"},
+      {{"--nnodes", "3:2"}, "--nnodes"},
+      {{"--redirects", "9"}, "--redirects"},
+      {{"--tee", "4"}, "--tee"},
+      {{"--rdzv-backend", "etcd"}, "--rdzv-backend"},
+      {{"--signals-to-handle", "SIGFOO"}, "--signals-to-handle"},
+      {{"--max-restarts", "-1"}, "--max-restarts"},
+      {{"-m"}, "--module"},  // together with the --no-python below
+  };
+  for (const Case& c : cases) {
+    Scratch scratch;
+    std::vector<std::string> args = c.flags;
+    // A valid command after the bad flag: it must not start.
+    for (const std::string& arg : {std::string("--no-python"), kWorker, std::string("--dump-env"),
+                                   std::string("started.json")}) {
+      args.push_back(arg);
+    }
+    RunResult result = scratch.run(args);
+    INFO(Catch::Detail::stringify(args) << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, c.named));
+    CHECK_FALSE(file_exists(scratch.file("started.json")));
+  }
+}
+
+TEST_CASE("a missing training script is a usage error", "[integration][run][flags]") {
+  Scratch scratch;
+  SECTION("no script at all") {
+    RunResult result = scratch.run({"--nproc-per-node", "2"});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, "training script"));
+  }
+  SECTION("a python script that does not exist: python's own status 2, named in the summary") {
+    RunResult result = scratch.run({"no_such_script.py"}, {{"PYTHON_EXEC", "/usr/bin/python3"}});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(failure_summary(result.err), "no_such_script.py"));
+  }
+}
+
+TEST_CASE("a --no-python binary that does not exist exits 127", "[integration][run][flags]") {
+  Scratch scratch;
+  for (const std::string& binary :
+       {std::string("no_such_binary_for_cohort"), scratch.file("no_such_binary")}) {
+    RunResult result = scratch.run({"--nproc-per-node", "2", "--no-python", binary});
+    INFO(binary << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 127);
+    CHECK(contains(result.err, "--no-python"));
+    CHECK(contains(result.err, binary));
+  }
+}
+
+TEST_CASE("cohort run --help lists the flags", "[integration][run][flags]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--help"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "--nproc-per-node"));
+  CHECK(contains(result.out, "--max-restarts"));
+}

@@ -1,0 +1,212 @@
+// `cohort run` with real peers: a real PyTorch job (Debian's python3-torch 1.13, Gloo on CPU)
+// trained end to end, and the worker environment compared variable by variable with the real
+// torchrun of that PyTorch (shared/tools/torchrun-debian.py).
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+const std::string kPython = "/usr/bin/python3";
+const std::string kTorchrun = std::string(kSourceDir) + "/../shared/tools/torchrun-debian.py";
+
+bool python_has_torch() {
+  static const bool has = [] {
+    Scratch scratch;
+    try {
+      RunResult result =
+          scratch.run_argv({kPython, "-c", "import torch.distributed.run"}, scratch.options(), 60s);
+      return result.status.success();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
+// torch 1.13's TCPStore server (torchrun's rendezvous store on the fixed port 29400, and rank 0's
+// store in init_process_group) listens on the wildcard address. Where the machine allows it, such
+// commands run in a private network namespace that has only a loopback interface: nothing they
+// open is reachable from outside, and port 29400 cannot clash with anything else on the machine.
+bool private_network_available() {
+  static const bool available = [] {
+    Scratch scratch;
+    try {
+      return scratch
+          .run_argv({"/usr/bin/unshare", "-n", "/usr/sbin/ip", "link", "set", "lo", "up"},
+                    scratch.options(), 30s)
+          .status.success();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+std::vector<std::string> loopback_only(const std::vector<std::string>& argv) {
+  if (!private_network_available()) {
+    WARN("no private network namespace (unshare -n): torch's stores bind the wildcard address");
+    return argv;
+  }
+  std::vector<std::string> wrapped{"/usr/bin/unshare",
+                                   "-n",
+                                   "/bin/sh",
+                                   "-c",
+                                   "/usr/sbin/ip link set lo up && exec \"$@\"",
+                                   "sh"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return wrapped;
+}
+
+}  // namespace
+
+TEST_CASE("a real PyTorch all_reduce job runs under cohort", "[integration][run][pytorch]") {
+  if (!python_has_torch()) {
+    WARN("skipped: " << kPython << " cannot import torch");
+    return;
+  }
+  Scratch scratch;
+  // GLOO_SOCKET_IFNAME=lo keeps Gloo's pairs on the loopback interface.
+  RunResult result = scratch.run_argv(
+      loopback_only(
+          Scratch::cohort_argv({"--standalone", "--nproc-per-node", "2",
+                                std::string(kSourceDir) + "/examples/python/allreduce.py"})),
+      scratch.options({{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}}), 120s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "[default0]:allreduce sum=3 world_size=2\n"));
+  CHECK(scratch.nothing_left());
+}
+
+namespace {
+
+// Every variable torchrun sets for a worker (DESIGN.md §3 item 2, torchrun-and-peers §1.2).
+const std::vector<std::string> kTorchrunVariables{
+    "LOCAL_RANK",
+    "RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_ASYNC_ERROR_HANDLING",  // the older name, which 1.13 sets
+    "OMP_NUM_THREADS",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",
+};
+
+// The documented differences between cohort and the real torchrun of PyTorch 1.13, each with the
+// check that replaces equality. Every other variable, torchrun's and any either launcher adds on
+// top of the environment it was given, must be set by both with the same value.
+//
+// - MASTER_PORT: a free port picked at run time by each launcher; both must be a port number.
+// - TORCHELASTIC_RUN_ID: --standalone makes a random uuid in both; both must look like one.
+// - MASTER_ADDR: torchrun --standalone uses "localhost" (the FQDN with other backends); cohort
+//   uses 127.0.0.1 (--local-addr/--master-addr when given). Both must be set.
+// - TORCHELASTIC_ERROR_FILE: the base directory differs (torchrun: $TMPDIR/torchelastic_*/
+//   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>); both end in attempt_0/<lr>/error.json.
+// - TORCHELASTIC_USE_AGENT_STORE: cohort's workers connect to the run's worker store, which is
+//   up before they start ("True", like PyTorch >= 2.5's torchrun with its shared store);
+//   torchrun 1.13 lets worker rank 0 host the store ("False", cohort's --worker-store rank0).
+//   Both must be one of the two.
+// - TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCHELASTIC_SIGNALS_TO_HANDLE: PyTorch 2.x torchrun sets
+//   them, 1.13 does not; cohort follows 2.x. When torchrun sets them, the values must agree.
+void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvDump& theirs,
+                           int local_rank) {
+  auto set_by = [&](const EnvDump& dump) {
+    std::set<std::string> names;
+    for (const auto& [name, value] : dump) {
+      if (name.rfind("__", 0) == 0) continue;  // test_worker's own fields (__pid, __stdin)
+      auto found = given.find(name);
+      if (found == given.end() || found->second != value) names.insert(name);
+    }
+    return names;
+  };
+  std::set<std::string> names(kTorchrunVariables.begin(), kTorchrunVariables.end());
+  for (const auto& name : set_by(ours)) names.insert(name);
+  for (const auto& name : set_by(theirs)) names.insert(name);
+  const std::string lr = std::to_string(local_rank);
+  for (const std::string& name : names) {
+    const std::string cohort = env_value(ours, name), torchrun = env_value(theirs, name);
+    INFO("local rank " << lr << ": " << name << " cohort='" << cohort << "' torchrun='" << torchrun
+                       << "'");
+    if (name == "MASTER_PORT") {
+      CHECK(is_port(cohort));
+      CHECK(is_port(torchrun));
+    } else if (name == "TORCHELASTIC_RUN_ID") {
+      CHECK(is_uuid_like(cohort));
+      CHECK(is_uuid_like(torchrun));
+    } else if (name == "MASTER_ADDR") {
+      CHECK(cohort == "127.0.0.1");
+      CHECK(torchrun != "<unset>");
+      CHECK_FALSE(torchrun.empty());
+    } else if (name == "TORCHELASTIC_USE_AGENT_STORE") {
+      CHECK((cohort == "True" || cohort == "False"));
+      CHECK((torchrun == "True" || torchrun == "False"));
+    } else if (name == "TORCHELASTIC_ERROR_FILE") {
+      CHECK(ends_with(cohort, "/attempt_0/" + lr + "/error.json"));
+      CHECK(ends_with(torchrun, "/attempt_0/" + lr + "/error.json"));
+    } else if ((name == "TORCH_NCCL_ASYNC_ERROR_HANDLING" ||
+                name == "TORCHELASTIC_SIGNALS_TO_HANDLE") &&
+               torchrun == "<unset>") {
+      CHECK(cohort ==
+            (name == "TORCH_NCCL_ASYNC_ERROR_HANDLING" ? "1" : "SIGTERM,SIGINT,SIGHUP,SIGQUIT"));
+    } else {
+      CHECK(cohort == torchrun);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("workers get the same environment from cohort as from the real torchrun",
+          "[integration][run][pytorch][compat]") {
+  if (!python_has_torch() || !file_exists(kTorchrun)) {
+    WARN("skipped: no " << kTorchrun << " or " << kPython << " without torch");
+    return;
+  }
+  Scratch scratch;
+  RunResult ours = scratch.run({"--standalone", "--nproc-per-node", "2", "--no-python",
+                                "--max-restarts", "0", "--role", "trainer", kWorker, "--dump-env",
+                                scratch.file("cohort_${local_rank}.json")});
+  INFO("cohort:\n" << ours.out << ours.err);
+  REQUIRE(ours.status.shell_code() == 0);
+  ChildOptions options = scratch.options();
+  RunResult theirs = scratch.run_argv(
+      loopback_only({kPython, kTorchrun, "--standalone", "--nproc_per_node", "2", "--no_python",
+                     "--max_restarts", "0", "--role", "trainer", "--monitor_interval", "0.1",
+                     kWorker, "--dump-env", scratch.file("torchrun_${local_rank}.json")}),
+      options, 120s);
+  INFO("torchrun:\n" << theirs.out << theirs.err);
+  REQUIRE(theirs.status.shell_code() == 0);
+
+  const EnvDump given = Scratch::environment_of(options);
+  std::vector<EnvDump> cohort_dumps, torchrun_dumps;
+  for (int local_rank = 0; local_rank < 2; ++local_rank) {
+    std::string lr = std::to_string(local_rank);
+    cohort_dumps.push_back(load_env(scratch.file("cohort_" + lr + ".json")));
+    torchrun_dumps.push_back(load_env(scratch.file("torchrun_" + lr + ".json")));
+    check_same_worker_env(given, cohort_dumps.back(), torchrun_dumps.back(), local_rank);
+    CHECK(env_value(cohort_dumps.back(), "__stdin") == env_value(torchrun_dumps.back(), "__stdin"));
+  }
+  // Within one run, the port and the run id are shared by every worker (in both launchers).
+  for (const auto* dumps : {&cohort_dumps, &torchrun_dumps}) {
+    CHECK(env_value((*dumps)[0], "MASTER_PORT") == env_value((*dumps)[1], "MASTER_PORT"));
+    CHECK(env_value((*dumps)[0], "TORCHELASTIC_RUN_ID") ==
+          env_value((*dumps)[1], "TORCHELASTIC_RUN_ID"));
+  }
+  CHECK(scratch.nothing_left());
+}

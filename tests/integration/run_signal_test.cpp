@@ -1,0 +1,219 @@
+// `cohort run` on one node: signals to cohort reach every worker, stubborn workers are SIGKILLed
+// after --shutdown-timeout, no worker or grandchild outlives cohort, even a SIGKILLed one, and
+// workers inherit none of cohort's file descriptors. Real cohort, real test_worker processes.
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+
+std::string numbered(const Scratch& scratch, const std::string& stem, int local_rank) {
+  return scratch.file(stem + "_" + std::to_string(local_rank));
+}
+
+// Waits until every worker has written its ready file (its signal handlers are then in place).
+bool all_ready(const Scratch& scratch, int workers) {
+  return wait_until([&] {
+    for (int local_rank = 0; local_rank < workers; ++local_rank) {
+      if (!file_exists(numbered(scratch, "ready", local_rank))) return false;
+    }
+    return true;
+  });
+}
+
+std::vector<pid_t> read_pids(const Scratch& scratch, const std::string& stem, int workers) {
+  std::vector<pid_t> pids;
+  for (int local_rank = 0; local_rank < workers; ++local_rank) {
+    pids.push_back(read_pid(numbered(scratch, stem, local_rank)));
+  }
+  return pids;
+}
+
+bool all_gone(const std::vector<pid_t>& pids) {
+  return wait_until([&] {
+    for (pid_t pid : pids) {
+      if (process_alive(pid)) return false;
+    }
+    return true;
+  });
+}
+
+// Flags of a worker that records its pid and the signals it gets, says when it is ready, hangs.
+std::vector<std::string> hanging_worker(const Scratch& scratch, std::vector<std::string> extra) {
+  std::vector<std::string> args{"--no-python",
+                                kWorker,
+                                "--pid-file",
+                                scratch.file("pid_${local_rank}"),
+                                "--record-signals",
+                                scratch.file("signals_${local_rank}"),
+                                "--ready-file",
+                                scratch.file("ready_${local_rank}"),
+                                "--hang"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<std::string> concat(std::vector<std::string> first,
+                                const std::vector<std::string>& second) {
+  first.insert(first.end(), second.begin(), second.end());
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM and SIGINT to cohort reach every worker; cohort exits 128 + signal",
+          "[integration][run][signals]") {
+  struct Case {
+    int signal;
+    int exit_code;
+  };
+  for (Case c : {Case{SIGTERM, 143}, Case{SIGINT, 130}}) {
+    Scratch scratch;
+    INFO("signal " << c.signal);
+    auto cohort = scratch.start(concat({"--nproc-per-node", "3", "--shutdown-timeout", "20"},
+                                       hanging_worker(scratch, {"--exit-on-signal", "0"})));
+    REQUIRE(all_ready(scratch, 3));
+    std::vector<pid_t> workers = read_pids(scratch, "pid", 3);
+    cohort->signal(c.signal);
+    auto status = cohort->wait(30s);
+    INFO(cohort->output());
+    REQUIRE(status.has_value());
+    CHECK_FALSE(status->signaled);
+    CHECK(status->shell_code() == c.exit_code);
+    for (int local_rank = 0; local_rank < 3; ++local_rank) {
+      CHECK(read_file(numbered(scratch, "signals", local_rank)) == std::to_string(c.signal) + "\n");
+    }
+    CHECK(all_gone(workers));
+    CHECK(failure_summary(cohort->err()).empty());  // a requested stop is not a failure
+    CHECK(scratch.nothing_left());
+  }
+}
+
+TEST_CASE("a worker that ignores SIGTERM is SIGKILLed after --shutdown-timeout",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  auto cohort = scratch.start({"--nproc-per-node", "1", "--shutdown-timeout", "1", "--no-python",
+                               kWorker, "--pid-file", scratch.file("pid_0"), "--ready-file",
+                               scratch.file("ready_0"), "--ignore-sigterm", "--hang"});
+  REQUIRE(all_ready(scratch, 1));
+  pid_t worker = read_pid(scratch.file("pid_0"));
+  cohort->signal(SIGTERM);
+  // Once cohort says it is stopping the workers, the worker has the SIGTERM and shrugs it off.
+  REQUIRE(wait_until([&] { return contains(cohort->err(), "received SIGTERM"); }));
+  CHECK(process_alive(worker));
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK(contains(cohort->err(), "did not stop within the shutdown timeout"));
+  CHECK_FALSE(process_alive(worker));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("--signals-to-handle SIGUSR1: forwarded to the workers, which keep running",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  auto cohort = scratch.start(concat({"--nproc-per-node", "2", "--signals-to-handle",
+                                      "SIGTERM,SIGUSR1", "--shutdown-timeout", "20"},
+                                     hanging_worker(scratch, {})));
+  REQUIRE(all_ready(scratch, 2));
+  std::vector<pid_t> workers = read_pids(scratch, "pid", 2);
+  auto recorded = [&](const std::string& expected) {
+    return wait_until([&] {
+      for (int local_rank = 0; local_rank < 2; ++local_rank) {
+        if (read_file(numbered(scratch, "signals", local_rank)) != expected) return false;
+      }
+      return true;
+    });
+  };
+  cohort->signal(SIGUSR1);
+  CHECK(recorded(std::to_string(SIGUSR1) + "\n"));
+  CHECK_FALSE(cohort->wait(0ms).has_value());  // cohort is still running
+  for (pid_t pid : workers) CHECK(process_alive(pid));
+  // SIGTERM stops the run; these workers shrug it off, so a second SIGTERM kills them at once.
+  cohort->signal(SIGTERM);
+  CHECK(recorded(std::to_string(SIGUSR1) + "\n" + std::to_string(SIGTERM) + "\n"));
+  cohort->signal(SIGTERM);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK(all_gone(workers));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("kill -9 of cohort takes every worker and grandchild with it",
+          "[integration][run][hygiene]") {
+  Scratch scratch;
+  auto cohort = scratch.start({"--nproc-per-node", "2", "--no-python", kWorker, "--pid-file",
+                               scratch.file("pid_${local_rank}"), "--spawn-grandchild",
+                               scratch.file("grandchild_${local_rank}"), "--ready-file",
+                               scratch.file("ready_${local_rank}"), "--hang"});
+  REQUIRE(all_ready(scratch, 2));
+  std::vector<pid_t> workers = read_pids(scratch, "pid", 2);
+  std::vector<pid_t> grandchildren = read_pids(scratch, "grandchild", 2);
+  for (int i = 0; i < 2; ++i) {
+    INFO("local rank " << i);
+    REQUIRE(process_alive(workers[i]));
+    REQUIRE(process_alive(grandchildren[i]));
+    CHECK(::getpgid(workers[i]) == workers[i]);        // its own process group...
+    CHECK(::getpgid(grandchildren[i]) == workers[i]);  // ...which holds its children
+    CHECK(::getpgid(workers[i]) != ::getpgid(cohort->pid()));
+  }
+  CHECK(scratch.leftovers().size() >= 5);  // agent, workers, grandchildren (and the keeper)
+  cohort->signal(SIGKILL);
+  REQUIRE(cohort->wait(10s).has_value());
+  bool workers_gone = all_gone(workers), grandchildren_gone = all_gone(grandchildren);
+  INFO(describe_processes(workers) << describe_processes(grandchildren));
+  CHECK(workers_gone);
+  CHECK(grandchildren_gone);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("workers inherit no file descriptor of cohort beyond 0 1 2",
+          "[integration][run][hygiene]") {
+  Scratch scratch;
+  auto cohort = scratch.start(
+      concat({"--standalone", "--nproc-per-node", "2", "--tee", "1", "--shutdown-timeout", "20"},
+             hanging_worker(scratch, {"--exit-on-signal", "0"})));
+  REQUIRE(all_ready(scratch, 2));
+  // Listening and store sockets (--standalone), log files (--tee), pipes: none may leak.
+  for (pid_t worker : read_pids(scratch, "pid", 2)) {
+    std::string dir = "/proc/" + std::to_string(worker) + "/fd";
+    std::string extra;
+    for (const std::string& fd : entries_starting_with(dir, "")) {
+      if (fd == "." || fd == ".." || fd == "0" || fd == "1" || fd == "2") continue;
+      char target[256] = {};
+      ssize_t length = ::readlink((dir + "/" + fd).c_str(), target, sizeof target - 1);
+      extra += " " + fd + "->" + std::string(target, length > 0 ? static_cast<size_t>(length) : 0);
+    }
+    INFO("worker " << worker);
+    CHECK(extra == "");
+  }
+  cohort->signal(SIGTERM);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a normal run leaves no process behind", "[integration][run][hygiene]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--nproc-per-node", "2", "--no-python", kWorker, "--pid-file",
+                                  scratch.file("pid_${local_rank}"), "--spawn-grandchild",
+                                  scratch.file("grandchild_${local_rank}")});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(all_gone(read_pids(scratch, "pid", 2)));
+  CHECK(all_gone(read_pids(scratch, "grandchild", 2)));  // left behind by the workers
+  CHECK(scratch.nothing_left());
+}
