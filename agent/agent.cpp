@@ -4,10 +4,11 @@
 
 #include <csignal>
 #include <cstring>
+#include <random>
 
 #include "agent/error_file.hpp"
 #include "agent/failure_summary.hpp"
-#include "agent/restart_policy.hpp"
+#include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
@@ -15,12 +16,26 @@
 extern char** environ;
 
 namespace cohort {
+namespace {
+
+std::string random_suffix() {
+  std::random_device device;
+  return std::to_string(device() % 100000);
+}
+
+}  // namespace
 
 Agent::Agent(boost::asio::io_context& io, AgentConfig config)
-    : io_(io), config_(std::move(config)), agent_env_(parse_environ(environ)), reaper_(io),
-      logs_(config_.log_dir, config_.env.run_id), signals_(io), restart_timer_(io) {
+    : io_(io),
+      config_(std::move(config)),
+      agent_env_(parse_environ(environ)),
+      reaper_(io),
+      logs_(config_.log_dir, config_.env.run_id),
+      signals_(io),
+      reconnect_timer_(io) {
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
   for (int signal : config_.extra_signals) signals_.add(signal);
+  node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
 }
 
 Agent::~Agent() = default;
@@ -29,13 +44,14 @@ int Agent::run() {
   if (!keeper_.start()) log::warn("cannot start the process-group keeper: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && agent_env_.count("OMP_NUM_THREADS") == 0) {
-    log::warn("setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; "
-              "set it yourself to tune performance");
+    log::warn(
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; "
+        "set it yourself to tune performance");
   }
   arm_signals();
-  start_round();
+  connect();
   io_.run();
-  return exit_code_.value_or(1);
+  return exit_code_.value_or(kExitInternal);
 }
 
 void Agent::arm_signals() {
@@ -46,19 +62,154 @@ void Agent::arm_signals() {
   });
 }
 
-void Agent::start_round() {
-  RoundInfo round;
-  round.round = round_;
-  round.world_size = config_.nproc;
-  round.master_addr = config_.master_addr;
-  round.master_port = config_.fixed_master_port != 0 ? config_.fixed_master_port
-                                                     : pick_free_port(config_.master_addr);
-  if (std::string error = logs_.prepare_attempt(round_, config_.nproc); !error.empty()) {
-    log::error(error);
-    return finish(1);
+int Agent::rank0_port() const {
+  if (!config_.rendezvous.rank0_store) return 0;
+  return pick_free_port(config_.rendezvous.address.empty() ? "0.0.0.0"
+                                                           : config_.rendezvous.address);
+}
+
+proto::Hello Agent::make_hello() {
+  proto::Hello hello;
+  hello.run_id = config_.env.run_id;
+  hello.node_id = cat(node_base_id_, "#", connection_++);
+  hello.address = config_.rendezvous.address;
+  hello.local_world_size = config_.nproc;
+  hello.rank_hint = config_.rendezvous.rank_hint;
+  hello.last_round = round_;
+  hello.restarts_used = restarts_seen_;
+  hello.config = config_.rendezvous.config;
+  hello.rank0_port = rank0_port();
+  return hello;
+}
+
+void Agent::connect() {
+  const RendezvousSettings& settings = config_.rendezvous;
+  ClientOptions options;
+  options.host = settings.host;
+  options.port = settings.port;
+  options.heartbeat_interval = settings.heartbeat_interval;
+  options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
+  options.connect_deadline = std::chrono::milliseconds(settings.config.join_timeout_ms);
+  state_ = State::Joining;
+  client_ = std::make_unique<RendezvousClient>(
+      io_, options, [this](proto::ControlMessage message) { on_message(std::move(message)); },
+      [this](const std::string& reason) { on_lost(reason); });
+  client_->connect(make_hello());
+}
+
+void Agent::on_message(proto::ControlMessage message) {
+  if (state_ == State::Finishing) return;
+  std::visit(
+      [this](const auto& typed) {
+        using T = std::decay_t<decltype(typed)>;
+        if constexpr (std::is_same_v<T, proto::Waiting>)
+          on_waiting(typed);
+        else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
+          on_round(typed);
+        else if constexpr (std::is_same_v<T, proto::Restart>)
+          on_restart(typed.reason);
+        else if constexpr (std::is_same_v<T, proto::Stop>)
+          on_stop(typed);
+        else if constexpr (std::is_same_v<T, proto::Error>)
+          on_error(typed);
+        else if constexpr (std::is_same_v<T, proto::Complete>) {
+          log::info("every node finished: the run is complete");
+          stop_group_then(SIGTERM, [this] { finish(kExitSuccess); });
+        }
+      },
+      message);
+}
+
+void Agent::on_waiting(const proto::Waiting& waiting) {
+  bool short_of_nodes = waiting.joined < waiting.min_nodes;
+  bool last_call = waiting.last_call_in_ms && waiting.joined < waiting.max_nodes;
+  if (!short_of_nodes && !last_call) return;
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_progress_ < std::chrono::seconds(1) || !log::enabled(log::Level::Warn)) return;
+  last_progress_ = now;
+  std::string line =
+      cat("cohort: waiting for nodes: ", waiting.joined, "/",
+          waiting.min_nodes == waiting.max_nodes ? std::to_string(waiting.max_nodes)
+                                                 : cat(waiting.min_nodes, "-", waiting.max_nodes));
+  if (waiting.last_call_in_ms) {
+    line += cat(", last call in ", (*waiting.last_call_in_ms + 999) / 1000, " s");
   }
-  log::info("starting round=", round_, " workers=", config_.nproc, " master=",
-            round.master_addr, ":", round.master_port);
+  write_all(STDERR_FILENO, line + "\n");
+}
+
+void Agent::on_round(const proto::RoundAssigned& assigned) {
+  RoundInfo round;
+  round.round = assigned.round;
+  round.group_rank = assigned.group_rank;
+  round.group_world_size = assigned.group_world_size;
+  round.base_rank = assigned.base_rank;
+  round.world_size = assigned.world_size;
+  round.master_addr = assigned.master_addr;
+  round.master_port = assigned.master_port;
+  round.use_agent_store = !config_.rendezvous.rank0_store;
+  round_ = assigned.round;
+  restarts_seen_ = assigned.restarts_used;
+  log::info("joined round=", round.round, " group_rank=", round.group_rank, " of ",
+            round.group_world_size, " world_size=", round.world_size, " master=", round.master_addr,
+            ":", round.master_port);
+  stop_group_then(SIGTERM, [this, round] { start_group(round); });
+}
+
+void Agent::on_restart(const std::string& reason) {
+  log::warn("restarting the workers: ", reason);
+  state_ = State::Restarting;
+  stop_group_then(SIGTERM, [this] {
+    state_ = State::Joining;
+    client_->send(proto::Join{rank0_port()});
+  });
+}
+
+void Agent::on_stop(const proto::Stop& stop) {
+  stop_group_then(SIGTERM, [this, stop] {
+    if (!stop.summary.empty())
+      write_all(STDERR_FILENO, stop.summary);
+    else
+      log::error("the run failed: ", stop.reason);
+    finish(stop.exit_status);
+  });
+}
+
+void Agent::on_error(const proto::Error& error) {
+  if (error.rejoin) {
+    log::warn("the rendezvous dropped this node (", error.message, "): rejoining as a new node");
+    client_->close();
+    stop_group_then(SIGTERM, [this] { connect(); });
+    return;
+  }
+  client_->close();
+  stop_group_then(SIGTERM, [this, message = error.message] {
+    log::error("rendezvous: ", message);
+    finish(kExitRendezvous);
+  });
+}
+
+void Agent::on_lost(const std::string& reason) {
+  if (state_ == State::Finishing) return;
+  if (!client_ || reason.rfind("cannot reach", 0) == 0) {
+    stop_group_then(SIGTERM, [this, reason] {
+      log::error(reason);
+      finish(kExitRendezvous);
+    });
+    return;
+  }
+  log::warn(reason, "; reconnecting (the workers keep running)");
+  reconnect_timer_.expires_after(std::chrono::milliseconds(50));
+  reconnect_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error && state_ != State::Finishing) connect();
+  });
+}
+
+void Agent::start_group(const RoundInfo& round) {
+  if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
+    log::error(error);
+    return finish(kExitInternal);
+  }
+  state_ = State::Running;
   group_ = std::make_unique<WorkerGroup>(io_, reaper_, keeper_, config_.shutdown_timeout);
   group_running_ = true;
   group_->start(plan_workers(round), [this](GroupOutcome outcome) {
@@ -79,8 +230,8 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
     plan.err = route_stream(config_.output, local_rank, kStderr);
     if (!logs_.enabled()) plan.out.file = plan.err.file = false;
     if (!config_.output.raw) {
-      plan.prefix = line_prefix(config_.output.prefix_template, config_.env.role, local_rank,
-                                plan.rank);
+      plan.prefix =
+          line_prefix(config_.output.prefix_template, config_.env.role, local_rank, plan.rank);
     }
     plan.request.executable = config_.executable;
     for (const auto& arg : config_.args) {
@@ -94,33 +245,42 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
 }
 
 void Agent::on_group_done(GroupOutcome outcome) {
-  if (stop_signal_ != 0) return finish(128 + stop_signal_);
+  if (after_group_) {
+    auto next = std::move(after_group_);
+    after_group_ = nullptr;
+    return next();
+  }
   switch (outcome.kind) {
     case GroupOutcome::Kind::Succeeded:
-      log::info("all workers finished successfully");
-      return finish(0);
-    case GroupOutcome::Kind::Stopped:
-      return finish(1);
+      log::info("the workers of this node finished; waiting for the other nodes");
+      state_ = State::Reported;
+      client_->send(proto::NodeSucceeded{round_});
+      return;
     case GroupOutcome::Kind::Failed:
-      break;
+      return report_failure(std::move(outcome.failures));
+    case GroupOutcome::Kind::Stopped:
+      return finish(kExitInternal);
   }
-  const WorkerFailure& first = outcome.failures[root_cause_index(outcome.failures)];
-  RestartDecision decision = decide_restart(restarts_done_, config_.env.max_restarts);
-  if (!decision.restart) return fail(std::move(outcome.failures));
-  ++restarts_done_;
-  ++round_;
-  log::warn("worker rank=", first.rank, " failed with ", first.status.describe(), "; restart ",
-            restarts_done_, "/", config_.env.max_restarts, " in ", decision.delay.count(), " ms");
-  restart_timer_.expires_after(decision.delay);
-  restart_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (!error && stop_signal_ == 0) start_round();
-  });
+}
+
+void Agent::report_failure(std::vector<WorkerFailure> failures) {
+  const WorkerFailure& root = failures[root_cause_index(failures)];
+  std::string summary =
+      format_failure_summary(config_.entrypoint_name, config_.host_name, failures);
+  auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
+  if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
+    write_root_cause_file(own_error_file->second, root);
+  }
+  log::warn("worker rank=", root.rank, " failed with ", root.status.describe());
+  state_ = State::Reported;
+  client_->send(proto::WorkerFailed{round_, root.rank, root.local_rank, root.status.shell_code(),
+                                    root.status.describe(), config_.host_name, summary});
 }
 
 void Agent::on_signal(int signal) {
   if (!is_termination_signal(signal)) {
     log::info("forwarding ", signal_name(signal), " to the workers");
-    if (group_) group_->forward_signal(signal);
+    if (group_running_) group_->forward_signal(signal);
     return;
   }
   if (stop_signal_ != 0) {
@@ -129,31 +289,35 @@ void Agent::on_signal(int signal) {
     return;
   }
   stop_signal_ = signal;
-  restart_timer_.cancel();
-  if (!group_running_) return finish(128 + signal);
-  log::warn("received ", signal_name(signal), ": stopping the workers (shutdown timeout ",
-            config_.shutdown_timeout.count(), " ms)");
+  if (client_) client_->close(proto::Leave{"stopped by " + signal_name(signal)});
+  if (group_running_) {
+    log::warn("received ", signal_name(signal), ": stopping the workers (shutdown timeout ",
+              config_.shutdown_timeout.count(), " ms)");
+  }
+  after_group_ = nullptr;
+  stop_group_then(signal, [this, signal] { finish(128 + signal); });
+}
+
+void Agent::stop_group_then(int signal, std::function<void()> next) {
+  if (!group_running_) return next();
+  after_group_ = std::move(next);
   if (!group_->stopping()) group_->stop(signal);
 }
 
-void Agent::fail(std::vector<WorkerFailure> failures) {
-  std::string summary = format_failure_summary(config_.entrypoint_name, config_.host_name,
-                                               failures);
-  write_all(STDERR_FILENO, summary);
-  const WorkerFailure& root = failures[root_cause_index(failures)];
-  auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
-  if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
-    write_root_cause_file(own_error_file->second, root);
-  }
-  finish(root.status.shell_code());
-}
-
 void Agent::finish(int exit_code) {
+  if (state_ == State::Finishing) return;
+  state_ = State::Finishing;
   exit_code_ = exit_code;
   signals_.cancel();
-  restart_timer_.cancel();
+  reconnect_timer_.cancel();
   group_.reset();
-  io_.stop();
+  if (client_) client_->close();
+  auto done = [this] {
+    client_.reset();
+    io_.stop();
+  };
+  if (config_.before_exit) return config_.before_exit(done);
+  done();
 }
 
 }  // namespace cohort

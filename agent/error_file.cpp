@@ -51,10 +51,11 @@ bool write_root_cause_file(const std::string& path, const WorkerFailure& root_ca
   nlohmann::json document;
   if (auto original = read_json(root_cause.error_file)) document = *original;
   if (!document.contains("message")) {
-    auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
-        root_cause.time.time_since_epoch());
+    auto seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(root_cause.time.time_since_epoch());
     document["message"] = {
-        {"message", cat("worker rank ", root_cause.rank, " failed: ", root_cause.status.describe())},
+        {"message",
+         cat("worker rank ", root_cause.rank, " failed: ", root_cause.status.describe())},
         {"extraInfo", {{"py_callstack", ""}, {"timestamp", std::to_string(seconds.count())}}}};
   }
   document["errorCode"] = root_cause.status.shell_code();

@@ -20,6 +20,8 @@ class GroupKeeper {
   void add(pid_t process_group);
   void remove(pid_t process_group);
   pid_t pid() const { return keeper_pid_; }
+  /// The pipe a new worker announces its own group on, before exec (SpawnRequest); -1 if none.
+  int announce_fd() const { return pipe_write_; }
 
  private:
   void send(char op, pid_t process_group);

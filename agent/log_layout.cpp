@@ -38,8 +38,8 @@ std::string LogLayout::prepare_attempt(int attempt, int nproc) {
   for (int rank = 0; rank < nproc; ++rank) {
     std::error_code error;
     fs::create_directories(rank_dir(attempt, rank), error);
-    if (error) return "cannot create log directory " + rank_dir(attempt, rank) + ": " +
-                      error.message();
+    if (error)
+      return "cannot create log directory " + rank_dir(attempt, rank) + ": " + error.message();
   }
   return {};
 }

@@ -40,8 +40,8 @@ StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream)
   return {redirected || teed, shown && (!redirected || teed)};
 }
 
-std::string line_prefix(const std::string& prefix_template, const std::string& role,
-                        int local_rank, int rank) {
+std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,
+                        int rank) {
   std::string prefix = substitute(prefix_template, "role_name", role);
   prefix = substitute(prefix, "local_rank", std::to_string(local_rank));
   return substitute(prefix, "rank", std::to_string(rank));

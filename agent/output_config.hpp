@@ -38,7 +38,7 @@ struct StreamRoute {
 StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream);
 
 /// The console prefix of one worker, from the template's ${role_name}, ${local_rank}, ${rank}.
-std::string line_prefix(const std::string& prefix_template, const std::string& role,
-                        int local_rank, int rank);
+std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,
+                        int rank);
 
 }  // namespace cohort

@@ -1,7 +1,9 @@
 #include "agent/process_spawner.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <boost/process/v2.hpp>
@@ -13,6 +15,34 @@ namespace cohort {
 namespace bp2 = boost::process::v2;
 
 namespace {
+
+// Writes "+<pid>\n" in one write (atomic on a pipe), without the heap: runs between fork and exec.
+void announce_group(int fd) {
+  char line[24];
+  char* end = line + sizeof line;
+  char* at = end;
+  *--at = '\n';
+  for (long pid = ::getpid(); pid > 0; pid /= 10) *--at = static_cast<char>('0' + pid % 10);
+  *--at = '+';
+  while (::write(fd, at, static_cast<size_t>(end - at)) < 0 && errno == EINTR) {
+  }
+}
+
+// Marks every descriptor from `first` on close-on-exec, so that the worker gets none of the
+// agent's sockets, pipes and files. Boost 1.81's own close_all (after on_exec_setup) leaves open
+// the descriptors between stderr and its exec-error pipe (close_handles.ipp compares each
+// whitelist entry with itself); closing them here would take that pipe too, which must stay open
+// until exec and already is close-on-exec. Runs between fork and exec.
+void close_on_exec_from(int first) {
+  if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  rlimit limit{};  // kernels before 5.11: one descriptor at a time
+  rlim_t last = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  if (last > (1u << 20)) last = 1u << 20;
+  for (int fd = first; static_cast<rlim_t>(fd) < last; ++fd) {
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
 
 // Launcher initializer: sets the environment in the parent, and in the child (between fork and
 // exec) the process group, the parent-death signal, the working directory and the three streams.
@@ -29,7 +59,10 @@ struct WorkerSetup {
 
   template <typename Launcher>
   bp2::error_code on_exec_setup(Launcher&, const bp2::filesystem::path&, const char* const*) {
-    if (request.new_process_group && ::setpgid(0, 0) != 0) return last_error();
+    if (request.new_process_group) {
+      if (::setpgid(0, 0) != 0) return last_error();
+      if (request.announce_group_fd >= 0) announce_group(request.announce_group_fd);
+    }
     if (request.die_with_parent) {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return last_error();
       if (::getppid() != parent_pid) ::_exit(127);  // the parent died before prctl took effect
@@ -47,6 +80,7 @@ struct WorkerSetup {
     if (in < 0 || ::dup2(in, STDIN_FILENO) < 0) return last_error();
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return last_error();
     if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return last_error();
+    close_on_exec_from(STDERR_FILENO + 1);
     return {};
   }
 

@@ -13,15 +13,18 @@
 namespace cohort {
 
 struct SpawnRequest {
-  std::string executable;          ///< absolute or relative path, already resolved
-  std::vector<std::string> args;   ///< argv[1..]
-  std::vector<std::string> env;    ///< complete environment, "NAME=value"
-  std::string working_dir;         ///< empty: the agent's own
-  int stdin_fd = -1;               ///< -1: /dev/null
-  int stdout_fd = -1;              ///< -1: inherit the agent's
-  int stderr_fd = -1;              ///< -1: inherit the agent's
+  std::string executable;         ///< absolute or relative path, already resolved
+  std::vector<std::string> args;  ///< argv[1..]
+  std::vector<std::string> env;   ///< complete environment, "NAME=value"
+  std::string working_dir;        ///< empty: the agent's own
+  int stdin_fd = -1;              ///< -1: /dev/null
+  int stdout_fd = -1;             ///< -1: inherit the agent's
+  int stderr_fd = -1;             ///< -1: inherit the agent's
   bool new_process_group = true;
-  bool die_with_parent = true;     ///< PR_SET_PDEATHSIG(SIGKILL)
+  bool die_with_parent = true;  ///< PR_SET_PDEATHSIG(SIGKILL)
+  /// A GroupKeeper pipe (or -1): the child writes "+<its pid>\n" there before exec, so that its
+  /// group is known to the keeper before the program can start children of its own.
+  int announce_group_fd = -1;
 };
 
 /// Starts the process and returns its pid (its process group id too), or -1 with `error` set

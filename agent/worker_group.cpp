@@ -20,11 +20,13 @@ struct WorkerGroup::Worker {
   size_t index = 0;
   std::shared_ptr<OutputPump> out_pump, err_pump;
   int open_pumps = 0;
-  std::vector<int> owned_fds;  ///< log files and child-side pipe ends, closed when done
+  std::vector<int> owned_fds;   ///< log files and child-side pipe ends, closed when done
+  std::vector<int> pump_files;  ///< log files a pump writes (--tee): open as long as the worker
   std::deque<std::string> spawn_error;
 
   ~Worker() {
     for (int fd : owned_fds) ::close(fd);
+    for (int fd : pump_files) ::close(fd);
   }
   void close_pumps() {
     if (out_pump) out_pump->close();
@@ -55,7 +57,11 @@ int open_log_file(const std::string& path) {
 
 WorkerGroup::WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupKeeper& keeper,
                          std::chrono::milliseconds grace)
-    : io_(io), reaper_(reaper), keeper_(keeper), grace_(grace), grace_timer_(io),
+    : io_(io),
+      reaper_(reaper),
+      keeper_(keeper),
+      grace_(grace),
+      grace_timer_(io),
       drain_timer_(io) {}
 
 WorkerGroup::~WorkerGroup() {
@@ -90,8 +96,10 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, int conso
   int file_fd = -1;
   if (route.file) {
     file_fd = open_log_file(plan.log_dir + "/" + file);
-    if (file_fd < 0) log::warn("cannot open ", plan.log_dir, "/", file, ": ", std::strerror(errno));
-    else worker.owned_fds.push_back(file_fd);
+    if (file_fd < 0)
+      log::warn("cannot open ", plan.log_dir, "/", file, ": ", std::strerror(errno));
+    else
+      worker.owned_fds.push_back(file_fd);
   }
   if (!route.console) {
     if (file_fd >= 0) return file_fd;
@@ -103,12 +111,17 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, int conso
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
   worker.owned_fds.push_back(fds[1]);
+  if (file_fd >= 0) {  // the pump writes it after the spawn, when owned_fds are closed
+    std::erase(worker.owned_fds, file_fd);
+    worker.pump_files.push_back(file_fd);
+  }
   pump = std::make_shared<OutputPump>(io_, fds[0], PumpTarget{console_fd, file_fd, plan.prefix});
   return fds[1];
 }
 
 void WorkerGroup::start_worker(Worker& worker) {
   SpawnRequest& request = worker.plan.request;
+  request.announce_group_fd = keeper_.announce_fd();  // known to the keeper before it runs
   request.stdout_fd =
       open_stream(worker, worker.plan.out, STDOUT_FILENO, "stdout.log", worker.out_pump);
   request.stderr_fd =
@@ -235,20 +248,22 @@ void WorkerGroup::finish() {
       const auto& tail = worker.err_pump->tail();
       failure.stderr_tail.assign(tail.begin(), tail.end());
     } else if (worker.plan.err.file) {
-      failure.stderr_tail = read_last_lines(worker.plan.log_dir + "/stderr.log",
-                                            OutputPump::kTailLines);
+      failure.stderr_tail =
+          read_last_lines(worker.plan.log_dir + "/stderr.log", OutputPump::kTailLines);
     }
     failure.stderr_tail.insert(failure.stderr_tail.end(), worker.spawn_error.begin(),
                                worker.spawn_error.end());
     load_error_file(failure);
     outcome.failures.push_back(std::move(failure));
   }
-  if (!outcome.failures.empty()) outcome.kind = GroupOutcome::Kind::Failed;
-  else if (stopping_) outcome.kind = GroupOutcome::Kind::Stopped;
-  boost::asio::post(io_, [done = std::move(done_), outcome = std::move(outcome),
-                          alive = alive_]() mutable {
-    if (*alive) done(std::move(outcome));
-  });
+  if (!outcome.failures.empty())
+    outcome.kind = GroupOutcome::Kind::Failed;
+  else if (stopping_)
+    outcome.kind = GroupOutcome::Kind::Stopped;
+  boost::asio::post(
+      io_, [done = std::move(done_), outcome = std::move(outcome), alive = alive_]() mutable {
+        if (*alive) done(std::move(outcome));
+      });
 }
 
 }  // namespace cohort

@@ -27,11 +27,11 @@ namespace cohort {
 struct WorkerPlan {
   int local_rank = 0;
   int rank = 0;
-  SpawnRequest request;    ///< stdout/stderr are filled in by the group from the routes
+  SpawnRequest request;  ///< stdout/stderr are filled in by the group from the routes
   StreamRoute out, err;
-  std::string log_dir;     ///< where stdout.log / stderr.log go when a route has a file
+  std::string log_dir;  ///< where stdout.log / stderr.log go when a route has a file
   std::string error_file;
-  std::string prefix;      ///< console line prefix (empty in raw mode)
+  std::string prefix;  ///< console line prefix (empty in raw mode)
 };
 
 struct GroupOutcome {

@@ -2,17 +2,73 @@
 // every problem with the flag it concerns), runs, and maps the outcome to the exit code.
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <iostream>
 
 #include "agent/agent.hpp"
+#include "common/exit_codes.hpp"
 #include "common/log.hpp"
-#include "launcher/exit_codes.hpp"
 #include "launcher/run_options.hpp"
+#include "launcher/status_command.hpp"
+#include "rendezvous/daemon.hpp"
+#include "rendezvous/daemon_main.hpp"
 
 namespace {
 
-int run_command(cohort::RunOptions& options, const std::vector<std::string>& remaining) {
-  using namespace cohort;
+using namespace cohort;
+
+log::Level level_for(const RunOptions& options) {
+  if (options.quiet) return log::Level::Error;
+  if (options.verbose > 1) return log::Level::Debug;
+  if (options.verbose == 1) return log::Level::Info;
+  return log::level_from_env(log::Level::Warn);
+}
+
+// Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
+// but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
+bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
+                           boost::asio::io_context& io, AgentConfig& config) {
+  if (plan.embed == DaemonPlan::Embed::No) return true;
+  daemon = std::make_unique<RendezvousDaemon>(io, plan.options);
+  if (auto error = daemon->start()) {
+    daemon.reset();
+    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use) {
+      log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
+                plan.options.port, "; joining it");
+      return true;
+    }
+    std::cerr << "cohort run: cannot host the rendezvous on " << plan.options.address << ":"
+              << plan.options.port << ": " << error.message() << "\n";
+    return false;
+  }
+  log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  config.rendezvous.port = daemon->port();
+  return true;
+}
+
+// Before exiting, an agent that hosts the daemon lets the other nodes hear the end of the run
+// (at most 5 s).
+void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
+                     std::function<void()> done) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(5));
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  auto once = [finish, timer] {
+    if (!*finish) return;
+    auto call = std::move(*finish);
+    *finish = nullptr;
+    timer->cancel();
+    call();
+  };
+  daemon.on_run_ended = [&daemon, once] {
+    if (daemon.idle()) once();
+  };
+  if (daemon.idle()) return once();
+  timer->async_wait([once](const boost::system::error_code& error) {
+    if (!error) once();
+  });
+}
+
+int run_command(RunOptions& options, const std::vector<std::string>& remaining) {
   if (std::string error = take_command(remaining, options); !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;
@@ -22,12 +78,17 @@ int run_command(cohort::RunOptions& options, const std::vector<std::string>& rem
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
-  log::Level level = options.quiet        ? log::Level::Error
-                     : options.verbose > 1 ? log::Level::Debug
-                     : options.verbose == 1 ? log::Level::Info
-                                            : log::level_from_env(log::Level::Warn);
-  log::init(level);
+  log::init(level_for(options));
   boost::asio::io_context io;
+  std::unique_ptr<RendezvousDaemon> daemon;
+  if (!start_embedded_daemon(validated.daemon, daemon, io, validated.config))
+    return kExitRendezvous;
+  if (daemon) {
+    RendezvousDaemon* hosted = daemon.get();
+    validated.config.before_exit = [hosted, &io](std::function<void()> done) {
+      wait_for_daemon(*hosted, io, std::move(done));
+    };
+  }
   Agent agent(io, std::move(validated.config));
   return agent.run();
 }
@@ -38,16 +99,31 @@ int main(int argc, char** argv) {
   CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION);
-  cohort::RunOptions run_options;
-  CLI::App* run = app.add_subcommand(
-      "run", "Run the workers of this node (a drop-in for torchrun)");
-  cohort::add_run_flags(*run, run_options);
+
+  RunOptions run_options;
+  CLI::App* run =
+      app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
+  add_run_flags(*run, run_options);
+
+  DaemonCommand daemon_command;
+  CLI::App* rendezvous =
+      app.add_subcommand("rendezvous", "Run the rendezvous daemon (the same as cohortd)");
+  add_daemon_flags(*rendezvous, daemon_command);
+
+  std::string endpoint = "127.0.0.1:29400";
+  bool json = false;
+  CLI::App* status = app.add_subcommand("status", "Show what a rendezvous daemon knows");
+  status->add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "host[:port] of the daemon")
+      ->capture_default_str();
+  status->add_flag("--json", json, "Print the raw JSON");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    int code = app.exit(error);
-    return code == 0 ? 0 : cohort::kExitUsage;
+    return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
   }
   if (run->parsed()) return run_command(run_options, run->remaining());
-  return cohort::kExitUsage;
+  if (rendezvous->parsed()) return run_daemon(daemon_command);
+  if (status->parsed()) return run_status_command(endpoint, json, 5000);
+  return kExitUsage;
 }

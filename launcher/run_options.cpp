@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <random>
 
+#include "common/host_port.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/gpu_count.hpp"
+#include "launcher/rdzv_conf.hpp"
 
 namespace cohort {
 namespace {
@@ -31,15 +33,15 @@ std::string pet_name(const std::string& dashed) {
 template <typename T>
 CLI::Option* flag_option(CLI::App& app, const std::string& dashed, T& value,
                          const std::string& help, const std::string& short_name = "") {
-  std::string names = short_name.empty() ? both_spellings(dashed)
-                                         : short_name + "," + both_spellings(dashed);
+  std::string names =
+      short_name.empty() ? both_spellings(dashed) : short_name + "," + both_spellings(dashed);
   return app.add_option(names, value, help)->envname(pet_name(dashed))->capture_default_str();
 }
 
 CLI::Option* bool_flag(CLI::App& app, const std::string& dashed, bool& value,
                        const std::string& help, const std::string& short_name = "") {
-  std::string names = short_name.empty() ? both_spellings(dashed)
-                                         : short_name + "," + both_spellings(dashed);
+  std::string names =
+      short_name.empty() ? both_spellings(dashed) : short_name + "," + both_spellings(dashed);
   return app.add_flag(names, value, help)->envname(pet_name(dashed));
 }
 
@@ -58,7 +60,9 @@ std::string random_run_id() {
 struct Problems {
   std::vector<std::string> list;
   template <typename... Parts>
-  void add(const Parts&... parts) { list.push_back(cat(parts...)); }
+  void add(const Parts&... parts) {
+    list.push_back(cat(parts...));
+  }
 };
 
 int resolve_nproc(const std::string& text, Problems& problems) {
@@ -74,8 +78,9 @@ int resolve_nproc(const std::string& text, Problems& problems) {
   if (text == "gpu") {
     int count = gpus();
     if (count == 0) {
-      problems.add("--nproc-per-node gpu: no GPU found (NVML reports none, or "
-                   "CUDA_VISIBLE_DEVICES hides them all)");
+      problems.add(
+          "--nproc-per-node gpu: no GPU found (NVML reports none, or "
+          "CUDA_VISIBLE_DEVICES hides them all)");
     }
     return count;
   }
@@ -88,18 +93,107 @@ int resolve_nproc(const std::string& text, Problems& problems) {
   return static_cast<int>(*number);
 }
 
-void check_nnodes(const std::string& text, Problems& problems) {
+std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
   auto parts = split(text, ':');
   std::optional<int64_t> low = parse_int(parts[0]);
   std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low) {
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 100000) {
     problems.add("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'");
+    return {1, 1};
+  }
+  return {static_cast<int>(*low), static_cast<int>(*high)};
+}
+
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+std::pair<uint16_t, uint16_t> parse_port_range(const std::string& text, Problems& problems) {
+  if (text.empty()) return {0, 0};
+  auto parts = split(text, '-');
+  auto low = parse_int(parts[0]);
+  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 65535) {
+    problems.add("--store-ports: expected PORT or FIRST-LAST within 1-65535, got '", text, "'");
+    return {0, 0};
+  }
+  return {static_cast<uint16_t>(*low), static_cast<uint16_t>(*high)};
+}
+
+// Decides where the agent finds the rendezvous daemon and whether it hosts it (torchrun's rules:
+// --standalone and single-node runs keep a private one; c10d uses --rdzv-endpoint; static uses
+// --master-addr:--master-port with node rank 0 as the host).
+void plan_rendezvous(const RunOptions& options, int min_nodes, int max_nodes, ValidatedRun& run,
+                     Problems& problems) {
+  RendezvousSettings& settings = run.config.rendezvous;
+  DaemonPlan& daemon = run.daemon;
+  std::vector<std::string> conf_problems;
+  RdzvConf conf = parse_rdzv_conf(options.rdzv_conf, conf_problems);
+  for (auto& problem : conf_problems) problems.list.push_back(problem);
+  settings.config = {min_nodes,
+                     max_nodes,
+                     options.max_restarts,
+                     conf.last_call_timeout.count(),
+                     conf.join_timeout.count(),
+                     conf.heartbeat_timeout.count()};
+  settings.heartbeat_interval = conf.heartbeat_interval;
+  settings.address = options.local_addr.empty() ? host_name() : options.local_addr;
+  settings.rank0_store = options.worker_store == "rank0";
+  auto [store_min, store_max] = parse_port_range(options.store_ports, problems);
+  daemon.options.store_port_min = store_min;
+  daemon.options.store_port_max = store_max;
+
+  auto embed_private = [&] {
+    daemon.embed = DaemonPlan::Embed::Yes;
+    daemon.options.address = options.local_addr.empty() ? "127.0.0.1" : options.local_addr;
+    daemon.options.port = 0;  // the launcher connects the agent to whatever port it got
+    settings.host = daemon.options.address;
+    settings.address = daemon.options.address;  // one node: rank 0's MASTER_ADDR is this host
+  };
+  if (options.standalone) {
+    if (max_nodes > 1)
+      problems.add("--standalone: runs on one node; drop --nnodes ", options.nnodes);
+    return embed_private();
+  }
+  if (options.rdzv_backend == "static" && options.rdzv_endpoint.empty()) {
+    if (max_nodes == 1) return embed_private();
+    if (options.node_rank >= max_nodes) {
+      problems.add("--node-rank ", options.node_rank, " must be below --nnodes ", max_nodes);
+    }
+    settings.host = options.master_addr.empty() ? "127.0.0.1" : options.master_addr;
+    settings.port = static_cast<uint16_t>(options.master_port == 0 ? 29500 : options.master_port);
+    settings.rank_hint = options.node_rank;
+    settings.config.min_nodes = max_nodes;
+    daemon.embed = options.node_rank == 0 ? DaemonPlan::Embed::Yes : DaemonPlan::Embed::No;
+    daemon.options.address = settings.host;
+    daemon.options.port = settings.port;
     return;
   }
-  if (*high > 1) {
-    problems.add("--nnodes ", text, ": multi-node runs need cohort's rendezvous daemon, "
-                 "which this build does not include yet; use --nnodes 1");
+  if (options.rdzv_endpoint.empty()) {
+    if (max_nodes == 1) return embed_private();
+    problems.add("--rdzv-endpoint: required with --rdzv-backend ", options.rdzv_backend,
+                 " and more than one node (host[:port] of the rendezvous daemon)");
+    return;
   }
+  auto endpoint = parse_host_port(options.rdzv_endpoint, 29400);
+  if (!endpoint) {
+    problems.add("--rdzv-endpoint: expected host, host:port or [v6]:port, got '",
+                 options.rdzv_endpoint, "'");
+    return;
+  }
+  settings.host = endpoint->host;
+  settings.port = endpoint->port;
+  if (options.rdzv_backend == "static") settings.rank_hint = options.node_rank;
+  if (endpoint->port == 0 && max_nodes > 1) {
+    problems.add("--rdzv-endpoint: port 0 (any free port) only works for one node");
+  }
+  bool local = conf.is_host.value_or(is_local_host(endpoint->host));
+  if (!local) return;
+  daemon.embed = conf.is_host ? DaemonPlan::Embed::Yes : DaemonPlan::Embed::IfFree;
+  daemon.options.address = endpoint->host == "localhost" ? "127.0.0.1" : endpoint->host;
+  daemon.options.port = endpoint->port;
 }
 
 std::string python_executable() {
@@ -116,8 +210,12 @@ void build_command(const RunOptions& options, AgentConfig& config, Problems& pro
   if (options.no_python) {
     const char* path = std::getenv("PATH");
     config.executable = find_executable(target, path ? path : "");
+    if (!config.executable.empty() && ::access(config.executable.c_str(), X_OK) != 0) {
+      config.executable.clear();  // a path (it has a '/') to nothing executable
+    }
     if (config.executable.empty()) {
-      problems.add("--no-python: '", target, "' is not an executable file in PATH");
+      problems.add("--no-python: '", target, "' is not an executable file",
+                   target.find('/') == std::string::npos ? " in PATH" : "");
     }
     config.args = rest;
     return;
@@ -131,7 +229,8 @@ void build_command(const RunOptions& options, AgentConfig& config, Problems& pro
 
 void parse_outputs(const RunOptions& options, AgentConfig& config, Problems& problems) {
   auto redirects = StdSpec::parse(options.redirects);
-  if (!redirects) problems.add("--redirects: expected 0-3 or RANK:VALUE,..., got '", options.redirects, "'");
+  if (!redirects)
+    problems.add("--redirects: expected 0-3 or RANK:VALUE,..., got '", options.redirects, "'");
   auto tee = StdSpec::parse(options.tee);
   if (!tee) problems.add("--tee: expected 0-3 or RANK:VALUE,..., got '", options.tee, "'");
   if (redirects) config.output.redirects = *redirects;
@@ -172,8 +271,10 @@ std::chrono::milliseconds shutdown_timeout(const RunOptions& options, Problems& 
     seconds = 30;
     if (const char* env = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
       auto parsed = parse_double(env);
-      if (!parsed || *parsed < 0) problems.add("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds: '", env, "'");
-      else seconds = *parsed;
+      if (!parsed || *parsed < 0)
+        problems.add("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds: '", env, "'");
+      else
+        seconds = *parsed;
     }
   }
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
@@ -190,7 +291,8 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   }
   if (options.start_method != "spawn" && options.start_method != "fork" &&
       options.start_method != "forkserver") {
-    problems.add("--start-method: expected spawn, fork or forkserver, got '", options.start_method, "'");
+    problems.add("--start-method: expected spawn, fork or forkserver, got '", options.start_method,
+                 "'");
   }
   if (options.monitor_interval <= 0) problems.add("--monitor-interval: must be > 0");
   if (options.max_restarts < 0) problems.add("--max-restarts: must be >= 0");
@@ -198,7 +300,11 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   if (options.master_port < 0 || options.master_port > 65535) {
     problems.add("--master-port: expected 0-65535, got ", options.master_port);
   }
-  if (options.module && options.no_python) problems.add("--module: cannot be combined with --no-python");
+  if (options.module && options.no_python)
+    problems.add("--module: cannot be combined with --no-python");
+  if (options.worker_store != "daemon" && options.worker_store != "rank0") {
+    problems.add("--worker-store: expected 'daemon' or 'rank0', got '", options.worker_store, "'");
+  }
 }
 
 }  // namespace
@@ -211,7 +317,8 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--rdzv-endpoint", o.rdzv_endpoint, "Rendezvous endpoint, host[:port]");
   flag_option(app, "--rdzv-id", o.rdzv_id, "Run id shared by every node of the job");
   flag_option(app, "--rdzv-conf", o.rdzv_conf, "Rendezvous settings, key=value,...");
-  bool_flag(app, "--standalone", o.standalone, "Single node: a private rendezvous and a random run id");
+  bool_flag(app, "--standalone", o.standalone,
+            "Single node: a private rendezvous and a random run id");
   flag_option(app, "--max-restarts", o.max_restarts, "Failure restarts before the run fails");
   flag_option(app, "--monitor-interval", o.monitor_interval,
               "Accepted for torchrun compatibility; cohort reacts to worker exits at once");
@@ -235,14 +342,22 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
               "Seconds between the stop signal and SIGKILL (default 30)");
   flag_option(app, "--signals-to-handle", o.signals_to_handle,
               "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
-  flag_option(app, "--event-log-handler", o.event_log_handler, "Accepted for torchrun compatibility");
+  flag_option(app, "--event-log-handler", o.event_log_handler,
+              "Accepted for torchrun compatibility");
+  flag_option(app, "--worker-store", o.worker_store,
+              "Where the workers' TCPStore lives: 'daemon' (a fresh one per round, hosted by the "
+              "rendezvous) or 'rank0' (worker rank 0 binds MASTER_PORT)");
+  flag_option(app, "--store-ports", o.store_ports,
+              "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
+              "29500-29599 (default: any free port)");
   app.add_flag("--raw-output", o.raw_output,
                "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
   app.add_flag("-v,--verbose", o.verbose, "More of cohort's own messages (-vv: debug)");
   app.add_flag("-q,--quiet", o.quiet, "Only errors from cohort itself");
   app.prefix_command();
-  app.footer("\nEverything from the first non-flag argument on is the training script and its "
-             "arguments;\n'${local_rank}' in them becomes each worker's local rank.");
+  app.footer(
+      "\nEverything from the first non-flag argument on is the training script and its "
+      "arguments;\n'${local_rank}' in them becomes each worker's local rank.");
 }
 
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options) {
@@ -260,7 +375,7 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   ValidatedRun result;
   AgentConfig& config = result.config;
   Problems problems;
-  check_nnodes(options.nnodes, problems);
+  auto [min_nodes, max_nodes] = parse_nnodes(options.nnodes, problems);
   check_rendezvous_flags(options, problems);
   config.nproc = resolve_nproc(options.nproc_per_node, problems);
   config.env.local_world_size = config.nproc;
@@ -271,13 +386,8 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   config.log_dir = options.log_dir;
   parse_outputs(options, config, problems);
   parse_signals(options, config, problems);
-  config.master_addr = !options.local_addr.empty()    ? options.local_addr
-                       : !options.master_addr.empty() ? options.master_addr
-                                                      : "127.0.0.1";
-  config.fixed_master_port = options.master_port;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  config.host_name = host;
+  config.host_name = host_name();
+  plan_rendezvous(options, min_nodes, max_nodes, result, problems);
   if (!options.command.empty()) build_command(options, config, problems);
   result.problems = std::move(problems.list);
   return result;

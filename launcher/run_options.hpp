@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "rendezvous/daemon.hpp"
 
 namespace cohort {
 
@@ -38,6 +39,8 @@ struct RunOptions {
   double shutdown_timeout = -1;  ///< seconds; <0: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
+  std::string worker_store = "daemon";
+  std::string store_ports;
   bool raw_output = false;
   int verbose = 0;
   bool quiet = false;
@@ -51,8 +54,16 @@ void add_run_flags(CLI::App& app, RunOptions& options);
 /// message (an unknown flag, no script) or an empty string.
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options);
 
+/// Whether this agent also hosts the rendezvous daemon, and where.
+struct DaemonPlan {
+  enum class Embed { No, Yes, IfFree };  ///< IfFree: host it unless something listens there
+  Embed embed = Embed::No;
+  DaemonOptions options;
+};
+
 struct ValidatedRun {
   AgentConfig config;
+  DaemonPlan daemon;
   std::vector<std::string> problems;  ///< each starts with the flag it is about
 };
 

@@ -1,7 +1,10 @@
 // test_worker: a scriptable stand-in for a training script, used by the integration tests.
 // Every action is a flag; actions run in this order: record pid, dump env, print lines,
 // spawn grandchild, write ready file, signal handling, fail-first-n-runs, sleep/hang, exit/crash.
-// "Only on rank R" restricts the failure flags to the worker whose RANK is R.
+// --hang holds every worker except the one that is about to fail (so one rank can fail while
+// the others stay busy).
+// "Only on rank R" restricts the failure flags to the worker whose RANK is R. "{NAME}" in a
+// file path is replaced by the value of environment variable NAME, e.g. env_{RANK}.json.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,10 +39,18 @@ std::string json_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char code[8];
@@ -53,7 +64,21 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
-void write_file(const std::string& path, const std::string& text) {
+// "{NAME}" in a path becomes the value of environment variable NAME ("{RANK}", ...).
+std::string expand(std::string text) {
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open)) {
+    size_t close = text.find('}', open);
+    if (close == std::string::npos) break;
+    const char* value = std::getenv(text.substr(open + 1, close - open - 1).c_str());
+    std::string replacement = value ? value : "";
+    text.replace(open, close - open + 1, replacement);
+    open += replacement.size();
+  }
+  return text;
+}
+
+void write_file(const std::string& raw_path, const std::string& text) {
+  std::string path = expand(raw_path);
   std::string temporary = path + ".tmp";
   std::ofstream(temporary) << text;
   std::rename(temporary.c_str(), path.c_str());
@@ -103,7 +128,7 @@ void spawn_grandchild(const std::string& pid_file) {
 }
 
 int runs_so_far(const std::string& state_file) {
-  std::ifstream in(state_file);
+  std::ifstream in(expand(state_file));
   int runs = 0;
   in >> runs;
   write_file(state_file, std::to_string(runs + 1));
@@ -115,8 +140,9 @@ void write_error_file(const std::string& message) {
   if (path == nullptr || *path == '\0') return;
   std::string json = "{\"message\": {\"message\": \"" + json_escape(message) +
                      "\", \"extraInfo\": {\"py_callstack\": \"Traceback (most recent call last):\\n"
-                     "  File \\\"train.py\\\", line 1\\n" + json_escape(message) +
-                     "\", \"timestamp\": \"" + std::to_string(::time(nullptr)) + "\"}}}";
+                     "  File \\\"train.py\\\", line 1\\n" +
+                     json_escape(message) + "\", \"timestamp\": \"" +
+                     std::to_string(::time(nullptr)) + "\"}}}";
   write_file(path, json);
 }
 
@@ -137,22 +163,38 @@ int main(int argc, char** argv) {
   std::vector<std::string> prints, stderr_prints;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    if (flag == "--exit-code") exit_code = std::atoi(value(i).c_str());
-    else if (flag == "--crash-signal") crash_signal = std::atoi(value(i).c_str());
-    else if (flag == "--sleep-ms") sleep_ms = std::atoi(value(i).c_str());
-    else if (flag == "--hang") hang = true;
-    else if (flag == "--ignore-sigterm") ignore_sigterm = true;
-    else if (flag == "--pid-file") pid_file = value(i);
-    else if (flag == "--dump-env") env_file = value(i);
-    else if (flag == "--ready-file") ready_file = value(i);
-    else if (flag == "--print") prints.push_back(value(i));
-    else if (flag == "--stderr") stderr_prints.push_back(value(i));
-    else if (flag == "--lines") lines = std::atoi(value(i).c_str());
-    else if (flag == "--spawn-grandchild") grandchild_file = value(i);
-    else if (flag == "--record-signals") g_signal_log = value(i);
-    else if (flag == "--exit-on-signal") g_exit_on_signal = std::atoi(value(i).c_str());
-    else if (flag == "--only-rank") only_rank = std::atoi(value(i).c_str());
-    else if (flag == "--write-error-file") error_message = value(i);
+    if (flag == "--exit-code")
+      exit_code = std::atoi(value(i).c_str());
+    else if (flag == "--crash-signal")
+      crash_signal = std::atoi(value(i).c_str());
+    else if (flag == "--sleep-ms")
+      sleep_ms = std::atoi(value(i).c_str());
+    else if (flag == "--hang")
+      hang = true;
+    else if (flag == "--ignore-sigterm")
+      ignore_sigterm = true;
+    else if (flag == "--pid-file")
+      pid_file = value(i);
+    else if (flag == "--dump-env")
+      env_file = value(i);
+    else if (flag == "--ready-file")
+      ready_file = value(i);
+    else if (flag == "--print")
+      prints.push_back(value(i));
+    else if (flag == "--stderr")
+      stderr_prints.push_back(value(i));
+    else if (flag == "--lines")
+      lines = std::atoi(value(i).c_str());
+    else if (flag == "--spawn-grandchild")
+      grandchild_file = value(i);
+    else if (flag == "--record-signals")
+      g_signal_log = expand(value(i));
+    else if (flag == "--exit-on-signal")
+      g_exit_on_signal = std::atoi(value(i).c_str());
+    else if (flag == "--only-rank")
+      only_rank = std::atoi(value(i).c_str());
+    else if (flag == "--write-error-file")
+      error_message = value(i);
     else if (flag == "--fail-first-n-runs") {
       fail_runs = std::atoi(value(i).c_str());
       state_file = value(i);
@@ -167,7 +209,8 @@ int main(int argc, char** argv) {
   if (!pid_file.empty()) write_file(pid_file, std::to_string(::getpid()));
   if (!env_file.empty()) dump_env(env_file);
   for (const auto& text : prints) std::printf("%s\n", text.c_str());
-  for (int n = 0; n < lines; ++n) std::printf("line %d of rank %s\n", n, rank_text ? rank_text : "?");
+  for (int n = 0; n < lines; ++n)
+    std::printf("line %d of rank %s\n", n, rank_text ? rank_text : "?");
   std::fflush(stdout);
   for (const auto& text : stderr_prints) std::fprintf(stderr, "%s\n", text.c_str());
   if (!grandchild_file.empty()) spawn_grandchild(grandchild_file);
@@ -177,8 +220,10 @@ int main(int argc, char** argv) {
   for (int signal : {SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGQUIT}) {
     if (!g_signal_log.empty() || g_exit_on_signal >= 0) ::sigaction(signal, &action, nullptr);
   }
-  if (ignore_sigterm) ::signal(SIGTERM, SIG_IGN);
-  else if (!g_signal_log.empty() || g_exit_on_signal >= 0) ::sigaction(SIGTERM, &action, nullptr);
+  if (ignore_sigterm)
+    ::signal(SIGTERM, SIG_IGN);
+  else if (!g_signal_log.empty() || g_exit_on_signal >= 0)
+    ::sigaction(SIGTERM, &action, nullptr);
   if (!ready_file.empty()) write_file(ready_file, std::to_string(::getpid()));
 
   if (fail_runs > 0 && failing_rank && runs_so_far(state_file) >= fail_runs) {
@@ -186,7 +231,8 @@ int main(int argc, char** argv) {
     crash_signal = 0;
   }
   if (sleep_ms > 0) ::usleep(static_cast<useconds_t>(sleep_ms) * 1000);
-  while (hang) ::pause();
+  bool will_fail = failing_rank && (exit_code != 0 || crash_signal != 0 || !error_message.empty());
+  while (hang && !will_fail) ::pause();  // --hang: everyone but the rank that is to fail
   if (!failing_rank) return 0;
   if (!error_message.empty()) write_error_file(error_message);
   if (crash_signal > 0) {

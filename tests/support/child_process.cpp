@@ -1,6 +1,7 @@
 #include "tests/support/child_process.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) ::_exit(126);
+    ::close_range(3, ~0U, 0);  // nothing of the test process leaks into the child
     ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }

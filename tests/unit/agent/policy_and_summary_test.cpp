@@ -1,8 +1,8 @@
-#include <csignal>
 #include <catch2/catch.hpp>
+#include <csignal>
 
 #include "agent/failure_summary.hpp"
-#include "agent/restart_policy.hpp"
+#include "rendezvous/restart_policy.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;

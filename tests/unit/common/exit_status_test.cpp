@@ -1,5 +1,5 @@
-#include <csignal>
 #include <catch2/catch.hpp>
+#include <csignal>
 
 #include "common/exit_status.hpp"
 #include "common/signal_names.hpp"

@@ -83,7 +83,8 @@ TEST_CASE("--standalone makes a random run id", "[unit][launcher]") {
 }
 
 TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
-  CHECK(mentions(parse({"--nproc-per-node", "abc", "t.py"}).validated.problems, "--nproc-per-node"));
+  CHECK(
+      mentions(parse({"--nproc-per-node", "abc", "t.py"}).validated.problems, "--nproc-per-node"));
   CHECK(mentions(parse({"--nproc-per-node", "0", "t.py"}).validated.problems, "--nproc-per-node"));
   CHECK(mentions(parse({"--nnodes", "0", "t.py"}).validated.problems, "--nnodes"));
   CHECK(mentions(parse({"--nnodes", "3:2", "t.py"}).validated.problems, "--nnodes"));

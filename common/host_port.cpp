@@ -1,0 +1,58 @@
+#include "common/host_port.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+
+#include "common/text.hpp"
+
+namespace cohort {
+
+std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port) {
+  HostPort result;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == std::string::npos) return std::nullopt;
+    result.host = text.substr(1, close - 1);
+    std::string rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port_text = rest.substr(1);
+    }
+  } else {
+    size_t colon = text.rfind(':');
+    bool single_colon = colon != std::string::npos && text.find(':') == colon;
+    result.host = single_colon ? text.substr(0, colon) : text;
+    if (single_colon) port_text = text.substr(colon + 1);
+  }
+  if (result.host.empty()) return std::nullopt;
+  result.port = default_port;
+  if (!port_text.empty() || (text.back() == ':')) {
+    auto port = parse_int(port_text);
+    if (!port || *port < 0 || *port > 65535) return std::nullopt;
+    result.port = static_cast<uint16_t>(*port);
+  }
+  return result;
+}
+
+bool is_local_host(const std::string& host) {
+  namespace ip = boost::asio::ip;
+  if (host == "localhost") return true;
+  boost::asio::io_context io;
+  ip::udp::resolver resolver(io);
+  boost::system::error_code error;
+  auto results = resolver.resolve(host, "0", error);
+  if (error) return false;
+  for (const auto& entry : results) {
+    ip::address address = entry.endpoint().address();
+    if (address.is_loopback()) return true;
+    ip::udp::socket probe(io);
+    probe.open(entry.endpoint().protocol(), error);
+    if (!error) probe.bind(ip::udp::endpoint(address, 0), error);
+    if (!error) return true;
+  }
+  return false;
+}
+
+}  // namespace cohort

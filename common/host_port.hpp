@@ -1,0 +1,22 @@
+// host[:port] as torchrun writes it: "node1", "node1:29400", "10.0.0.1:0", "[fe80::1]:29400".
+// The host is kept exactly as given (never resolved here). Pure; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cohort {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// nullopt for an empty host, a bad or out-of-range port, or an unclosed '['.
+std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
+
+/// True when `host` names an address of this machine (loopback, or one we can bind).
+bool is_local_host(const std::string& host);
+
+}  // namespace cohort

@@ -1,0 +1,22 @@
+// Slurm hostlist expressions, both ways: "gpu-[01-04,07],login1" <-> the host names. Follows
+// Slurm's rules: bracket groups of numbers and ranges, zero padding kept from the range's lower
+// bound, several groups in one name expand as a product, commas inside brackets do not split.
+// Pure; any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+/// The host names of `expression` in order; nullopt when it is malformed (unbalanced brackets,
+/// a bad range, more than `limit` names).
+std::optional<std::vector<std::string>> expand_hostlist(const std::string& expression,
+                                                        size_t limit = 1 << 20);
+
+/// The shortest usual form: consecutive numbered hosts with the same prefix, suffix and width
+/// become one bracket group ("node[1-3,5]"). Order of first appearance is kept.
+std::string compress_hostlist(const std::vector<std::string>& hosts);
+
+}  // namespace cohort

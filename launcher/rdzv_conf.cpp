@@ -1,0 +1,77 @@
+#include "launcher/rdzv_conf.hpp"
+
+#include <map>
+
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+std::optional<std::chrono::milliseconds> seconds_value(const std::string& text) {
+  auto seconds = parse_double(text);
+  if (!seconds || *seconds <= 0) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000));
+}
+
+std::optional<bool> bool_value(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text == "1" || text == "true" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "no") return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& problems) {
+  RdzvConf conf;
+  std::optional<int64_t> max_attempts;
+  bool timeout_given = false;
+  if (trim(text).empty()) return conf;
+  for (const auto& item : split(text, ',')) {
+    size_t equals = item.find('=');
+    std::string key(trim(item.substr(0, equals)));
+    std::string value(equals == std::string::npos ? "" : trim(item.substr(equals + 1)));
+    auto bad = [&](const char* expected) {
+      problems.push_back(cat("--rdzv-conf: ", key, "=", value, ": expected ", expected));
+    };
+    auto set_seconds = [&](std::chrono::milliseconds& field) {
+      if (auto parsed = seconds_value(value))
+        field = *parsed;
+      else
+        bad("a positive number of seconds");
+    };
+    if (equals == std::string::npos) {
+      problems.push_back(cat("--rdzv-conf: '", item, "' is not key=value"));
+    } else if (key == "join_timeout") {
+      set_seconds(conf.join_timeout);
+    } else if (key == "last_call_timeout") {
+      set_seconds(conf.last_call_timeout);
+    } else if (key == "heartbeat_timeout") {
+      set_seconds(conf.heartbeat_timeout);
+      timeout_given = true;
+    } else if (key == "keep_alive_interval" || key == "heartbeat_interval") {
+      set_seconds(conf.heartbeat_interval);
+    } else if (key == "keep_alive_max_attempt") {
+      max_attempts = parse_int(value);
+      if (!max_attempts || *max_attempts < 1) bad("a positive count");
+    } else if (key == "is_host") {
+      conf.is_host = bool_value(value);
+      if (!conf.is_host) bad("true or false");
+    } else if (key == "store_type") {
+      if (value != "tcp") bad("tcp (cohort's daemon holds the state; no file store)");
+    } else if (key == "close_timeout" || key == "timeout" || key == "read_timeout" ||
+               key == "use_libuv" || key == "rank") {
+      // torchrun's store and static-backend settings: nothing to tune in cohort's daemon.
+    } else {
+      problems.push_back(cat("--rdzv-conf: unknown key '", key, "'"));
+    }
+  }
+  if (max_attempts && !timeout_given)
+    conf.heartbeat_timeout = conf.heartbeat_interval * *max_attempts;
+  if (conf.heartbeat_interval >= conf.heartbeat_timeout) {
+    problems.push_back("--rdzv-conf: heartbeat_interval must be shorter than heartbeat_timeout");
+  }
+  return conf;
+}
+
+}  // namespace cohort

@@ -1,0 +1,24 @@
+// --rdzv-conf key=value,... with torchrun's keys (join_timeout, last_call_timeout,
+// heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, ...) and cohort's
+// defaults, validated into one struct. Pure; main thread at start.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct RdzvConf {
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call_timeout{2'000};
+  std::chrono::milliseconds heartbeat_interval{1'000};
+  std::chrono::milliseconds heartbeat_timeout{5'000};
+  std::optional<bool> is_host;  ///< force (or forbid) embedding the daemon
+};
+
+/// Parses `text`; each problem names --rdzv-conf and the key.
+RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& problems);
+
+}  // namespace cohort
