@@ -1,4 +1,4 @@
-#include "agent/restart_policy.hpp"
+#include "rendezvous/restart_policy.hpp"
 
 #include <algorithm>
 

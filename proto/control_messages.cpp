@@ -1,0 +1,127 @@
+#include "proto/control_messages.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace cohort::proto {
+
+using json = nlohmann::json;
+
+// to_json / from_json live in the messages' namespace so that nlohmann finds them.
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
+                                   join_timeout_ms, heartbeat_timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailed, round, rank, local_rank, exit_status, description,
+                                   host, summary)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Welcome, version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world_size, base_rank,
+                                   world_size, master_addr, master_port, restarts_used,
+                                   max_restarts)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, json)
+
+// Empty messages have no fields.
+template <typename T>
+void to_json_empty(json& out, const T&) {
+  out = json::object();
+}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Join, rank0_port)
+void to_json(json& out, const Heartbeat& m) { to_json_empty(out, m); }
+void from_json(const json&, Heartbeat&) {}
+void to_json(json& out, const StatusRequest& m) { to_json_empty(out, m); }
+void from_json(const json&, StatusRequest&) {}
+void to_json(json& out, const Complete& m) { to_json_empty(out, m); }
+void from_json(const json&, Complete&) {}
+void to_json(json& out, const HeartbeatAck& m) { to_json_empty(out, m); }
+void from_json(const json&, HeartbeatAck&) {}
+
+// Messages with optional fields: absent in JSON when unset.
+void to_json(json& out, const Hello& m) {
+  out = json{{"magic", m.magic},           {"version", m.version},
+             {"run_id", m.run_id},         {"node_id", m.node_id},
+             {"address", m.address},       {"local_world_size", m.local_world_size},
+             {"last_round", m.last_round}, {"restarts_used", m.restarts_used},
+             {"config", m.config},         {"rank0_port", m.rank0_port}};
+  if (m.rank_hint) out["rank_hint"] = *m.rank_hint;
+}
+void from_json(const json& in, Hello& m) {
+  in.at("magic").get_to(m.magic);
+  in.at("version").get_to(m.version);
+  in.at("run_id").get_to(m.run_id);
+  in.at("node_id").get_to(m.node_id);
+  in.at("address").get_to(m.address);
+  in.at("local_world_size").get_to(m.local_world_size);
+  in.at("last_round").get_to(m.last_round);
+  in.at("restarts_used").get_to(m.restarts_used);
+  in.at("config").get_to(m.config);
+  m.rank0_port = in.value("rank0_port", 0);
+  if (in.contains("rank_hint")) m.rank_hint = in.at("rank_hint").get<int>();
+}
+void to_json(json& out, const Waiting& m) {
+  out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};
+  if (m.last_call_in_ms) out["last_call_in_ms"] = *m.last_call_in_ms;
+}
+void from_json(const json& in, Waiting& m) {
+  in.at("joined").get_to(m.joined);
+  in.at("min_nodes").get_to(m.min_nodes);
+  in.at("max_nodes").get_to(m.max_nodes);
+  if (in.contains("last_call_in_ms")) m.last_call_in_ms = in.at("last_call_in_ms").get<int64_t>();
+}
+
+namespace {
+
+constexpr const char* kTypeNames[] = {
+    "hello",    "join",          "heartbeat", "worker_failed", "node_succeeded", "leave",
+    "status",   "welcome",       "waiting",   "round",         "restart",        "stop",
+    "complete", "heartbeat_ack", "error",     "status_reply"};
+static_assert(std::size(kTypeNames) == std::variant_size_v<ControlMessage>);
+
+template <size_t I = 0>
+std::optional<ControlMessage> decode_as(const std::string& type, const json& in) {
+  if constexpr (I == std::variant_size_v<ControlMessage>) {
+    return std::nullopt;
+  } else {
+    if (type == kTypeNames[I]) {
+      return ControlMessage(std::in_place_index<I>,
+                            in.get<std::variant_alternative_t<I, ControlMessage>>());
+    }
+    return decode_as<I + 1>(type, in);
+  }
+}
+
+}  // namespace
+
+const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
+
+std::string encode_message(const ControlMessage& message) {
+  json out;
+  std::visit([&](const auto& typed) { out = typed; }, message);
+  out["type"] = message_type(message);
+  return out.dump();
+}
+
+std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
+  json in = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded() || !in.is_object()) {
+    error = "frame is not a JSON object";
+    return std::nullopt;
+  }
+  auto type = in.find("type");
+  if (type == in.end() || !type->is_string()) {
+    error = "frame has no \"type\"";
+    return std::nullopt;
+  }
+  try {
+    std::optional<ControlMessage> message = decode_as(type->get<std::string>(), in);
+    if (!message) error = "unknown message type \"" + type->get<std::string>() + "\"";
+    return message;
+  } catch (const json::exception& failure) {
+    error = "bad \"" + type->get<std::string>() + "\" message: " + failure.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace cohort::proto

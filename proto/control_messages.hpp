@@ -1,0 +1,111 @@
+// Every message of the control protocol (agent <-> rendezvous daemon), as typed structs, and
+// their JSON form {"type": "...", ...}. nlohmann::json stays inside control_messages.cpp.
+// proto/PROTOCOL.md documents each message; the two change together. Pure; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace cohort::proto {
+
+constexpr const char* kControlMagic = "cohort-rdzv";
+constexpr int kControlVersion = 1;
+
+struct WireRunConfig {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  int64_t last_call_ms = 0;
+  int64_t join_timeout_ms = 0;
+  int64_t heartbeat_timeout_ms = 0;
+};
+
+// Agent -> daemon.
+struct Hello {  ///< first frame of every connection: who I am, which run, its settings
+  std::string magic = kControlMagic;
+  int version = kControlVersion;
+  std::string run_id;
+  std::string node_id;
+  std::string address;
+  int local_world_size = 1;
+  std::optional<int> rank_hint;
+  int last_round = -1;
+  int restarts_used = 0;
+  WireRunConfig config;
+  int rank0_port = 0;  ///< classic worker store: the port this node's rank 0 would bind, else 0
+};
+struct Join {  ///< ready for the next round (after a restart)
+  int rank0_port = 0;
+};
+struct Heartbeat {};
+struct WorkerFailed {
+  int round = 0;
+  int rank = 0;
+  int local_rank = 0;
+  int exit_status = 1;
+  std::string description;
+  std::string host;
+  std::string summary;
+};
+struct NodeSucceeded {
+  int round = 0;
+};
+struct Leave {
+  std::string reason;
+};
+struct StatusRequest {};
+
+// Daemon -> agent.
+struct Welcome {
+  int version = kControlVersion;
+};
+struct Waiting {
+  int joined = 0;
+  int min_nodes = 0;
+  int max_nodes = 0;
+  std::optional<int64_t> last_call_in_ms;
+};
+struct RoundAssigned {
+  int round = 0;
+  int group_rank = 0;
+  int group_world_size = 0;
+  int base_rank = 0;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+  int restarts_used = 0;  ///< failure restarts so far, job-wide
+  int max_restarts = 0;
+};
+struct Restart {
+  std::string reason;
+};
+struct Stop {
+  int exit_status = 1;
+  std::string reason;
+  std::string summary;
+};
+struct Complete {};
+struct HeartbeatAck {};
+struct Error {  ///< sent before the daemon closes the connection
+  std::string message;
+  bool rejoin = false;  ///< the node was lost (no heartbeat): it may join again as a new node
+};
+struct StatusReply {
+  std::string json;  ///< the daemon's runs, rounds and members, as a JSON document
+};
+
+using ControlMessage =
+    std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave, StatusRequest, Welcome,
+                 Waiting, RoundAssigned, Restart, Stop, Complete, HeartbeatAck, Error, StatusReply>;
+
+/// JSON text of a message (the payload of one frame).
+std::string encode_message(const ControlMessage& message);
+/// Parses a frame's payload; nullopt (with `error` set) for bad JSON, an unknown type or
+/// missing/mistyped fields.
+std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error);
+/// "hello", "round", ...: the message's type name.
+const char* message_type(const ControlMessage& message);
+
+}  // namespace cohort::proto

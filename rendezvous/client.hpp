@@ -1,0 +1,69 @@
+// The agent's side of the control connection: connects to the daemon (retrying with backoff
+// until a deadline), says hello, heartbeats, and hands every message from the daemon to the
+// agent. A connection that drops, or that stays silent past the heartbeat timeout, is reported
+// once as lost. One per connection attempt series; owned by the agent; io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rendezvous/control_session.hpp"
+
+namespace cohort {
+
+struct ClientOptions {
+  std::string host;
+  uint16_t port = 29400;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{5000};
+  std::chrono::milliseconds connect_deadline{60000};  ///< give up connecting after this long
+};
+
+class RendezvousClient {
+ public:
+  using MessageHandler = std::function<void(proto::ControlMessage)>;
+  using LostHandler = std::function<void(const std::string& reason)>;
+
+  RendezvousClient(boost::asio::io_context& io, ClientOptions options, MessageHandler on_message,
+                   LostHandler on_lost);
+  ~RendezvousClient();
+  RendezvousClient(const RendezvousClient&) = delete;
+  RendezvousClient& operator=(const RendezvousClient&) = delete;
+
+  /// Connects (retrying) and sends `hello` first; messages and losses are reported after.
+  void connect(proto::Hello hello);
+  void send(const proto::ControlMessage& message);
+  /// Sends `last` if connected, then closes quietly (no loss is reported).
+  void close(std::optional<proto::ControlMessage> last = std::nullopt);
+  bool connected() const { return session_ && session_->open(); }
+
+ private:
+  void try_connect();
+  void on_connected();
+  void arm_heartbeat();
+  void lost(const std::string& reason);
+
+  boost::asio::io_context& io_;
+  ClientOptions options_;
+  MessageHandler on_message_;
+  LostHandler on_lost_;
+  proto::Hello hello_;
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer retry_timer_;
+  boost::asio::steady_timer heartbeat_timer_;
+  std::shared_ptr<ControlSession> session_;
+  std::chrono::steady_clock::time_point give_up_at_;
+  std::chrono::steady_clock::time_point last_heard_;
+  std::chrono::milliseconds retry_delay_{20};
+  std::string last_error_;
+  bool closed_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace cohort

@@ -1,0 +1,108 @@
+#include "rendezvous/control_session.hpp"
+
+#include <boost/asio/write.hpp>
+
+namespace cohort {
+
+ControlSession::ControlSession(boost::asio::ip::tcp::socket socket, MessageHandler on_message,
+                               CloseHandler on_close)
+    : socket_(std::move(socket)),
+      on_message_(std::move(on_message)),
+      on_close_(std::move(on_close)) {
+  boost::system::error_code ignored;
+  socket_.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
+}
+
+void ControlSession::start() { read_more(); }
+
+std::string ControlSession::local_address() const {
+  boost::system::error_code error;
+  auto endpoint = socket_.local_endpoint(error);
+  if (error) return {};
+  auto address = endpoint.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return address.to_v6().to_v4().to_string();
+  }
+  return address.to_string();
+}
+
+std::string ControlSession::remote_address() const {
+  boost::system::error_code error;
+  auto endpoint = socket_.remote_endpoint(error);
+  return error ? std::string() : endpoint.address().to_string();
+}
+
+void ControlSession::read_more() {
+  socket_.async_read_some(boost::asio::buffer(buffer_),
+                          [self = shared_from_this()](const boost::system::error_code& error,
+                                                      size_t size) { self->on_read(error, size); });
+}
+
+void ControlSession::on_read(const boost::system::error_code& error, size_t size) {
+  if (!open_ || closing_) return;
+  if (error)
+    return finish(error == boost::asio::error::eof ? "connection closed by peer" : error.message());
+  decoder_.feed(buffer_, size);
+  std::string payload;
+  for (;;) {
+    auto status = decoder_.next(payload);
+    if (status == proto::FrameDecoder::Status::NeedMore) break;
+    if (status == proto::FrameDecoder::Status::Error) {
+      return close_after(proto::Error{"frame larger than the protocol's limit"}, "oversized frame");
+    }
+    std::string problem;
+    std::optional<proto::ControlMessage> message = proto::decode_message(payload, problem);
+    if (!message) return close_after(proto::Error{problem}, "malformed frame: " + problem);
+    on_message_(*this, std::move(*message));
+    if (!open_ || closing_) return;
+  }
+  read_more();
+}
+
+void ControlSession::send(const proto::ControlMessage& message) {
+  if (!open_ || closing_) return;
+  outbox_ += proto::encode_frame(proto::encode_message(message));
+  flush();
+}
+
+void ControlSession::close_after(std::optional<proto::ControlMessage> last,
+                                 const std::string& reason) {
+  if (!open_ || closing_) return;
+  if (last) outbox_ += proto::encode_frame(proto::encode_message(*last));
+  closing_ = true;
+  close_reason_ = reason;
+  if (in_flight_.empty() && outbox_.empty()) return finish(reason);
+  flush();
+}
+
+void ControlSession::abandon() {
+  on_close_ = nullptr;
+  on_message_ = nullptr;
+  finish("abandoned");
+}
+
+void ControlSession::flush() {
+  if (!in_flight_.empty() || outbox_.empty() || !open_) return;
+  in_flight_.swap(outbox_);
+  boost::asio::async_write(
+      socket_, boost::asio::buffer(in_flight_),
+      [self = shared_from_this()](const boost::system::error_code& error, size_t) {
+        self->in_flight_.clear();
+        if (!self->open_) return;
+        if (error) return self->finish("write failed: " + error.message());
+        if (!self->outbox_.empty()) return self->flush();
+        if (self->closing_) self->finish(self->close_reason_);
+      });
+}
+
+void ControlSession::finish(const std::string& reason) {
+  if (!open_) return;
+  open_ = false;
+  boost::system::error_code ignored;
+  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  if (auto on_close = std::move(on_close_)) on_close(*this, reason);
+  on_message_ = nullptr;
+}
+
+}  // namespace cohort

@@ -1,0 +1,59 @@
+// One control-protocol connection (agent <-> daemon, either side): reads frames and hands each
+// decoded message to its owner, queues outgoing messages in order, and closes on a malformed
+// frame, on end of file, or when told to (after flushing a last message). The owner learns of
+// every close exactly once. Shared by its owner and its pending handlers; io thread only.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
+
+namespace cohort {
+
+class ControlSession : public std::enable_shared_from_this<ControlSession> {
+ public:
+  using MessageHandler = std::function<void(ControlSession&, proto::ControlMessage)>;
+  using CloseHandler = std::function<void(ControlSession&, const std::string& reason)>;
+
+  ControlSession(boost::asio::ip::tcp::socket socket, MessageHandler on_message,
+                 CloseHandler on_close);
+  ControlSession(const ControlSession&) = delete;
+  ControlSession& operator=(const ControlSession&) = delete;
+
+  void start();
+  void send(const proto::ControlMessage& message);
+  /// Sends `last` (if any) and then closes; no message is delivered after this call.
+  void close_after(std::optional<proto::ControlMessage> last, const std::string& reason);
+  /// Closes at once without telling the owner (the owner already knows).
+  void abandon();
+  bool open() const { return open_; }
+  /// The local address of the connection: the address the peer used to reach us.
+  std::string local_address() const;
+  std::string remote_address() const;
+
+  /// Owner data: the node this connection speaks for, once it said hello.
+  std::string run_id;
+  std::string node_id;
+
+ private:
+  void read_more();
+  void on_read(const boost::system::error_code& error, size_t size);
+  void flush();
+  void finish(const std::string& reason);
+
+  boost::asio::ip::tcp::socket socket_;
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+  proto::FrameDecoder decoder_;
+  char buffer_[4096];
+  std::string outbox_, in_flight_;
+  bool open_ = true;
+  bool closing_ = false;
+  std::string close_reason_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,362 @@
+#include "rendezvous/daemon.hpp"
+
+#include <boost/asio/ip/v6_only.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+
+namespace cohort {
+namespace {
+
+rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
+  return {wire.min_nodes,
+          wire.max_nodes,
+          wire.max_restarts,
+          rdzv::Ms(wire.last_call_ms),
+          rdzv::Ms(wire.join_timeout_ms),
+          rdzv::Ms(wire.heartbeat_timeout_ms)};
+}
+
+const char* phase_name(rdzv::RunState::Phase phase) {
+  switch (phase) {
+    case rdzv::RunState::Phase::Forming:
+      return "forming";
+    case rdzv::RunState::Phase::Running:
+      return "running";
+    case rdzv::RunState::Phase::Completed:
+      return "completed";
+    case rdzv::RunState::Phase::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+const char* role_name(rdzv::RunState::Role role) {
+  switch (role) {
+    case rdzv::RunState::Role::Pending:
+      return "joining";
+    case rdzv::RunState::Role::Member:
+      return "member";
+    case rdzv::RunState::Role::Stopping:
+      return "restarting";
+    case rdzv::RunState::Role::Waiting:
+      return "waiting";
+    case rdzv::RunState::Role::Spare:
+      return "spare";
+  }
+  return "?";
+}
+
+}  // namespace
+
+RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, DaemonOptions options)
+    : io_(io), options_(std::move(options)), acceptor_(io), timer_(io) {}
+
+RendezvousDaemon::~RendezvousDaemon() { stop(); }
+
+boost::system::error_code RendezvousDaemon::start() {
+  namespace ip = boost::asio::ip;
+  boost::system::error_code error;
+  ip::address address = ip::make_address(options_.address, error);
+  if (error) return error;
+  ip::tcp::endpoint endpoint(address, options_.port);
+  acceptor_.open(endpoint.protocol(), error);
+  if (error) return error;
+  acceptor_.set_option(ip::tcp::acceptor::reuse_address(true), error);
+  if (address.is_v6()) acceptor_.set_option(ip::v6_only(false), error);
+  acceptor_.bind(endpoint, error);
+  if (!error) acceptor_.listen(4096, error);
+  if (error) {
+    acceptor_.close();
+    return error;
+  }
+  port_ = acceptor_.local_endpoint().port();
+  accept_next();
+  return {};
+}
+
+void RendezvousDaemon::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  timer_.cancel();
+  for (const auto& session : sessions_) session->abandon();
+  sessions_.clear();
+  runs_.clear();
+}
+
+void RendezvousDaemon::accept_next() {
+  acceptor_.async_accept(
+      [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
+        if (stopped_) return;
+        if (!error) {
+          auto session = std::make_shared<ControlSession>(
+              std::move(socket),
+              [this](ControlSession& from, proto::ControlMessage message) {
+                on_message(from, std::move(message));
+              },
+              [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
+          sessions_.insert(session);
+          session->start();
+        } else if (error == boost::asio::error::operation_aborted) {
+          return;
+        } else {
+          log::warn("rendezvous: accept failed: ", error.message());
+        }
+        accept_next();
+      });
+}
+
+void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
+  if (auto* hello = std::get_if<proto::Hello>(&message)) return on_hello(session, *hello);
+  if (std::holds_alternative<proto::StatusRequest>(message)) {
+    return session.close_after(proto::StatusReply{status_json()}, "status sent");
+  }
+  auto found = runs_.find(session.run_id);
+  if (session.node_id.empty() || found == runs_.end() ||
+      !found->second.state->has_node(session.node_id)) {
+    return session.close_after(proto::Error{"the first message must be hello"}, "no hello");
+  }
+  Run& run = found->second;
+  rdzv::RunState& state = *run.state;
+  const std::string& node = session.node_id;
+  state.heartbeat(node, now());
+  std::visit(
+      [&](const auto& typed) {
+        using T = std::decay_t<decltype(typed)>;
+        if constexpr (std::is_same_v<T, proto::Heartbeat>) {
+          session.send(proto::HeartbeatAck{});
+        } else if constexpr (std::is_same_v<T, proto::Join>) {
+          if (typed.rank0_port > 0) run.rank0_ports[node] = typed.rank0_port;
+          apply(run, state.join(nodes_[node], configs_[node], now()));
+        } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
+          rdzv::FailureReport report{typed.round,       typed.rank,        typed.local_rank,
+                                     typed.exit_status, typed.description, typed.host,
+                                     typed.summary};
+          apply(run, state.worker_failed(node, report, now()));
+        } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
+          apply(run, state.node_succeeded(node, typed.round, now()));
+        } else if constexpr (std::is_same_v<T, proto::Leave>) {
+          std::string reason = typed.reason.empty() ? "left" : typed.reason;
+          run.sessions.erase(node);
+          session.close_after(std::nullopt, "left");
+          apply(run, state.node_lost(node, reason, now()));
+        } else {
+          session.close_after(proto::Error{std::string("unexpected message ") +
+                                           proto::message_type(proto::ControlMessage(typed))},
+                              "protocol error");
+        }
+      },
+      message);
+  reap_runs();
+  schedule();
+}
+
+void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hello) {
+  if (hello.magic != proto::kControlMagic || hello.version != proto::kControlVersion) {
+    return session.close_after(
+        proto::Error{"protocol mismatch: expected " + std::string(proto::kControlMagic) +
+                     " version " + std::to_string(proto::kControlVersion)},
+        "bad hello");
+  }
+  if (!session.node_id.empty() || hello.node_id.empty() || hello.run_id.empty() ||
+      nodes_.count(hello.node_id) > 0 || hello.local_world_size < 1) {
+    return session.close_after(proto::Error{"bad hello: node id, run id or size"}, "bad hello");
+  }
+  rdzv::RunConfig config = to_config(hello.config);
+  auto [found, created] = runs_.try_emplace(hello.run_id);
+  Run& run = found->second;
+  if (created) {
+    run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());
+    log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
+              " nnodes=", config.min_nodes, ":", config.max_nodes);
+  }
+  rdzv::NodeInfo info{hello.node_id,   hello.address,    hello.local_world_size,
+                      hello.rank_hint, hello.last_round, hello.restarts_used};
+  session.run_id = hello.run_id;
+  session.node_id = hello.node_id;
+  nodes_[hello.node_id] = info;
+  configs_[hello.node_id] = config;
+  run.sessions[hello.node_id] = *std::find_if(
+      sessions_.begin(), sessions_.end(), [&](const auto& held) { return held.get() == &session; });
+  if (hello.rank0_port > 0) run.rank0_ports[hello.node_id] = hello.rank0_port;
+  session.send(proto::Welcome{});
+  apply(run, run.state->join(info, config, now()));
+  reap_runs();
+  schedule();
+}
+
+void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
+  std::shared_ptr<ControlSession> held;
+  for (const auto& candidate : sessions_) {
+    if (candidate.get() == &session) held = candidate;
+  }
+  sessions_.erase(held);
+  if (session.node_id.empty()) return;
+  nodes_.erase(session.node_id);
+  configs_.erase(session.node_id);
+  auto found = runs_.find(session.run_id);
+  if (found == runs_.end()) return;
+  Run& run = found->second;
+  run.sessions.erase(session.node_id);
+  run.rank0_ports.erase(session.node_id);
+  if (run.state->has_node(session.node_id)) {
+    log::info("rendezvous: node ", session.node_id, " of run ", session.run_id,
+              " disconnected: ", reason);
+    apply(run, run.state->node_lost(session.node_id, "connection closed (" + reason + ")", now()));
+  }
+  reap_runs();
+  schedule();
+}
+
+void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
+  for (auto& action : actions) {
+    std::visit(
+        [&](auto& typed) {
+          using T = std::decay_t<decltype(typed)>;
+          if constexpr (std::is_same_v<T, rdzv::WaitingStatus>) {
+            std::optional<int64_t> last_call;
+            if (typed.last_call_in) last_call = typed.last_call_in->count();
+            send_to(run, typed.node_ids,
+                    proto::Waiting{typed.joined, typed.min_nodes, typed.max_nodes, last_call});
+          } else if constexpr (std::is_same_v<T, rdzv::StartRound>) {
+            start_round(run, typed);
+          } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
+            log::info("rendezvous: run ", run.state->run_id(), " restarts: ", typed.reason);
+            send_to(run, typed.node_ids, proto::Restart{typed.reason});
+          } else if constexpr (std::is_same_v<T, rdzv::StopRun>) {
+            log::info("rendezvous: run ", run.state->run_id(), " failed: ", typed.reason);
+            run.store.reset();
+            send_to(run, typed.node_ids,
+                    proto::Stop{typed.exit_status, typed.reason, typed.summary});
+          } else if constexpr (std::is_same_v<T, rdzv::CompleteRun>) {
+            log::info("rendezvous: run ", run.state->run_id(), " completed");
+            run.store.reset();
+            send_to(run, typed.node_ids, proto::Complete{});
+          } else if constexpr (std::is_same_v<T, rdzv::DropNode>) {
+            drop(run, typed.node_id, typed.reason, typed.lost);
+          }
+        },
+        action);
+  }
+}
+
+void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
+  const rdzv::Assignment& first = start.members.front();
+  auto rank0_port = run.rank0_ports.find(first.node_id);
+  std::string classic_addr;
+  int classic_port = 0;
+  if (rank0_port != run.rank0_ports.end()) {  // classic mode: worker rank 0 binds the port
+    classic_addr = first.address;
+    classic_port = rank0_port->second;
+    run.store.reset();
+  } else {
+    run.store.reset();  // the old round's store: its keys must never be seen again
+    StoreServerOptions store_options;
+    store_options.address = options_.address;
+    for (uint32_t port = options_.store_port_min;; ++port) {
+      store_options.port = static_cast<uint16_t>(port);
+      run.store = std::make_unique<StoreServer>(io_, store_options);
+      if (!run.store->start()) break;
+      run.store.reset();
+      if (port >= options_.store_port_max) break;
+    }
+    if (!run.store) {
+      log::error("rendezvous: no free worker store port for run ", run.state->run_id());
+    }
+  }
+  log::info("rendezvous: run ", run.state->run_id(), " round ", start.round, " formed with ",
+            start.members.size(), " nodes, world size ", first.world_size);
+  for (const auto& member : start.members) {
+    auto session = run.sessions.find(member.node_id);
+    if (session == run.sessions.end()) continue;
+    proto::RoundAssigned assigned{
+        member.round,     member.group_rank,          member.group_world_size,
+        member.base_rank, member.world_size,          classic_addr,
+        classic_port,     run.state->restarts_used(), run.state->config().max_restarts};
+    if (classic_port == 0) {
+      assigned.master_addr = session->second->local_address();
+      assigned.master_port = run.store ? run.store->port() : 0;
+    }
+    session->second->send(assigned);
+  }
+}
+
+void RendezvousDaemon::send_to(Run& run, const std::vector<std::string>& node_ids,
+                               const proto::ControlMessage& message) {
+  for (const auto& id : node_ids) {
+    auto session = run.sessions.find(id);
+    if (session != run.sessions.end()) session->second->send(message);
+  }
+}
+
+void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::string& reason,
+                            bool lost) {
+  auto found = run.sessions.find(node_id);
+  if (found == run.sessions.end()) return;
+  std::shared_ptr<ControlSession> session = found->second;
+  run.sessions.erase(found);
+  session->node_id.clear();  // its close must not count as another loss
+  nodes_.erase(node_id);
+  configs_.erase(node_id);
+  if (lost) log::warn("rendezvous: node ", node_id, " lost: ", reason);
+  session->close_after(proto::Error{reason, lost}, reason);
+}
+
+void RendezvousDaemon::reap_runs() {
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    if (it->second.state->empty()) {
+      it = runs_.erase(it);
+      if (on_run_ended) on_run_ended();
+    } else {
+      ++it;
+    }
+  }
+}
+
+void RendezvousDaemon::schedule() {
+  std::optional<rdzv::TimePoint> next;
+  for (const auto& [id, run] : runs_) {
+    auto deadline = run.state->next_deadline();
+    if (deadline && (!next || *deadline < *next)) next = deadline;
+  }
+  timer_.cancel();
+  if (!next || stopped_) return;
+  timer_.expires_at(*next);
+  timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || stopped_) return;
+    rdzv::TimePoint at = now();
+    for (auto& [id, run] : runs_) apply(run, run.state->tick(at));
+    reap_runs();
+    schedule();
+  });
+}
+
+std::string RendezvousDaemon::status_json() const {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& [id, run] : runs_) {
+    const rdzv::RunState& state = *run.state;
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& view : state.nodes()) {
+      nodes.push_back({{"node_id", view.info.node_id},
+                       {"address", view.info.address},
+                       {"state", role_name(view.role)},
+                       {"group_rank", view.group_rank},
+                       {"local_world_size", view.info.local_world_size},
+                       {"succeeded", view.succeeded}});
+    }
+    runs.push_back({{"run_id", id},
+                    {"phase", phase_name(state.phase())},
+                    {"round", state.round()},
+                    {"restarts_used", state.restarts_used()},
+                    {"max_restarts", state.config().max_restarts},
+                    {"min_nodes", state.config().min_nodes},
+                    {"max_nodes", state.config().max_nodes},
+                    {"store_port", run.store ? run.store->port() : 0},
+                    {"nodes", nodes}});
+  }
+  return nlohmann::json{{"port", port_}, {"runs", runs}}.dump();
+}
+
+}  // namespace cohort

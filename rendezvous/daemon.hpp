@@ -1,0 +1,78 @@
+// The rendezvous daemon: accepts agents' control connections, runs one RunState per --rdzv-id
+// (many runs at once, isolated), turns the state machines' actions into messages, hosts a fresh
+// worker store (TCPStore server) for every round of every run, and keeps one timer for the
+// earliest deadline. `cohortd` runs it alone; `cohort run` embeds it. io_context thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "rendezvous/control_session.hpp"
+#include "rendezvous/run_state.hpp"
+#include "rendezvous/store_server.hpp"
+
+namespace cohort {
+
+struct DaemonOptions {
+  std::string address = "0.0.0.0";  ///< where agents connect; "::" for dual-stack
+  uint16_t port = 29400;            ///< 0: any free port
+  uint16_t store_port_min = 0;      ///< worker store ports: 0 = any free port,
+  uint16_t store_port_max = 0;      ///< or the first free one in [min, max]
+};
+
+class RendezvousDaemon {
+ public:
+  RendezvousDaemon(boost::asio::io_context& io, DaemonOptions options);
+  ~RendezvousDaemon();
+  RendezvousDaemon(const RendezvousDaemon&) = delete;
+  RendezvousDaemon& operator=(const RendezvousDaemon&) = delete;
+
+  boost::system::error_code start();
+  uint16_t port() const { return port_; }
+  void stop();
+  /// True once every run it ever had has ended and no agent is connected (for embedding).
+  bool idle() const { return runs_.empty() && sessions_.empty(); }
+  /// Called whenever a run ends (completed or failed) and is forgotten.
+  std::function<void()> on_run_ended;
+  /// The daemon's state as JSON (what `cohort status` prints).
+  std::string status_json() const;
+
+ private:
+  struct Run {
+    std::unique_ptr<rdzv::RunState> state;
+    std::unique_ptr<StoreServer> store;
+    std::map<std::string, std::shared_ptr<ControlSession>> sessions;  ///< by node id
+    std::map<std::string, int> rank0_ports;  ///< classic mode: ports the nodes offered
+  };
+
+  void accept_next();
+  void on_message(ControlSession& session, proto::ControlMessage message);
+  void on_hello(ControlSession& session, const proto::Hello& hello);
+  void on_closed(ControlSession& session, const std::string& reason);
+  void apply(Run& run, rdzv::Actions actions);
+  void start_round(Run& run, const rdzv::StartRound& start);
+  void send_to(Run& run, const std::vector<std::string>& node_ids,
+               const proto::ControlMessage& message);
+  void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
+  void reap_runs();
+  void schedule();
+  rdzv::TimePoint now() const { return rdzv::Clock::now(); }
+
+  boost::asio::io_context& io_;
+  DaemonOptions options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer timer_;
+  uint16_t port_ = 0;
+  std::map<std::string, Run> runs_;
+  std::set<std::shared_ptr<ControlSession>> sessions_;
+  std::map<std::string, rdzv::NodeInfo> nodes_;     ///< node id -> what its hello said
+  std::map<std::string, rdzv::RunConfig> configs_;  ///< node id -> the settings it asked for
+  bool stopped_ = false;
+};
+
+}  // namespace cohort

@@ -1,0 +1,23 @@
+// The `cohortd` command (also `cohort rendezvous`): flags, the daemon and, if asked, one plain
+// long-lived TCPStore, on one io_context until SIGINT/SIGTERM. Main thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace cohort {
+
+struct DaemonCommand {
+  std::string host = "0.0.0.0";
+  int port = 29400;
+  std::string port_file;
+  std::string store_ports;
+  int tcpstore_port = -1;  ///< -1: none; 0: any free port
+  std::string tcpstore_port_file;
+  int verbose = 0;
+};
+
+void add_daemon_flags(CLI::App& app, DaemonCommand& command);
+int run_daemon(const DaemonCommand& command);
+
+}  // namespace cohort

@@ -1,0 +1,337 @@
+#include "rendezvous/run_state.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <tuple>
+
+#include "common/text.hpp"
+#include "rendezvous/restart_policy.hpp"
+
+namespace cohort::rdzv {
+namespace {
+
+std::string nnodes_text(const RunConfig& config) {
+  return config.min_nodes == config.max_nodes ? std::to_string(config.max_nodes)
+                                              : cat(config.min_nodes, ":", config.max_nodes);
+}
+
+std::string seconds_text(Ms duration) { return cat(duration.count() / 1000.0, " s"); }
+
+}  // namespace
+
+std::string describe_config_difference(const RunConfig& mine, const RunConfig& run) {
+  std::vector<std::string> differences;
+  if (mine.min_nodes != run.min_nodes || mine.max_nodes != run.max_nodes) {
+    differences.push_back(
+        cat("--nnodes ", nnodes_text(mine), " differs from the run's ", nnodes_text(run)));
+  }
+  if (mine.max_restarts != run.max_restarts) {
+    differences.push_back(
+        cat("--max-restarts ", mine.max_restarts, " differs from the run's ", run.max_restarts));
+  }
+  if (mine.last_call != run.last_call) {
+    differences.push_back(cat("last_call_timeout ", seconds_text(mine.last_call),
+                              " differs from the run's ", seconds_text(run.last_call)));
+  }
+  if (mine.join_timeout != run.join_timeout) {
+    differences.push_back(cat("join_timeout ", seconds_text(mine.join_timeout),
+                              " differs from the run's ", seconds_text(run.join_timeout)));
+  }
+  if (mine.heartbeat_timeout != run.heartbeat_timeout) {
+    differences.push_back(cat("heartbeat_timeout ", seconds_text(mine.heartbeat_timeout),
+                              " differs from the run's ", seconds_text(run.heartbeat_timeout)));
+  }
+  std::string text;
+  for (const auto& difference : differences) text += (text.empty() ? "" : "; ") + difference;
+  return text;
+}
+
+RunState::RunState(std::string run_id, RunConfig config, TimePoint now)
+    : run_id_(std::move(run_id)), config_(config), forming_since_(now), not_before_(now) {}
+
+Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint now) {
+  if (phase_ == Phase::Completed || phase_ == Phase::Failed) {
+    return {DropNode{node.node_id, cat("run '", run_id_, "' has already finished")}};
+  }
+  if (std::string difference = describe_config_difference(config, config_); !difference.empty()) {
+    return {
+        DropNode{node.node_id, cat("settings disagree with run '", run_id_, "': ", difference)}};
+  }
+  restarts_used_ = std::max(restarts_used_, node.restarts_used);
+  next_round_ = std::max(next_round_, node.last_round + 1);
+  return admit(node, now);
+}
+
+Actions RunState::admit(const NodeInfo& info, TimePoint now) {
+  auto found = nodes_.find(info.node_id);
+  Actions actions;
+  if (found != nodes_.end()) {
+    Node& node = found->second;
+    node.info = info;
+    node.last_seen = now;
+    if (node.role == Role::Member && phase_ == Phase::Running) {
+      // The member left its round (its agent restarted): everyone regroups.
+      node.role = Role::Pending;
+      actions = restart_members(cat("node ", info.address, " left the round"), now);
+    } else if (node.role == Role::Stopping || node.role == Role::Member) {
+      node.role = Role::Pending;
+    }
+  } else {
+    Node node;
+    node.info = info;
+    node.last_seen = now;
+    node.arrival = arrivals_++;
+    if (phase_ == Phase::Running) {
+      bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
+      node.role = room ? Role::Waiting : Role::Spare;
+      if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
+    }
+    nodes_.emplace(info.node_id, std::move(node));
+  }
+  if (phase_ == Phase::Running) {
+    if (count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
+        count(Role::Waiting) > 0) {
+      Actions restart = restart_members("scale-up: new nodes joined", now);
+      actions.insert(actions.end(), restart.begin(), restart.end());
+    } else {
+      Actions status = waiting_status(now);
+      actions.insert(actions.end(), status.begin(), status.end());
+    }
+    return actions;
+  }
+  Actions closing = try_close(now);
+  actions.insert(actions.end(), closing.begin(), closing.end());
+  return actions;
+}
+
+void RunState::heartbeat(const std::string& node_id, TimePoint now) {
+  auto found = nodes_.find(node_id);
+  if (found != nodes_.end()) found->second.last_seen = now;
+}
+
+Actions RunState::node_lost(const std::string& node_id, const std::string& reason, TimePoint now) {
+  auto found = nodes_.find(node_id);
+  if (found == nodes_.end()) return {};
+  Role role = found->second.role;
+  std::string address = found->second.info.address;
+  nodes_.erase(found);
+  if (phase_ == Phase::Running && role == Role::Member) {
+    return restart_members(cat("node ", address, " lost: ", reason), now);
+  }
+  if (phase_ == Phase::Running && role == Role::Waiting && count(Role::Waiting) == 0) {
+    scale_up_deadline_.reset();
+  }
+  if (phase_ == Phase::Forming) return try_close(now);
+  return {};
+}
+
+Actions RunState::worker_failed(const std::string& node_id, const FailureReport& report,
+                                TimePoint now) {
+  auto found = nodes_.find(node_id);
+  if (phase_ != Phase::Running || report.round != current_round_ || found == nodes_.end() ||
+      found->second.role != Role::Member) {
+    return {};  // a report about an earlier round, or a consequence of a restart under way
+  }
+  std::string reason =
+      cat("worker rank ", report.rank, " on ", report.host, " failed with ", report.description);
+  RestartDecision decision = decide_restart(restarts_used_, config_.max_restarts);
+  if (!decision.restart) {
+    phase_ = Phase::Failed;
+    return {StopRun{all_ids(), report.exit_status, reason, report.summary}};
+  }
+  ++restarts_used_;
+  not_before_ = now + decision.delay;
+  return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
+                         now);
+}
+
+Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoint now) {
+  (void)now;
+  auto found = nodes_.find(node_id);
+  if (phase_ != Phase::Running || round != current_round_ || found == nodes_.end() ||
+      found->second.role != Role::Member) {
+    return {};
+  }
+  found->second.succeeded = true;
+  for (const auto& [id, node] : nodes_) {
+    if (node.role == Role::Member && !node.succeeded) return {};
+  }
+  phase_ = Phase::Completed;
+  return {CompleteRun{all_ids()}};
+}
+
+Actions RunState::tick(TimePoint now) {
+  Actions actions = expire_heartbeats(now);
+  auto add = [&](Actions more) { actions.insert(actions.end(), more.begin(), more.end()); };
+  if (phase_ == Phase::Forming) {
+    int pending = count(Role::Pending) + count(Role::Stopping);
+    if (pending < config_.min_nodes && now >= forming_since_ + config_.join_timeout) {
+      std::string reason =
+          cat("rendezvous timed out: ", count(Role::Pending), " of at least ", config_.min_nodes,
+              " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")");
+      for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
+      nodes_.clear();
+      phase_ = Phase::Failed;
+      return actions;
+    }
+    add(try_close(now, /*report_waiting=*/false));
+  } else if (phase_ == Phase::Running && scale_up_deadline_ && now >= *scale_up_deadline_) {
+    add(restart_members("scale-up: new nodes joined", now));
+  }
+  return actions;
+}
+
+Actions RunState::expire_heartbeats(TimePoint now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, node] : nodes_) {
+    if (now - node.last_seen > config_.heartbeat_timeout) expired.push_back(id);
+  }
+  Actions actions;
+  for (const auto& id : expired) {
+    std::string reason = cat("no heartbeat for ", seconds_text(config_.heartbeat_timeout));
+    actions.push_back(DropNode{id, reason, /*lost=*/true});
+    Actions more = node_lost(id, reason, now);
+    actions.insert(actions.end(), more.begin(), more.end());
+  }
+  return actions;
+}
+
+std::optional<TimePoint> RunState::next_deadline() const {
+  std::optional<TimePoint> next;
+  auto consider = [&](TimePoint candidate) {
+    if (!next || candidate < *next) next = candidate;
+  };
+  for (const auto& [id, node] : nodes_) consider(node.last_seen + config_.heartbeat_timeout);
+  if (phase_ == Phase::Forming) {
+    consider(forming_since_ + config_.join_timeout);
+    if (last_call_deadline_) consider(*last_call_deadline_);
+    if (not_before_ > forming_since_) consider(not_before_);
+  }
+  if (phase_ == Phase::Running && scale_up_deadline_) consider(*scale_up_deadline_);
+  return next;
+}
+
+Actions RunState::try_close(TimePoint now, bool report_waiting) {
+  int pending = count(Role::Pending);
+  bool ready = false;
+  if (pending < config_.min_nodes) {
+    last_call_deadline_.reset();
+  } else {
+    if (!last_call_deadline_) last_call_deadline_ = now + config_.last_call;
+    bool everyone_back = regroup_ && count(Role::Stopping) == 0;
+    ready = pending >= config_.max_nodes || everyone_back || now >= *last_call_deadline_;
+  }
+  if (ready && now >= not_before_) return form_round(now);
+  return report_waiting ? waiting_status(now) : Actions{};
+}
+
+std::vector<RunState::Node*> RunState::ordered_pending() {
+  std::vector<Node*> pending;
+  for (auto& [id, node] : nodes_) {
+    if (node.role == Role::Pending) pending.push_back(&node);
+  }
+  // Survivors keep their order from the last round; new nodes follow by hint, address, arrival.
+  auto key = [](const Node* node) {
+    bool survivor = node->group_rank >= 0;
+    return std::make_tuple(survivor ? 0 : 1, survivor ? node->group_rank : 0,
+                           node->info.rank_hint.value_or(INT_MAX), node->info.address,
+                           node->arrival);
+  };
+  std::sort(pending.begin(), pending.end(),
+            [&](const Node* a, const Node* b) { return key(a) < key(b); });
+  return pending;
+}
+
+Actions RunState::form_round(TimePoint now) {
+  (void)now;
+  std::vector<Node*> pending = ordered_pending();
+  size_t members = std::min<size_t>(pending.size(), static_cast<size_t>(config_.max_nodes));
+  StartRound start;
+  start.round = next_round_++;
+  int world_size = 0;
+  for (size_t i = 0; i < members; ++i) world_size += pending[i]->info.local_world_size;
+  int base_rank = 0;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Node& node = *pending[i];
+    node.succeeded = false;
+    if (i >= members) {
+      node.role = Role::Spare;
+      node.group_rank = -1;
+      continue;
+    }
+    node.role = Role::Member;
+    node.group_rank = static_cast<int>(i);
+    start.members.push_back(Assignment{node.info.node_id, node.info.address, start.round,
+                                       static_cast<int>(i), static_cast<int>(members), base_rank,
+                                       node.info.local_world_size, world_size});
+    base_rank += node.info.local_world_size;
+  }
+  current_round_ = start.round;
+  phase_ = Phase::Running;
+  regroup_ = false;
+  last_call_deadline_.reset();
+  scale_up_deadline_.reset();
+  return {start};
+}
+
+Actions RunState::restart_members(const std::string& reason, TimePoint now) {
+  std::vector<std::string> stopping = ids_with({Role::Member});
+  for (auto& [id, node] : nodes_) {
+    if (node.role == Role::Member) node.role = Role::Stopping;
+    if (node.role == Role::Waiting || node.role == Role::Spare) node.role = Role::Pending;
+  }
+  phase_ = Phase::Forming;
+  regroup_ = true;
+  forming_since_ = now;
+  last_call_deadline_.reset();
+  scale_up_deadline_.reset();
+  Actions actions;
+  if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason});
+  Actions closing = try_close(now);
+  actions.insert(actions.end(), closing.begin(), closing.end());
+  return actions;
+}
+
+Actions RunState::waiting_status(TimePoint now) const {
+  WaitingStatus status;
+  status.node_ids = ids_with({Role::Pending, Role::Waiting, Role::Spare});
+  if (status.node_ids.empty()) return {};
+  status.joined = phase_ == Phase::Forming ? count(Role::Pending) : count(Role::Member);
+  status.min_nodes = config_.min_nodes;
+  status.max_nodes = config_.max_nodes;
+  if (phase_ == Phase::Forming && last_call_deadline_) {
+    status.last_call_in = std::chrono::duration_cast<Ms>(*last_call_deadline_ - now);
+  }
+  return {status};
+}
+
+std::vector<std::string> RunState::ids_with(std::initializer_list<Role> roles) const {
+  std::vector<std::string> ids;
+  for (const auto& [id, node] : nodes_) {
+    if (std::find(roles.begin(), roles.end(), node.role) != roles.end()) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<std::string> RunState::all_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, node] : nodes_) ids.push_back(id);
+  return ids;
+}
+
+int RunState::count(Role role) const {
+  return static_cast<int>(std::count_if(nodes_.begin(), nodes_.end(), [role](const auto& entry) {
+    return entry.second.role == role;
+  }));
+}
+
+std::vector<RunState::NodeView> RunState::nodes() const {
+  std::vector<NodeView> views;
+  for (const auto& [id, node] : nodes_) {
+    bool member = node.role == Role::Member;
+    views.push_back({node.info, node.role, member ? node.group_rank : -1, node.succeeded});
+  }
+  return views;
+}
+
+}  // namespace cohort::rdzv

@@ -1,0 +1,92 @@
+// The rendezvous of one run as a pure state machine: nodes join, rounds form (at max nodes, after
+// the last call once min have joined, or at once when every survivor of a restart is back),
+// ranks are assigned, node loss and worker failures restart every member, one job-wide restart
+// budget, scale-up with waiting nodes and spares, completion. No I/O and no clock reads: time is
+// passed in, decisions come back as Actions. Owned by the daemon; one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/rendezvous_types.hpp"
+
+namespace cohort::rdzv {
+
+class RunState {
+ public:
+  enum class Phase { Forming, Running, Completed, Failed };
+  enum class Role { Pending, Member, Stopping, Waiting, Spare };
+
+  struct NodeView {
+    NodeInfo info;
+    Role role;
+    int group_rank;  ///< in the current round, -1 if not a member
+    bool succeeded;
+  };
+
+  RunState(std::string run_id, RunConfig config, TimePoint now);
+
+  /// A node asks to take part in the next round (first join, or rejoin after a restart).
+  Actions join(const NodeInfo& node, const RunConfig& config, TimePoint now);
+  /// Any frame from the node counts as a heartbeat.
+  void heartbeat(const std::string& node_id, TimePoint now);
+  /// The node's connection closed, or it left.
+  Actions node_lost(const std::string& node_id, const std::string& reason, TimePoint now);
+  Actions worker_failed(const std::string& node_id, const FailureReport& report, TimePoint now);
+  Actions node_succeeded(const std::string& node_id, int round, TimePoint now);
+  /// Deadlines: heartbeat timeouts, last call, join timeout, scale-up, restart backoff.
+  Actions tick(TimePoint now);
+  std::optional<TimePoint> next_deadline() const;
+
+  const std::string& run_id() const { return run_id_; }
+  const RunConfig& config() const { return config_; }
+  Phase phase() const { return phase_; }
+  int round() const { return current_round_; }
+  int restarts_used() const { return restarts_used_; }
+  bool empty() const { return nodes_.empty(); }
+  bool has_node(const std::string& node_id) const { return nodes_.count(node_id) > 0; }
+  std::vector<NodeView> nodes() const;
+
+ private:
+  struct Node {
+    NodeInfo info;
+    Role role = Role::Pending;
+    TimePoint last_seen;
+    uint64_t arrival = 0;
+    int group_rank = -1;  ///< rank in the current (or last) round, -1 if none
+    bool succeeded = false;
+  };
+
+  Actions admit(const NodeInfo& info, TimePoint now);
+  Actions try_close(TimePoint now, bool report_waiting = true);
+  Actions form_round(TimePoint now);
+  Actions restart_members(const std::string& reason, TimePoint now);
+  Actions expire_heartbeats(TimePoint now);
+  Actions waiting_status(TimePoint now) const;
+  std::vector<Node*> ordered_pending();
+  std::vector<std::string> ids_with(std::initializer_list<Role> roles) const;
+  std::vector<std::string> all_ids() const;
+  int count(Role role) const;
+
+  std::string run_id_;
+  RunConfig config_;
+  Phase phase_ = Phase::Forming;
+  std::map<std::string, Node> nodes_;
+  uint64_t arrivals_ = 0;
+  int next_round_ = 0;
+  int current_round_ = -1;
+  int restarts_used_ = 0;
+  bool regroup_ = false;  ///< forming after a restart: close once every stopping member is back
+  TimePoint forming_since_;
+  TimePoint not_before_;  ///< restart backoff after a worker failure
+  std::optional<TimePoint> last_call_deadline_;
+  std::optional<TimePoint> scale_up_deadline_;
+};
+
+/// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.
+std::string describe_config_difference(const RunConfig& mine, const RunConfig& run);
+
+}  // namespace cohort::rdzv

@@ -1,0 +1,241 @@
+// The rendezvous daemon on 127.0.0.1:0 with clients speaking the control protocol over real
+// sockets: rounds, a fresh worker store per round, node loss, malformed frames, status.
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
+#include "rendezvous/daemon.hpp"
+
+using namespace cohort;
+namespace ip = boost::asio::ip;
+
+namespace {
+
+// The daemon on its own thread, stopped and joined at the end of the test.
+struct DaemonThread {
+  boost::asio::io_context io;
+  RendezvousDaemon daemon{io, DaemonOptions{"127.0.0.1", 0, 0, 0}};
+  std::thread thread;
+
+  DaemonThread() {
+    REQUIRE_FALSE(daemon.start());
+    thread = std::thread([this] { io.run(); });
+  }
+  ~DaemonThread() {
+    boost::asio::post(io, [this] {
+      daemon.stop();
+      io.stop();
+    });
+    thread.join();
+  }
+};
+
+// A blocking control-protocol client with a receive timeout.
+struct Client {
+  boost::asio::io_context io;
+  ip::tcp::socket socket{io};
+  proto::FrameDecoder decoder;
+
+  explicit Client(uint16_t port) {
+    socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), port));
+    timeval timeout{5, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
+  void send(const proto::ControlMessage& message) {
+    send_raw(proto::encode_frame(proto::encode_message(message)));
+  }
+  void send_raw(const std::string& bytes) {
+    boost::asio::write(socket, boost::asio::buffer(bytes));
+  }
+  /// The next message, or nullopt at end of file / timeout.
+  std::optional<proto::ControlMessage> receive() {
+    std::string payload;
+    char buffer[4096];
+    while (decoder.next(payload) != proto::FrameDecoder::Status::Frame) {
+      boost::system::error_code error;
+      size_t got = socket.read_some(boost::asio::buffer(buffer), error);
+      if (error) return std::nullopt;
+      decoder.feed(buffer, got);
+    }
+    std::string problem;
+    return proto::decode_message(payload, problem);
+  }
+  template <typename T>
+  T expect() {
+    for (;;) {
+      auto message = receive();
+      REQUIRE(message);
+      if (std::holds_alternative<proto::Waiting>(*message) && !std::is_same_v<T, proto::Waiting>) {
+        continue;
+      }
+      INFO("got " << proto::message_type(*message));
+      REQUIRE(std::holds_alternative<T>(*message));
+      return std::get<T>(*message);
+    }
+  }
+  void hello(const std::string& run, const std::string& node, int nodes, int max_restarts = 0) {
+    proto::Hello hello;
+    hello.run_id = run;
+    hello.node_id = node;
+    hello.address = "addr-" + node;
+    hello.local_world_size = 2;
+    hello.config = {nodes, nodes, max_restarts, 100, 5000, 5000};
+    send(hello);
+    expect<proto::Welcome>();
+  }
+};
+
+bool store_answers(const std::string& host, int port) {
+  boost::asio::io_context io;
+  ip::tcp::socket socket(io);
+  boost::system::error_code error;
+  socket.connect(ip::tcp::endpoint(ip::make_address(host), static_cast<uint16_t>(port)), error);
+  if (error) return false;
+  // A 1.13 GETNUMKEYS (opcode 6) is answered with an int64.
+  boost::asio::write(socket, boost::asio::buffer("\x06", 1), error);
+  char reply[8];
+  boost::asio::read(socket, boost::asio::buffer(reply), error);
+  return !error;
+}
+
+}  // namespace
+
+TEST_CASE("two nodes form a round with contiguous ranks and a live store", "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("job", "a", 2);
+  b.hello("job", "b", 2);
+  auto ra = a.expect<proto::RoundAssigned>();
+  auto rb = b.expect<proto::RoundAssigned>();
+  CHECK(ra.round == 0);
+  CHECK(ra.group_rank == 0);
+  CHECK(rb.group_rank == 1);
+  CHECK(rb.base_rank == 2);
+  CHECK(ra.world_size == 4);
+  CHECK(ra.master_addr == "127.0.0.1");
+  CHECK(ra.master_port == rb.master_port);
+  CHECK(store_answers(ra.master_addr, ra.master_port));
+}
+
+TEST_CASE("a closed connection is a lost node: the survivor restarts and regroups at once",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  auto b = std::make_unique<Client>(d.daemon.port());
+  proto::Hello hello;
+  a.hello("job", "a", 1);
+  auto first = a.expect<proto::RoundAssigned>();
+  (void)first;
+  // An elastic run 1:2 so that the survivor may go on alone.
+  Client c(d.daemon.port());
+  proto::Hello elastic;
+  elastic.run_id = "elastic";
+  elastic.node_id = "c";
+  elastic.address = "addr-c";
+  elastic.config = {1, 2, 0, 100, 5000, 5000};
+  c.send(elastic);
+  c.expect<proto::Welcome>();
+  elastic.node_id = "e";
+  elastic.address = "addr-e";
+  b->send(elastic);
+  b->expect<proto::Welcome>();
+  auto round0 = c.expect<proto::RoundAssigned>();
+  CHECK(round0.group_world_size == 2);
+  int old_port = round0.master_port;
+  b.reset();  // node e's agent dies
+  c.expect<proto::Restart>();
+  c.send(proto::Join{});
+  auto round1 = c.expect<proto::RoundAssigned>();
+  CHECK(round1.round == 1);
+  CHECK(round1.group_world_size == 1);
+  CHECK(round1.master_port != old_port);  // a fresh store: the old one is closed
+  CHECK_FALSE(store_answers("127.0.0.1", old_port));
+}
+
+TEST_CASE("a worker failure with no budget stops every node with the summary",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("job", "a", 2);
+  b.hello("job", "b", 2);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  b.send(proto::WorkerFailed{0, 3, 1, 139, "signal 11 (SIGSEGV)", "hostb", "THE SUMMARY"});
+  auto stop_a = a.expect<proto::Stop>();
+  auto stop_b = b.expect<proto::Stop>();
+  CHECK(stop_a.exit_status == 139);
+  CHECK(stop_a.summary == "THE SUMMARY");
+  CHECK(stop_b.summary == "THE SUMMARY");
+}
+
+TEST_CASE("every node succeeding completes the run", "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("job", "a", 2);
+  b.hello("job", "b", 2);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  a.send(proto::NodeSucceeded{0});
+  b.send(proto::NodeSucceeded{0});
+  a.expect<proto::Complete>();
+  b.expect<proto::Complete>();
+}
+
+TEST_CASE("runs with different ids are isolated; mismatched settings are refused",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port()), c(d.daemon.port());
+  a.hello("one", "a", 1);
+  b.hello("two", "b", 1);
+  CHECK(a.expect<proto::RoundAssigned>().world_size == 2);
+  CHECK(b.expect<proto::RoundAssigned>().world_size == 2);
+  c.hello("one", "c", 3);
+  auto error = c.expect<proto::Error>();
+  CHECK(error.message.find("--nnodes 3 differs from the run's 1") != std::string::npos);
+  CHECK_FALSE(c.receive());  // closed
+}
+
+TEST_CASE("heartbeats are answered", "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  a.hello("job", "a", 2);
+  a.send(proto::Heartbeat{});
+  a.expect<proto::HeartbeatAck>();
+}
+
+TEST_CASE("malformed frames close only their own connection", "[component][daemon]") {
+  DaemonThread d;
+  Client good(d.daemon.port());
+  good.hello("job", "good", 2);
+  Client junk(d.daemon.port()), huge(d.daemon.port()), early(d.daemon.port());
+  junk.send_raw(proto::encode_frame("this is not json"));
+  CHECK(junk.expect<proto::Error>().message == "frame is not a JSON object");
+  CHECK_FALSE(junk.receive());
+  huge.send_raw(std::string("\x7f\xff\xff\xff", 4));
+  CHECK(huge.expect<proto::Error>().message.find("limit") != std::string::npos);
+  early.send(proto::Join{});
+  CHECK(early.expect<proto::Error>().message.find("hello") != std::string::npos);
+  good.send(proto::Heartbeat{});
+  good.expect<proto::HeartbeatAck>();
+}
+
+TEST_CASE("status lists runs and nodes", "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  a.hello("job", "a", 2);
+  Client status(d.daemon.port());
+  status.send(proto::StatusRequest{});
+  auto reply = status.expect<proto::StatusReply>();
+  auto json = nlohmann::json::parse(reply.json);
+  REQUIRE(json["runs"].size() == 1);
+  CHECK(json["runs"][0]["run_id"] == "job");
+  CHECK(json["runs"][0]["phase"] == "forming");
+  CHECK(json["runs"][0]["nodes"][0]["address"] == "addr-a");
+}

@@ -1,0 +1,547 @@
+#include <arpa/inet.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proto/tcpstore_codec.hpp"
+#include "rendezvous/store.hpp"
+#include "rendezvous/store_server.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/test_paths.hpp"
+#include "tests/support/wait_until.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+
+namespace {
+
+std::string hex(std::string_view text) {
+  std::string bytes;
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    bytes.push_back(static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
+    i += 2;
+  }
+  return bytes;
+}
+
+std::string i64(int64_t value) {
+  std::string out;
+  append_i64(out, value);
+  return out;
+}
+
+std::string bytes(std::string_view value) {
+  std::string out;
+  append_bytes(out, value);
+  return out;
+}
+
+std::string request(StoreOp op, std::vector<std::string> keys = {},
+                    std::vector<std::string> values = {}, int64_t number = 0,
+                    StoreNumbering numbering = StoreNumbering::Legacy113) {
+  std::string out;
+  REQUIRE(
+      append_request(out, StoreRequest{op, std::move(keys), std::move(values), number}, numbering));
+  return out;
+}
+
+std::string validated(StoreOp op, std::vector<std::string> keys = {},
+                      std::vector<std::string> values = {}, int64_t number = 0) {
+  return request(op, std::move(keys), std::move(values), number, StoreNumbering::Validated);
+}
+
+// A StoreServer in its own io_context, run by a thread, as a host component would run it.
+class ServerThread {
+ public:
+  explicit ServerThread(StoreServerOptions options = {}) : server_(io_, std::move(options)) {}
+  ~ServerThread() { stop(); }
+
+  boost::system::error_code start() {
+    auto error = server_.start();
+    if (!error) thread_ = std::thread([this] { io_.run(); });
+    return error;
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    asio::post(io_, [this] {
+      server_.stop();
+      io_.stop();
+    });
+    thread_.join();
+  }
+  uint16_t port() const { return server_.port(); }
+  size_t connections() const { return server_.connection_count(); }
+  /// Runs `action` on the io thread and waits for it.
+  template <typename Action>
+  auto on_io(Action action) {
+    std::packaged_task<decltype(action())()> task(action);
+    auto result = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return result.get();
+  }
+  size_t num_keys() {
+    return on_io([this] { return server_.store().num_keys(); });
+  }
+
+ private:
+  asio::io_context io_;
+  StoreServer server_;
+  std::thread thread_;
+};
+
+// A blocking client socket that sends exact bytes and reads exact replies, with deadlines.
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port, const char* address = "127.0.0.1", int receive_buffer = 0) {
+    bool v6 = std::string_view(address).find(':') != std::string_view::npos;
+    fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd_ >= 0);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
+    int rc;
+    if (v6) {
+      sockaddr_in6 to{};
+      to.sin6_family = AF_INET6;
+      to.sin6_port = htons(port);
+      ::inet_pton(AF_INET6, address, &to.sin6_addr);
+      rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    } else {
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_port = htons(port);
+      ::inet_pton(AF_INET, address, &to.sin_addr);
+      rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to);
+    }
+    REQUIRE(rc == 0);
+  }
+  ~RawClient() { close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      REQUIRE(sent > 0);
+      data.remove_prefix(static_cast<size_t>(sent));
+    }
+  }
+  /// Exactly `size` bytes, or fewer if the deadline passed or the server closed.
+  std::string read(size_t size, std::chrono::milliseconds timeout = 5s) {
+    std::string data;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (data.size() < size) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !readable(left)) break;
+      char buffer[65536];
+      ssize_t got = ::recv(fd_, buffer, std::min(sizeof buffer, size - data.size()), 0);
+      if (got <= 0) break;
+      data.append(buffer, static_cast<size_t>(got));
+    }
+    return data;
+  }
+  /// True if nothing arrives within `timeout` (and the connection is still open).
+  bool silent(std::chrono::milliseconds timeout = 100ms) {
+    if (!readable(timeout)) return true;
+    char byte;
+    return ::recv(fd_, &byte, 1, MSG_PEEK) < 0;
+  }
+  /// True once the server has closed the connection (EOF or reset), within `timeout`.
+  bool closed_by_server(std::chrono::milliseconds timeout = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!readable(50ms)) continue;
+      char buffer[4096];
+      ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got <= 0) return true;
+    }
+    return false;
+  }
+  std::string ask(std::string_view request_bytes, size_t reply_size) {
+    send(request_bytes);
+    return read(reply_size);
+  }
+
+ private:
+  bool readable(std::chrono::milliseconds timeout) {
+    pollfd poll_fd{fd_, POLLIN, 0};
+    return ::poll(&poll_fd, 1, static_cast<int>(timeout.count())) > 0;
+  }
+
+  int fd_ = -1;
+};
+
+// Runs `io` on this thread until `condition` holds (true) or `timeout` passes (false).
+template <typename Condition>
+bool run_until(asio::io_context& io, Condition condition, std::chrono::milliseconds timeout = 5s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (io.stopped()) io.restart();  // it ran out of work (between two servers)
+    io.run_for(2ms);
+  }
+  return true;
+}
+
+const std::string kSetK1 = hex("00 03 00 00 00 00 00 00 00 2f 6b 31 02 00 00 00 00 00 00 00 76 31");
+const std::string kWaitK1 = hex("05 01 00 00 00 00 00 00 00 03 00 00 00 00 00 00 00 2f 6b 31");
+const std::string kGetK1 = hex("02 03 00 00 00 00 00 00 00 2f 6b 31");
+const std::string kAddCnt5 = hex("03 04 00 00 00 00 00 00 00 2f 63 6e 74 05 00 00 00 00 00 00 00");
+
+}  // namespace
+
+TEST_CASE("store server: the spec's example bytes get the spec's replies", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  REQUIRE(server.port() != 0);
+  RawClient client(server.port());
+  client.send(kSetK1);
+  CHECK(client.ask(kWaitK1, 1) == hex("00"));
+  CHECK(client.ask(kGetK1, 10) == hex("02 00 00 00 00 00 00 00 76 31"));
+  CHECK(client.ask(kAddCnt5, 8) == hex("05 00 00 00 00 00 00 00"));
+  CHECK(client.silent());
+  // SET + WAIT in one segment (observed from 1.13), and a 1-byte GETNUMKEYS.
+  client.send(kSetK1 + kWaitK1);
+  CHECK(client.read(1) == hex("00"));
+  CHECK(client.ask(hex("06"), 8) == i64(2));
+}
+
+TEST_CASE("store server: requests split into single bytes", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient client(server.port());
+  std::string wire = kSetK1 + kWaitK1 + kGetK1 + kAddCnt5;
+  for (char byte : wire) client.send(std::string_view(&byte, 1));
+  CHECK(client.read(1 + 10 + 8) == hex("00") + bytes("v1") + i64(5));
+}
+
+TEST_CASE("store server: a VALIDATE-era client", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient client(server.port());
+  RawClient other(server.port());
+  client.send(hex("00 ce f7 85 3c"));
+  std::string nonce;
+  append_u32(nonce, 31337);
+  CHECK(client.ask(hex("0d") + nonce, 4) == nonce);  // PING echoes
+  client.send(validated(StoreOp::Set, {"/a"}, {"1"}));
+  client.send(validated(StoreOp::MultiSet, {"/b", "/c"}, {"2", "3"}));
+  client.send(validated(StoreOp::Append, {"/a"}, {"+"}));
+  CHECK(client.ask(validated(StoreOp::MultiGet, {"/a", "/c", "/x"}), 8 + 2 + 8 + 1 + 8) ==
+        bytes("1+") + bytes("3") + bytes(""));
+  CHECK(client.ask(validated(StoreOp::GetNumKeys), 8) == i64(3));
+
+  // WAIT deferred until another (legacy) connection sets the key.
+  client.send(validated(StoreOp::Wait, {"/late"}));
+  CHECK(client.silent());
+  other.send(request(StoreOp::Set, {"/late"}, {"x"}));
+  CHECK(client.read(1) == hex("00"));
+  // 2.x timeout path: WAIT, CANCEL_WAIT answers 1, a later SET sends nothing.
+  client.send(validated(StoreOp::Wait, {"/never"}));
+  CHECK(client.silent());
+  CHECK(client.ask(validated(StoreOp::CancelWait), 1) == hex("01"));
+  other.send(request(StoreOp::Set, {"/never"}, {"x"}));
+  CHECK(client.silent());
+  // Queues and BARRIER.
+  client.send(validated(StoreOp::QueuePush, {"q"}, {"item"}));
+  CHECK(client.ask(validated(StoreOp::QueuePop, {"q"}), 8 + 12) == i64(1) + bytes("item"));
+  RawClient third(server.port());
+  third.send(hex("00 ce f7 85 3c"));
+  third.send(validated(StoreOp::Barrier, {"/bar"}, {}, 2));
+  CHECK(third.silent());
+  CHECK(client.ask(validated(StoreOp::Barrier, {"/bar"}, {}, 2), 1) == hex("00"));
+  CHECK(third.read(1) == hex("00"));
+}
+
+TEST_CASE("store server: bad input closes only that connection", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient good(server.port());
+  good.send(kSetK1);
+  REQUIRE(cohort::test::wait_until([&] { return server.connections() == 1; }));
+
+  struct Case {
+    const char* name;
+    std::string wire;
+  };
+  std::string text_value = request(StoreOp::Set, {"/text"}, {"abc"});
+  std::vector<Case> cases = {
+      {"unknown opcode", hex("ff")},
+      {"unknown opcode after a good request", hex("06 0c")},
+      {"oversized key", hex("02 ff ff ff ff ff ff ff 7f")},
+      {"oversized value", hex("00 01 00 00 00 00 00 00 00 6b 00 00 00 00 00 00 00 01")},
+      {"too many keys", hex("05") + i64(1 << 20)},
+      {"wrong validate magic", hex("00 ce f7 85 3c 00 00 00 00 00")},
+      {"ADD on a non-number", text_value + request(StoreOp::Add, {"/text"}, {}, 1)},
+  };
+  for (const auto& each : cases) {
+    INFO(each.name);
+    RawClient bad(server.port());
+    bad.send(each.wire);
+    CHECK(bad.closed_by_server());
+    CHECK(good.ask(kGetK1, 10) == bytes("v1"));
+  }
+  CHECK(cohort::test::wait_until([&] { return server.connections() == 1; }));
+  CHECK(server.num_keys() == 2);  // /k1 and /text
+}
+
+TEST_CASE("store server: a waiter that disconnects is forgotten", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient setter(server.port());
+  {
+    RawClient waiter(server.port());
+    waiter.send(request(StoreOp::Wait, {"/k"}));
+    CHECK(waiter.silent());
+  }
+  CHECK(cohort::test::wait_until([&] { return server.connections() == 1; }));
+  setter.send(request(StoreOp::Set, {"/k"}, {"v"}));
+  CHECK(setter.ask(hex("06"), 8) == i64(1));
+}
+
+TEST_CASE("store server: a 1.13 client's abandoned wait sends no stray reply",
+          "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient client(server.port());
+  RawClient setter(server.port());
+  client.send(request(StoreOp::Wait, {"/never"}));
+  CHECK(client.silent());  // the client times out here and moves on:
+  CHECK(client.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(1));
+  setter.send(request(StoreOp::Set, {"/never"}, {"v"}));
+  CHECK(setter.ask(hex("06"), 8) == i64(2));
+  CHECK(client.silent());
+  CHECK(client.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(2));
+}
+
+// Pipelines GET/ADD/GET rounds for a 1 MiB value (more replies than the server buffers for one
+// connection) and reads them only afterwards; checks order and that others are served meanwhile.
+void check_pipelined_big_replies(int receive_buffer) {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient client(server.port(), "127.0.0.1", receive_buffer);
+  RawClient other(server.port());
+  std::string big(1 << 20, 'b');
+  client.send(request(StoreOp::Set, {"/big"}, {big}));
+  REQUIRE(client.ask(request(StoreOp::Check, {"/big"}), 1) == hex("00"));
+  const int kRounds = 20;
+  std::string pipeline;
+  for (int i = 0; i < kRounds; ++i) {
+    pipeline += request(StoreOp::Get, {"/big"});
+    pipeline += request(StoreOp::Add, {"/n"}, {}, 1);
+    pipeline += request(StoreOp::Get, {"/big"});
+  }
+  client.send(pipeline);
+  CHECK(other.ask(request(StoreOp::Check, {"/big"}), 1) == hex("00"));  // others are served
+  for (int i = 1; i <= kRounds; ++i) {
+    INFO("round " << i);
+    REQUIRE(client.read(8 + big.size(), 20s) == bytes(big));
+    REQUIRE(client.read(8) == i64(i));
+    REQUIRE(client.read(8 + big.size(), 20s) == bytes(big));
+  }
+  CHECK(client.silent());
+}
+
+TEST_CASE("store server: replies stay in order when the client reads slowly",
+          "[component][store]") {
+  check_pipelined_big_replies(0);
+}
+
+// With a receive buffer larger than the server's unsent limit, the server can write all of a
+// paused batch at once: reading must still resume (a deadlock once).
+TEST_CASE("store server: pipelined replies to a client with a huge receive buffer",
+          "[component][store]") {
+  check_pipelined_big_replies(64 << 20);
+}
+
+TEST_CASE("store server: a thousand concurrent connections", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  const int kClients = 1000;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    clients.back()->send(request(StoreOp::Wait, {"/go"}));
+  }
+  CHECK(cohort::test::wait_until([&] { return server.connections() == kClients; }));
+  RawClient setter(server.port());
+  setter.send(request(StoreOp::Set, {"/go"}, {"1"}));
+  for (auto& client : clients) REQUIRE(client->read(1) == hex("00"));
+  for (int i = 0; i < kClients; ++i) {
+    REQUIRE(clients[i]->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(i + 1));
+  }
+  clients.clear();
+  CHECK(cohort::test::wait_until([&] { return server.connections() == 1; }));
+}
+
+TEST_CASE("store server: stop() closes every connection and the port", "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient idle(server.port());
+  RawClient waiting(server.port());
+  waiting.send(request(StoreOp::Wait, {"/k"}));
+  REQUIRE(cohort::test::wait_until([&] { return server.connections() == 2; }));
+  uint16_t port = server.port();
+  server.stop();
+  CHECK(idle.closed_by_server());
+  CHECK(waiting.closed_by_server());
+  CHECK(server.connections() == 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0);
+  ::close(fd);
+}
+
+TEST_CASE("store server: a fresh server per round in one io_context", "[component][store]") {
+  asio::io_context io;
+  for (int round = 0; round < 50; ++round) {
+    auto server = std::make_unique<StoreServer>(io, StoreServerOptions{});
+    REQUIRE_FALSE(server->start());
+    RawClient client(server->port());
+    client.send(request(StoreOp::Set, {"/round"}, {std::to_string(round)}));
+    client.send(request(StoreOp::Wait, {"/never"}));
+    CHECK(run_until(io, [&] { return server->store().value("/round") == std::to_string(round); }));
+    CHECK(server->connection_count() == 1);
+    server.reset();  // destroyed with a connection and a wait pending
+    CHECK(client.closed_by_server(1s));
+    run_until(
+        io, [] { return false; }, 5ms);  // the aborted handlers run and let go
+  }
+}
+
+TEST_CASE("store server: a bad address or a taken port is an error", "[component][store]") {
+  ServerThread first;
+  REQUIRE_FALSE(first.start());
+  asio::io_context io;
+  StoreServer taken(io, StoreServerOptions{"127.0.0.1", first.port()});
+  CHECK(taken.start());
+  StoreServer bad(io, StoreServerOptions{"not-an-address", 0});
+  CHECK(bad.start());
+}
+
+TEST_CASE("store server: IPv6 loopback", "[component][store]") {
+  ServerThread server(StoreServerOptions{"::1", 0});
+  if (server.start()) {
+    WARN("no IPv6 loopback here: skipped");
+    return;
+  }
+  RawClient client(server.port(), "::1");
+  client.send(kSetK1);
+  CHECK(client.ask(kGetK1, 10) == bytes("v1"));
+}
+
+TEST_CASE("store server: real PyTorch TCPStore client operations", "[component][store][torch]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  cohort::test::TempDir temp;
+  std::string script =
+      std::string(cohort::test::kSourceDir) + "/tests/component/store_torch_client.py";
+  auto result = cohort::test::run_to_end(
+      {"/usr/bin/python3", script, "ops", "127.0.0.1", std::to_string(server.port())},
+      {.output_dir = temp.path(), .name = "torch_ops"}, 120s);
+  INFO(result.out << result.err);
+  CHECK(result.status.success());
+  CHECK_THAT(result.out, Catch::Contains("store_torch_client: ok"));
+}
+
+TEST_CASE("store server: init_process_group(gloo) of two real PyTorch ranks",
+          "[component][store][torch]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  cohort::test::TempDir temp;
+  std::string script =
+      std::string(cohort::test::kSourceDir) + "/tests/component/store_torch_client.py";
+  std::vector<std::unique_ptr<cohort::test::ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    cohort::test::ChildOptions options{.output_dir = temp.path(), .name = "gloo"};
+    options.env = {{"RANK", std::to_string(rank)},
+                   {"LOCAL_RANK", std::to_string(rank)},
+                   {"WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(server.port())},
+                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                   {"TORCHELASTIC_RESTART_COUNT", "3"},
+                   {"GLOO_SOCKET_IFNAME", "lo"}};
+    ranks.push_back(std::make_unique<cohort::test::ChildProcess>(
+        std::vector<std::string>{"/usr/bin/python3", script, "gloo"}, options));
+  }
+  for (auto& rank : ranks) {
+    auto status = rank->wait(120s);
+    INFO(rank->output());
+    REQUIRE(status.has_value());
+    CHECK(status->success());
+    CHECK_THAT(rank->out(), Catch::Contains("store_torch_client: ok"));
+  }
+  // 1.13 agent mode: every key under /worker/attempt_<restart count>/, plus init/.
+  CHECK(server.num_keys() > 3);
+}
+
+TEST_CASE("store server: real LibTorch c10d::TCPStore client", "[component][store][torch]") {
+#ifdef COHORT_TEST_LIBTORCH_STORE_CLIENT
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  cohort::test::TempDir temp;
+  auto result = cohort::test::run_to_end(
+      {COHORT_TEST_LIBTORCH_STORE_CLIENT, "127.0.0.1", std::to_string(server.port())},
+      {.output_dir = temp.path(), .name = "libtorch_client"}, 120s);
+  INFO(result.out << result.err);
+  CHECK(result.status.success());
+  CHECK_THAT(result.out, Catch::Contains("libtorch_store_client: ok"));
+#else
+  WARN("skipped: LibTorch was not found at configure time, libtorch_store_client not built");
+#endif
+}
+
+TEST_CASE("store server: memory per idle connection", "[.][measure][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  const int kClients = 5000;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  auto heap = [] { return mallinfo2().uordblks; };
+  // Warm up the server's one-time allocations (read buffer, registry, reply vectors).
+  for (int i = 0; i < 100; ++i) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    clients.back()->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8);
+  }
+  size_t before = server.on_io(heap);
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    REQUIRE(clients.back()->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8).size() == 8);
+  }
+  REQUIRE(cohort::test::wait_until([&] { return server.connections() == kClients + 100; }));
+  size_t after = server.on_io(heap);
+  double per_connection = double(after - before) / kClients;
+  WARN("heap per idle connection: " << per_connection << " bytes (" << kClients
+                                    << " connections; client sockets hold no heap)");
+  CHECK(per_connection < 4096);
+}

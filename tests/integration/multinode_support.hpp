@@ -1,0 +1,78 @@
+// A local "cluster" for multi-node tests: a real cohortd on 127.0.0.1 and cohort run agents
+// that pretend to be nodes 127.0.0.2, 127.0.0.3, ... (--local-addr), all started from one
+// Scratch so that nothing outlives the test. Test thread only.
+#pragma once
+
+#include <csignal>
+#include <filesystem>
+
+#include "tests/integration/integration_support.hpp"
+
+namespace cohort::test {
+
+class Cluster {
+ public:
+  explicit Cluster(Scratch& scratch) : scratch_(scratch) {}
+
+  /// Starts cohortd on `host` (port 0 the first time, the same port after a restart).
+  void start_daemon(const std::string& host = "127.0.0.1") {
+    std::string port_file = scratch_.file("daemon_port_" + std::to_string(daemons_++));
+    std::vector<std::string> argv{kCohortdBin,           "--host",      host,      "--port",
+                                  std::to_string(port_), "--port-file", port_file, "-v"};
+    ChildOptions options = scratch_.options();
+    options.name = "cohortd";
+    daemon_ = std::make_unique<ChildProcess>(argv, options);
+    INFO(daemon_->output());
+    REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
+    port_ = std::atoi(read_file(port_file).c_str());
+    REQUIRE(port_ > 0);
+  }
+  ChildProcess& daemon() { return *daemon_; }
+  /// SIGTERM to cohortd; true when it exited 143.
+  bool stop_daemon() {
+    daemon_->signal(SIGTERM);
+    auto status = daemon_->wait(10s);
+    return status && *status == ExitStatus::exited(128 + SIGTERM);
+  }
+  int port() const { return port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  /// `cohort run` as node `address` of run `run_id`, with `worker` as every worker's arguments.
+  std::unique_ptr<ChildProcess> node(const std::string& address,
+                                     const std::vector<std::string>& flags,
+                                     const std::vector<std::string>& worker) const {
+    std::vector<std::string> args{"--rdzv-backend", "c10d",  "--rdzv-endpoint", endpoint(),
+                                  "--local-addr",   address, "--no-python",     kTestWorkerBin};
+    args.insert(args.begin(), flags.begin(), flags.end());
+    args.insert(args.end(), worker.begin(), worker.end());
+    ChildOptions options = scratch_.options();
+    options.name = "node_" + address;
+    return std::make_unique<ChildProcess>(Scratch::cohort_argv(args), options);
+  }
+
+  /// Files named like "<prefix>..." in the scratch directory.
+  std::vector<std::string> files(const std::string& prefix) const {
+    return entries_starting_with(scratch_.path(), prefix);
+  }
+  bool has_files(const std::string& prefix, size_t count) const {
+    return files(prefix).size() >= count;
+  }
+
+ private:
+  Scratch& scratch_;
+  std::unique_ptr<ChildProcess> daemon_;
+  int port_ = 0;
+  int daemons_ = 0;
+};
+
+/// `cohort status --rdzv-endpoint ... --json` parsed.
+inline nlohmann::json daemon_status(const std::string& endpoint) {
+  RunResult result =
+      run_to_end({kCohortBin, "status", "--rdzv-endpoint", endpoint, "--json"},
+                 ChildOptions{{}, {}, "", std::filesystem::temp_directory_path(), "status"}, 10s);
+  INFO(result.err);
+  REQUIRE(result.status.success());
+  return nlohmann::json::parse(result.out);
+}
+
+}  // namespace cohort::test

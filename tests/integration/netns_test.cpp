@@ -1,0 +1,109 @@
+// A partitioned node: one agent runs in its own network namespace, linked to this host by a veth
+// pair on the test's own addresses; taking the link down must be detected by heartbeat timeout.
+// Needs root (network namespaces); skipped with a message otherwise.
+#include <unistd.h>
+
+#include <csignal>
+
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+bool sh(const std::string& command) {
+  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A namespace "node" at 10.231.N.2, reached from the host at 10.231.N.1. Removed on scope exit.
+struct NetnsNode {
+  std::string ns, host_if, ns_if, host_ip, ns_ip;
+  bool ready = false;
+
+  NetnsNode() {
+    int n = 1 + static_cast<int>(::getpid() % 250);
+    ns = "cohort_test_" + std::to_string(::getpid());
+    host_if = "cth" + std::to_string(::getpid());
+    ns_if = "ctn" + std::to_string(::getpid());
+    host_ip = "10.231." + std::to_string(n) + ".1";
+    ns_ip = "10.231." + std::to_string(n) + ".2";
+    ready = sh("ip netns add " + ns) &&
+            sh("ip link add " + host_if + " type veth peer name " + ns_if) &&
+            sh("ip link set " + ns_if + " netns " + ns) &&
+            sh("ip addr add " + host_ip + "/24 dev " + host_if) &&
+            sh("ip link set " + host_if + " up") &&
+            sh("ip netns exec " + ns + " ip addr add " + ns_ip + "/24 dev " + ns_if) &&
+            sh("ip netns exec " + ns + " ip link set " + ns_if + " up") &&
+            sh("ip netns exec " + ns + " ip link set lo up");
+  }
+  ~NetnsNode() {
+    sh("ip netns del " + ns);
+    sh("ip link del " + host_if);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
+          "[integration][multinode][netns]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: network namespaces need root");
+    return;
+  }
+  NetnsNode partitioned;
+  if (!partitioned.ready) {
+    WARN("skipped: cannot create a network namespace with a veth pair here");
+    return;
+  }
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon("0.0.0.0");
+  std::vector<std::string> flags{
+      "--nnodes",           "2:3",
+      "--nproc-per-node",   "2",
+      "--rdzv-id",          "ns",
+      "--rdzv-conf",        "last_call_timeout=1,heartbeat_timeout=1.5,keep_alive_interval=0.2",
+      "--shutdown-timeout", "2"};
+  std::vector<std::string> worker{
+      "--dump-env", scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"), "--hang"};
+  auto a = cluster.node("127.0.0.2", flags, worker);
+  auto b = cluster.node("127.0.0.3", flags, worker);
+  std::vector<std::string> args{"netns", "exec", partitioned.ns, kCohortBin, "run"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  std::vector<std::string> tail{
+      "--rdzv-backend",  "c10d",
+      "--rdzv-endpoint", partitioned.host_ip + ":" + std::to_string(cluster.port()),
+      "--local-addr",    partitioned.ns_ip,
+      "--no-python",     kTestWorkerBin};
+  args.insert(args.end(), tail.begin(), tail.end());
+  args.insert(args.end(), worker.begin(), worker.end());
+  args.insert(args.begin(), "/usr/sbin/ip");
+  ChildOptions options = scratch.options();
+  options.name = "netns_node";
+  auto c = std::make_unique<ChildProcess>(args, options);
+
+  auto dumps_of = [&](int round) {
+    size_t count = 0;
+    for (const auto& name : cluster.files("env_" + std::to_string(round) + "_")) {
+      if (ends_with(name, ".json")) ++count;
+    }
+    return count;
+  };
+  INFO(c->output() << cluster.daemon().output());
+  REQUIRE(wait_until([&] { return dumps_of(0) == 6; }, 30s));
+  bool partitioned_in_round0 = false;
+  for (const auto& name : cluster.files("env_0_")) {
+    if (!ends_with(name, ".json")) continue;
+    EnvDump env = load_env(scratch.file(name));
+    if (env_value(env, "MASTER_ADDR") == partitioned.host_ip) partitioned_in_round0 = true;
+  }
+  CHECK(partitioned_in_round0);  // its workers reach the store through the veth link
+  REQUIRE(sh("ip link set " + partitioned.host_if + " down"));
+  REQUIRE(wait_until([&] { return dumps_of(1) == 4; }, 20s));
+  for (const auto& name : cluster.files("env_1_")) {
+    if (ends_with(name, ".json"))
+      CHECK(env_value(load_env(scratch.file(name)), "WORLD_SIZE") == "4");
+  }
+  for (auto* node : {a.get(), b.get(), c.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), b.get()}) CHECK(node->wait(10s));
+}

@@ -1,0 +1,115 @@
+#include <catch2/catch.hpp>
+
+#include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
+
+using namespace cohort::proto;
+
+TEST_CASE("frames carry a big-endian length", "[unit][proto]") {
+  std::string frame = encode_frame("abc");
+  CHECK(frame == std::string("\0\0\0\3abc", 7));
+}
+
+TEST_CASE("the frame decoder takes any split", "[unit][proto]") {
+  std::string stream = encode_frame("first") + encode_frame("") + encode_frame("third one");
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    FrameDecoder decoder;
+    std::vector<std::string> frames;
+    std::string payload;
+    decoder.feed(stream.data(), cut);
+    while (decoder.next(payload) == FrameDecoder::Status::Frame) frames.push_back(payload);
+    decoder.feed(stream.data() + cut, stream.size() - cut);
+    while (decoder.next(payload) == FrameDecoder::Status::Frame) frames.push_back(payload);
+    CHECK(frames == std::vector<std::string>{"first", "", "third one"});
+    CHECK(decoder.buffered() == 0);
+  }
+}
+
+TEST_CASE("one byte at a time", "[unit][proto]") {
+  std::string stream = encode_frame("{\"type\":\"join\"}");
+  FrameDecoder decoder;
+  std::string payload;
+  for (size_t i = 0; i + 1 < stream.size(); ++i) {
+    decoder.feed(&stream[i], 1);
+    CHECK(decoder.next(payload) == FrameDecoder::Status::NeedMore);
+  }
+  decoder.feed(&stream.back(), 1);
+  CHECK(decoder.next(payload) == FrameDecoder::Status::Frame);
+  CHECK(payload == "{\"type\":\"join\"}");
+}
+
+TEST_CASE("an oversized length is an error before any allocation", "[unit][proto]") {
+  FrameDecoder decoder;
+  std::string payload;
+  decoder.feed("\xff\xff\xff\xff", 4);
+  CHECK(decoder.next(payload) == FrameDecoder::Status::Error);
+  FrameDecoder exact;
+  std::string limit = encode_frame(std::string(kMaxFrameBytes + 1, 'x')).substr(0, 4);
+  exact.feed(limit.data(), 4);
+  CHECK(exact.next(payload) == FrameDecoder::Status::Error);
+}
+
+TEST_CASE("every message survives a round trip", "[unit][proto]") {
+  Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n1";
+  hello.address = "127.0.0.2";
+  hello.local_world_size = 4;
+  hello.rank_hint = 2;
+  hello.config = {2, 3, 5, 1000, 60000, 5000};
+  RoundAssigned round{3, 1, 2, 4, 8, "10.0.0.1", 29500};
+  WorkerFailed failed{3, 5, 1, 139, "signal 11 (SIGSEGV)", "node-b", "summary\ntext"};
+  Waiting waiting{2, 3, 4, int64_t{1500}};
+  std::vector<ControlMessage> messages{hello,
+                                       Join{},
+                                       Heartbeat{},
+                                       failed,
+                                       NodeSucceeded{3},
+                                       Leave{"bye"},
+                                       StatusRequest{},
+                                       Welcome{},
+                                       waiting,
+                                       round,
+                                       Restart{"why"},
+                                       Stop{7, "r", "s"},
+                                       Complete{},
+                                       HeartbeatAck{},
+                                       Error{"no"},
+                                       StatusReply{"{}"}};
+  for (const auto& message : messages) {
+    std::string error;
+    auto decoded = decode_message(encode_message(message), error);
+    INFO(message_type(message) << ": " << error);
+    REQUIRE(decoded);
+    CHECK(decoded->index() == message.index());
+  }
+  std::string error;
+  auto back = decode_message(encode_message(hello), error);
+  const Hello& h = std::get<Hello>(*back);
+  CHECK(h.rank_hint == 2);
+  CHECK(h.config.max_restarts == 5);
+  CHECK(h.config.heartbeat_timeout_ms == 5000);
+  auto r = std::get<RoundAssigned>(*decode_message(encode_message(round), error));
+  CHECK(r.master_addr == "10.0.0.1");
+  CHECK(r.base_rank == 4);
+  auto f = std::get<WorkerFailed>(*decode_message(encode_message(failed), error));
+  CHECK(f.summary == "summary\ntext");
+  CHECK(f.exit_status == 139);
+  auto w =
+      std::get<Waiting>(*decode_message(encode_message(Waiting{1, 2, 2, std::nullopt}), error));
+  CHECK_FALSE(w.last_call_in_ms);
+}
+
+TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
+  std::string error;
+  CHECK_FALSE(decode_message("not json", error));
+  CHECK(error == "frame is not a JSON object");
+  CHECK_FALSE(decode_message("[1,2]", error));
+  CHECK_FALSE(decode_message("{}", error));
+  CHECK(error == "frame has no \"type\"");
+  CHECK_FALSE(decode_message("{\"type\":\"launch-missiles\"}", error));
+  CHECK(error.find("unknown message type") != std::string::npos);
+  CHECK_FALSE(decode_message("{\"type\":\"round\",\"round\":\"three\"}", error));
+  CHECK(error.find("bad \"round\" message") != std::string::npos);
+  CHECK_FALSE(decode_message("{\"type\":\"hello\"}", error));
+}

@@ -1,0 +1,319 @@
+// The rendezvous state machine with a fake clock: every transition of DESIGN.md §3.
+#include <catch2/catch.hpp>
+
+#include "rendezvous/run_state.hpp"
+
+using namespace cohort::rdzv;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Fixture {
+  TimePoint now = TimePoint(std::chrono::hours(1));
+  RunConfig config;
+  RunState run;
+
+  explicit Fixture(int min_nodes, int max_nodes, int max_restarts = 0)
+      : config{min_nodes, max_nodes, max_restarts, 1000ms, 10000ms, 3000ms},
+        run("job", config, now) {}
+
+  NodeInfo node(const std::string& id, std::optional<int> hint = std::nullopt, int nproc = 2) {
+    return NodeInfo{id, "addr-" + id, nproc, hint, -1, 0};
+  }
+  Actions join(const std::string& id, std::optional<int> hint = std::nullopt) {
+    return run.join(node(id, hint), config, now);
+  }
+  Actions advance(Ms by) {
+    now += by;
+    for (const auto& view : run.nodes()) run.heartbeat(view.info.node_id, now);
+    return run.tick(now);
+  }
+};
+
+// A copy of the first action of type T (a copy, so that it outlives a temporary list).
+template <typename T>
+std::optional<T> find(const Actions& actions) {
+  for (const auto& action : actions) {
+    if (auto* found = std::get_if<T>(&action)) return *found;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> member_ids(const StartRound& start) {
+  std::vector<std::string> ids;
+  for (const auto& member : start.members) ids.push_back(member.node_id);
+  return ids;
+}
+
+FailureReport failure(int round, int status = 7) {
+  return FailureReport{round, 1, 1, status, "exit code 7", "addr-a", "SUMMARY"};
+}
+
+}  // namespace
+
+TEST_CASE("a fixed-size run forms when the last node joins", "[unit][rendezvous]") {
+  Fixture f(3, 3);
+  CHECK(find<StartRound>(f.join("c")) == std::nullopt);
+  std::optional<WaitingStatus> waiting = find<WaitingStatus>(f.join("b"));
+  REQUIRE(waiting);
+  CHECK(waiting->joined == 2);
+  CHECK(waiting->min_nodes == 3);
+  Actions actions = f.join("a");
+  std::optional<StartRound> start = find<StartRound>(actions);
+  REQUIRE(start);
+  CHECK(start->round == 0);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "b", "c"});  // by address
+  CHECK(start->members[2].base_rank == 4);
+  CHECK(start->members[2].world_size == 6);
+  CHECK(start->members[1].group_world_size == 3);
+  CHECK(f.run.phase() == RunState::Phase::Running);
+}
+
+TEST_CASE("rank hints decide the node order", "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  f.join("a", 1);
+  std::optional<StartRound> start = find<StartRound>(f.join("b", 0));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"b", "a"});
+}
+
+TEST_CASE("an elastic run waits for the last call after min nodes", "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  std::optional<WaitingStatus> waiting = find<WaitingStatus>(f.join("b"));
+  REQUIRE(waiting);
+  REQUIRE(waiting->last_call_in);
+  CHECK(*waiting->last_call_in == 1000ms);
+  CHECK(f.run.next_deadline() == f.now + 1000ms);
+  CHECK(find<StartRound>(f.advance(999ms)) == std::nullopt);
+  std::optional<StartRound> start = find<StartRound>(f.advance(1ms));
+  REQUIRE(start);
+  CHECK(start->members.size() == 2);
+}
+
+TEST_CASE("reaching max closes the round at once", "[unit][rendezvous]") {
+  Fixture f(1, 2);
+  f.join("a");
+  CHECK(find<StartRound>(f.join("b")).has_value());
+}
+
+TEST_CASE("a run that never reaches min times out for every node", "[unit][rendezvous]") {
+  Fixture f(3, 3);
+  f.join("a");
+  f.join("b");
+  CHECK(f.advance(9999ms).empty());
+  Actions actions = f.advance(1ms);
+  REQUIRE(actions.size() == 2);
+  std::optional<DropNode> drop = find<DropNode>(actions);
+  REQUIRE(drop);
+  CHECK(drop->reason.find("2 of at least 3 nodes") != std::string::npos);
+  CHECK(f.run.phase() == RunState::Phase::Failed);
+  CHECK(f.run.empty());
+}
+
+TEST_CASE("settings that disagree are refused with the flag named", "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  f.join("a");
+  RunConfig other = f.config;
+  other.max_nodes = 3;
+  Actions actions = f.run.join(f.node("b"), other, f.now);
+  std::optional<DropNode> drop = find<DropNode>(actions);
+  REQUIRE(drop);
+  CHECK(drop->reason.find("--nnodes 2:3 differs from the run's 2") != std::string::npos);
+  CHECK_FALSE(f.run.has_node("b"));
+}
+
+TEST_CASE("a lost node restarts the survivors, who regroup without a last call",
+          "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("c");
+  Actions lost = f.run.node_lost("b", "connection closed", f.now);
+  std::optional<RestartMembers> restart = find<RestartMembers>(lost);
+  REQUIRE(restart);
+  CHECK(restart->node_ids == std::vector<std::string>{"a", "c"});
+  CHECK(restart->reason.find("addr-b lost") != std::string::npos);
+  CHECK(find<StartRound>(f.join("c")) == std::nullopt);
+  std::optional<StartRound> start = find<StartRound>(f.join("a"));
+  REQUIRE(start);
+  CHECK(start->round == 1);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "c"});
+  CHECK(start->members[1].base_rank == 2);
+  CHECK(f.run.restarts_used() == 0);  // membership changes are not failures
+}
+
+TEST_CASE("survivors keep their order: the oldest survivor stays rank 0", "[unit][rendezvous]") {
+  Fixture f(1, 3);
+  f.join("b");
+  f.join("c");
+  f.join("d");
+  f.run.node_lost("c", "gone", f.now);
+  f.join("x");  // a new node during the regroup: after the survivors
+  f.join("d");
+  std::optional<StartRound> start = find<StartRound>(f.join("b"));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"b", "d", "x"});
+}
+
+TEST_CASE("a silent node is lost after the heartbeat timeout", "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("c");
+  f.now += 2000ms;
+  f.run.heartbeat("a", f.now);
+  f.run.heartbeat("b", f.now);
+  CHECK(f.run.tick(f.now).empty());
+  f.now += 1001ms;
+  f.run.heartbeat("a", f.now);
+  f.run.heartbeat("b", f.now);
+  Actions actions = f.run.tick(f.now);
+  std::optional<DropNode> drop = find<DropNode>(actions);
+  REQUIRE(drop);
+  CHECK(drop->node_id == "c");
+  CHECK(drop->lost);
+  std::optional<RestartMembers> restart = find<RestartMembers>(actions);
+  REQUIRE(restart);
+  CHECK(restart->node_ids == std::vector<std::string>{"a", "b"});
+  CHECK_FALSE(f.run.has_node("c"));
+}
+
+TEST_CASE("a node lost and back is a new node that scales the run up", "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("c");
+  f.run.node_lost("c", "gone", f.now);
+  f.join("a");
+  REQUIRE(find<StartRound>(f.join("b")));
+  Actions back = f.join("c");
+  CHECK(find<RestartMembers>(back));  // members + waiting reach max: scale up at once
+  CHECK_FALSE(find<StartRound>(f.join("a")));
+  std::optional<StartRound> start = find<StartRound>(f.join("b"));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(start->round == 2);
+}
+
+TEST_CASE("joiners below max are coalesced for the last call, then scale up",
+          "[unit][rendezvous]") {
+  Fixture f(1, 3);
+  REQUIRE(find<StartRound>(f.advance(0ms)) == std::nullopt);
+  f.join("a");
+  REQUIRE(find<StartRound>(f.advance(1000ms)));
+  Actions joined = f.join("b");
+  CHECK(find<RestartMembers>(joined) == std::nullopt);
+  CHECK(f.run.next_deadline() <= f.now + 1000ms);
+  Actions actions = f.advance(1000ms);
+  std::optional<RestartMembers> restart = find<RestartMembers>(actions);
+  REQUIRE(restart);
+  CHECK(restart->node_ids == std::vector<std::string>{"a"});
+  CHECK(restart->reason.find("scale-up") != std::string::npos);
+  std::optional<StartRound> start = find<StartRound>(f.join("a"));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("nodes beyond max wait as spares and replace a lost node", "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  f.join("a");
+  f.join("b");
+  Actions spare = f.join("s");
+  CHECK(find<RestartMembers>(spare) == std::nullopt);
+  CHECK(f.advance(5000ms).empty());  // a spare does not disturb a full round
+  f.run.node_lost("a", "gone", f.now);
+  std::optional<StartRound> start = find<StartRound>(f.join("b"));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"b", "s"});
+}
+
+TEST_CASE("a worker failure restarts every node and counts once, after a backoff",
+          "[unit][rendezvous]") {
+  Fixture f(2, 2, 2);
+  f.join("a");
+  f.join("b");
+  Actions actions = f.run.worker_failed("a", failure(0), f.now);
+  std::optional<RestartMembers> restart = find<RestartMembers>(actions);
+  REQUIRE(restart);
+  CHECK(restart->node_ids.size() == 2);
+  CHECK(f.run.restarts_used() == 1);
+  CHECK(f.run.worker_failed("b", failure(0), f.now).empty());  // the same round: not counted
+  CHECK(f.run.restarts_used() == 1);
+  f.join("a");
+  CHECK(find<StartRound>(f.join("b")) == std::nullopt);  // backoff: 10 ms
+  std::optional<StartRound> start = find<StartRound>(f.advance(10ms));
+  REQUIRE(start);
+  CHECK(start->round == 1);
+}
+
+TEST_CASE("with the budget spent every node stops with the root cause", "[unit][rendezvous]") {
+  Fixture f(2, 4, 0);
+  f.join("a");
+  f.join("b");
+  f.advance(1000ms);
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+  f.join("w");  // waiting for a scale-up: told to stop too
+  Actions actions = f.run.worker_failed("b", failure(0, 139), f.now);
+  std::optional<StopRun> stop = find<StopRun>(actions);
+  REQUIRE(stop);
+  CHECK(stop->exit_status == 139);
+  CHECK(stop->summary == "SUMMARY");
+  CHECK(stop->node_ids == std::vector<std::string>{"a", "b", "w"});
+  CHECK(f.run.phase() == RunState::Phase::Failed);
+  CHECK(find<DropNode>(f.join("late")));
+}
+
+TEST_CASE("a failure report from an earlier round is ignored", "[unit][rendezvous]") {
+  Fixture f(1, 1, 3);
+  f.join("a");
+  f.run.worker_failed("a", failure(0), f.now);
+  f.join("a");
+  f.advance(10ms);
+  REQUIRE(f.run.round() == 1);
+  CHECK(f.run.worker_failed("a", failure(0), f.now).empty());
+  CHECK(f.run.restarts_used() == 1);
+}
+
+TEST_CASE("the run completes when every member succeeded", "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  f.join("a");
+  f.join("b");
+  CHECK(f.run.node_succeeded("a", 0, f.now).empty());
+  std::optional<CompleteRun> complete = find<CompleteRun>(f.run.node_succeeded("b", 0, f.now));
+  REQUIRE(complete);
+  CHECK(complete->node_ids.size() == 2);
+  CHECK(f.run.phase() == RunState::Phase::Completed);
+}
+
+TEST_CASE("a restarted daemon continues the round count and the budget", "[unit][rendezvous]") {
+  Fixture f(2, 2, 3);
+  NodeInfo a = f.node("a");
+  a.last_round = 4;
+  a.restarts_used = 2;
+  NodeInfo b = f.node("b");
+  b.last_round = 4;
+  f.run.join(a, f.config, f.now);
+  std::optional<StartRound> start = find<StartRound>(f.run.join(b, f.config, f.now));
+  REQUIRE(start);
+  CHECK(start->round == 5);
+  CHECK(f.run.restarts_used() == 2);
+}
+
+TEST_CASE("survivors below min wait for a replacement until the join timeout",
+          "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  f.join("a");
+  f.join("b");
+  f.run.node_lost("b", "gone", f.now);
+  CHECK(find<StartRound>(f.join("a")) == std::nullopt);
+  Actions replaced = f.join("c");
+  std::optional<StartRound> start = find<StartRound>(replaced);
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "c"});
+  f.run.node_lost("c", "gone", f.now);
+  f.join("a");
+  Actions timeout = f.advance(10000ms);
+  REQUIRE(find<DropNode>(timeout));
+  CHECK(f.run.phase() == RunState::Phase::Failed);
+}
