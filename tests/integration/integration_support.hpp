@@ -261,4 +261,55 @@ inline std::vector<std::string> entries_starting_with(const std::string& dir,
   return names;
 }
 
+inline const std::string kPython = "/usr/bin/python3";
+
+/// True when Debian's python3 can import torch.distributed.
+inline bool python_has_torch() {
+  static const bool has = [] {
+    Scratch scratch;
+    try {
+      RunResult result =
+          scratch.run_argv({kPython, "-c", "import torch.distributed.run"}, scratch.options(), 60s);
+      return result.status.success();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
+// torch 1.13's TCPStore server (torchrun's rendezvous store on the fixed port 29400, and rank 0's
+// store in init_process_group) listens on the wildcard address. Where the machine allows it, such
+// commands run in a private network namespace that has only a loopback interface: nothing they
+// open is reachable from outside, and port 29400 cannot clash with anything else on the machine.
+inline bool private_network_available() {
+  static const bool available = [] {
+    Scratch scratch;
+    try {
+      return scratch
+          .run_argv({"/usr/bin/unshare", "-n", "/usr/sbin/ip", "link", "set", "lo", "up"},
+                    scratch.options(), 30s)
+          .status.success();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+inline std::vector<std::string> loopback_only(const std::vector<std::string>& argv) {
+  if (!private_network_available()) {
+    WARN("no private network namespace (unshare -n): torch's stores bind the wildcard address");
+    return argv;
+  }
+  std::vector<std::string> wrapped{"/usr/bin/unshare",
+                                   "-n",
+                                   "/bin/sh",
+                                   "-c",
+                                   "/usr/sbin/ip link set lo up && exec \"$@\"",
+                                   "sh"};
+  wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+  return wrapped;
+}
+
 }  // namespace cohort::test

@@ -347,7 +347,8 @@ TEST_CASE("a PyTorch Gloo job across three nodes survives the loss of one",
                                   script,
                                   "100",
                                   scratch.path()};
-    ChildOptions options = scratch.options({{"PYTHON_EXEC", "/usr/bin/python3"}});
+    ChildOptions options =
+        scratch.options({{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}});
     options.name = "gloo_" + address;
     nodes.push_back(std::make_unique<ChildProcess>(Scratch::cohort_argv(args), options));
   }

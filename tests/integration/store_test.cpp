@@ -1,0 +1,85 @@
+// The worker store with real PyTorch peers: Gloo jobs of 2 and 4 ranks under `cohort run` using
+// the store its rendezvous hosts (fresh for every round), and the real torchrun's own c10d
+// rendezvous running through `cohortd --tcpstore-port` as its external store.
+#include <csignal>
+
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+TEST_CASE("Gloo through the hosted store; a restart gets a fresh store",
+          "[integration][store][pytorch]") {
+  if (!python_has_torch()) {
+    WARN("skipped: " << kPython << " cannot import torch");
+    return;
+  }
+  for (int workers : {2, 4}) {
+    Scratch scratch;
+    RunResult result = scratch.run_argv(
+        Scratch::cohort_argv({"--standalone", "--nproc-per-node", std::to_string(workers),
+                              "--max-restarts", "1",
+                              std::string(kSourceDir) + "/tests/integration/store_rounds.py"}),
+        scratch.options({{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}}), 180s);
+    INFO(workers << " workers\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 0);
+    CHECK(contains(result.out, "ok round=1 world=" + std::to_string(workers)));
+    CHECK_FALSE(contains(result.err, "sees a key of round 0"));
+  }
+}
+
+TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
+          "[integration][store][pytorch][torchrun]") {
+  const std::string torchrun = std::string(kSourceDir) + "/../shared/tools/torchrun-debian.py";
+  if (!python_has_torch() || !file_exists(torchrun)) {
+    WARN("skipped: no torchrun here");
+    return;
+  }
+  Scratch scratch;
+  std::string port_file = scratch.file("tcpstore_port");
+  ChildOptions daemon_options = scratch.options();
+  daemon_options.name = "cohortd";
+  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--tcpstore-port", "0",
+                       "--tcpstore-port-file", port_file},
+                      daemon_options);
+  REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
+  std::string endpoint = "127.0.0.1:" + std::to_string(std::atoi(read_file(port_file).c_str()));
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int node = 0; node < 3; ++node) {
+    std::vector<std::string> argv{kPython,
+                                  torchrun,
+                                  "--nnodes",
+                                  "3",
+                                  "--nproc_per_node",
+                                  "1",
+                                  "--rdzv_backend",
+                                  "c10d",
+                                  "--rdzv_endpoint",
+                                  endpoint,
+                                  "--rdzv_conf",
+                                  "is_host=false",
+                                  "--rdzv_id",
+                                  "external",
+                                  "--monitor_interval",
+                                  "0.1",
+                                  "--no_python",
+                                  kTestWorkerBin,
+                                  "--dump-env",
+                                  scratch.file("torchrun_{RANK}.json")};
+    ChildOptions options = scratch.options();
+    options.name = "torchrun_" + std::to_string(node);
+    agents.push_back(std::make_unique<ChildProcess>(argv, options));
+  }
+  for (auto& agent : agents) {
+    auto status = agent->wait(120s);
+    INFO(agent->output() << daemon.output());
+    REQUIRE(status);
+    CHECK(status->success());
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EnvDump env = load_env(scratch.file("torchrun_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "3");
+    CHECK(env_value(env, "TORCHELASTIC_RUN_ID") == "external");
+  }
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s) == cohort::ExitStatus::exited(143));
+}
