@@ -366,3 +366,35 @@ TEST_CASE("a PyTorch Gloo job across three nodes survives the loss of one",
   cluster.stop_daemon();
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("without cohortd, an agent on the endpoint's host hosts the rendezvous",
+          "[integration][multinode]") {
+  Scratch scratch;
+  int port = 0;
+  {
+    Cluster probe(scratch);  // a free port on 127.0.0.1
+    probe.start_daemon();
+    port = probe.port();
+    probe.stop_daemon();
+  }
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (size_t i = 0; i < 2; ++i) {
+    nodes.push_back(scratch.start({"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend",
+                                   "c10d", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
+                                   "--rdzv-id", "hosted", "--local-addr", kAddresses[i],
+                                   "--no-python", kTestWorkerBin, "--dump-env",
+                                   scratch.file("hosted_{RANK}.json")}));
+  }
+  for (auto& node : nodes) {
+    auto status = node->wait(30s);
+    INFO(node->output());
+    REQUIRE(status);
+    CHECK(status->success());
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    EnvDump env = load_env(scratch.file("hosted_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "4");
+    CHECK(env_value(env, "MASTER_ADDR") == "127.0.0.1");
+  }
+  CHECK(scratch.nothing_left());
+}
