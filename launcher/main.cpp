@@ -13,6 +13,8 @@
 #include "rendezvous/daemon.hpp"
 #include "rendezvous/daemon_main.hpp"
 
+extern char** environ;
+
 namespace {
 
 using namespace cohort;
@@ -68,12 +70,19 @@ void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
   });
 }
 
-int run_command(RunOptions& options, const std::vector<std::string>& remaining) {
-  if (std::string error = take_command(remaining, options); !error.empty()) {
+int run_command(const CLI::App& app, RunOptions& options) {
+  if (std::string error = take_command(app.remaining(), options); !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;
   }
+  std::vector<std::string> slurm_problems;
+  std::vector<std::string> from_slurm =
+      apply_slurm_defaults(app, options, parse_environ(environ), slurm_problems);
+  if (options.verbose > 0) {
+    for (const auto& line : from_slurm) std::cerr << "cohort run: " << line << "\n";
+  }
   ValidatedRun validated = validate_run_options(options);
+  validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
   if (!validated.problems.empty()) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
@@ -122,7 +131,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
   }
-  if (run->parsed()) return run_command(run_options, run->remaining());
+  if (run->parsed()) return run_command(*run, run_options);
   if (rendezvous->parsed()) return run_daemon(daemon_command);
   if (status->parsed()) return run_status_command(endpoint, json, 5000);
   return kExitUsage;

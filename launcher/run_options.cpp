@@ -11,6 +11,7 @@
 #include "common/text.hpp"
 #include "launcher/gpu_count.hpp"
 #include "launcher/rdzv_conf.hpp"
+#include "launcher/slurm_env.hpp"
 
 namespace cohort {
 namespace {
@@ -185,7 +186,9 @@ void plan_rendezvous(const RunOptions& options, int min_nodes, int max_nodes, Va
   }
   settings.host = endpoint->host;
   settings.port = endpoint->port;
-  if (options.rdzv_backend == "static") settings.rank_hint = options.node_rank;
+  if (options.rdzv_backend == "static" || options.node_rank_hint) {
+    settings.rank_hint = options.node_rank;
+  }
   if (endpoint->port == 0 && max_nodes > 1) {
     problems.add("--rdzv-endpoint: port 0 (any free port) only works for one node");
   }
@@ -391,6 +394,49 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   if (!options.command.empty()) build_command(options, config, problems);
   result.problems = std::move(problems.list);
   return result;
+}
+
+}  // namespace cohort
+
+namespace cohort {
+
+std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
+                                              const std::map<std::string, std::string>& env,
+                                              std::vector<std::string>& problems) {
+  std::optional<SlurmDefaults> slurm = slurm_defaults(env);
+  if (!slurm) return {};
+  problems.insert(problems.end(), slurm->problems.begin(), slurm->problems.end());
+  std::vector<std::string> taken;
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  auto take = [&](const char* flag, const std::optional<SlurmValue>& value, std::string& field) {
+    if (!value || given(flag)) return false;
+    field = value->value;
+    taken.push_back(cat(flag, " ", value->value, " from ", value->source));
+    return true;
+  };
+  take("--nnodes", slurm->nnodes, options.nnodes);
+  take("--nproc-per-node", slurm->nproc_per_node, options.nproc_per_node);
+  bool endpoint_taken = false;
+  if (!options.standalone && !given("--rdzv-id"))
+    take("--rdzv-id", slurm->rdzv_id, options.rdzv_id);
+  if (!options.standalone && !given("--master-addr")) {
+    endpoint_taken = take("--rdzv-endpoint", slurm->rdzv_endpoint, options.rdzv_endpoint);
+  }
+  if (endpoint_taken && !given("--rdzv-backend")) {
+    options.rdzv_backend = "c10d";
+    taken.push_back("--rdzv-backend c10d (a Slurm step)");
+  }
+  std::string node_rank;
+  if (take("--node-rank", slurm->node_rank, node_rank)) {
+    options.node_rank = static_cast<int>(parse_int(node_rank).value_or(0));
+    options.node_rank_hint = true;  // c10d honours it too: Slurm's node order
+  }
+  if (!given("--signals-to-handle")) {
+    options.signals_to_handle += ",SIGUSR1,SIGUSR2";
+    taken.push_back("--signals-to-handle " + options.signals_to_handle +
+                    " (Slurm's --signal warnings reach the workers)");
+  }
+  return taken;
 }
 
 }  // namespace cohort

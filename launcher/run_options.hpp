@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct RunOptions {
   std::string tee = "0";
   std::string local_ranks_filter;
   int node_rank = 0;
+  bool node_rank_hint = false;  ///< use node_rank as a hint under c10d too (Slurm's SLURM_NODEID)
   std::string master_addr;
   int master_port = 0;
   std::string local_addr;
@@ -68,5 +70,13 @@ struct ValidatedRun {
 };
 
 ValidatedRun validate_run_options(const RunOptions& options);
+
+/// Inside a Slurm step, fills what the command line (or PET_*) left unset from SLURM_*: node
+/// count, run id, rendezvous endpoint (c10d), node-rank hint, worker count, and SIGUSR1/SIGUSR2
+/// forwarding. Returns one line per value taken ("--nnodes 4 from SLURM_JOB_NUM_NODES=4");
+/// problems go to `problems`.
+std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
+                                              const std::map<std::string, std::string>& env,
+                                              std::vector<std::string>& problems);
 
 }  // namespace cohort

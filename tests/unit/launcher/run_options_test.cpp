@@ -135,3 +135,33 @@ TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit]
   CHECK(parse({"t.py"}).validated.config.shutdown_timeout == std::chrono::seconds(7));
   ::unsetenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
 }
+
+TEST_CASE("inside a Slurm step, SLURM_* fills what the flags left unset",
+          "[unit][launcher][slurm]") {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  std::vector<std::string> args{"run", "--nnodes", "1:2", "t.py"};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  std::vector<std::string> problems;
+  std::vector<std::string> taken = apply_slurm_defaults(app, options,
+                                                        {{"SLURM_JOB_ID", "77"},
+                                                         {"SLURM_STEP_ID", "0"},
+                                                         {"SLURM_JOB_NUM_NODES", "2"},
+                                                         {"SLURM_JOB_NODELIST", "node[1-2]"},
+                                                         {"SLURM_NODEID", "1"},
+                                                         {"SLURM_GPUS_ON_NODE", "4"}},
+                                                        problems);
+  CHECK(problems.empty());
+  CHECK(options.nnodes == "1:2");  // the command line wins
+  CHECK(options.nproc_per_node == "4");
+  CHECK(options.rdzv_id == "slurm-77.0");
+  CHECK(options.rdzv_endpoint == "node1:29477");
+  CHECK(options.rdzv_backend == "c10d");
+  CHECK(options.node_rank == 1);
+  CHECK(options.signals_to_handle.find("SIGUSR1") != std::string::npos);
+  REQUIRE_FALSE(taken.empty());
+  CHECK(taken[0] == "--nproc-per-node 4 from SLURM_GPUS_ON_NODE=4");
+}

@@ -1,0 +1,35 @@
+// Inside a Slurm step (srun), what `cohort run` can take from SLURM_* instead of flags: the node
+// count, a run id, the rendezvous host (first host of the step's node list) and a per-job port,
+// the node-rank hint, and the worker count. Each value says where it came from, for --verbose.
+// Pure; main thread at start.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct SlurmValue {
+  std::string value;
+  std::string source;  ///< "SLURM_JOB_NUM_NODES=4", ...
+};
+
+struct SlurmDefaults {
+  std::optional<SlurmValue> nnodes;
+  std::optional<SlurmValue> rdzv_id;
+  std::optional<SlurmValue> rdzv_endpoint;
+  std::optional<SlurmValue> node_rank;
+  std::optional<SlurmValue> nproc_per_node;
+  std::vector<std::string> problems;  ///< e.g. a node list that does not parse
+};
+
+/// nullopt outside a Slurm step (no SLURM_JOB_ID and SLURM_STEP_ID).
+std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env);
+
+/// The rendezvous port a job uses on its first node: the same on every node of the job, and
+/// different for jobs that share a node (29400 + job id mod 1000).
+int slurm_rendezvous_port(long job_id);
+
+}  // namespace cohort
