@@ -7,6 +7,7 @@
 
 #include "agent/agent.hpp"
 #include "common/exit_codes.hpp"
+#include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "launcher/run_options.hpp"
 #include "launcher/status_command.hpp"

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/exit_codes.hpp"
+#include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "rendezvous/daemon.hpp"
@@ -63,6 +64,8 @@ int run_daemon(const DaemonCommand& command) {
               << "'\n";
     return kExitUsage;
   }
+  long fd_limit = raise_fd_limit();
+  log::info("open-file limit: ", fd_limit);
   boost::asio::io_context io;
   RendezvousDaemon daemon(io, options);
   if (auto error = daemon.start()) {

@@ -1,0 +1,33 @@
+#include <catch2/catch.hpp>
+
+#include "common/host_port.hpp"
+
+using namespace cohort;
+
+TEST_CASE("host[:port] in torchrun's forms", "[unit][common]") {
+  auto plain = parse_host_port("node1", 29400);
+  REQUIRE(plain);
+  CHECK(plain->host == "node1");
+  CHECK(plain->port == 29400);
+  CHECK(parse_host_port("node1:1234", 29400)->port == 1234);
+  CHECK(parse_host_port("10.0.0.1:0", 29400)->port == 0);
+  auto v6 = parse_host_port("[fe80::1]:29500", 29400);
+  REQUIRE(v6);
+  CHECK(v6->host == "fe80::1");
+  CHECK(v6->port == 29500);
+  CHECK(parse_host_port("[::1]", 29400)->port == 29400);
+  CHECK(parse_host_port("::1", 29400)->host == "::1");  // bare IPv6: no port
+  CHECK_FALSE(parse_host_port("", 29400));
+  CHECK_FALSE(parse_host_port(":80", 29400));
+  CHECK_FALSE(parse_host_port("host:99999", 29400));
+  CHECK_FALSE(parse_host_port("host:x", 29400));
+  CHECK_FALSE(parse_host_port("host:", 29400));
+  CHECK_FALSE(parse_host_port("[::1", 29400));
+}
+
+TEST_CASE("local hosts are recognised without reverse lookups", "[unit][common]") {
+  CHECK(is_local_host("127.0.0.1"));
+  CHECK(is_local_host("127.0.0.3"));
+  CHECK(is_local_host("localhost"));
+  CHECK_FALSE(is_local_host("192.0.2.1"));  // TEST-NET-1: never an address of this machine
+}

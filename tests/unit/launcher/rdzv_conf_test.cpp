@@ -1,0 +1,41 @@
+#include <catch2/catch.hpp>
+
+#include "launcher/rdzv_conf.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+
+TEST_CASE("rdzv-conf takes torchrun's keys", "[unit][launcher]") {
+  std::vector<std::string> problems;
+  RdzvConf conf = parse_rdzv_conf(
+      "join_timeout=30,last_call_timeout=0.5,heartbeat_timeout=3,keep_alive_interval=0.2,"
+      "is_host=false,read_timeout=60,close_timeout=5,store_type=tcp",
+      problems);
+  CHECK(problems.empty());
+  CHECK(conf.join_timeout == 30s);
+  CHECK(conf.last_call_timeout == 500ms);
+  CHECK(conf.heartbeat_timeout == 3s);
+  CHECK(conf.heartbeat_interval == 200ms);
+  CHECK(conf.is_host == false);
+}
+
+TEST_CASE("keep_alive_max_attempt sets the timeout from the interval", "[unit][launcher]") {
+  std::vector<std::string> problems;
+  RdzvConf conf = parse_rdzv_conf("keep_alive_interval=2,keep_alive_max_attempt=4", problems);
+  CHECK(problems.empty());
+  CHECK(conf.heartbeat_timeout == 8s);
+}
+
+TEST_CASE("bad rdzv-conf entries name the key", "[unit][launcher]") {
+  std::vector<std::string> problems;
+  parse_rdzv_conf("join_timeout=-1,bogus=1,is_host=maybe,store_type=file,nokey", problems);
+  REQUIRE(problems.size() == 5);
+  CHECK(problems[0].find("--rdzv-conf: join_timeout=-1") == 0);
+  CHECK(problems[1] == "--rdzv-conf: unknown key 'bogus'");
+  CHECK(problems[2].find("is_host=maybe") != std::string::npos);
+  CHECK(problems[3].find("store_type=file") != std::string::npos);
+  CHECK(problems[4].find("'nokey' is not key=value") != std::string::npos);
+  problems.clear();
+  parse_rdzv_conf("keep_alive_interval=5,heartbeat_timeout=2", problems);
+  CHECK(problems.size() == 1);
+}
