@@ -40,7 +40,6 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   void forget(StoreConnectionId id);
   /// For sessions: one read buffer shared by all (one thread; consumed before the next read).
   std::span<char> read_buffer() { return read_buffer_; }
-  StoreNumbering legacy_numbering() const { return options_.legacy_numbering; }
 
  private:
   boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,

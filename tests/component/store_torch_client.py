@@ -1,6 +1,7 @@
 """Real PyTorch clients against cohort's worker store (used by store_server_test.cpp).
 
-  store_torch_client.py ops HOST PORT    torch.distributed.TCPStore operations, checked
+  store_torch_client.py ops HOST PORT    torch.distributed.TCPStore operations, checked (plus
+                                         the 2.x-only ones when the client has them)
   store_torch_client.py gloo             init_process_group("gloo") in agent-store mode from the
                                          torchrun environment (RANK, WORLD_SIZE, MASTER_*), then
                                          collectives
@@ -73,7 +74,21 @@ def ops(host, port):
     assert not store.delete_key("k1")
     # init/, /cnt, /cs, /never, /late, //worker/attempt_3/x
     assert store.num_keys() == 6, store.num_keys()
+    newer_ops(store)
     print("store_torch_client: ok")
+
+
+def newer_ops(store):
+    """Operations that only 2.x clients have (VALIDATE-era protocol); skipped on 1.13."""
+    if hasattr(store, "multi_set"):
+        store.multi_set(["m1", "m2"], ["a", "b"])
+        assert store.multi_get(["m2", "m1"]) == [b"b", b"a"]
+        store.append("m1", "+")
+        assert store.get("m1") == b"a+"
+        print("2.x multi_set/multi_get/append: ok")
+    if hasattr(store, "list_keys"):
+        assert "m1" in store.list_keys(), store.list_keys()
+        print("2.x list_keys: ok")
 
 
 def gloo():

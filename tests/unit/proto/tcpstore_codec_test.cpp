@@ -9,8 +9,15 @@
 
 using namespace cohort;
 
-// The largest single allocation made while a LargestAllocation is alive (this binary's global
-// operator new is replaced to watch it): proves that a length prefix is not allocated from.
+// The largest single allocation made while a LargestAllocation is alive: this binary's global
+// operator new is replaced to watch it, which proves that a length prefix is not allocated from.
+// Sanitizer builds keep their own allocator (the fuzzer's -malloc_limit_mb covers them).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COHORT_WATCH_ALLOCATIONS 0
+#else
+#define COHORT_WATCH_ALLOCATIONS 1
+#endif
+
 namespace {
 size_t g_largest_allocation = 0;
 bool g_watching_allocations = false;
@@ -25,6 +32,7 @@ struct LargestAllocation {
 };
 }  // namespace
 
+#if COHORT_WATCH_ALLOCATIONS
 // g++ 12 sees free() of operator new's memory once both are inlined; here they do match.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
@@ -33,9 +41,13 @@ void* operator new(size_t size) {
   if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
   throw std::bad_alloc();
 }
+void* operator new[](size_t size) { return operator new(size); }
 void operator delete(void* memory) noexcept { std::free(memory); }
 void operator delete(void* memory, size_t) noexcept { std::free(memory); }
+void operator delete[](void* memory) noexcept { std::free(memory); }
+void operator delete[](void* memory, size_t) noexcept { std::free(memory); }
 #pragma GCC diagnostic pop
+#endif
 
 namespace {
 

@@ -323,12 +323,12 @@ TEST_CASE("store: GETNUMKEYS, LIST_KEYS, MULTI_GET, MULTI_SET, APPEND",
 TEST_CASE("store: a MULTI_GET reply over the limit closes the connection",
           "[unit][rendezvous][store]") {
   Harness h;
-  h.set(1, "/big", std::string(1 << 20, 'b'));
-  std::vector<std::string> keys(300, "/big");  // 300 MiB of reply from a few KiB of request
+  h.set(1, "/v", std::string(4096, 'v'));
+  std::vector<std::string> keys(70000, "/v");  // 280 MiB of reply from a few hundred KiB
   CHECK(h.ask(1, req(StoreOp::MultiGet, keys)).empty());
   CHECK(h.outcome.close_connection);
-  keys.resize(200);
-  CHECK(h.ask(1, req(StoreOp::MultiGet, keys)).size() == 200 * (8 + (1 << 20)));
+  keys.resize(1000);
+  CHECK(h.ask(1, req(StoreOp::MultiGet, keys)).size() == 1000 * (8 + 4096));
   CHECK_FALSE(h.outcome.close_connection);
 }
 
