@@ -178,8 +178,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   session.node_id = hello.node_id;
   nodes_[hello.node_id] = info;
   configs_[hello.node_id] = config;
-  run.sessions[hello.node_id] = *std::find_if(
-      sessions_.begin(), sessions_.end(), [&](const auto& held) { return held.get() == &session; });
+  run.sessions[hello.node_id] = session.shared_from_this();
   if (hello.rank0_port > 0) run.rank0_ports[hello.node_id] = hello.rank0_port;
   session.send(proto::Welcome{});
   apply(run, run.state->join(info, config, now()));
@@ -188,10 +187,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
 }
 
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
-  std::shared_ptr<ControlSession> held;
-  for (const auto& candidate : sessions_) {
-    if (candidate.get() == &session) held = candidate;
-  }
+  std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
   sessions_.erase(held);
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
@@ -216,10 +212,8 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
         [&](auto& typed) {
           using T = std::decay_t<decltype(typed)>;
           if constexpr (std::is_same_v<T, rdzv::WaitingStatus>) {
-            std::optional<int64_t> last_call;
-            if (typed.last_call_in) last_call = typed.last_call_in->count();
-            send_to(run, typed.node_ids,
-                    proto::Waiting{typed.joined, typed.min_nodes, typed.max_nodes, last_call});
+            send_waiting(run, typed);
+            refresh_waiting_later(run);  // the other waiting nodes' view changed too
           } else if constexpr (std::is_same_v<T, rdzv::StartRound>) {
             start_round(run, typed);
           } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
@@ -240,6 +234,35 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
         },
         action);
   }
+}
+
+void RendezvousDaemon::send_waiting(Run& run, const rdzv::WaitingStatus& status) {
+  std::optional<int64_t> last_call;
+  if (status.last_call_in) last_call = status.last_call_in->count();
+  send_to(run, status.node_ids,
+          proto::Waiting{status.joined, status.min_nodes, status.max_nodes, last_call});
+}
+
+// Brings every waiting node of the run up to date once kWaitingRefresh has passed: one message
+// per node for any number of joins in between (one per join would be n^2 for n joining nodes).
+void RendezvousDaemon::refresh_waiting_later(Run& run) {
+  if (run.refresh_armed) return;
+  if (!run.waiting_refresh) run.waiting_refresh = std::make_unique<boost::asio::steady_timer>(io_);
+  run.refresh_armed = true;
+  run.waiting_refresh->expires_after(kWaitingRefresh);
+  run.waiting_refresh->async_wait(
+      [this, run_id = run.state->run_id()](const boost::system::error_code& error) {
+        if (error || stopped_) return;  // aborted: the run (and its timer) is gone
+        auto found = runs_.find(run_id);
+        if (found == runs_.end()) return;
+        Run& current = found->second;
+        current.refresh_armed = false;
+        for (const auto& action : current.state->waiting_status(now())) {
+          if (auto* status = std::get_if<rdzv::WaitingStatus>(&action)) {
+            send_waiting(current, *status);
+          }
+        }
+      });
 }
 
 void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
@@ -321,11 +344,14 @@ void RendezvousDaemon::schedule() {
     auto deadline = run.state->next_deadline();
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
+  if (next == timer_armed_for_) return;  // already waiting for exactly that
+  timer_armed_for_ = next;
   timer_.cancel();
   if (!next || stopped_) return;
   timer_.expires_at(*next);
   timer_.async_wait([this](const boost::system::error_code& error) {
     if (error || stopped_) return;
+    timer_armed_for_.reset();
     rdzv::TimePoint at = now();
     for (auto& [id, run] : runs_) apply(run, run.state->tick(at));
     reap_runs();

@@ -1,12 +1,14 @@
 // The rendezvous daemon: accepts agents' control connections, runs one RunState per --rdzv-id
 // (many runs at once, isolated), turns the state machines' actions into messages, hosts a fresh
 // worker store (TCPStore server) for every round of every run, and keeps one timer for the
-// earliest deadline. `cohortd` runs it alone; `cohort run` embeds it. io_context thread only.
+// earliest deadline. Waiting nodes hear of other nodes' joins coalesced, at most every
+// kWaitingRefresh. `cohortd` runs it alone; `cohort run` embeds it. io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <set>
@@ -43,11 +45,16 @@ class RendezvousDaemon {
   std::string status_json() const;
 
  private:
+  /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
+  static constexpr std::chrono::milliseconds kWaitingRefresh{500};
+
   struct Run {
     std::unique_ptr<rdzv::RunState> state;
     std::unique_ptr<StoreServer> store;
     std::map<std::string, std::shared_ptr<ControlSession>> sessions;  ///< by node id
     std::map<std::string, int> rank0_ports;  ///< classic mode: ports the nodes offered
+    std::unique_ptr<boost::asio::steady_timer> waiting_refresh;  ///< armed: a refresh is due
+    bool refresh_armed = false;
   };
 
   void accept_next();
@@ -55,6 +62,8 @@ class RendezvousDaemon {
   void on_hello(ControlSession& session, const proto::Hello& hello);
   void on_closed(ControlSession& session, const std::string& reason);
   void apply(Run& run, rdzv::Actions actions);
+  void send_waiting(Run& run, const rdzv::WaitingStatus& status);
+  void refresh_waiting_later(Run& run);
   void start_round(Run& run, const rdzv::StartRound& start);
   void send_to(Run& run, const std::vector<std::string>& node_ids,
                const proto::ControlMessage& message);
@@ -67,6 +76,7 @@ class RendezvousDaemon {
   DaemonOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer timer_;
+  std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;
   std::set<std::shared_ptr<ControlSession>> sessions_;

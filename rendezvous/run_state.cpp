@@ -68,13 +68,13 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
   if (found != nodes_.end()) {
     Node& node = found->second;
     node.info = info;
-    node.last_seen = now;
+    touch(node, now);
     if (node.role == Role::Member && phase_ == Phase::Running) {
       // The member left its round (its agent restarted): everyone regroups.
-      node.role = Role::Pending;
+      set_role(node, Role::Pending);
       actions = restart_members(cat("node ", info.address, " left the round"), now);
     } else if (node.role == Role::Stopping || node.role == Role::Member) {
-      node.role = Role::Pending;
+      set_role(node, Role::Pending);
     }
   } else {
     Node node;
@@ -86,7 +86,7 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
       node.role = room ? Role::Waiting : Role::Spare;
       if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
     }
-    nodes_.emplace(info.node_id, std::move(node));
+    add_node(std::move(node));
   }
   if (phase_ == Phase::Running) {
     if (count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
@@ -94,19 +94,19 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
       Actions restart = restart_members("scale-up: new nodes joined", now);
       actions.insert(actions.end(), restart.begin(), restart.end());
     } else {
-      Actions status = waiting_status(now);
+      Actions status = report_to(&info.node_id, now);
       actions.insert(actions.end(), status.begin(), status.end());
     }
     return actions;
   }
-  Actions closing = try_close(now);
+  Actions closing = try_close(now, Report::OnlyCause, info.node_id);
   actions.insert(actions.end(), closing.begin(), closing.end());
   return actions;
 }
 
 void RunState::heartbeat(const std::string& node_id, TimePoint now) {
   auto found = nodes_.find(node_id);
-  if (found != nodes_.end()) found->second.last_seen = now;
+  if (found != nodes_.end()) touch(found->second, now);
 }
 
 Actions RunState::node_lost(const std::string& node_id, const std::string& reason, TimePoint now) {
@@ -114,14 +114,14 @@ Actions RunState::node_lost(const std::string& node_id, const std::string& reaso
   if (found == nodes_.end()) return {};
   Role role = found->second.role;
   std::string address = found->second.info.address;
-  nodes_.erase(found);
+  erase_node(found);
   if (phase_ == Phase::Running && role == Role::Member) {
     return restart_members(cat("node ", address, " lost: ", reason), now);
   }
   if (phase_ == Phase::Running && role == Role::Waiting && count(Role::Waiting) == 0) {
     scale_up_deadline_.reset();
   }
-  if (phase_ == Phase::Forming) return try_close(now);
+  if (phase_ == Phase::Forming) return try_close(now, Report::OnlyCause, node_id);
   return {};
 }
 
@@ -152,10 +152,8 @@ Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoin
       found->second.role != Role::Member) {
     return {};
   }
-  found->second.succeeded = true;
-  for (const auto& [id, node] : nodes_) {
-    if (node.role == Role::Member && !node.succeeded) return {};
-  }
+  set_succeeded(found->second, true);
+  if (succeeded_members_ < count(Role::Member)) return {};
   phase_ = Phase::Completed;
   return {CompleteRun{all_ids()}};
 }
@@ -171,10 +169,13 @@ Actions RunState::tick(TimePoint now) {
               " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")");
       for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
       nodes_.clear();
+      role_counts_.fill(0);
+      succeeded_members_ = 0;
+      seen_.clear();
       phase_ = Phase::Failed;
       return actions;
     }
-    add(try_close(now, /*report_waiting=*/false));
+    add(try_close(now, Report::Nobody));
   } else if (phase_ == Phase::Running && scale_up_deadline_ && now >= *scale_up_deadline_) {
     add(restart_members("scale-up: new nodes joined", now));
   }
@@ -182,6 +183,7 @@ Actions RunState::tick(TimePoint now) {
 }
 
 Actions RunState::expire_heartbeats(TimePoint now) {
+  if (seen_.empty() || now - *seen_.begin() <= config_.heartbeat_timeout) return {};
   std::vector<std::string> expired;
   for (const auto& [id, node] : nodes_) {
     if (now - node.last_seen > config_.heartbeat_timeout) expired.push_back(id);
@@ -201,7 +203,7 @@ std::optional<TimePoint> RunState::next_deadline() const {
   auto consider = [&](TimePoint candidate) {
     if (!next || candidate < *next) next = candidate;
   };
-  for (const auto& [id, node] : nodes_) consider(node.last_seen + config_.heartbeat_timeout);
+  if (!seen_.empty()) consider(*seen_.begin() + config_.heartbeat_timeout);
   if (phase_ == Phase::Forming) {
     consider(forming_since_ + config_.join_timeout);
     if (last_call_deadline_) consider(*last_call_deadline_);
@@ -211,7 +213,7 @@ std::optional<TimePoint> RunState::next_deadline() const {
   return next;
 }
 
-Actions RunState::try_close(TimePoint now, bool report_waiting) {
+Actions RunState::try_close(TimePoint now, Report report, const std::string& cause) {
   int pending = count(Role::Pending);
   bool ready = false;
   if (pending < config_.min_nodes) {
@@ -222,7 +224,8 @@ Actions RunState::try_close(TimePoint now, bool report_waiting) {
     ready = pending >= config_.max_nodes || everyone_back || now >= *last_call_deadline_;
   }
   if (ready && now >= not_before_) return form_round(now);
-  return report_waiting ? waiting_status(now) : Actions{};
+  if (report == Report::Nobody) return {};
+  return report_to(report == Report::Everyone ? nullptr : &cause, now);
 }
 
 std::vector<RunState::Node*> RunState::ordered_pending() {
@@ -253,13 +256,13 @@ Actions RunState::form_round(TimePoint now) {
   int base_rank = 0;
   for (size_t i = 0; i < pending.size(); ++i) {
     Node& node = *pending[i];
-    node.succeeded = false;
+    set_succeeded(node, false);
     if (i >= members) {
-      node.role = Role::Spare;
+      set_role(node, Role::Spare);
       node.group_rank = -1;
       continue;
     }
-    node.role = Role::Member;
+    set_role(node, Role::Member);
     node.group_rank = static_cast<int>(i);
     start.members.push_back(Assignment{node.info.node_id, node.info.address, start.round,
                                        static_cast<int>(i), static_cast<int>(members), base_rank,
@@ -277,8 +280,8 @@ Actions RunState::form_round(TimePoint now) {
 Actions RunState::restart_members(const std::string& reason, TimePoint now) {
   std::vector<std::string> stopping = ids_with({Role::Member});
   for (auto& [id, node] : nodes_) {
-    if (node.role == Role::Member) node.role = Role::Stopping;
-    if (node.role == Role::Waiting || node.role == Role::Spare) node.role = Role::Pending;
+    if (node.role == Role::Member) set_role(node, Role::Stopping);
+    if (node.role == Role::Waiting || node.role == Role::Spare) set_role(node, Role::Pending);
   }
   phase_ = Phase::Forming;
   regroup_ = true;
@@ -287,15 +290,24 @@ Actions RunState::restart_members(const std::string& reason, TimePoint now) {
   scale_up_deadline_.reset();
   Actions actions;
   if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason});
-  Actions closing = try_close(now);
+  Actions closing = try_close(now, Report::Everyone);
   actions.insert(actions.end(), closing.begin(), closing.end());
   return actions;
 }
 
-Actions RunState::waiting_status(TimePoint now) const {
+Actions RunState::waiting_status(TimePoint now) const { return report_to(nullptr, now); }
+
+// The status for every waiting node (cause null), or for the cause only (none if it is not one).
+Actions RunState::report_to(const std::string* cause, TimePoint now) const {
+  if (count(Role::Pending) + count(Role::Waiting) + count(Role::Spare) == 0) return {};
   WaitingStatus status;
-  status.node_ids = ids_with({Role::Pending, Role::Waiting, Role::Spare});
-  if (status.node_ids.empty()) return {};
+  if (!cause) {
+    status.node_ids = ids_with({Role::Pending, Role::Waiting, Role::Spare});
+  } else if (auto found = nodes_.find(*cause); found != nodes_.end() &&
+                                               found->second.role != Role::Member &&
+                                               found->second.role != Role::Stopping) {
+    status.node_ids.push_back(*cause);
+  }
   status.joined = phase_ == Phase::Forming ? count(Role::Pending) : count(Role::Member);
   status.min_nodes = config_.min_nodes;
   status.max_nodes = config_.max_nodes;
@@ -319,10 +331,41 @@ std::vector<std::string> RunState::all_ids() const {
   return ids;
 }
 
-int RunState::count(Role role) const {
-  return static_cast<int>(std::count_if(nodes_.begin(), nodes_.end(), [role](const auto& entry) {
-    return entry.second.role == role;
-  }));
+void RunState::add_node(Node node) {
+  node.seen = seen_.insert(node.last_seen);
+  ++role_counts_[static_cast<size_t>(node.role)];
+  if (node.role == Role::Member && node.succeeded) ++succeeded_members_;
+  std::string id = node.info.node_id;
+  nodes_.emplace(std::move(id), std::move(node));
+}
+
+void RunState::erase_node(std::map<std::string, Node>::iterator node) {
+  seen_.erase(node->second.seen);
+  --role_counts_[static_cast<size_t>(node->second.role)];
+  if (node->second.role == Role::Member && node->second.succeeded) --succeeded_members_;
+  nodes_.erase(node);
+}
+
+void RunState::set_role(Node& node, Role role) {
+  if (node.role == role) return;
+  --role_counts_[static_cast<size_t>(node.role)];
+  ++role_counts_[static_cast<size_t>(role)];
+  if (node.succeeded && node.role == Role::Member) --succeeded_members_;
+  if (node.succeeded && role == Role::Member) ++succeeded_members_;
+  node.role = role;
+}
+
+void RunState::set_succeeded(Node& node, bool succeeded) {
+  if (node.succeeded == succeeded) return;
+  if (node.role == Role::Member) succeeded_members_ += succeeded ? 1 : -1;
+  node.succeeded = succeeded;
+}
+
+void RunState::touch(Node& node, TimePoint now) {
+  node.last_seen = now;
+  auto handle = seen_.extract(node.seen);
+  handle.value() = now;
+  node.seen = seen_.insert(std::move(handle));
 }
 
 std::vector<RunState::NodeView> RunState::nodes() const {

@@ -2,12 +2,15 @@
 // the last call once min have joined, or at once when every survivor of a restart is back),
 // ranks are assigned, node loss and worker failures restart every member, one job-wide restart
 // budget, scale-up with waiting nodes and spares, completion. No I/O and no clock reads: time is
-// passed in, decisions come back as Actions. Owned by the daemon; one thread.
+// passed in, decisions come back as Actions, in O(log n) per event unless a round (re)starts.
+// Owned by the daemon; one thread.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,8 @@ class RunState {
   };
 
   RunState(std::string run_id, RunConfig config, TimePoint now);
+  RunState(const RunState&) = delete;  // nodes point into seen_
+  RunState& operator=(const RunState&) = delete;
 
   /// A node asks to take part in the next round (first join, or rejoin after a restart).
   Actions join(const NodeInfo& node, const RunConfig& config, TimePoint now);
@@ -40,6 +45,12 @@ class RunState {
   /// Deadlines: heartbeat timeouts, last call, join timeout, scale-up, restart backoff.
   Actions tick(TimePoint now);
   std::optional<TimePoint> next_deadline() const;
+  /// How far the round is, for every waiting node (pending, waiting for a scale-up, spare); no
+  /// action when none waits. A join or a loss reports only to the node that joined (none for a
+  /// lost one), with a WaitingStatus even when that names nobody: every waiting node's view
+  /// changed, and the executor brings them up to date from here, coalesced in time, since telling
+  /// all n of them on each of n joins would be n^2 messages.
+  Actions waiting_status(TimePoint now) const;
 
   const std::string& run_id() const { return run_id_; }
   const RunConfig& config() const { return config_; }
@@ -53,28 +64,40 @@ class RunState {
  private:
   struct Node {
     NodeInfo info;
-    Role role = Role::Pending;
-    TimePoint last_seen;
+    Role role = Role::Pending;  ///< changed only through set_role (counted)
+    TimePoint last_seen;        ///< changed only through touch (ordered in seen_)
+    std::multiset<TimePoint>::iterator seen;
     uint64_t arrival = 0;
-    int group_rank = -1;  ///< rank in the current (or last) round, -1 if none
-    bool succeeded = false;
+    int group_rank = -1;     ///< rank in the current (or last) round, -1 if none
+    bool succeeded = false;  ///< changed only through set_succeeded (counted)
   };
+  /// Who hears how far the round is after an event: nobody, every waiting node, or only the
+  /// node the event is about (see waiting_status).
+  enum class Report { Nobody, Everyone, OnlyCause };
 
   Actions admit(const NodeInfo& info, TimePoint now);
-  Actions try_close(TimePoint now, bool report_waiting = true);
+  Actions try_close(TimePoint now, Report report, const std::string& cause = {});
   Actions form_round(TimePoint now);
   Actions restart_members(const std::string& reason, TimePoint now);
   Actions expire_heartbeats(TimePoint now);
-  Actions waiting_status(TimePoint now) const;
+  Actions report_to(const std::string* cause, TimePoint now) const;
   std::vector<Node*> ordered_pending();
   std::vector<std::string> ids_with(std::initializer_list<Role> roles) const;
   std::vector<std::string> all_ids() const;
-  int count(Role role) const;
+  int count(Role role) const { return role_counts_[static_cast<size_t>(role)]; }
+  void add_node(Node node);
+  void erase_node(std::map<std::string, Node>::iterator node);
+  void set_role(Node& node, Role role);
+  void set_succeeded(Node& node, bool succeeded);
+  void touch(Node& node, TimePoint now);
 
   std::string run_id_;
   RunConfig config_;
   Phase phase_ = Phase::Forming;
   std::map<std::string, Node> nodes_;
+  std::array<int, 5> role_counts_{};  ///< nodes per Role
+  int succeeded_members_ = 0;         ///< members whose workers all exited 0
+  std::multiset<TimePoint> seen_;     ///< every node's last_seen, oldest first
   uint64_t arrivals_ = 0;
   int next_round_ = 0;
   int current_round_ = -1;

@@ -317,3 +317,16 @@ TEST_CASE("survivors below min wait for a replacement until the join timeout",
   REQUIRE(find<DropNode>(timeout));
   CHECK(f.run.phase() == RunState::Phase::Failed);
 }
+
+TEST_CASE("a join reports progress to the joiner; waiting_status covers everyone",
+          "[unit][rendezvous]") {
+  Fixture f(3, 3);
+  f.join("a");
+  std::optional<WaitingStatus> joined = find<WaitingStatus>(f.join("b"));
+  REQUIRE(joined);
+  CHECK(joined->node_ids == std::vector<std::string>{"b"});  // not n^2 messages for n joins
+  CHECK(joined->joined == 2);
+  std::optional<WaitingStatus> everyone = find<WaitingStatus>(f.run.waiting_status(f.now));
+  REQUIRE(everyone);
+  CHECK(everyone->node_ids == std::vector<std::string>{"a", "b"});
+}

@@ -1,0 +1,239 @@
+// rdzv_sim_bench: thousands of simulated agents against a running cohortd, from one process and
+// one thread. Each agent is one control connection that says hello (fixed --nnodes N, run "sim",
+// its own node id and address, local_world_size 8); the bench measures the time from the first
+// connect until every connection has its `round`, then every agent reports node_succeeded and
+// the bench measures the time until every connection has `complete`. Prints one JSON line.
+// Driven by bench/rendezvous_bench.py, which starts cohortd and samples its memory.
+#include <sys/resource.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/control_messages.hpp"
+#include "rendezvous/control_session.hpp"
+
+namespace cohort {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace ip = boost::asio::ip;
+
+struct SimOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  int agents = 1000;
+  int local_world_size = 8;
+  int connect_window = 512;  ///< agents connecting or awaiting `welcome` at once (see below)
+  int timeout_s = 120;
+  std::string run_id = "sim";
+};
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+// Raises the soft descriptor limit to the hard one; returns the limit now in force.
+rlim_t raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  return limit.rlim_cur;
+}
+
+// The simulated agents: their connections, and the counters and times of the run.
+class Simulation {
+ public:
+  Simulation(boost::asio::io_context& io, SimOptions options)
+      : io_(io), options_(std::move(options)), deadline_(io) {
+    agents_.resize(static_cast<size_t>(options_.agents));
+  }
+
+  void start() {
+    endpoint_ = ip::tcp::endpoint(ip::make_address(options_.host), options_.port);
+    deadline_.expires_after(std::chrono::seconds(options_.timeout_s));
+    deadline_.async_wait([this](const boost::system::error_code& error) {
+      if (!error) fail("timed out after " + std::to_string(options_.timeout_s) + " s");
+    });
+    started_ = Clock::now();
+    while (in_flight_ < options_.connect_window && next_ < options_.agents) connect_next();
+  }
+
+  bool ok() const { return error_.empty(); }
+
+  void report() const {
+    std::string error;
+    for (char c : error_) error += (c == '"' || c == '\\') ? '\'' : c;
+    std::printf(
+        "{\"agents\": %d, \"connect_ms\": %.2f, \"round_ms\": %.2f, \"complete_ms\": %.2f, "
+        "\"succeeded_to_complete_ms\": %.2f, \"waiting_messages\": %llu, \"rounds\": %d, "
+        "\"completes\": %d, \"error\": \"%s\"}\n",
+        options_.agents, connected_all_ms_, round_all_ms_, complete_all_ms_,
+        complete_all_ms_ - round_all_ms_, static_cast<unsigned long long>(waiting_messages_),
+        rounds_, completes_, error.c_str());
+  }
+
+ private:
+  struct Agent {
+    std::shared_ptr<ControlSession> session;
+    int round = -1;
+  };
+
+  // At most connect_window agents are between connect and `welcome`: a connection the kernel
+  // completed but the daemon has not accepted yet waits in a finite accept queue, and one that
+  // overflows it is reset (as it would be for real agents that all start at the same instant).
+  void connect_next() {
+    int index = next_++;
+    ++in_flight_;
+    auto socket = std::make_shared<ip::tcp::socket>(io_);
+    socket->async_connect(endpoint_, [this, index, socket](const boost::system::error_code& error) {
+      if (!error_.empty()) return;
+      if (error) return fail("connect " + std::to_string(index) + ": " + error.message());
+      on_connected(index, std::move(*socket));
+    });
+  }
+
+  void on_connected(int index, ip::tcp::socket socket) {
+    Agent& agent = agents_[static_cast<size_t>(index)];
+    agent.session = std::make_shared<ControlSession>(
+        std::move(socket),
+        [this, index](ControlSession&, proto::ControlMessage message) {
+          on_message(index, std::move(message));
+        },
+        [this, index](ControlSession&, const std::string& reason) {
+          if (completes_ < options_.agents) {
+            fail("agent " + std::to_string(index) + " lost its connection: " + reason);
+          }
+        });
+    agent.session->start();
+    proto::Hello hello;
+    hello.run_id = options_.run_id;
+    hello.node_id = "sim-node-" + std::to_string(index);
+    // Distinct addresses 10.x.y.z, one per agent (only advertised, never bound).
+    hello.address = "10." + std::to_string((index >> 16) & 255) + "." +
+                    std::to_string((index >> 8) & 255) + "." + std::to_string(index & 255);
+    hello.local_world_size = options_.local_world_size;
+    // Fixed size; no heartbeats needed within the bench (the timeout is far away).
+    hello.config = {options_.agents, options_.agents, 0, 1000, 600000, 600000};
+    agent.session->send(hello);
+    if (++connected_ == options_.agents) connected_all_ms_ = ms_between(started_, Clock::now());
+  }
+
+  void on_message(int index, proto::ControlMessage message) {
+    if (!error_.empty()) return;
+    Agent& agent = agents_[static_cast<size_t>(index)];
+    if (std::holds_alternative<proto::Waiting>(message)) {
+      ++waiting_messages_;
+    } else if (auto* assigned = std::get_if<proto::RoundAssigned>(&message)) {
+      if (agent.round >= 0) return fail("a second round for agent " + std::to_string(index));
+      agent.round = assigned->round;
+      if (++rounds_ == options_.agents) {
+        round_all_ms_ = ms_between(started_, Clock::now());
+        for (auto& each : agents_) each.session->send(proto::NodeSucceeded{each.round});
+      }
+    } else if (std::holds_alternative<proto::Complete>(message)) {
+      if (++completes_ == options_.agents) {
+        complete_all_ms_ = ms_between(started_, Clock::now());
+        finish();
+      }
+    } else if (auto* refused = std::get_if<proto::Error>(&message)) {
+      fail("agent " + std::to_string(index) + " refused: " + refused->message);
+    } else if (std::holds_alternative<proto::Welcome>(message)) {
+      --in_flight_;
+      if (next_ < options_.agents) connect_next();
+    } else {
+      fail(std::string("agent ") + std::to_string(index) + " got an unexpected " +
+           proto::message_type(message));
+    }
+  }
+
+  void fail(const std::string& why) {
+    if (!error_.empty()) return;
+    error_ = why;
+    finish();
+  }
+
+  void finish() {
+    deadline_.cancel();
+    for (auto& agent : agents_) {
+      if (agent.session) agent.session->abandon();
+    }
+    io_.stop();
+  }
+
+  boost::asio::io_context& io_;
+  SimOptions options_;
+  boost::asio::steady_timer deadline_;
+  ip::tcp::endpoint endpoint_;
+  std::vector<Agent> agents_;
+  Clock::time_point started_;
+  int next_ = 0;
+  int in_flight_ = 0;
+  int connected_ = 0;
+  int rounds_ = 0;
+  int completes_ = 0;
+  uint64_t waiting_messages_ = 0;
+  double connected_all_ms_ = -1, round_all_ms_ = -1, complete_all_ms_ = -1;
+  std::string error_;
+};
+
+int usage() {
+  std::fputs(
+      "rdzv_sim_bench --port P [--host 127.0.0.1] [--agents N] [--local-world-size 8]\n"
+      "               [--connect-window 512] [--timeout-s 120] [--run-id sim]\n",
+      stderr);
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  SimOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) return usage();
+    std::string value = argv[++i];
+    if (flag == "--host") {
+      options.host = value;
+    } else if (flag == "--port") {
+      options.port = static_cast<uint16_t>(std::atoi(value.c_str()));
+    } else if (flag == "--agents") {
+      options.agents = std::atoi(value.c_str());
+    } else if (flag == "--local-world-size") {
+      options.local_world_size = std::atoi(value.c_str());
+    } else if (flag == "--connect-window") {
+      options.connect_window = std::atoi(value.c_str());
+    } else if (flag == "--timeout-s") {
+      options.timeout_s = std::atoi(value.c_str());
+    } else if (flag == "--run-id") {
+      options.run_id = value;
+    } else {
+      return usage();
+    }
+  }
+  if (options.port == 0 || options.agents < 1 || options.connect_window < 1) return usage();
+  rlim_t limit = raise_fd_limit();
+  if (limit < static_cast<rlim_t>(options.agents) + 16) {
+    std::fprintf(stderr, "rdzv_sim_bench: the descriptor limit %llu is too low for %d agents\n",
+                 static_cast<unsigned long long>(limit), options.agents);
+    return 2;
+  }
+  boost::asio::io_context io(1);
+  Simulation simulation(io, options);
+  simulation.start();
+  io.run();
+  simulation.report();
+  return simulation.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace cohort
+
+int main(int argc, char** argv) { return cohort::run(argc, argv); }
