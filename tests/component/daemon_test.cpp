@@ -127,29 +127,21 @@ TEST_CASE("two nodes form a round with contiguous ranks and a live store", "[com
 TEST_CASE("a closed connection is a lost node: the survivor restarts and regroups at once",
           "[component][daemon]") {
   DaemonThread d;
-  Client a(d.daemon.port());
-  auto b = std::make_unique<Client>(d.daemon.port());
-  proto::Hello hello;
-  a.hello("job", "a", 1);
-  auto first = a.expect<proto::RoundAssigned>();
-  (void)first;
-  // An elastic run 1:2 so that the survivor may go on alone.
   Client c(d.daemon.port());
-  proto::Hello elastic;
+  auto e = std::make_unique<Client>(d.daemon.port());
+  proto::Hello elastic;  // a 1:2 run, so that the survivor may go on alone
   elastic.run_id = "elastic";
-  elastic.node_id = "c";
-  elastic.address = "addr-c";
   elastic.config = {1, 2, 0, 100, 5000, 5000};
-  c.send(elastic);
-  c.expect<proto::Welcome>();
-  elastic.node_id = "e";
-  elastic.address = "addr-e";
-  b->send(elastic);
-  b->expect<proto::Welcome>();
+  for (auto [client, id] : {std::pair{&c, "c"}, std::pair{e.get(), "e"}}) {
+    elastic.node_id = id;
+    elastic.address = std::string("addr-") + id;
+    client->send(elastic);
+    client->expect<proto::Welcome>();
+  }
   auto round0 = c.expect<proto::RoundAssigned>();
   CHECK(round0.group_world_size == 2);
   int old_port = round0.master_port;
-  b.reset();  // node e's agent dies
+  e.reset();  // node e's agent dies
   c.expect<proto::Restart>();
   c.send(proto::Join{});
   auto round1 = c.expect<proto::RoundAssigned>();
