@@ -36,6 +36,16 @@ std::optional<HostPort> parse_host_port(const std::string& text, uint16_t defaul
   return result;
 }
 
+std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text) {
+  auto parts = split(text, '-');
+  auto low = parse_int(parts[0]);
+  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 65535) {
+    return std::nullopt;
+  }
+  return std::make_pair(static_cast<uint16_t>(*low), static_cast<uint16_t>(*high));
+}
+
 bool is_local_host(const std::string& host) {
   namespace ip = boost::asio::ip;
   if (host == "localhost") return true;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace cohort {
 
@@ -15,6 +16,9 @@ struct HostPort {
 
 /// nullopt for an empty host, a bad or out-of-range port, or an unclosed '['.
 std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
+
+/// "PORT" or "FIRST-LAST" within 1-65535 (e.g. --store-ports 29500-29599); nullopt otherwise.
+std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text);
 
 /// True when `host` names an address of this machine (loopback, or one we can bind).
 bool is_local_host(const std::string& host);

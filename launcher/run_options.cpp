@@ -111,16 +111,14 @@ std::string host_name() {
   return host;
 }
 
-std::pair<uint16_t, uint16_t> parse_port_range(const std::string& text, Problems& problems) {
+std::pair<uint16_t, uint16_t> store_port_range(const std::string& text, Problems& problems) {
   if (text.empty()) return {0, 0};
-  auto parts = split(text, '-');
-  auto low = parse_int(parts[0]);
-  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 65535) {
+  auto range = parse_port_range(text);
+  if (!range) {
     problems.add("--store-ports: expected PORT or FIRST-LAST within 1-65535, got '", text, "'");
     return {0, 0};
   }
-  return {static_cast<uint16_t>(*low), static_cast<uint16_t>(*high)};
+  return *range;
 }
 
 // Decides where the agent finds the rendezvous daemon and whether it hosts it (torchrun's rules:
@@ -142,7 +140,7 @@ void plan_rendezvous(const RunOptions& options, int min_nodes, int max_nodes, Va
   settings.heartbeat_interval = conf.heartbeat_interval;
   settings.address = options.local_addr.empty() ? host_name() : options.local_addr;
   settings.rank0_store = options.worker_store == "rank0";
-  auto [store_min, store_max] = parse_port_range(options.store_ports, problems);
+  auto [store_min, store_max] = store_port_range(options.store_ports, problems);
   daemon.options.store_port_min = store_min;
   daemon.options.store_port_max = store_max;
 

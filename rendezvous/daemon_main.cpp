@@ -7,6 +7,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/fd_limit.hpp"
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "rendezvous/daemon.hpp"
@@ -17,12 +18,9 @@ namespace {
 
 bool parse_range(const std::string& text, DaemonOptions& options) {
   if (text.empty()) return true;
-  auto parts = split(text, '-');
-  auto low = parse_int(parts[0]);
-  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 65535) return false;
-  options.store_port_min = static_cast<uint16_t>(*low);
-  options.store_port_max = static_cast<uint16_t>(*high);
+  auto range = parse_port_range(text);
+  if (!range) return false;
+  std::tie(options.store_port_min, options.store_port_max) = *range;
   return true;
 }
 

@@ -31,3 +31,12 @@ TEST_CASE("local hosts are recognised without reverse lookups", "[unit][common]"
   CHECK(is_local_host("localhost"));
   CHECK_FALSE(is_local_host("192.0.2.1"));  // TEST-NET-1: never an address of this machine
 }
+
+TEST_CASE("port ranges", "[unit][common]") {
+  CHECK(parse_port_range("29500-29599") == std::make_pair(uint16_t{29500}, uint16_t{29599}));
+  CHECK(parse_port_range("29500") == std::make_pair(uint16_t{29500}, uint16_t{29500}));
+  CHECK_FALSE(parse_port_range("0-10"));
+  CHECK_FALSE(parse_port_range("20-10"));
+  CHECK_FALSE(parse_port_range("1-70000"));
+  CHECK_FALSE(parse_port_range("a-b"));
+}
