@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <csignal>
 #include <cstring>
 #include <random>
@@ -49,6 +50,7 @@ int Agent::run() {
         "set it yourself to tune performance");
   }
   arm_signals();
+  if (config_.stop_on_stdin_eof) watch_stdin();
   connect();
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -60,6 +62,23 @@ void Agent::arm_signals() {
     on_signal(signal);
     arm_signals();
   });
+}
+
+void Agent::watch_stdin() {
+  if (!stdin_) {
+    int fd = ::dup(STDIN_FILENO);
+    if (fd < 0) return log::warn("--stop-on-stdin-eof: no stdin to watch");
+    stdin_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
+  }
+  auto buffer = std::make_shared<std::array<char, 256>>();
+  stdin_->async_read_some(
+      boost::asio::buffer(*buffer), [this, buffer](const boost::system::error_code& error, size_t) {
+        if (error == boost::asio::error::operation_aborted) return;
+        if (!error) return watch_stdin();  // the launcher never writes; ignore whatever comes
+        if (state_ == State::Finishing || stop_signal_ != 0 || run_ended_) return;
+        log::warn("the connection to cohort launch is gone (stdin closed): stopping the workers");
+        on_signal(SIGHUP);
+      });
 }
 
 int Agent::rank0_port() const {
@@ -165,11 +184,17 @@ void Agent::on_restart(const std::string& reason) {
 }
 
 void Agent::on_stop(const proto::Stop& stop) {
+  run_ended_ = true;
   stop_group_then(SIGTERM, [this, stop] {
-    if (!stop.summary.empty())
+    // Under cohort launch every host's lines reach one console: only the host whose failure
+    // is the root cause prints the summary there.
+    bool own = stop.summary == sent_summary_;
+    if (!stop.summary.empty() && (own || !config_.stop_on_stdin_eof))
       write_all(STDERR_FILENO, stop.summary);
-    else
+    else if (stop.summary.empty() && !config_.stop_on_stdin_eof)
       log::error("the run failed: ", stop.reason);
+    else
+      log::info("the run failed: ", stop.reason);
     finish(stop.exit_status);
   });
 }
@@ -273,6 +298,7 @@ void Agent::report_failure(std::vector<WorkerFailure> failures) {
   }
   log::warn("worker rank=", root.rank, " failed with ", root.status.describe());
   state_ = State::Reported;
+  sent_summary_ = summary;
   client_->send(proto::WorkerFailed{round_, root.rank, root.local_rank, root.status.shell_code(),
                                     root.status.describe(), config_.host_name, summary});
 }
@@ -310,6 +336,7 @@ void Agent::finish(int exit_code) {
   exit_code_ = exit_code;
   signals_.cancel();
   reconnect_timer_.cancel();
+  if (stdin_) stdin_->close();
   group_.reset();
   if (client_) client_->close();
   auto done = [this] {

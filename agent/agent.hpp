@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
@@ -49,6 +50,8 @@ struct AgentConfig {
   /// Runs before cohort exits, with a continuation (an embedded daemon lets the other nodes
   /// hear the end of the run first). Empty: exit at once.
   std::function<void(std::function<void()>)> before_exit;
+  /// cohort launch: stdin is the ssh connection; its end (EOF) stops the workers like SIGHUP.
+  bool stop_on_stdin_eof = false;
 };
 
 class Agent {
@@ -79,6 +82,7 @@ class Agent {
   void report_failure(std::vector<WorkerFailure> failures);
   void on_signal(int signal);
   void arm_signals();
+  void watch_stdin();
   void stop_group_then(int signal, std::function<void()> next);
   void finish(int exit_code);
   int rank0_port() const;
@@ -90,6 +94,7 @@ class Agent {
   GroupKeeper keeper_;
   LogLayout logs_;
   boost::asio::signal_set signals_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< stop_on_stdin_eof
   boost::asio::steady_timer reconnect_timer_;
   std::unique_ptr<RendezvousClient> client_;
   std::unique_ptr<WorkerGroup> group_;
@@ -100,6 +105,9 @@ class Agent {
   int restarts_seen_ = 0;
   int connection_ = 0;
   int stop_signal_ = 0;
+  bool run_ended_ = false;
+  std::string sent_summary_;  ///< the failure summary this node last reported  ///< the daemon said
+                              ///< Stop: the exit code is the run's
   std::string node_base_id_;
   std::chrono::steady_clock::time_point last_progress_;
   std::optional<int> exit_code_;

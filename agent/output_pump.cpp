@@ -74,7 +74,9 @@ void OutputPump::flush_partial() {
 
 void OutputPump::emit(std::string_view line) {
   if (target_.console_fd >= 0) {
-    console_batch_.append(target_.prefix).append(line).push_back('\n');
+    bool prefixed = !target_.prefixed_marker.empty() && line.rfind(target_.prefixed_marker, 0) == 0;
+    if (!prefixed) console_batch_.append(target_.prefix);
+    console_batch_.append(line).push_back('\n');
   }
   if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
   tail_.emplace_back(line.substr(0, 1024));

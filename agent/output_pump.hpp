@@ -17,6 +17,9 @@ struct PumpTarget {
   int console_fd = -1;  ///< -1: not shown on the console
   int file_fd = -1;     ///< -1: no log file (the pump does not own it)
   std::string prefix;   ///< put before every console line
+  /// Lines that already start with this (when not empty) reach the console without `prefix`
+  /// (cohort launch: a remote worker's "[host:rank]:" lines, but not the agent's own messages).
+  std::string prefixed_marker;
 };
 
 class OutputPump : public std::enable_shared_from_this<OutputPump> {

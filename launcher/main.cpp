@@ -1,14 +1,19 @@
 // cohort: the launcher's entry point. Parses the subcommand's flags, validates them (reporting
 // every problem with the flag it concerns), runs, and maps the outcome to the exit code.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent.hpp"
 #include "common/exit_codes.hpp"
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
+#include "launcher/launch.hpp"
+#include "launcher/launch_plan.hpp"
 #include "launcher/run_options.hpp"
 #include "launcher/status_command.hpp"
 #include "rendezvous/daemon.hpp"
@@ -20,12 +25,6 @@ namespace {
 
 using namespace cohort;
 
-log::Level level_for(const RunOptions& options) {
-  if (options.quiet) return log::Level::Error;
-  if (options.verbose > 1) return log::Level::Debug;
-  if (options.verbose == 1) return log::Level::Info;
-  return log::level_from_env(log::Level::Warn);
-}
 
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
 // but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
@@ -88,7 +87,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
-  log::init(level_for(options));
+  log::init(log_level_for(options));
   boost::asio::io_context io;
   std::unique_ptr<RendezvousDaemon> daemon;
   if (!start_embedded_daemon(validated.daemon, daemon, io, validated.config))
@@ -103,6 +102,34 @@ int run_command(const CLI::App& app, RunOptions& options) {
   return agent.run();
 }
 
+LaunchContext launch_context() {
+  LaunchContext context;
+  for (const auto& [name, value] : parse_environ(environ)) context.env[name] = value;
+  char buffer[4096] = {};
+  if (::getcwd(buffer, sizeof buffer - 1) != nullptr) context.working_dir = buffer;
+  ssize_t size = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  context.own_path = size > 0 ? std::string(buffer, static_cast<size_t>(size)) : "cohort";
+  const char* home = std::getenv("HOME");
+  context.home = home ? home : "";
+  return context;
+}
+
+int launch_command(const CLI::App& app, LaunchOptions& options) {
+  if (std::string error = take_command(app.remaining(), options.run); !error.empty()) {
+    std::cerr << "cohort launch: " << error << "\n";
+    return kExitUsage;
+  }
+  LaunchPlan plan = plan_launch(app, options, launch_context());
+  if (!plan.problems.empty()) {
+    for (const auto& problem : plan.problems) std::cerr << "cohort launch: " << problem << "\n";
+    return kExitUsage;
+  }
+  log::init(plan.log_level);
+  boost::asio::io_context io;
+  Launch launch(io, std::move(plan));
+  return launch.run();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,6 +141,11 @@ int main(int argc, char** argv) {
   CLI::App* run =
       app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
   add_run_flags(*run, run_options);
+
+  LaunchOptions launch_options;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "Run `cohort run` on several hosts over ssh, from this machine (like mpirun)");
+  add_launch_flags(*launch, launch_options);
 
   DaemonCommand daemon_command;
   CLI::App* rendezvous =
@@ -133,6 +165,7 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
   }
   if (run->parsed()) return run_command(*run, run_options);
+  if (launch->parsed()) return launch_command(*launch, launch_options);
   if (rendezvous->parsed()) return run_daemon(daemon_command);
   if (status->parsed()) return run_status_command(endpoint, json, 5000);
   return kExitUsage;

@@ -351,6 +351,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--store-ports", o.store_ports,
               "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
               "29500-29599 (default: any free port)");
+  app.add_flag("--node-rank-hint", o.node_rank_hint,
+               "With c10d, take --node-rank as this node's preferred rank (cohort launch sets it)");
+  app.add_flag("--stop-on-stdin-eof", o.stop_on_stdin_eof,
+               "Stop the workers when stdin closes (cohort launch: the ssh connection is gone)");
   app.add_flag("--raw-output", o.raw_output,
                "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
   app.add_flag("-v,--verbose", o.verbose, "More of cohort's own messages (-vv: debug)");
@@ -388,10 +392,18 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   parse_outputs(options, config, problems);
   parse_signals(options, config, problems);
   config.host_name = host_name();
+  config.stop_on_stdin_eof = options.stop_on_stdin_eof;
   plan_rendezvous(options, min_nodes, max_nodes, result, problems);
   if (!options.command.empty()) build_command(options, config, problems);
   result.problems = std::move(problems.list);
   return result;
+}
+
+log::Level log_level_for(const RunOptions& options) {
+  if (options.quiet) return log::Level::Error;
+  if (options.verbose > 1) return log::Level::Debug;
+  if (options.verbose == 1) return log::Level::Info;
+  return log::level_from_env(log::Level::Warn);
 }
 
 }  // namespace cohort

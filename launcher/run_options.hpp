@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "common/log.hpp"
 #include "rendezvous/daemon.hpp"
 
 namespace cohort {
@@ -44,6 +45,7 @@ struct RunOptions {
   std::string worker_store = "daemon";
   std::string store_ports;
   bool raw_output = false;
+  bool stop_on_stdin_eof = false;  ///< set by cohort launch on every host
   int verbose = 0;
   bool quiet = false;
   std::vector<std::string> command;  ///< the training script (or module/binary) and its args
@@ -70,6 +72,9 @@ struct ValidatedRun {
 };
 
 ValidatedRun validate_run_options(const RunOptions& options);
+
+/// cohort's own log level: -q, -v, -vv, else LOGLEVEL, else warnings.
+log::Level log_level_for(const RunOptions& options);
 
 /// Inside a Slurm step, fills what the command line (or PET_*) left unset from SLURM_*: node
 /// count, run id, rendezvous endpoint (c10d), node-rank hint, worker count, and SIGUSR1/SIGUSR2

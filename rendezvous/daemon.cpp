@@ -327,6 +327,12 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
   session->close_after(proto::Error{reason, lost}, reason);
 }
 
+void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
+  for (auto& [id, run] : runs_) apply(run, run.state->cancel(exit_status, reason));
+  reap_runs();
+  schedule();
+}
+
 void RendezvousDaemon::reap_runs() {
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty()) {

@@ -39,6 +39,8 @@ class RendezvousDaemon {
   void stop();
   /// True once every run it ever had has ended and no agent is connected (for embedding).
   bool idle() const { return runs_.empty() && sessions_.empty(); }
+  /// Stops every run it has: each node hears Stop with `exit_status` (cohort launch's Ctrl-C).
+  void cancel_runs(int exit_status, const std::string& reason);
   /// Called whenever a run ends (completed or failed) and is forgotten.
   std::function<void()> on_run_ended;
   /// The daemon's state as JSON (what `cohort status` prints).

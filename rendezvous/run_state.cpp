@@ -145,6 +145,12 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
                          now);
 }
 
+Actions RunState::cancel(int exit_status, const std::string& reason) {
+  if (phase_ == Phase::Completed || phase_ == Phase::Failed) return {};
+  phase_ = Phase::Failed;
+  return {StopRun{all_ids(), exit_status, reason, ""}};
+}
+
 Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoint now) {
   (void)now;
   auto found = nodes_.find(node_id);

@@ -42,6 +42,9 @@ class RunState {
   Actions node_lost(const std::string& node_id, const std::string& reason, TimePoint now);
   Actions worker_failed(const std::string& node_id, const FailureReport& report, TimePoint now);
   Actions node_succeeded(const std::string& node_id, int round, TimePoint now);
+  /// Stopped from outside (cohort launch's Ctrl-C, a host it lost): every node hears Stop with
+  /// this exit status. Nothing for a run that has already ended.
+  Actions cancel(int exit_status, const std::string& reason);
   /// Deadlines: heartbeat timeouts, last call, join timeout, scale-up, restart backoff.
   Actions tick(TimePoint now);
   std::optional<TimePoint> next_deadline() const;

@@ -330,3 +330,25 @@ TEST_CASE("a join reports progress to the joiner; waiting_status covers everyone
   REQUIRE(everyone);
   CHECK(everyone->node_ids == std::vector<std::string>{"a", "b"});
 }
+
+TEST_CASE("a cancelled run stops every node, forming or running, once", "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("c");
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+  f.join("d");  // a spare, waiting for the next round
+  std::optional<StopRun> stop = find<StopRun>(f.run.cancel(130, "stopped by SIGINT"));
+  REQUIRE(stop);
+  CHECK(stop->exit_status == 130);
+  CHECK(stop->reason == "stopped by SIGINT");
+  CHECK(stop->node_ids.size() == 4);
+  CHECK(f.run.phase() == RunState::Phase::Failed);
+  CHECK(f.run.cancel(4, "again").empty());
+  CHECK(find<StopRun>(f.run.worker_failed("a", failure(0), f.now)) == std::nullopt);
+
+  Fixture forming(3, 3);
+  forming.join("a");
+  REQUIRE(find<StopRun>(forming.run.cancel(4, "host lost")));
+  CHECK(forming.run.phase() == RunState::Phase::Failed);
+}

@@ -1,0 +1,41 @@
+// The hosts of `cohort launch` and their slots: MPI/DeepSpeed hostfiles ("node1 slots=4",
+// comments, blank lines), `-H node1:4,node2` lists, and DeepSpeed's --include/--exclude filters
+// ("node1:0,2@node2"). A host's slots become its worker count; a host whose slots were filtered
+// also gets the CUDA_VISIBLE_DEVICES of the slots it kept. Pure; any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct HostSlots {
+  std::string name;
+  int slots = 1;  ///< slots the hostfile or -H gave (1 when none)
+  bool slots_given = false;
+  std::vector<int> kept;  ///< after --include/--exclude: the slots left, in order; empty: all
+  /// The worker count on this host: the kept slots, or all of them.
+  int workers() const { return kept.empty() ? slots : static_cast<int>(kept.size()); }
+};
+
+struct HostSelection {
+  std::vector<HostSlots> hosts;
+  std::vector<std::string> problems;  ///< each names its flag or "FILE:LINE"
+};
+
+/// A hostfile's text; `origin` names it in problems ("hosts.txt:3: ..."). Duplicate hosts,
+/// unknown fields and bad slot counts are problems. "max_slots=" is accepted and ignored.
+HostSelection parse_hostfile(const std::string& text, const std::string& origin);
+
+/// "-H node1:4,node2" (slots 1 when not given).
+HostSelection parse_host_list(const std::string& text);
+
+/// Applies --include (keep only these hosts/slots) or --exclude (drop these hosts/slots), in
+/// DeepSpeed's form "host[:slot,slot]@host2". Unknown hosts, slots out of range and a host left
+/// without slots are problems. Giving both flags is a problem.
+void filter_hosts(HostSelection& selection, const std::string& include, const std::string& exclude);
+
+/// "0,2,3": the CUDA_VISIBLE_DEVICES of a filtered host; empty when it kept all its slots.
+std::string visible_devices(const HostSlots& host);
+
+}  // namespace cohort

@@ -1,0 +1,271 @@
+// `cohort launch` against real OpenSSH servers on 127.0.0.2, 127.0.0.3, ...: a Gloo job across
+// three hosts, the environment each host gets, --include/--exclude, hostfile errors, Ctrl-C,
+// a host killed mid-run, an unreachable host, and the root cause's exit code.
+#include <csignal>
+#include <filesystem>
+
+#include "tests/integration/ssh_support.hpp"
+
+namespace cohort::test {
+namespace {
+
+const std::string kAllreduce =
+    std::string(COHORT_TEST_SOURCE_DIR) + "/tests/integration/elastic_allreduce.py";
+
+// The environment of the launching shell: torch's Python, Gloo on loopback.
+std::map<std::string, std::string> launch_env() {
+  return {{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}};
+}
+
+// `cohort launch` with the servers' ssh flags and the scratch's marker and TMPDIR forwarded, so
+// that the leftover check sees every remote process too.
+std::vector<std::string> launch_argv(const SshHosts& hosts, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{kCohortBin, "launch", "-x", "COHORT_TEST_MARKER", "-x", "TMPDIR"};
+  for (const auto& flag : hosts.flags()) argv.push_back(flag);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+RunResult launch(const Scratch& scratch, const SshHosts& hosts,
+                 const std::vector<std::string>& args,
+                 std::map<std::string, std::string> env = launch_env(),
+                 std::chrono::milliseconds timeout = 120s) {
+  return scratch.run_argv(launch_argv(hosts, args), scratch.options(env), timeout);
+}
+
+std::string host_list(const SshHosts& hosts, int slots) {
+  std::string list;
+  for (const auto& address : hosts.addresses())
+    list += (list.empty() ? "" : ",") + address + ":" + std::to_string(slots);
+  return list;
+}
+
+std::vector<std::string> dump_env_worker() {
+  return {"--no-python", kTestWorkerBin, "--dump-env", "env_{RANK}.json"};
+}
+
+std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+// The remote `cohort run` of host `address` (its agent), found by its command line.
+std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& address) {
+  for (pid_t pid : scratch.leftovers()) {
+    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
+        contains(cmdline, "--local-addr " + address + " "))
+      return pid;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("launch: a Gloo job across three hosts, ranks in host order, host:rank prefixes",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  REQUIRE(python_has_torch());
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  RunResult result =
+      launch(scratch, hosts, {"-H", host_list(hosts, 2), kAllreduce, "10", scratch.path()});
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  CHECK(contains(result.out, "[127.0.0.2:0]:done round=0 world=6"));
+  for (int rank = 0; rank < 6; ++rank)
+    CHECK(file_exists(scratch.file("started_0_" + std::to_string(rank))));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: environment forwarding, working directory, slots and node ranks",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  std::ofstream(scratch.file(".cohort_env")) << "# job settings\nFROM_ENV_FILE=file value\n"
+                                             << "OVERRIDDEN=from file\n";
+  auto env = launch_env();
+  env["NCCL_DEBUG"] = "INFO";
+  env["EXPORTED"] = "local value";
+  env["NOT_FORWARDED"] = "x";
+  env["CUDA_VISIBLE_DEVICES"] = "5";
+  RunResult result = launch(scratch, hosts,
+                            with({"-H", hosts.address(0) + ":2," + hosts.address(1) + ":1", "-x",
+                                  "EXPORTED", "-x", "OVERRIDDEN=from -x", "-x", "SET_HERE=a b 'c'"},
+                                 dump_env_worker()),
+                            env);
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  for (int rank = 0; rank < 3; ++rank) {
+    EnvDump dump = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+    INFO("rank " << rank);
+    CHECK(env_value(dump, "WORLD_SIZE") == "3");
+    CHECK(env_value(dump, "GROUP_RANK") == (rank < 2 ? "0" : "1"));
+    CHECK(env_value(dump, "LOCAL_WORLD_SIZE") == (rank < 2 ? "2" : "1"));
+    CHECK(env_value(dump, "NCCL_DEBUG") == "INFO");
+    CHECK(env_value(dump, "GLOO_SOCKET_IFNAME") == "lo");
+    CHECK(env_value(dump, "EXPORTED") == "local value");
+    CHECK(env_value(dump, "OVERRIDDEN") == "from -x");
+    CHECK(env_value(dump, "SET_HERE") == "a b 'c'");
+    CHECK(env_value(dump, "FROM_ENV_FILE") == "file value");
+    CHECK(env_value(dump, "NOT_FORWARDED") == "<unset>");
+    CHECK(env_value(dump, "CUDA_VISIBLE_DEVICES") == "<unset>");
+    CHECK(env_value(dump, "PWD") == scratch.path());
+  }
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: --include and --exclude pick hosts and slots (CUDA_VISIBLE_DEVICES)",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  std::ofstream(scratch.file("hostfile")) << hosts.address(0) << " slots=2\n"
+                                          << hosts.address(1) << " slots=2\n"
+                                          << hosts.address(2) << " slots=2\n";
+  SECTION("include") {
+    RunResult result = launch(
+        scratch, hosts,
+        with({"--hostfile", "hostfile", "--include", hosts.address(0) + ":1@" + hosts.address(2)},
+             dump_env_worker()));
+    INFO(result.out << result.err);
+    REQUIRE(result.status == ExitStatus::exited(0));
+    EnvDump first = load_env(scratch.file("env_0.json"));
+    CHECK(env_value(first, "WORLD_SIZE") == "3");
+    CHECK(env_value(first, "LOCAL_WORLD_SIZE") == "1");
+    CHECK(env_value(first, "CUDA_VISIBLE_DEVICES") == "1");
+    EnvDump last = load_env(scratch.file("env_2.json"));
+    CHECK(env_value(last, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(env_value(last, "CUDA_VISIBLE_DEVICES") == "<unset>");
+    CHECK_FALSE(contains(result.out + result.err, "[" + hosts.address(1)));
+  }
+  SECTION("exclude") {
+    RunResult result = launch(scratch, hosts,
+                              with({"--hostfile", "hostfile", "--exclude",
+                                    hosts.address(0) + "@" + hosts.address(1) + ":0"},
+                                   dump_env_worker()));
+    INFO(result.out << result.err);
+    REQUIRE(result.status == ExitStatus::exited(0));
+    EnvDump first = load_env(scratch.file("env_0.json"));
+    CHECK(env_value(first, "WORLD_SIZE") == "3");
+    CHECK(env_value(first, "CUDA_VISIBLE_DEVICES") == "1");
+    CHECK_FALSE(file_exists(scratch.file("env_3.json")));
+  }
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: a hostfile with errors names each line, and nothing starts",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  std::ofstream(scratch.file("hostfile")) << "# cluster\n"
+                                          << hosts.address(0) << " slots=2\n"
+                                          << hosts.address(1) << " slots=two\n"
+                                          << hosts.address(0) << " slots=1\n"
+                                          << "-oProxyCommand=x slots=1\n";
+  RunResult result = launch(scratch, hosts, with({"--hostfile", "hostfile"}, dump_env_worker()));
+  INFO(result.out << result.err);
+  CHECK(result.status == ExitStatus::exited(2));
+  CHECK(contains(result.err, "hostfile:3: slots must be 1-4096, got 'two'"));
+  CHECK(contains(result.err, "hostfile:4: host '127.0.0.2' is already listed on line 2"));
+  CHECK(contains(result.err, "hostfile:5: '-oProxyCommand=x' is not a host name"));
+  CHECK(entries_starting_with(scratch.path(), "env_").empty());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: an unreachable host, or one without cohort, is reported before anything starts",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  SECTION("no sshd on 127.0.0.9") {
+    RunResult result = launch(
+        scratch, hosts,
+        with({"-H", hosts.address(0) + ",127.0.0.9," + hosts.address(1)}, dump_env_worker()));
+    INFO(result.out << result.err);
+    CHECK(result.status == ExitStatus::exited(4));
+    CHECK(contains(result.err,
+                   "cohort launch: 127.0.0.9: unreachable (ssh: connect to host "
+                   "127.0.0.9 port"));
+    CHECK(contains(result.err, "nothing was started"));
+  }
+  SECTION("no cohort at --remote-cohort") {
+    RunResult result =
+        launch(scratch, hosts,
+               with({"-H", hosts.address(0), "--remote-cohort", "/nonexistent/cohort"},
+                    dump_env_worker()));
+    INFO(result.out << result.err);
+    CHECK(result.status == ExitStatus::exited(4));
+    CHECK(contains(result.err, "127.0.0.2: no cohort at '/nonexistent/cohort'"));
+  }
+  CHECK(entries_starting_with(scratch.path(), "env_").empty());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: a worker failure ends every host with the root cause's exit code",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  RunResult result = launch(scratch, hosts,
+                            {"-H", host_list(hosts, 2), "--no-python", kTestWorkerBin,
+                             "--only-rank", "3", "--exit-code", "7", "--sleep-ms", "200"});
+  INFO(result.out << result.err);
+  CHECK(result.status == ExitStatus::exited(7));
+  std::string summary_start = "[" + hosts.address(1) + "]: " + std::string(60, '=');
+  CHECK(contains(result.err, summary_start));
+  CHECK(contains(result.err, "rank      : 3 (local_rank: 1)"));
+  CHECK_FALSE(contains(result.err, "[" + hosts.address(0) + "]: " + std::string(60, '=')));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  ChildProcess launcher(
+      launch_argv(hosts, {"-H", host_list(hosts, 2), "--no-python", kTestWorkerBin, "--dump-env",
+                          "env_{RANK}.json", "--record-signals", "signals_{RANK}",
+                          "--exit-on-signal", "0", "--hang"}),
+      scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(
+      wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 6; }, 60s));
+  launcher.signal(SIGINT);
+  auto status = launcher.wait(30s);
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(128 + SIGINT));
+  for (int rank = 0; rank < 6; ++rank)
+    CHECK(read_file(scratch.file("signals_" + std::to_string(rank))) == "15\n");
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: a host killed mid-run with --nnodes 2:3; the other two finish the job",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  REQUIRE(python_has_torch());
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  ChildProcess launcher(
+      launch_argv(hosts, {"-H", host_list(hosts, 2), "--nnodes", "2:3", "--max-restarts", "2",
+                          kAllreduce, "60", scratch.path()}),
+      scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("started_0_5")); }, 60s));
+  auto agent = remote_agent(scratch, hosts.address(2));
+  REQUIRE(agent);
+  ::kill(*agent, SIGKILL);  // the host dies: its agent, then (its keeper) its workers
+  hosts.stop(2);
+  auto status = launcher.wait(90s);
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(0));
+  CHECK(contains(launcher.out(), "done round=1 world=4"));
+  CHECK(contains(launcher.err(), hosts.address(2) + ": lost"));
+  CHECK(scratch.nothing_left());
+}
+
+}  // namespace cohort::test
