@@ -45,12 +45,13 @@ int Agent::run() {
   if (!keeper_.start()) log::warn("cannot start the process-group keeper: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && agent_env_.count("OMP_NUM_THREADS") == 0) {
-    log::warn(
-        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; "
-        "set it yourself to tune performance");
+    std::string warning =
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
+        "yourself to tune performance";
+    config_.under_launch ? log::info(warning) : log::warn(warning);  // the launcher says it once
   }
   arm_signals();
-  if (config_.stop_on_stdin_eof) watch_stdin();
+  if (config_.under_launch) watch_stdin();
   connect();
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -67,7 +68,7 @@ void Agent::arm_signals() {
 void Agent::watch_stdin() {
   if (!stdin_) {
     int fd = ::dup(STDIN_FILENO);
-    if (fd < 0) return log::warn("--stop-on-stdin-eof: no stdin to watch");
+    if (fd < 0) return log::warn("--under-launch: no stdin to watch");
     stdin_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
   }
   auto buffer = std::make_shared<std::array<char, 256>>();
@@ -144,7 +145,8 @@ void Agent::on_waiting(const proto::Waiting& waiting) {
   bool last_call = waiting.last_call_in_ms && waiting.joined < waiting.max_nodes;
   if (!short_of_nodes && !last_call) return;
   auto now = std::chrono::steady_clock::now();
-  if (now - last_progress_ < std::chrono::seconds(1) || !log::enabled(log::Level::Warn)) return;
+  log::Level level = config_.under_launch ? log::Level::Info : log::Level::Warn;
+  if (now - last_progress_ < std::chrono::seconds(1) || !log::enabled(level)) return;
   last_progress_ = now;
   std::string line =
       cat("cohort: waiting for nodes: ", waiting.joined, "/",
@@ -189,9 +191,9 @@ void Agent::on_stop(const proto::Stop& stop) {
     // Under cohort launch every host's lines reach one console: only the host whose failure
     // is the root cause prints the summary there.
     bool own = stop.summary == sent_summary_;
-    if (!stop.summary.empty() && (own || !config_.stop_on_stdin_eof))
+    if (!stop.summary.empty() && (own || !config_.under_launch))
       write_all(STDERR_FILENO, stop.summary);
-    else if (stop.summary.empty() && !config_.stop_on_stdin_eof)
+    else if (stop.summary.empty() && !config_.under_launch)
       log::error("the run failed: ", stop.reason);
     else
       log::info("the run failed: ", stop.reason);

@@ -50,8 +50,10 @@ struct AgentConfig {
   /// Runs before cohort exits, with a continuation (an embedded daemon lets the other nodes
   /// hear the end of the run first). Empty: exit at once.
   std::function<void(std::function<void()>)> before_exit;
-  /// cohort launch: stdin is the ssh connection; its end (EOF) stops the workers like SIGHUP.
-  bool stop_on_stdin_eof = false;
+  /// Started by cohort launch: stdin is the ssh connection, and its end (EOF) stops the workers
+  /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
+  /// host's failure) is left to the launcher's console at info level.
+  bool under_launch = false;
 };
 
 class Agent {
@@ -94,7 +96,7 @@ class Agent {
   GroupKeeper keeper_;
   LogLayout logs_;
   boost::asio::signal_set signals_;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< stop_on_stdin_eof
+  std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< under cohort launch
   boost::asio::steady_timer reconnect_timer_;
   std::unique_ptr<RendezvousClient> client_;
   std::unique_ptr<WorkerGroup> group_;

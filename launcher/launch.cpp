@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "agent/process_spawner.hpp"
@@ -65,18 +66,20 @@ int Launch::run() {
     std::cerr << "cohort launch: no '" << plan_.ssh.program << "' in PATH\n";
     return kExitNotFound;
   }
+  if (!user_controls_sharing(plan_.ssh.options)) share_connections();
   arm_signals();
   precheck();
   io_.run();
+  if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_);
   return exit_code_.value_or(kExitInternal);
 }
 
 bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
-                   const PumpTarget& err) {
+                   const PumpTarget& err, SshRole role) {
   Pipe in = make_pipe(), stdout_pipe = make_pipe(), stderr_pipe = make_pipe();
   SpawnRequest request;
   request.executable = ssh_path_;
-  std::vector<std::string> argv = ssh_argv(plan_.ssh, remote.name, remote_line);
+  std::vector<std::string> argv = ssh_argv(plan_.ssh, remote.name, remote_line, role);
   request.args.assign(argv.begin() + 1, argv.end());
   request.env = own_environment();
   request.stdin_fd = in.read;
@@ -122,7 +125,8 @@ void Launch::precheck() {
     remote->index = i;
     remote->name = plan_.hosts[i].name;
     remote->on_end = [this](Remote& checked) { on_checked(checked); };
-    if (!spawn(*remote, line, PumpTarget{}, PumpTarget{})) return finish(kExitInternal);
+    if (!spawn(*remote, line, PumpTarget{}, PumpTarget{}, SshRole::Master))
+      return finish(kExitInternal);
     checks_.push_back(std::move(remote));
   }
   timer_.expires_after(std::chrono::seconds(plan_.ssh.connect_timeout_seconds + 10));
@@ -182,6 +186,7 @@ void Launch::start_hosts() {
   }
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
             " hosts");
+  warn_about_threads();
   hosts_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
     auto remote = std::make_unique<Remote>();
@@ -195,11 +200,23 @@ void Launch::start_hosts() {
     log::debug(remote->name, ": ", line);
     Remote& started = *remote;
     hosts_.push_back(std::move(remote));
-    if (!spawn(started, line, out, err)) {
+    if (!spawn(started, line, out, err, SshRole::Client)) {
       started.pending = 0;
       exit_codes_.push_back(kSshFailed);
       if (--hosts_left_ == 0) return finish(launch_exit_code(exit_codes_));
     }
+  }
+}
+
+// The agents' OMP_NUM_THREADS warning, once for all hosts.
+void Launch::warn_about_threads() const {
+  if (plan_.env.count("OMP_NUM_THREADS")) return;
+  bool several = !plan_.nproc_per_node.empty() && plan_.nproc_per_node != "1";
+  for (const HostSlots& host : plan_.hosts) several = several || host.workers() > 1;
+  if (several) {
+    log::warn(
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set "
+        "it yourself (-x OMP_NUM_THREADS=N) to tune performance");
   }
 }
 
@@ -285,13 +302,53 @@ void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
   }
 }
 
+void Launch::share_connections() {
+  char pattern[] = "/tmp/cohort-ssh-XXXXXX";  // short: a socket path has at most 107 bytes
+  if (::mkdtemp(pattern) == nullptr) return log::info("no ssh connection sharing: ", pattern);
+  control_dir_ = pattern;
+  plan_.ssh.control_path = control_dir_ + "/%C";
+}
+
+// The shared connections end with the launch (`ssh -O exit`, at most 3 s).
+void Launch::close_shared_connections(std::function<void()> done) {
+  if (control_dir_.empty() || checks_.empty()) return done();
+  auto left = std::make_shared<size_t>(0);
+  auto finish_once = std::make_shared<std::function<void()>>(std::move(done));
+  auto one_done = [left, finish_once, this] {
+    if (*left > 0 && --*left > 0) return;
+    timer_.cancel();
+    if (auto call = std::move(*finish_once)) call();
+  };
+  for (const auto& check : checks_) {
+    SpawnRequest request;
+    std::vector<std::string> argv = ssh_close_master_argv(plan_.ssh, check->name);
+    request.executable = ssh_path_;
+    request.args.assign(argv.begin() + 1, argv.end());
+    request.env = own_environment();
+    request.stdout_fd = request.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    std::error_code error;
+    pid_t pid = spawn_process(io_.get_executor(), request, error);
+    ::close(request.stdout_fd);
+    if (pid < 0) continue;
+    ++*left;
+    reaper_.watch(pid, [one_done](ExitStatus) { one_done(); });
+  }
+  if (*left == 0) return one_done();
+  timer_.expires_after(std::chrono::seconds(3));
+  timer_.async_wait([one_done, left](const boost::system::error_code& error) {
+    if (error) return;
+    *left = 0;
+    one_done();
+  });
+}
+
 void Launch::finish(int exit_code) {
   if (exit_code_) return;
   exit_code_ = exit_code;
   timer_.cancel();
   signals_.cancel();
   if (daemon_) daemon_->stop();
-  io_.stop();
+  close_shared_connections([this] { io_.stop(); });
 }
 
 }  // namespace cohort

@@ -47,11 +47,14 @@ class Launch {
   };
 
   bool spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
-             const PumpTarget& err);
+             const PumpTarget& err, SshRole role);
+  void share_connections();
+  void close_shared_connections(std::function<void()> done);
   void one_part_ended(Remote& remote);
   void precheck();
   void on_checked(Remote& remote);
   void start_hosts();
+  void warn_about_threads() const;
   void on_host_ended(Remote& remote);
   void on_signal(int signal);
   void arm_signals();
@@ -64,6 +67,7 @@ class Launch {
   boost::asio::io_context& io_;
   LaunchPlan plan_;
   std::string ssh_path_;
+  std::string control_dir_;  ///< sockets of the shared ssh connections; empty: none
   ChildReaper reaper_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer timer_;

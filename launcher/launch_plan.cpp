@@ -17,10 +17,9 @@ namespace {
 // Run flags the launch sets itself on every host (or, for --store-ports, uses for its own
 // daemon), so they are not forwarded as given.
 const std::set<std::string> kPlannedRunFlags = {
-    "--nnodes",      "--nproc-per-node", "--rdzv-backend",      "--rdzv-endpoint",
-    "--rdzv-id",     "--local-addr",     "--node-rank",         "--node-rank-hint",
-    "--store-ports", "--standalone",     "--stop-on-stdin-eof", "--master-addr",
-    "--master-port"};
+    "--nnodes",       "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
+    "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
+    "--under-launch", "--master-addr",    "--master-port"};
 
 const std::set<std::string> kLaunchFlags = {"--hosts",         "--hostfile",   "--include",
                                             "--exclude",       "-x",           "--env-file",
@@ -110,7 +109,7 @@ std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
 
 void reject_single_node_flags(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
   for (const char* flag : {"--standalone", "--master-addr", "--master-port", "--node-rank",
-                           "--local-addr", "--node-rank-hint", "--stop-on-stdin-eof"}) {
+                           "--local-addr", "--node-rank-hint", "--under-launch"}) {
     if (given(app, flag))
       plan.problems.push_back(cat(flag, ": cohort launch sets this for every host itself"));
   }
@@ -187,7 +186,6 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options, LaunchPl
   plan.daemon.port = 0;
 }
 
-
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
@@ -252,7 +250,7 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
       plan.nproc_per_node.empty() ? std::to_string(host.workers()) : plan.nproc_per_node;
   command.argv = {plan.remote_cohort,
                   "run",
-                  "--stop-on-stdin-eof",
+                  "--under-launch",
                   "--nnodes",
                   plan.nnodes,
                   "--nproc-per-node",

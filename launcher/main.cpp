@@ -25,7 +25,6 @@ namespace {
 
 using namespace cohort;
 
-
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
 // but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,

@@ -353,8 +353,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
               "29500-29599 (default: any free port)");
   app.add_flag("--node-rank-hint", o.node_rank_hint,
                "With c10d, take --node-rank as this node's preferred rank (cohort launch sets it)");
-  app.add_flag("--stop-on-stdin-eof", o.stop_on_stdin_eof,
-               "Stop the workers when stdin closes (cohort launch: the ssh connection is gone)");
+  app.add_flag("--under-launch", o.under_launch,
+               "Set by cohort launch on every host: stop when stdin (the ssh connection) closes, "
+               "and leave what every host would repeat to the launcher");
   app.add_flag("--raw-output", o.raw_output,
                "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
   app.add_flag("-v,--verbose", o.verbose, "More of cohort's own messages (-vv: debug)");
@@ -392,7 +393,7 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   parse_outputs(options, config, problems);
   parse_signals(options, config, problems);
   config.host_name = host_name();
-  config.stop_on_stdin_eof = options.stop_on_stdin_eof;
+  config.under_launch = options.under_launch;
   plan_rendezvous(options, min_nodes, max_nodes, result, problems);
   if (!options.command.empty()) build_command(options, config, problems);
   result.problems = std::move(problems.list);

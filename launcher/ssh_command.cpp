@@ -5,14 +5,10 @@
 
 namespace cohort {
 
-std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& host,
-                                  const std::string& remote_line) {
-  std::vector<std::string> argv = {
-      ssh.program, "-T",
-      "-o",        "BatchMode=yes",
-      "-o",        "ConnectTimeout=" + std::to_string(ssh.connect_timeout_seconds),
-      "-o",        "ServerAliveInterval=5",
-      "-o",        "ServerAliveCountMax=3"};
+namespace {
+
+// The options every ssh of a launch shares: port, the user's -o options, the control path.
+void add_common_options(const SshSettings& ssh, std::vector<std::string>& argv) {
   if (ssh.port > 0) {
     argv.push_back("-p");
     argv.push_back(std::to_string(ssh.port));
@@ -21,9 +17,50 @@ std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& hos
     argv.push_back("-o");
     argv.push_back(option);
   }
+  if (!ssh.control_path.empty()) {
+    argv.push_back("-o");
+    argv.push_back("ControlPath=" + ssh.control_path);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& host,
+                                  const std::string& remote_line, SshRole role) {
+  std::vector<std::string> argv = {
+      ssh.program, "-T",
+      "-o",        "BatchMode=yes",
+      "-o",        "ConnectTimeout=" + std::to_string(ssh.connect_timeout_seconds),
+      "-o",        "ServerAliveInterval=5",
+      "-o",        "ServerAliveCountMax=3"};
+  if (!ssh.control_path.empty()) {
+    argv.push_back("-o");
+    argv.push_back(role == SshRole::Master ? "ControlMaster=auto" : "ControlMaster=no");
+    if (role == SshRole::Master) {
+      argv.push_back("-o");
+      argv.push_back("ControlPersist=30");  // ends 30 s after its last session, should we die
+    }
+  }
+  add_common_options(ssh, argv);
   argv.push_back(host);
   argv.push_back(remote_line);
   return argv;
+}
+
+std::vector<std::string> ssh_close_master_argv(const SshSettings& ssh, const std::string& host) {
+  std::vector<std::string> argv = {ssh.program, "-O", "exit"};
+  add_common_options(ssh, argv);
+  argv.push_back(host);
+  return argv;
+}
+
+bool user_controls_sharing(const std::vector<std::string>& options) {
+  for (const std::string& option : options) {
+    std::string key = option.substr(0, option.find_first_of("= "));
+    for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (key == "controlmaster" || key == "controlpath" || key == "controlpersist") return true;
+  }
+  return false;
 }
 
 std::string shell_quote(std::string_view text) {

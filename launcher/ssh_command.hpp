@@ -16,11 +16,25 @@ struct SshSettings {
   int port = 0;                      ///< 0: ssh's own default (or its config)
   int connect_timeout_seconds = 10;  ///< ConnectTimeout
   std::vector<std::string> options;  ///< each passed as -o OPTION
+  /// Connection sharing: the pre-check's connection becomes a master (ControlPersist) that the
+  /// run's ssh reuses, so each host pays for one handshake. Empty: no sharing.
+  std::string control_path;
+};
+
+enum class SshRole {
+  Master,  ///< opens the shared connection (pre-check)
+  Client,  ///< uses it when it is there, else connects itself (the run)
 };
 
 /// ssh's argv (argv[0] = program) to run `remote_line` on `host`, stdin kept as a pipe (-T).
 std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& host,
-                                  const std::string& remote_line);
+                                  const std::string& remote_line, SshRole role = SshRole::Client);
+
+/// ssh's argv that tells the shared connection to `host` to close (-O exit).
+std::vector<std::string> ssh_close_master_argv(const SshSettings& ssh, const std::string& host);
+
+/// Whether the user's --ssh-option already decides connection sharing (then cohort does not).
+bool user_controls_sharing(const std::vector<std::string>& options);
 
 /// 'text' with every ' written as '\'' (a word in any POSIX shell); bare when it is safe.
 std::string shell_quote(std::string_view text);

@@ -52,7 +52,7 @@ TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and 
   CHECK(second.working_dir == "/work dir");
   CHECK(second.argv == std::vector<std::string>{"/opt/cohort/bin/cohort",
                                                 "run",
-                                                "--stop-on-stdin-eof",
+                                                "--under-launch",
                                                 "--nnodes",
                                                 "2",
                                                 "--nproc-per-node",

@@ -27,6 +27,20 @@ TEST_CASE("ssh argv: batch mode, timeouts, port and -o options before the host",
                                  "true"});
   SshSettings plain;
   CHECK(ssh_argv(plain, "n", "x").size() == 12);
+  SshSettings shared;
+  shared.control_path = "/tmp/c/%C";
+  auto master = ssh_argv(shared, "n", "x", SshRole::Master);
+  CHECK(std::vector<std::string>(master.begin() + 10, master.end()) ==
+        std::vector<std::string>{"-o", "ControlMaster=auto", "-o", "ControlPersist=30", "-o",
+                                 "ControlPath=/tmp/c/%C", "n", "x"});
+  auto client = ssh_argv(shared, "n", "x");
+  CHECK(
+      std::vector<std::string>(client.begin() + 10, client.end()) ==
+      std::vector<std::string>{"-o", "ControlMaster=no", "-o", "ControlPath=/tmp/c/%C", "n", "x"});
+  CHECK(ssh_close_master_argv(shared, "n") ==
+        std::vector<std::string>{"ssh", "-O", "exit", "-o", "ControlPath=/tmp/c/%C", "n"});
+  CHECK(user_controls_sharing({"User=a", "controlmaster no"}));
+  CHECK_FALSE(user_controls_sharing({"User=a", "IdentityFile=/k"}));
 }
 
 TEST_CASE("remote line: cd, then exec env with every word quoted", "[unit][ssh_command]") {
