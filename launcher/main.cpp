@@ -69,8 +69,20 @@ void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
   });
 }
 
+// The script and its arguments. After "--" CLI11 hands them to the top-level app (which allows
+// extras for that reason), otherwise to the subcommand.
+std::vector<std::string> command_words(const CLI::App& top, const CLI::App& sub) {
+  std::vector<std::string> words = sub.remaining();
+  if (words.empty() && !top.remaining().empty()) {
+    words = top.remaining();
+    words.insert(words.begin(), "--");
+  }
+  return words;
+}
+
 int run_command(const CLI::App& app, RunOptions& options) {
-  if (std::string error = take_command(app.remaining(), options); !error.empty()) {
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options);
+      !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;
   }
@@ -114,7 +126,8 @@ LaunchContext launch_context() {
 }
 
 int launch_command(const CLI::App& app, LaunchOptions& options) {
-  if (std::string error = take_command(app.remaining(), options.run); !error.empty()) {
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options.run);
+      !error.empty()) {
     std::cerr << "cohort launch: " << error << "\n";
     return kExitUsage;
   }
@@ -134,6 +147,7 @@ int launch_command(const CLI::App& app, LaunchOptions& options) {
 int main(int argc, char** argv) {
   CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training"};
   app.require_subcommand(1);
+  app.allow_extras();  // "cohort run -- script args": after "--" the words land here
   app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION);
 
   RunOptions run_options;
@@ -165,6 +179,11 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return run_command(*run, run_options);
   if (launch->parsed()) return launch_command(*launch, launch_options);
+  if (!app.remaining().empty()) {
+    std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ")
+              << "\n";
+    return kExitUsage;
+  }
   if (rendezvous->parsed()) return run_daemon(daemon_command);
   if (status->parsed()) return run_status_command(endpoint, json, 5000);
   return kExitUsage;

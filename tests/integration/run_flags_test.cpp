@@ -82,3 +82,15 @@ TEST_CASE("cohort run --help lists the flags", "[integration][run][flags]") {
   CHECK(contains(result.out, "--nproc-per-node"));
   CHECK(contains(result.out, "--max-restarts"));
 }
+
+TEST_CASE("'--' ends cohort's flags, as with torchrun; a later '--' belongs to the script",
+          "[integration][run][flags]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--no-python", "--", "/bin/echo", "hi", "--", "--nnodes"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(result.out == "[default0]:hi -- --nnodes\n");
+  RunResult status = scratch.run_argv({kCohortBin, "status", "--", "junk"}, scratch.options());
+  CHECK(status.status.shell_code() == 2);
+  CHECK(contains(status.err, "unexpected arguments: junk"));
+}
