@@ -4,6 +4,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "tests/integration/multinode_support.hpp"
 #include "tests/integration/ssh_support.hpp"
 
 namespace cohort::test {
@@ -241,6 +242,42 @@ TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
   CHECK(*status == ExitStatus::exited(128 + SIGINT));
   for (int rank = 0; rank < 6; ++rank)
     CHECK(read_file(scratch.file("signals_" + std::to_string(rank))) == "15\n");
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: --rdzv-endpoint uses a running cohortd; Ctrl-C closes the ssh connections",
+          "[integration][launch]") {
+  REQUIRE(sshd_available());
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  SshHosts hosts(scratch, 2);
+  SECTION("a run") {
+    RunResult result =
+        launch(scratch, hosts,
+               with({"-H", host_list(hosts, 1), "--rdzv-endpoint", cluster.endpoint()},
+                    dump_env_worker()));
+    INFO(result.out << result.err);
+    REQUIRE(result.status == ExitStatus::exited(0));
+    EnvDump dump = load_env(scratch.file("env_1.json"));
+    CHECK(env_value(dump, "WORLD_SIZE") == "2");
+    CHECK(env_value(dump, "MASTER_ADDR") == "127.0.0.1");
+  }
+  SECTION("Ctrl-C without the daemon's help: each remote agent sees its ssh connection end") {
+    ChildProcess launcher(
+        launch_argv(hosts, with({"-H", host_list(hosts, 2), "--rdzv-endpoint", cluster.endpoint()},
+                                with(dump_env_worker(), {"--hang"}))),
+        scratch.options(launch_env()));
+    INFO(launcher.output());
+    REQUIRE(
+        wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 4; }, 60s));
+    launcher.signal(SIGINT);
+    auto status = launcher.wait(30s);
+    REQUIRE(status);
+    CHECK(*status == ExitStatus::exited(128 + SIGINT));
+    CHECK(contains(launcher.err(), "the connection to cohort launch is gone"));
+  }
+  CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
 }
 
