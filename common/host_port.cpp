@@ -46,6 +46,12 @@ std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string&
   return std::make_pair(static_cast<uint16_t>(*low), static_cast<uint16_t>(*high));
 }
 
+bool is_ip_address(const std::string& host) {
+  boost::system::error_code error;
+  boost::asio::ip::make_address(host, error);
+  return !error;
+}
+
 bool is_local_host(const std::string& host) {
   namespace ip = boost::asio::ip;
   if (host == "localhost") return true;

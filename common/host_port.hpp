@@ -20,6 +20,9 @@ std::optional<HostPort> parse_host_port(const std::string& text, uint16_t defaul
 /// "PORT" or "FIRST-LAST" within 1-65535 (e.g. --store-ports 29500-29599); nullopt otherwise.
 std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text);
 
+/// True for an IPv4 or IPv6 address literal ("10.0.0.1", "::1"), false for a name.
+bool is_ip_address(const std::string& host);
+
 /// True when `host` names an address of this machine (loopback, or one we can bind).
 bool is_local_host(const std::string& host);
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <random>
@@ -193,7 +194,12 @@ void plan_rendezvous(const RunOptions& options, int min_nodes, int max_nodes, Va
   bool local = conf.is_host.value_or(is_local_host(endpoint->host));
   if (!local) return;
   daemon.embed = conf.is_host ? DaemonPlan::Embed::Yes : DaemonPlan::Embed::IfFree;
-  daemon.options.address = endpoint->host == "localhost" ? "127.0.0.1" : endpoint->host;
+  // A name (node1, Slurm's first host) is served on every address: here it may resolve to
+  // 127.0.1.1 (Debian's /etc/hosts) while the other nodes reach this machine by its network
+  // address. An address literal is bound as given.
+  daemon.options.address = endpoint->host == "localhost"   ? "127.0.0.1"
+                           : is_ip_address(endpoint->host) ? endpoint->host
+                                                           : "0.0.0.0";
   daemon.options.port = endpoint->port;
 }
 
@@ -262,6 +268,11 @@ void parse_signals(const RunOptions& options, AgentConfig& config, Problems& pro
       continue;
     }
     if (!is_termination_signal(*signal)) config.extra_signals.push_back(*signal);
+  }
+  for (int signal : {SIGUSR1, SIGUSR2}) {
+    bool forwarded = std::find(config.extra_signals.begin(), config.extra_signals.end(), signal) !=
+                     config.extra_signals.end();
+    if (options.in_slurm_step && !forwarded) config.absorbed_signals.push_back(signal);
   }
   config.env.signals_to_handle = options.signals_to_handle;
 }
@@ -442,11 +453,8 @@ std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& o
     options.node_rank = static_cast<int>(parse_int(node_rank).value_or(0));
     options.node_rank_hint = true;  // c10d honours it too: Slurm's node order
   }
-  if (!given("--signals-to-handle")) {
-    options.signals_to_handle += ",SIGUSR1,SIGUSR2";
-    taken.push_back("--signals-to-handle " + options.signals_to_handle +
-                    " (Slurm's --signal warnings reach the workers)");
-  }
+  options.in_slurm_step = true;
+  taken.push_back("SIGUSR1/SIGUSR2 not forwarded: Slurm signals every process of the step itself");
   return taken;
 }
 

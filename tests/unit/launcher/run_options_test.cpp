@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdlib>
 
 #include "launcher/gpu_count.hpp"
@@ -161,7 +164,33 @@ TEST_CASE("inside a Slurm step, SLURM_* fills what the flags left unset",
   CHECK(options.rdzv_endpoint == "node1:29477");
   CHECK(options.rdzv_backend == "c10d");
   CHECK(options.node_rank == 1);
-  CHECK(options.signals_to_handle.find("SIGUSR1") != std::string::npos);
+  CHECK(options.in_slurm_step);
   REQUIRE_FALSE(taken.empty());
   CHECK(taken[0] == "--nproc-per-node 4 from SLURM_GPUS_ON_NODE=4");
+  // Slurm signals every process of the step: USR1/USR2 are caught, not forwarded a second time,
+  // unless --signals-to-handle asks for it.
+  options.command = {"t.py"};
+  ValidatedRun validated = validate_run_options(options);
+  CHECK(validated.config.absorbed_signals == std::vector<int>{SIGUSR1, SIGUSR2});
+  CHECK(validated.config.extra_signals.empty());
+  options.signals_to_handle = "SIGTERM,SIGUSR1";
+  validated = validate_run_options(options);
+  CHECK(validated.config.absorbed_signals == std::vector<int>{SIGUSR2});
+  CHECK(validated.config.extra_signals == std::vector<int>{SIGUSR1});
+}
+
+TEST_CASE("an endpoint on this machine: an address is bound as given, a name on every address",
+          "[unit][launcher]") {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  auto plan_for = [](const std::string& endpoint) {
+    return parse({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "x.py"})
+        .validated.daemon;
+  };
+  DaemonPlan by_name = plan_for(std::string(name) + ":29411");
+  CHECK(by_name.embed == DaemonPlan::Embed::IfFree);
+  CHECK(by_name.options.address == "0.0.0.0");
+  CHECK(plan_for("127.0.0.1:29411").options.address == "127.0.0.1");
+  CHECK(plan_for("localhost:29411").options.address == "127.0.0.1");
+  CHECK(plan_for("192.0.2.77:29411").embed == DaemonPlan::Embed::No);  // not this machine
 }
