@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstring>
@@ -36,6 +37,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       reconnect_timer_(io) {
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
   for (int signal : config_.extra_signals) signals_.add(signal);
+  for (int signal : config_.absorbed_signals) signals_.add(signal);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
 }
 
@@ -306,6 +308,10 @@ void Agent::report_failure(std::vector<WorkerFailure> failures) {
 }
 
 void Agent::on_signal(int signal) {
+  if (std::find(config_.absorbed_signals.begin(), config_.absorbed_signals.end(), signal) !=
+      config_.absorbed_signals.end()) {
+    return log::info(signal_name(signal), ": Slurm delivers it to the workers itself");
+  }
   if (!is_termination_signal(signal)) {
     log::info("forwarding ", signal_name(signal), " to the workers");
     if (group_running_) group_->forward_signal(signal);

@@ -43,7 +43,10 @@ struct AgentConfig {
   WorkerEnvSettings env;
   std::chrono::milliseconds shutdown_timeout{30000};
   std::vector<int> extra_signals;  ///< forwarded without stopping (SIGUSR1, ...)
-  std::string log_dir;             ///< empty: temporary; "/dev/null": no files
+  /// Caught but not forwarded: inside a Slurm step, Slurm signals every process of the step
+  /// itself (SIGUSR1/SIGUSR2 of --signal), so forwarding would deliver them twice.
+  std::vector<int> absorbed_signals;
+  std::string log_dir;  ///< empty: temporary; "/dev/null": no files
   OutputConfig output;
   std::string host_name;
   RendezvousSettings rendezvous;

@@ -45,7 +45,9 @@ struct RunOptions {
   std::string worker_store = "daemon";
   std::string store_ports;
   bool raw_output = false;
-  bool under_launch = false;  ///< set by cohort launch on every host
+  bool under_launch = false;
+  bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed  ///<
+                               ///< set by cohort launch on every host
   int verbose = 0;
   bool quiet = false;
   std::vector<std::string> command;  ///< the training script (or module/binary) and its args

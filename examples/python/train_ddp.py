@@ -9,8 +9,9 @@ A small MLP learns a fixed random "teacher" network on a synthetic dataset that 
 builds from --seed (no downloads). Gloo on CPU, NCCL on CUDA. The global batch is fixed
 (--global-batch-size) and split evenly across ranks, so a step means the same thing at any world
 size: after a node loss the survivors resume from the latest checkpoint and train on the same
-batches. Rank 0 checkpoints atomically every --checkpoint-every steps; SIGTERM or SIGINT makes
-every rank stop at the same step boundary, rank 0 checkpoints, and all exit 0.
+batches. Rank 0 checkpoints atomically every --checkpoint-every steps; SIGTERM, SIGINT or SIGUSR1
+(Slurm's --signal warning, which cohort forwards) makes every rank stop at the same step
+boundary, rank 0 checkpoints, and all exit 0.
 Guide: docs/guide/python-ddp.md.
 """
 import argparse
@@ -80,11 +81,11 @@ def parse_args(argv=None):
 
 
 class StopRequest:
-    """Remembers SIGTERM/SIGINT; the training loop acts on it at the next step boundary."""
+    """Remembers SIGTERM/SIGINT/SIGUSR1; the training loop acts on it at the next step boundary."""
 
     def __init__(self):
         self.requested = False
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum, frame):
