@@ -23,12 +23,6 @@ bool valid_host_name(std::string_view name) {
   });
 }
 
-// "user@node1" -> "node1": what --include/--exclude name.
-std::string_view without_user(std::string_view name) {
-  size_t at = name.find('@');
-  return at == std::string_view::npos ? name : name.substr(at + 1);
-}
-
 std::optional<int> parse_slots(std::string_view text) {
   auto value = parse_int(text);
   if (!value || *value < 1 || *value > kMaxSlots) return std::nullopt;
@@ -37,8 +31,7 @@ std::optional<int> parse_slots(std::string_view text) {
 
 // Adds `host` unless it is already there; returns false on a duplicate.
 bool add_host(HostSelection& selection, std::map<std::string, size_t>& seen, HostSlots host) {
-  if (!seen.emplace(std::string(without_user(host.name)), selection.hosts.size()).second)
-    return false;
+  if (!seen.emplace(host.address(), selection.hosts.size()).second) return false;
   selection.hosts.push_back(std::move(host));
   return true;
 }
@@ -125,9 +118,8 @@ std::map<std::string, std::vector<int>> check_filters(const std::string& flag,
                                                       std::vector<std::string>& problems) {
   std::map<std::string, std::vector<int>> by_host;
   for (const HostFilter& filter : filters) {
-    auto host =
-        std::find_if(selection.hosts.begin(), selection.hosts.end(),
-                     [&](const HostSlots& h) { return without_user(h.name) == filter.host; });
+    auto host = std::find_if(selection.hosts.begin(), selection.hosts.end(),
+                             [&](const HostSlots& h) { return h.address() == filter.host; });
     if (host == selection.hosts.end()) {
       problems.push_back(cat(flag, ": '", filter.host, "' is not one of the hosts"));
       continue;
@@ -163,7 +155,7 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
     }
     HostSlots host{fields[0]};
     parse_fields(fields, host, where, selection.problems);
-    std::string key(without_user(host.name));
+    std::string key = host.address();
     if (!add_host(selection, seen, host)) {
       selection.problems.push_back(
           cat(where, ": host '", key, "' is already listed on line ", first_line[key]));
@@ -218,7 +210,7 @@ void filter_hosts(HostSelection& selection, const std::string& include,
 
   std::vector<HostSlots> kept_hosts;
   for (HostSlots& host : selection.hosts) {
-    auto filter = by_host.find(std::string(without_user(host.name)));
+    auto filter = by_host.find(host.address());
     bool named = filter != by_host.end();
     if (!include.empty() && !named) continue;                           // not included
     if (!exclude.empty() && named && filter->second.empty()) continue;  // excluded whole

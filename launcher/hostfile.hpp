@@ -16,6 +16,8 @@ struct HostSlots {
   std::vector<int> kept;  ///< after --include/--exclude: the slots left, in order; empty: all
   /// The worker count on this host: the kept slots, or all of them.
   int workers() const { return kept.empty() ? slots : static_cast<int>(kept.size()); }
+  /// The name without "user@": what --include/--exclude name and the host's lines carry.
+  std::string address() const { return name.substr(name.find('@') + 1); }
 };
 
 struct HostSelection {

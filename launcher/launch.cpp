@@ -46,9 +46,6 @@ std::string last_line(const std::shared_ptr<OutputPump>& pump) {
   return pump->tail().back();
 }
 
-// The name the other hosts' lines carry: "node1" for "user@node1".
-std::string address_of(const std::string& host) { return host.substr(host.find('@') + 1); }
-
 }  // namespace
 
 Launch::Launch(boost::asio::io_context& io, LaunchPlan plan)
@@ -193,7 +190,7 @@ void Launch::start_hosts() {
     remote->index = i;
     remote->name = plan_.hosts[i].name;
     remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
-    std::string address = address_of(remote->name);
+    std::string address = plan_.hosts[i].address();
     PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
     PumpTarget err{STDERR_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
     std::string line = remote_shell_line(remote_command(plan_, i, endpoint()));

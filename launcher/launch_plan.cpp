@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
 
@@ -36,15 +35,6 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-std::string random_launch_id() {
-  std::random_device device;
-  std::mt19937_64 engine(device());
-  const char* hex = "0123456789abcdef";
-  std::string id = "launch-";
-  for (int i = 0; i < 12; ++i) id += hex[engine() % 16];
-  return id;
 }
 
 HostSelection select_hosts(const LaunchOptions& options) {
@@ -154,7 +144,7 @@ void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
 
 bool all_local(const std::vector<HostSlots>& hosts) {
   for (const HostSlots& host : hosts) {
-    std::string name = host.name.substr(host.name.find('@') + 1);
+    std::string name = host.address();
     if (name != "localhost" && name.rfind("127.", 0) != 0 && name != "::1") return false;
   }
   return true;
@@ -162,7 +152,7 @@ bool all_local(const std::vector<HostSlots>& hosts) {
 
 void plan_rendezvous(const CLI::App& app, const LaunchOptions& options, LaunchPlan& plan) {
   const RunOptions& run = options.run;
-  plan.run_id = given(app, "--rdzv-id") ? run.rdzv_id : random_launch_id();
+  plan.run_id = given(app, "--rdzv-id") ? run.rdzv_id : "launch-" + random_run_id();
   if (!run.rdzv_endpoint.empty()) {
     auto endpoint = parse_host_port(run.rdzv_endpoint, 29400);
     if (!endpoint || endpoint->port == 0) {
@@ -238,7 +228,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
 
 RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint) {
   const HostSlots& host = plan.hosts[index];
-  std::string address = host.name.substr(host.name.find('@') + 1);
+  std::string address = host.address();
   RemoteCommand command;
   command.working_dir = plan.working_dir;
   EnvVars env = plan.env;

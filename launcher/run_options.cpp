@@ -47,18 +47,6 @@ CLI::Option* bool_flag(CLI::App& app, const std::string& dashed, bool& value,
   return app.add_flag(names, value, help)->envname(pet_name(dashed));
 }
 
-std::string random_run_id() {
-  std::random_device device;
-  std::mt19937_64 engine(device());
-  const char* hex = "0123456789abcdef";
-  std::string id;
-  for (int i = 0; i < 32; ++i) {
-    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
-    id += hex[engine() % 16];
-  }
-  return id;
-}
-
 struct Problems {
   std::vector<std::string> list;
   template <typename... Parts>
@@ -409,6 +397,18 @@ ValidatedRun validate_run_options(const RunOptions& options) {
   if (!options.command.empty()) build_command(options, config, problems);
   result.problems = std::move(problems.list);
   return result;
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  std::mt19937_64 engine(device());
+  const char* hex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+    id += hex[engine() % 16];
+  }
+  return id;
 }
 
 log::Level log_level_for(const RunOptions& options) {

@@ -75,6 +75,9 @@ struct ValidatedRun {
 
 ValidatedRun validate_run_options(const RunOptions& options);
 
+/// A uuid-like random run id (8-4-4-4-12 hex), as torchrun's --standalone makes.
+std::string random_run_id();
+
 /// cohort's own log level: -q, -v, -vv, else LOGLEVEL, else warnings.
 log::Level log_level_for(const RunOptions& options);
 
