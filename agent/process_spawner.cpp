@@ -9,6 +9,7 @@
 #include <boost/process/v2.hpp>
 #include <csignal>
 
+#include "common/fd_limit.hpp"
 #include "common/text.hpp"
 
 namespace cohort {
@@ -80,7 +81,8 @@ struct WorkerSetup {
     if (in < 0 || ::dup2(in, STDIN_FILENO) < 0) return last_error();
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return last_error();
     if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return last_error();
-    close_on_exec_from(STDERR_FILENO + 1);
+    close_on_exec_from(STDERR_FILENO + 1);  // up to the agent's limit, which may be raised
+    restore_inherited_fd_limit();
     return {};
   }
 

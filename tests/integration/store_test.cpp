@@ -1,6 +1,8 @@
 // The worker store with real PyTorch peers: Gloo jobs of 2 and 4 ranks under `cohort run` using
 // the store its rendezvous hosts (fresh for every round), and the real torchrun's own c10d
 // rendezvous running through `cohortd --tcpstore-port` as its external store.
+#include <sys/resource.h>
+
 #include <csignal>
 
 #include "tests/integration/multinode_support.hpp"
@@ -82,4 +84,28 @@ TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
   }
   daemon.signal(SIGTERM);
   CHECK(daemon.wait(10s) == cohort::ExitStatus::exited(143));
+}
+
+TEST_CASE("the hosted store holds more connections than the user's open-file limit",
+          "[integration][store]") {
+  // cohort raises its own soft limit for the store and gives its workers the user's back.
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  if (limit.rlim_max < 1024) {
+    WARN("skipped: the hard open-file limit is " << limit.rlim_max);
+    return;
+  }
+  Scratch scratch;
+  std::vector<std::string> argv{"/bin/sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh"};
+  for (const std::string& arg : Scratch::cohort_argv(
+           {"--standalone", "--nproc-per-node", "4", "--no-python", kPython,
+            std::string(kSourceDir) + "/tests/integration/store_many_connections.py", "128",
+            "100"})) {
+    argv.push_back(arg);
+  }
+  RunResult result = scratch.run_argv(argv, scratch.options(), 90s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "100 connections of 400 answered"));
+  CHECK(scratch.nothing_left());
 }
