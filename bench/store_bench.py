@@ -225,7 +225,7 @@ def main():
                                    "rss_after_kib": after}
         for repeat in range(args.repeats):
             order = SERVERS if repeat % 2 == 0 else tuple(reversed(SERVERS))
-            for clients in settings["clients"]:
+            for clients in client_counts:
                 for name in order:
                     sample = load_once(bench, servers, name, clients, args.seconds, args.mix)
                     raw["load"].setdefault(str(clients), {}).setdefault(name, []).append(sample)
