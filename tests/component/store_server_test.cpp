@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
@@ -548,4 +549,187 @@ TEST_CASE("store server: memory per idle connection", "[.][measure][store]") {
   WARN("heap per idle connection: " << per_connection << " bytes (" << kClients
                                     << " connections; client sockets hold no heap)");
   CHECK(per_connection < 4096);
+}
+
+// Replays what a PyTorch 2.x (VALIDATE-era) c10d::TCPStore client writes, op by op, and checks
+// what a PyTorch 2.x server answers. Requests follow torch/csrc/distributed/c10d/TCPStore.cpp:
+// SendBuffer puts the QueryType byte (TCPStoreBackend.hpp), then appendValue<T> copies T's
+// native (little-endian) bytes, appendString/appendBytes a uint64_t length and the raw bytes;
+// every user key gets keyPrefix_ "/" (the init/ counter does not). Replies follow
+// TCPStoreLibUvBackend.cpp (the default server since 2.4) and TCPStoreBackend.cpp. Every byte
+// is written out here, without the codec's encoders, so the test checks the codec too.
+TEST_CASE("store server: the byte sequences of a PyTorch 2.x client", "[component][store]") {
+  auto le = [](uint64_t value, size_t width) {
+    std::string out;
+    for (size_t i = 0; i < width; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+    return out;
+  };
+  auto u32 = [&](uint32_t value) { return le(value, 4); };
+  auto u64 = [&](uint64_t value) { return le(value, 8); };
+  auto s64 = [&](int64_t value) { return le(static_cast<uint64_t>(value), 8); };
+  auto str = [&](std::string_view text) { return u64(text.size()) + std::string(text); };
+  // QueryType : uint8_t, in enum order: VALIDATE .. CANCEL_WAIT, PING, QUEUE_*, LIST_KEYS (named
+  // LIST in some 2.x sources, same value), BARRIER.
+  const std::string kValidate = hex("00"), kSet = hex("01"), kCompareSet = hex("02"),
+                    kGet = hex("03"), kAdd = hex("04"), kCheck = hex("05"), kWait = hex("06"),
+                    kGetNumKeys = hex("07"), kDeleteKey = hex("08"), kAppend = hex("09"),
+                    kMultiGet = hex("0a"), kMultiSet = hex("0b"), kCancelWait = hex("0c"),
+                    kPing = hex("0d"), kQueuePush = hex("0e"), kQueuePop = hex("0f"),
+                    kQueueLen = hex("10"), kListKeys = hex("11"), kBarrier = hex("12");
+  // CheckResponseType {READY, NOT_READY}, WaitResponseType {STOP_WAITING, WAIT_CANCELED}.
+  const std::string kReady = hex("00"), kNotReady = hex("01");
+  const std::string kStopWaiting = hex("00"), kWaitCanceled = hex("01");
+  // doWait(): WAIT, u64 count (appendValue(keys.size())), then each key as a string.
+  auto wait_on = [&](std::vector<std::string_view> keys) {
+    std::string out = kWait + u64(keys.size());
+    for (auto key : keys) out += str(key);
+    return out;
+  };
+
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  RawClient client(server.port());
+  RawClient peer(server.port());
+
+  // TCPStore(): connect, validate() = VALIDATE + u32 validationMagicNumber 0x3C85F7CE (no reply),
+  // ping() = PING + u32 nonce (getpid()), which the server echoes as a u32.
+  CHECK(kValidate + u32(0x3C85F7CE) == hex("00 ce f7 85 3c"));
+  client.send(kValidate + u32(0x3C85F7CE));
+  CHECK(client.silent());
+  CHECK(client.ask(kPing + u32(0x00012345), 4) == hex("45 23 01 00"));
+  peer.send(kValidate + u32(0x3C85F7CE));
+  CHECK(peer.ask(kPing + u32(0xFEDCBA98), 4) == hex("98 ba dc fe"));
+  // waitForWorkers(): incrementValueBy(initKey_ "init/", 1) = ADD + string + i64 -> i64.
+  const std::string add_init = kAdd + str("init/") + s64(1);
+  CHECK(add_init == hex("04 05 00 00 00 00 00 00 00 69 6e 69 74 2f 01 00 00 00 00 00 00 00"));
+  CHECK(client.ask(add_init, 8) == hex("01 00 00 00 00 00 00 00"));
+
+  // set(): SET + key + value, no reply.
+  client.send(kSet + str("/k1") + str("v1"));
+  CHECK(client.silent());
+  // get() = doGet(): WAIT [key] (STOP_WAITING) then GET + key -> u64 length + bytes.
+  CHECK(client.ask(wait_on({"/k1"}), 1) == kStopWaiting);
+  CHECK(client.ask(kGet + str("/k1"), 10) == hex("02 00 00 00 00 00 00 00 76 31"));
+
+  // compareSet(): COMPARE_SET + key + expected + desired -> the value as bytes.
+  CHECK(client.ask(kCompareSet + str("/cas") + str("") + str("a"), 9) == str("a"));    // created
+  CHECK(client.ask(kCompareSet + str("/cas") + str("a") + str("b"), 9) == str("b"));   // swapped
+  CHECK(client.ask(kCompareSet + str("/cas") + str("x") + str("c"), 9) == str("b"));   // current
+  CHECK(client.ask(kCompareSet + str("/none") + str("x") + str("y"), 9) == str("x"));  // expected
+
+  // add(): ADD + key + i64 delta (two's complement) -> i64 new value.
+  CHECK(client.ask(kAdd + str("/cnt") + s64(5), 8) == hex("05 00 00 00 00 00 00 00"));
+  CHECK(client.ask(kAdd + str("/cnt") + hex("f9 ff ff ff ff ff ff ff"), 8) ==
+        hex("fe ff ff ff ff ff ff ff"));  // 5 + (-7) = -2
+  CHECK(client.ask(wait_on({"/cnt"}), 1) == kStopWaiting);
+  CHECK(client.ask(kGet + str("/cnt"), 10) == str("-2"));  // stored as decimal text
+
+  // check(): CHECK + u64 count + keys -> READY 0 / NOT_READY 1, never blocks.
+  CHECK(client.ask(kCheck + u64(2) + str("/k1") + str("/cnt"), 1) == kReady);
+  CHECK(client.ask(kCheck + u64(2) + str("/k1") + str("/nope"), 1) == kNotReady);
+  CHECK(client.ask(kCheck + u64(0), 1) == kReady);
+
+  // deleteKey(): DELETE_KEY + key -> i64 number deleted (the client tests == 1).
+  client.send(kSet + str("/del") + str("x"));
+  CHECK(client.ask(kDeleteKey + str("/del"), 8) == s64(1));
+  CHECK(client.ask(kDeleteKey + str("/del"), 8) == s64(0));
+
+  // append(): APPEND + key + bytes, no reply; creates, then concatenates.
+  client.send(kAppend + str("/app") + str("ab"));
+  client.send(kAppend + str("/app") + str("cd"));
+  // multiSet(): MULTI_SET + i64 count + count x (key, value), no reply.
+  client.send(kMultiSet + s64(2) + str("/m1") + str("1") + str("/m2") + str("22"));
+  CHECK(client.silent());
+  // multiGet(): WAIT [keys] then MULTI_GET + u64 count + keys -> count x bytes, in order.
+  CHECK(client.ask(wait_on({"/m2", "/app", "/m1"}), 1) == kStopWaiting);
+  CHECK(client.ask(kMultiGet + u64(3) + str("/m2") + str("/app") + str("/m1"), 3 * 8 + 7) ==
+        str("22") + str("abcd") + str("1"));
+  // multiGet({}): WAIT with no key answers at once; MULTI_GET of none answers nothing.
+  CHECK(client.ask(wait_on({}), 1) == kStopWaiting);
+  client.send(kMultiGet + u64(0));
+  CHECK(client.silent());
+
+  // wait(): STOP_WAITING is deferred until every key exists (here set by another client).
+  client.send(wait_on({"/late", "/k1"}));
+  CHECK(client.silent());
+  peer.send(kSet + str("/late") + str("v"));
+  CHECK(client.read(1) == kStopWaiting);
+  // Timeout in doWait(): the client sends CANCEL_WAIT (opcode alone) and expects WAIT_CANCELED;
+  // nothing may follow when the key appears later.
+  client.send(wait_on({"/never"}));
+  CHECK(client.silent());
+  CHECK(client.ask(kCancelWait, 1) == kWaitCanceled);
+  // The race doWait() tolerates: STOP_WAITING was on its way when CANCEL_WAIT went out, so the
+  // client reads STOP_WAITING, then WAIT_CANCELED.
+  client.send(wait_on({"/race"}));
+  CHECK(client.silent());
+  peer.send(kSet + str("/race") + str("v"));
+  CHECK(peer.ask(kCheck + u64(1) + str("/race"), 1) == kReady);  // the SET is applied
+  CHECK(client.ask(kCancelWait, 2) == kStopWaiting + kWaitCanceled);
+  // CANCEL_WAIT with no wait pending still answers WAIT_CANCELED.
+  CHECK(client.ask(kCancelWait, 1) == kWaitCanceled);
+  CHECK(client.silent());
+
+  // queuePush(): QUEUE_PUSH + key + bytes, no reply. queueLen(): QUEUE_LEN + key -> i64.
+  // queuePop(key, block=false): QUEUE_POP + key -> i64 length before the pop, then (only if it
+  // was > 0) the front element as bytes; 0 makes the client raise DistQueueEmptyError.
+  client.send(kQueuePush + str("/q") + str("one"));
+  client.send(kQueuePush + str("/q") + str("two"));
+  CHECK(client.ask(kQueueLen + str("/q"), 8) == s64(2));
+  CHECK(client.ask(kCheck + u64(1) + str("/q"), 1) == kReady);  // a non-empty queue exists
+  CHECK(client.ask(kQueuePop + str("/q"), 8 + 11) == s64(2) + str("one"));
+  CHECK(client.ask(kQueuePop + str("/q"), 8 + 11) == s64(1) + str("two"));
+  CHECK(client.ask(kQueuePop + str("/q"), 8) == s64(0));
+  CHECK(client.silent());
+  CHECK(client.ask(kQueueLen + str("/q"), 8) == s64(0));
+  // queuePop(key, block=true): the blocking flag is not sent; the client sends WAIT [key] first,
+  // released by the next push.
+  client.send(wait_on({"/q"}));
+  CHECK(client.silent());
+  peer.send(kQueuePush + str("/q") + str("job"));
+  CHECK(client.read(1) == kStopWaiting);
+  CHECK(client.ask(kQueuePop + str("/q"), 8 + 11) == s64(1) + str("job"));
+
+  // barrier(): BARRIER + key + i64 world size -> STOP_WAITING once world size arrivals counted
+  // the key up (decimal text, like ADD); the earlier arrivals are answered then.
+  client.send(kBarrier + str("/bar") + s64(2));
+  CHECK(client.silent());
+  CHECK(peer.ask(kBarrier + str("/bar") + s64(2), 1) == kStopWaiting);
+  CHECK(client.read(1) == kStopWaiting);
+  CHECK(client.ask(wait_on({"/bar"}), 1) == kStopWaiting);
+  CHECK(client.ask(kGet + str("/bar"), 9) == str("2"));
+  // A barrier timeout cancels exactly like a wait timeout.
+  client.send(kBarrier + str("/bar3") + s64(3));
+  CHECK(client.silent());
+  CHECK(client.ask(kCancelWait, 1) == kWaitCanceled);
+
+  // _splitSet(): the SET opcode and key are flushed, then the value a second later.
+  client.send(kSet + str("/split"));
+  CHECK(client.silent());
+  client.send(str("sv"));
+  CHECK(client.ask(wait_on({"/split"}), 1) == kStopWaiting);
+  CHECK(client.ask(kGet + str("/split"), 10) == str("sv"));
+
+  // getNumKeys(): GETNUMKEYS alone -> i64 number of keys (queues not counted).
+  const std::vector<std::string> keys = {"/app",  "/bar", "/bar3", "/cas",  "/cnt",   "/k1",
+                                         "/late", "/m1",  "/m2",   "/race", "/split", "init/"};
+  CHECK(client.ask(kGetNumKeys, 8) == s64(static_cast<int64_t>(keys.size())));
+  // listKeys(): LIST_KEYS alone -> i64 count, then each key as a string, in no set order (the
+  // client keeps those that start with "/" and strips it).
+  size_t reply_size = 8;
+  for (const auto& key : keys) reply_size += 8 + key.size();
+  std::string reply = client.ask(kListKeys, reply_size);
+  REQUIRE(reply.size() == reply_size);
+  CHECK(reply.substr(0, 8) == s64(static_cast<int64_t>(keys.size())));
+  std::vector<std::string> listed;
+  for (size_t pos = 8; pos + 8 <= reply.size();) {
+    uint64_t length = 0;
+    for (size_t i = 0; i < 8; ++i) length |= uint64_t(uint8_t(reply[pos + i])) << (8 * i);
+    listed.push_back(reply.substr(pos + 8, length));
+    pos += 8 + length;
+  }
+  std::sort(listed.begin(), listed.end());
+  CHECK(listed == keys);
+  CHECK(client.silent());
+  CHECK(peer.silent());
 }
