@@ -1,5 +1,6 @@
 #include "agent/error_file.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -40,7 +41,9 @@ void load_error_file(WorkerFailure& failure) {
   auto extra = message.find("extraInfo");
   if (extra == message.end() || !extra->is_object()) return;
   failure.traceback = string_field(*extra, "py_callstack");
-  if (auto seconds = parse_double(string_field(*extra, "timestamp"))) {
+  auto seconds = parse_double(string_field(*extra, "timestamp"));
+  // Anything a system_clock duration can hold (a worker may write any number).
+  if (seconds && std::isfinite(*seconds) && std::fabs(*seconds) < 1e11) {
     failure.time = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
             std::chrono::duration<double>(*seconds)));

@@ -1,5 +1,7 @@
 #include "agent/output_config.hpp"
 
+#include <climits>
+
 #include "common/text.hpp"
 
 namespace cohort {
@@ -22,7 +24,7 @@ std::optional<StdSpec> StdSpec::parse(const std::string& text) {
     if (parts.size() != 2) return std::nullopt;
     auto rank = parse_int(trim(parts[0]));
     auto value = value_of(parts[1]);
-    if (!rank || *rank < 0 || !value) return std::nullopt;
+    if (!rank || *rank < 0 || *rank > INT_MAX || !value) return std::nullopt;
     spec.per_rank[static_cast<int>(*rank)] = *value;
   }
   return spec;

@@ -1,6 +1,7 @@
 #include "common/text.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 namespace cohort {
@@ -39,6 +40,17 @@ std::optional<double> parse_double(std::string_view text) {
   double value = std::strtod(copy.c_str(), &end);
   if (end != copy.c_str() + copy.size()) return std::nullopt;
   return value;
+}
+
+std::optional<std::chrono::milliseconds> seconds_to_ms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > kMaxSeconds) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text) {
+  auto seconds = parse_double(text);
+  if (!seconds) return std::nullopt;
+  return seconds_to_ms(*seconds);
 }
 
 std::string substitute(std::string text, std::string_view name, std::string_view value) {

@@ -2,6 +2,7 @@
 // strict integer parsing. Pure functions, safe on any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -24,6 +25,14 @@ std::string_view trim(std::string_view text);
 /// Whole-string base-10 integer; nullopt on junk, sign where unsigned, or overflow.
 std::optional<int64_t> parse_int(std::string_view text);
 std::optional<double> parse_double(std::string_view text);
+
+/// The longest time a flag, a setting or the protocol may give: a year.
+constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+/// Seconds as milliseconds when finite, >= 0 and at most kMaxSeconds; nullopt for NaN, infinity,
+/// negative or huge values (which would overflow a duration).
+std::optional<std::chrono::milliseconds> seconds_to_ms(double seconds);
+/// parse_double, then seconds_to_ms.
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
 /// Replaces every "${name}" in text with its value.
 std::string substitute(std::string text, std::string_view name, std::string_view value);
 

@@ -10,7 +10,7 @@ namespace {
 std::optional<std::chrono::milliseconds> seconds_value(const std::string& text) {
   auto seconds = parse_double(text);
   if (!seconds || *seconds <= 0) return std::nullopt;
-  return std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000));
+  return seconds_to_ms(*seconds);
 }
 
 std::optional<bool> bool_value(std::string text) {
@@ -38,7 +38,7 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
       if (auto parsed = seconds_value(value))
         field = *parsed;
       else
-        bad("a positive number of seconds");
+        bad("a positive number of seconds, at most a year");
     };
     if (equals == std::string::npos) {
       problems.push_back(cat("--rdzv-conf: '", item, "' is not key=value"));

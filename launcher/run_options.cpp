@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <random>
@@ -233,7 +234,7 @@ void parse_outputs(const RunOptions& options, AgentConfig& config, Problems& pro
   if (!options.local_ranks_filter.empty()) {
     for (const auto& item : split(options.local_ranks_filter, ',')) {
       auto rank = parse_int(trim(item));
-      if (!rank || *rank < 0) {
+      if (!rank || *rank < 0 || *rank > INT_MAX) {
         problems.add("--local-ranks-filter: expected local ranks like 0,2, got '",
                      options.local_ranks_filter, "'");
         break;
@@ -266,18 +267,18 @@ void parse_signals(const RunOptions& options, AgentConfig& config, Problems& pro
 }
 
 std::chrono::milliseconds shutdown_timeout(const RunOptions& options, Problems& problems) {
-  double seconds = options.shutdown_timeout;
-  if (seconds < 0) {
-    seconds = 30;
-    if (const char* env = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
-      auto parsed = parse_double(env);
-      if (!parsed || *parsed < 0)
-        problems.add("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds: '", env, "'");
-      else
-        seconds = *parsed;
-    }
+  constexpr std::chrono::milliseconds kDefault(30000);
+  if (!(options.shutdown_timeout < 0)) {  // given (NaN too)
+    if (auto timeout = seconds_to_ms(options.shutdown_timeout)) return *timeout;
+    problems.add("--shutdown-timeout: expected seconds between 0 and a year, got ",
+                 options.shutdown_timeout);
+    return kDefault;
   }
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  const char* env = std::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  if (env == nullptr) return kDefault;
+  if (auto timeout = parse_seconds(env)) return *timeout;
+  problems.add("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds up to a year: '", env, "'");
+  return kDefault;
 }
 
 void check_rendezvous_flags(const RunOptions& options, Problems& problems) {

@@ -38,4 +38,12 @@ TEST_CASE("bad rdzv-conf entries name the key", "[unit][launcher]") {
   problems.clear();
   parse_rdzv_conf("keep_alive_interval=5,heartbeat_timeout=2", problems);
   CHECK(problems.size() == 1);
+  // Seconds that would overflow a duration (or are not numbers) are errors, not garbage.
+  problems.clear();
+  parse_rdzv_conf("join_timeout=1e300,last_call_timeout=inf,heartbeat_timeout=nan", problems);
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0].find("--rdzv-conf: join_timeout=1e300: expected a positive number of "
+                         "seconds, at most a year") == 0);
+  CHECK(problems[1].find("last_call_timeout=inf") != std::string::npos);
+  CHECK(problems[2].find("heartbeat_timeout=nan") != std::string::npos);
 }

@@ -101,6 +101,10 @@ TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
                  "--signals-to-handle"));
   CHECK(mentions(parse({"--local-ranks-filter", "a", "t.py"}).validated.problems,
                  "--local-ranks-filter"));
+  // Ranks that do not fit an int are errors, not wrapped to small ranks.
+  CHECK(mentions(parse({"--local-ranks-filter", "4294967296", "t.py"}).validated.problems,
+                 "--local-ranks-filter"));
+  CHECK(mentions(parse({"--tee", "4294967296:3", "t.py"}).validated.problems, "--tee"));
   CHECK(mentions(parse({"--monitor-interval", "0", "t.py"}).validated.problems,
                  "--monitor-interval"));
   CHECK(mentions(parse({"-m", "--no-python", "t.py"}).validated.problems, "--module"));
@@ -136,7 +140,20 @@ TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit]
         std::chrono::milliseconds(1500));
   ::setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7", 1);
   CHECK(parse({"t.py"}).validated.config.shutdown_timeout == std::chrono::seconds(7));
+  for (const char* bad : {"1e300", "inf", "nan", "-2", "soon"}) {
+    INFO(bad);
+    ::setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", bad, 1);
+    CHECK(mentions(parse({"t.py"}).validated.problems, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
+  }
   ::unsetenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  // Values that would overflow a duration are errors, not a garbage timeout.
+  for (const char* bad : {"1e300", "inf", "nan", "31536001"}) {
+    INFO(bad);
+    CHECK(mentions(parse({"--shutdown-timeout", bad, "t.py"}).validated.problems,
+                   "--shutdown-timeout"));
+  }
+  CHECK(parse({"--shutdown-timeout", "0", "t.py"}).validated.config.shutdown_timeout ==
+        std::chrono::milliseconds(0));
 }
 
 TEST_CASE("inside a Slurm step, SLURM_* fills what the flags left unset",

@@ -1,0 +1,38 @@
+#include "agent/error_file.hpp"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "tests/support/temp_dir.hpp"
+
+using namespace cohort;
+
+namespace {
+
+WorkerFailure failure_with_file(const test::TempDir& dir, const std::string& timestamp) {
+  WorkerFailure failure;
+  failure.error_file = dir.file("error.json");
+  std::ofstream(failure.error_file)
+      << R"({"message": {"message": "ValueError: bad", )"
+      << R"("extraInfo": {"py_callstack": "tb", "timestamp": )" << timestamp << "}}}";
+  load_error_file(failure);
+  return failure;
+}
+
+}  // namespace
+
+TEST_CASE("an error file's timestamp is read when a clock can hold it", "[unit][agent]") {
+  test::TempDir dir;
+  WorkerFailure failure = failure_with_file(dir, R"("1700000000")");
+  CHECK(failure.error_file_written);
+  CHECK(failure.error_message == "ValueError: bad");
+  CHECK(failure.traceback == "tb");
+  CHECK(std::chrono::system_clock::to_time_t(failure.time) == 1700000000);
+  // A worker may write anything: these keep the message and leave the time unset.
+  for (const char* bad : {R"("1e300")", R"("-1e300")", "1e300", R"("nan")", R"("inf")"}) {
+    INFO(bad);
+    WorkerFailure odd = failure_with_file(dir, bad);
+    CHECK(odd.error_message == "ValueError: bad");
+    CHECK(odd.time == std::chrono::system_clock::time_point());
+  }
+}
