@@ -63,7 +63,7 @@ bool write_root_cause_file(const std::string& path, const WorkerFailure& root_ca
   }
   document["errorCode"] = root_cause.status.shell_code();
   std::ofstream out(path, std::ios::trunc);
-  out << document.dump();
+  out << document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return static_cast<bool>(out);
 }
 

@@ -14,6 +14,7 @@
 #include "launcher/gpu_count.hpp"
 #include "launcher/rdzv_conf.hpp"
 #include "launcher/slurm_env.hpp"
+#include "proto/control_messages.hpp"
 
 namespace cohort {
 namespace {
@@ -88,7 +89,7 @@ std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
   auto parts = split(text, ':');
   std::optional<int64_t> low = parse_int(parts[0]);
   std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > 100000) {
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > proto::kMaxNodes) {
     problems.add("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'");
     return {1, 1};
   }

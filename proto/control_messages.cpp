@@ -1,6 +1,8 @@
 #include "proto/control_messages.hpp"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace cohort::proto {
 
@@ -92,6 +94,60 @@ std::optional<ControlMessage> decode_as(const std::string& type, const json& in)
   }
 }
 
+// Every number of the protocol is an integer, and every one fits an int except the durations
+// ("*_ms"), which fit an int64_t: nlohmann would otherwise cast 1e300 to int (undefined) or wrap
+// 2^32 + 1 to 1.
+bool integers_fit(const json& value, std::string_view key, std::string& error) {
+  if (value.is_object() || value.is_array()) {
+    for (const auto& [name, item] : value.items()) {
+      if (!integers_fit(item, value.is_object() ? std::string_view(name) : key, error)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  if (!value.is_number()) return true;
+  bool duration = key.size() > 3 && key.substr(key.size() - 3) == "_ms";
+  bool fits = false;
+  if (value.is_number_unsigned()) {
+    fits = value.get<uint64_t>() <=
+           (duration ? uint64_t{INT64_MAX} : static_cast<uint64_t>(INT32_MAX));
+  } else if (value.is_number_integer()) {
+    int64_t number = value.get<int64_t>();
+    fits = duration || (number >= INT32_MIN && number <= INT32_MAX);
+  }
+  if (!fits) error = "\"" + std::string(key) + "\": " + value.dump() + " is not a valid integer";
+  return fits;
+}
+
+bool in_range(int64_t value, int64_t low, int64_t high) { return value >= low && value <= high; }
+
+// The bounds of control_messages.hpp, for the messages whose numbers the daemon computes with.
+std::string out_of_range(const ControlMessage& message) {
+  if (const auto* hello = std::get_if<Hello>(&message)) {
+    const WireRunConfig& config = hello->config;
+    if (!in_range(hello->local_world_size, 1, kMaxLocalWorldSize)) return "local_world_size";
+    if (!in_range(hello->last_round, -1, kMaxRound)) return "last_round";
+    if (!in_range(hello->restarts_used, 0, kMaxRound)) return "restarts_used";
+    if (hello->rank_hint && !in_range(*hello->rank_hint, 0, kMaxNodes)) return "rank_hint";
+    if (!in_range(hello->rank0_port, 0, 65535)) return "rank0_port";
+    if (!in_range(config.min_nodes, 1, kMaxNodes)) return "config.min_nodes";
+    if (!in_range(config.max_nodes, config.min_nodes, kMaxNodes)) return "config.max_nodes";
+    if (config.max_restarts < 0) return "config.max_restarts";
+    for (int64_t ms : {config.last_call_ms, config.join_timeout_ms, config.heartbeat_timeout_ms}) {
+      if (!in_range(ms, 0, kMaxDurationMs)) return "config timeouts";
+    }
+  } else if (const auto* join = std::get_if<Join>(&message)) {
+    if (!in_range(join->rank0_port, 0, 65535)) return "rank0_port";
+  } else if (const auto* failed = std::get_if<WorkerFailed>(&message)) {
+    if (!in_range(failed->round, 0, kMaxRound)) return "round";
+    if (failed->rank < 0 || failed->local_rank < 0) return "rank";
+  } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
+    if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
+  }
+  return {};
+}
+
 }  // namespace
 
 const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
@@ -100,7 +156,9 @@ std::string encode_message(const ControlMessage& message) {
   json out;
   std::visit([&](const auto& typed) { out = typed; }, message);
   out["type"] = message_type(message);
-  return out.dump();
+  // Text from workers (a failure summary quotes their stderr) may be any bytes: invalid UTF-8
+  // becomes U+FFFD instead of an exception.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
@@ -114,9 +172,19 @@ std::optional<ControlMessage> decode_message(const std::string& payload, std::st
     error = "frame has no \"type\"";
     return std::nullopt;
   }
+  std::string problem;
+  if (!integers_fit(in, "", problem)) {
+    error = "bad \"" + type->get<std::string>() + "\" message: " + problem;
+    return std::nullopt;
+  }
   try {
     std::optional<ControlMessage> message = decode_as(type->get<std::string>(), in);
-    if (!message) error = "unknown message type \"" + type->get<std::string>() + "\"";
+    if (!message) {
+      error = "unknown message type \"" + type->get<std::string>() + "\"";
+    } else if (std::string field = out_of_range(*message); !field.empty()) {
+      error = "bad \"" + type->get<std::string>() + "\" message: " + field + " out of range";
+      return std::nullopt;
+    }
     return message;
   } catch (const json::exception& failure) {
     error = "bad \"" + type->get<std::string>() + "\" message: " + failure.what();

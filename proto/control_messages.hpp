@@ -13,6 +13,13 @@ namespace cohort::proto {
 constexpr const char* kControlMagic = "cohort-rdzv";
 constexpr int kControlVersion = 1;
 
+// Bounds every decoded message is checked against, so that no sum or step of the daemon's
+// arithmetic can overflow: nodes x workers per node stays below 2^31.
+constexpr int kMaxNodes = 100000;
+constexpr int kMaxLocalWorldSize = 16384;
+constexpr int kMaxRound = 1 << 30;
+constexpr int64_t kMaxDurationMs = 365LL * 24 * 3600 * 1000;  ///< a year
+
 struct WireRunConfig {
   int min_nodes = 1;
   int max_nodes = 1;
@@ -102,8 +109,9 @@ using ControlMessage =
 
 /// JSON text of a message (the payload of one frame).
 std::string encode_message(const ControlMessage& message);
-/// Parses a frame's payload; nullopt (with `error` set) for bad JSON, an unknown type or
-/// missing/mistyped fields.
+/// Parses a frame's payload; nullopt (with `error` set) for bad JSON, an unknown type,
+/// missing/mistyped fields, a number that is not an integer (or not a 32-bit one, except the
+/// *_ms durations), or a value outside the bounds above.
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error);
 /// "hello", "round", ...: the message's type name.
 const char* message_type(const ControlMessage& message);

@@ -388,7 +388,8 @@ std::string RendezvousDaemon::status_json() const {
                     {"store_port", run.store ? run.store->port() : 0},
                     {"nodes", nodes}});
   }
-  return nlohmann::json{{"port", port_}, {"runs", runs}}.dump();
+  return nlohmann::json{{"port", port_}, {"runs", runs}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace cohort

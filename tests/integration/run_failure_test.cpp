@@ -91,6 +91,14 @@ TEST_CASE("the summary ends with the failing worker's last stderr lines",
     CHECK(result.status.shell_code() == 4);
     CHECK(contains(failure_summary(result.err), "    tail line one\n    tail line two\n"));
   }
+  SECTION("stderr that is not UTF-8") {  // the summary travels as JSON; it used to abort cohort
+    RunResult result = scratch.run({"--nproc-per-node", "1", "--no-python", kWorker, "--stderr",
+                                    "latin-1 caf\xe9 \xff\xfe end", "--exit-code", "4"});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 4);
+    CHECK(contains(failure_summary(result.err), "    latin-1 caf"));
+    CHECK(contains(failure_summary(result.err), " end\n"));
+  }
   CHECK(scratch.nothing_left());
 }
 

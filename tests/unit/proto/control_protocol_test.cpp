@@ -113,3 +113,71 @@ TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
   CHECK(error.find("bad \"round\" message") != std::string::npos);
   CHECK_FALSE(decode_message("{\"type\":\"hello\"}", error));
 }
+
+namespace {
+
+// A valid hello's JSON with one field (at `pointer`) replaced by `value`.
+std::string hello_with(const std::string& pointer, const std::string& value) {
+  Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n1";
+  hello.address = "127.0.0.2";
+  hello.rank_hint = 0;
+  hello.config = {1, 2, 3, 1000, 60000, 5000};
+  std::string text = encode_message(hello);
+  std::string key = "\"" + pointer + "\":";
+  size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  size_t start = at + key.size();
+  size_t end = text.find_first_of(",}", start);
+  return text.substr(0, start) + value + text.substr(end);
+}
+
+}  // namespace
+
+TEST_CASE("numbers the daemon computes with are bounded", "[unit][proto]") {
+  std::string error;
+  REQUIRE(decode_message(hello_with("local_world_size", "8"), error));
+  CHECK(decode_message(hello_with("join_timeout_ms", "31536000000"), error));
+  // Not integers, or not 32-bit ones: nlohmann would cast 1e300 (undefined) or wrap 2^32 + 1.
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, std::string>>{{"local_world_size", "1e300"},
+                                                        {"local_world_size", "1.5"},
+                                                        {"local_world_size", "4294967297"},
+                                                        {"last_round", "-4294967296"},
+                                                        {"join_timeout_ms", "1e300"},
+                                                        {"join_timeout_ms", "18446744073709551615"},
+                                                        // Out of the protocol's bounds.
+                                                        {"local_world_size", "0"},
+                                                        {"local_world_size", "16385"},
+                                                        {"last_round", "2147483647"},
+                                                        {"restarts_used", "-1"},
+                                                        {"rank_hint", "-3"},
+                                                        {"rank0_port", "70000"},
+                                                        {"min_nodes", "0"},
+                                                        {"max_nodes", "100001"},
+                                                        {"max_restarts", "-1"},
+                                                        {"heartbeat_timeout_ms", "-5"},
+                                                        {"last_call_ms", "31536000001"}}) {
+    INFO(field << " = " << value);
+    error.clear();
+    CHECK_FALSE(decode_message(hello_with(field, value), error));
+    CHECK(error.find("bad \"hello\" message: ") == 0);
+  }
+  CHECK_FALSE(decode_message(R"({"type":"hello_x"})", error));
+  CHECK_FALSE(decode_message(R"({"type":"node_succeeded","round":-1})", error));
+  CHECK(error == "bad \"node_succeeded\" message: round out of range");
+  CHECK_FALSE(decode_message(
+      R"({"type":"worker_failed","round":0,"rank":-1,"local_rank":0,"exit_status":1,)"
+      R"("description":"","host":"","summary":""})",
+      error));
+  CHECK_FALSE(decode_message(R"({"type":"join","rank0_port":1e9})", error));
+}
+
+TEST_CASE("text that is not UTF-8 is encoded with replacement characters", "[unit][proto]") {
+  Stop stop{4, "worker failed", "stderr: caf\xe9 \xff\xfe end"};
+  std::string error;
+  auto decoded = decode_message(encode_message(stop), error);
+  REQUIRE(decoded);
+  CHECK(std::get<Stop>(*decoded).summary == "stderr: caf\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD end");
+}
