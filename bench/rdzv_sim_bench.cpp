@@ -4,7 +4,6 @@
 // connect until every connection has its `round`, then every agent reports node_succeeded and
 // the bench measures the time until every connection has `complete`. Prints one JSON line.
 // Driven by bench/rendezvous_bench.py, which starts cohortd and samples its memory.
-#include <sys/resource.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd_limit.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/control_session.hpp"
 
@@ -38,16 +38,6 @@ struct SimOptions {
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
-// Raises the soft descriptor limit to the hard one; returns the limit now in force.
-rlim_t raise_fd_limit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  return limit.rlim_cur;
 }
 
 // The simulated agents: their connections, and the counters and times of the run.
@@ -219,8 +209,8 @@ int run(int argc, char** argv) {
     }
   }
   if (options.port == 0 || options.agents < 1 || options.connect_window < 1) return usage();
-  rlim_t limit = raise_fd_limit();
-  if (limit < static_cast<rlim_t>(options.agents) + 16) {
+  long limit = cohort::raise_fd_limit();
+  if (limit < options.agents + 16L) {
     std::fprintf(stderr, "rdzv_sim_bench: the descriptor limit %llu is too low for %d agents\n",
                  static_cast<unsigned long long>(limit), options.agents);
     return 2;

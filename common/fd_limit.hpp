@@ -1,7 +1,7 @@
 // Raises this process's open-file limit to its hard limit, so that a daemon can hold thousands
 // of connections without the user remembering `ulimit -n`, and puts the user's limit back in the
-// children it starts. Call raise_fd_limit() once at start (any thread, before spawning), and
-// restore_inherited_fd_limit() in a child between fork and exec.
+// children it starts. RendezvousDaemon::start() raises it (before any worker is spawned); the
+// process spawner restores it in each child between fork and exec.
 #pragma once
 
 namespace cohort {

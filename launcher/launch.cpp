@@ -10,7 +10,6 @@
 
 #include "agent/process_spawner.hpp"
 #include "common/exit_codes.hpp"
-#include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -175,7 +174,6 @@ std::string Launch::endpoint() const {
 
 void Launch::start_hosts() {
   if (plan_.rdzv_endpoint.empty()) {
-    log::info("open-file limit: ", raise_fd_limit());  // every worker's store connection
     daemon_ = std::make_unique<RendezvousDaemon>(io_, plan_.daemon);
     if (auto error = daemon_->start()) {
       std::cerr << "cohort launch: cannot host the rendezvous on " << plan_.daemon.address << ": "

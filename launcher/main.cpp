@@ -10,7 +10,6 @@
 
 #include "agent/agent.hpp"
 #include "common/exit_codes.hpp"
-#include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "launcher/launch.hpp"
 #include "launcher/launch_plan.hpp"
@@ -30,7 +29,6 @@ using namespace cohort;
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
                            boost::asio::io_context& io, AgentConfig& config) {
   if (plan.embed == DaemonPlan::Embed::No) return true;
-  log::info("open-file limit: ", raise_fd_limit());  // every worker's store connection
   daemon = std::make_unique<RendezvousDaemon>(io, plan.options);
   if (auto error = daemon->start()) {
     daemon.reset();

@@ -8,6 +8,8 @@
 #include <string>
 #include <variant>
 
+#include "common/text.hpp"
+
 namespace cohort::proto {
 
 constexpr const char* kControlMagic = "cohort-rdzv";
@@ -18,7 +20,7 @@ constexpr int kControlVersion = 1;
 constexpr int kMaxNodes = 100000;
 constexpr int kMaxLocalWorldSize = 16384;
 constexpr int kMaxRound = 1 << 30;
-constexpr int64_t kMaxDurationMs = 365LL * 24 * 3600 * 1000;  ///< a year
+constexpr int64_t kMaxDurationMs = static_cast<int64_t>(kMaxSeconds) * 1000;  ///< a year
 
 struct WireRunConfig {
   int min_nodes = 1;

@@ -3,6 +3,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/fd_limit.hpp"
 #include "common/log.hpp"
 
 namespace cohort {
@@ -56,6 +57,9 @@ RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
 boost::system::error_code RendezvousDaemon::start() {
   namespace ip = boost::asio::ip;
+  // One control connection per agent and one or two store connections per worker, in whichever
+  // process hosts the daemon (cohortd, an agent, cohort launch).
+  log::info("open-file limit: ", raise_fd_limit());
   boost::system::error_code error;
   ip::address address = ip::make_address(options_.address, error);
   if (error) return error;

@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "common/exit_codes.hpp"
-#include "common/fd_limit.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -62,8 +61,6 @@ int run_daemon(const DaemonCommand& command) {
               << "'\n";
     return kExitUsage;
   }
-  long fd_limit = raise_fd_limit();
-  log::info("open-file limit: ", fd_limit);
   boost::asio::io_context io;
   RendezvousDaemon daemon(io, options);
   if (auto error = daemon.start()) {
