@@ -25,37 +25,14 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"
 #include "tests/support/wait_until.hpp"
+#include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
+using namespace cohort::test;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
 namespace {
-
-std::string hex(std::string_view text) {
-  std::string bytes;
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] == ' ') {
-      ++i;
-      continue;
-    }
-    bytes.push_back(static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
-    i += 2;
-  }
-  return bytes;
-}
-
-std::string i64(int64_t value) {
-  std::string out;
-  append_i64(out, value);
-  return out;
-}
-
-std::string bytes(std::string_view value) {
-  std::string out;
-  append_bytes(out, value);
-  return out;
-}
 
 std::string request(StoreOp op, std::vector<std::string> keys = {},
                     std::vector<std::string> values = {}, int64_t number = 0,

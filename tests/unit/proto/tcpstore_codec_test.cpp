@@ -6,8 +6,10 @@
 
 #include "proto/tcpstore_codec.hpp"
 #include "proto/tcpstore_limits.hpp"
+#include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
+using namespace cohort::test;
 
 // The largest single allocation made while a LargestAllocation is alive: this binary's global
 // operator new is replaced to watch it, which proves that a length prefix is not allocated from.
@@ -50,25 +52,6 @@ void operator delete[](void* memory, size_t) noexcept { std::free(memory); }
 #endif
 
 namespace {
-
-std::string hex(std::string_view text) {
-  std::string bytes;
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] == ' ') {
-      ++i;
-      continue;
-    }
-    bytes.push_back(static_cast<char>(std::stoi(std::string(text.substr(i, 2)), nullptr, 16)));
-    i += 2;
-  }
-  return bytes;
-}
-
-std::string u64(uint64_t value) {
-  std::string out;
-  append_i64(out, static_cast<int64_t>(value));
-  return out;
-}
 
 struct Decoded {
   std::vector<StoreRequest> requests;

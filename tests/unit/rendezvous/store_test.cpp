@@ -5,26 +5,13 @@
 
 #include "proto/tcpstore_codec.hpp"
 #include "rendezvous/store.hpp"
+#include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
+using namespace cohort::test;
 
 namespace {
 
-std::string u8(uint8_t value) {
-  std::string out;
-  append_u8(out, value);
-  return out;
-}
-std::string i64(int64_t value) {
-  std::string out;
-  append_i64(out, value);
-  return out;
-}
-std::string bytes(std::string_view value) {
-  std::string out;
-  append_bytes(out, value);
-  return out;
-}
 const std::string kStop = u8(0);      // STOP_WAITING
 const std::string kCanceled = u8(1);  // WAIT_CANCELED
 
