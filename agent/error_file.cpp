@@ -2,18 +2,24 @@
 
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/text.hpp"
+#include "proto/untrusted_json.hpp"
 
 namespace cohort {
 namespace {
 
+// A worker writes the file, so it may be anything: at most its first MiB is read, and nesting
+// is limited while parsing.
 std::optional<nlohmann::json> read_json(const std::string& path) {
-  std::ifstream in(path);
+  constexpr std::streamsize kMaxErrorFileBytes = 1 << 20;
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  nlohmann::json parsed = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text(kMaxErrorFileBytes, '\0');
+  in.read(text.data(), kMaxErrorFileBytes);
+  text.resize(static_cast<size_t>(in.gcount()));
+  nlohmann::json parsed = proto::parse_untrusted_json(text);
   if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
   return parsed;
 }

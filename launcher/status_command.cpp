@@ -6,12 +6,12 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
+#include "proto/untrusted_json.hpp"
 
 namespace cohort {
 namespace {
@@ -83,7 +83,12 @@ int run_status_command(const std::string& endpoint, bool json, int timeout_ms) {
   if (json) {
     std::cout << reply->json << "\n";
   } else {
-    print_table(nlohmann::json::parse(reply->json));
+    nlohmann::json status = proto::parse_untrusted_json(reply->json);
+    if (!status.is_object()) {
+      std::cerr << "cohort status: " << endpoint << " sent a status that is not a JSON object\n";
+      return kExitRendezvous;
+    }
+    print_table(status);
   }
   return kExitSuccess;
 }

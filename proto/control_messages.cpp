@@ -1,8 +1,10 @@
 #include "proto/control_messages.hpp"
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
+
+#include "proto/untrusted_json.hpp"
 
 namespace cohort::proto {
 
@@ -97,27 +99,35 @@ std::optional<ControlMessage> decode_as(const std::string& type, const json& in)
 // Every number of the protocol is an integer, and every one fits an int except the durations
 // ("*_ms"), which fit an int64_t: nlohmann would otherwise cast 1e300 to int (undefined) or wrap
 // 2^32 + 1 to 1.
-bool integers_fit(const json& value, std::string_view key, std::string& error) {
-  if (value.is_object() || value.is_array()) {
-    for (const auto& [name, item] : value.items()) {
-      if (!integers_fit(item, value.is_object() ? std::string_view(name) : key, error)) {
-        return false;
-      }
-    }
-    return true;
-  }
-  if (!value.is_number()) return true;
+bool integer_fits(const json& number, std::string_view key) {
   bool duration = key.size() > 3 && key.substr(key.size() - 3) == "_ms";
-  bool fits = false;
-  if (value.is_number_unsigned()) {
-    fits = value.get<uint64_t>() <=
+  if (number.is_number_unsigned()) {
+    return number.get<uint64_t>() <=
            (duration ? uint64_t{INT64_MAX} : static_cast<uint64_t>(INT32_MAX));
-  } else if (value.is_number_integer()) {
-    int64_t number = value.get<int64_t>();
-    fits = duration || (number >= INT32_MIN && number <= INT32_MAX);
   }
-  if (!fits) error = "\"" + std::string(key) + "\": " + value.dump() + " is not a valid integer";
-  return fits;
+  if (!number.is_number_integer()) return false;
+  int64_t value = number.get<int64_t>();
+  return duration || (value >= INT32_MIN && value <= INT32_MAX);
+}
+
+// Checks every number in `root`, walking with a stack of its own rather than recursing.
+bool integers_fit(const json& root, std::string& error) {
+  std::vector<std::pair<const json*, std::string_view>> pending{{&root, ""}};
+  while (!pending.empty()) {
+    auto [value, key] = pending.back();
+    pending.pop_back();
+    if (value->is_object()) {
+      for (auto item = value->begin(); item != value->end(); ++item) {
+        pending.emplace_back(&*item, item.key());  // a reference to the key stored in `root`
+      }
+    } else if (value->is_array()) {
+      for (const json& item : *value) pending.emplace_back(&item, key);
+    } else if (value->is_number() && !integer_fits(*value, key)) {
+      error = "\"" + std::string(key) + "\": " + value->dump() + " is not a valid integer";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool in_range(int64_t value, int64_t low, int64_t high) { return value >= low && value <= high; }
@@ -162,9 +172,9 @@ std::string encode_message(const ControlMessage& message) {
 }
 
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
-  json in = json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  json in = parse_untrusted_json(payload);
   if (in.is_discarded() || !in.is_object()) {
-    error = "frame is not a JSON object";
+    error = "frame is not a JSON object";  // or one nested deeper than kMaxJsonDepth
     return std::nullopt;
   }
   auto type = in.find("type");
@@ -173,7 +183,7 @@ std::optional<ControlMessage> decode_message(const std::string& payload, std::st
     return std::nullopt;
   }
   std::string problem;
-  if (!integers_fit(in, "", problem)) {
+  if (!integers_fit(in, problem)) {
     error = "bad \"" + type->get<std::string>() + "\" message: " + problem;
     return std::nullopt;
   }

@@ -218,6 +218,25 @@ TEST_CASE("malformed frames close only their own connection", "[component][daemo
   good.expect<proto::HeartbeatAck>();
 }
 
+TEST_CASE("a frame of deeply nested arrays closes only its own connection", "[component][daemon]") {
+  DaemonThread d;
+  Client good(d.daemon.port());
+  good.hello("job", "good", 2);
+  for (bool after_hello : {false, true}) {
+    Client deep(d.daemon.port());
+    if (after_hello) deep.hello("deep-run", "deep", 2);  // waits alone: no round
+    // 40 KB, depth 20,000: this used to overflow the daemon's stack.
+    deep.send_raw(proto::encode_frame(std::string(20000, '[') + std::string(20000, ']')));
+    CHECK(deep.expect<proto::Error>().message == "frame is not a JSON object");
+    CHECK_FALSE(deep.receive());
+  }
+  good.send(proto::Heartbeat{});
+  good.expect<proto::HeartbeatAck>();
+  Client next(d.daemon.port());
+  next.hello("other", "next", 1);
+  CHECK(next.expect<proto::RoundAssigned>().world_size == 2);
+}
+
 TEST_CASE("status lists runs and nodes", "[component][daemon]") {
   DaemonThread d;
   Client a(d.daemon.port());

@@ -36,3 +36,14 @@ TEST_CASE("an error file's timestamp is read when a clock can hold it", "[unit][
     CHECK(odd.time == std::chrono::system_clock::time_point());
   }
 }
+
+TEST_CASE("an error file nested a million levels deep is ignored, not a crash", "[unit][agent]") {
+  test::TempDir dir;
+  WorkerFailure failure;
+  failure.error_file = dir.file("error.json");
+  std::ofstream(failure.error_file)
+      << R"({"message": )" << std::string(1000000, '[') << std::string(1000000, ']') << "}";
+  load_error_file(failure);
+  CHECK_FALSE(failure.error_file_written);
+  CHECK(failure.error_message.empty());
+}

@@ -2,6 +2,7 @@
 
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
+#include "proto/untrusted_json.hpp"
 
 using namespace cohort::proto;
 
@@ -180,4 +181,32 @@ TEST_CASE("text that is not UTF-8 is encoded with replacement characters", "[uni
   auto decoded = decode_message(encode_message(stop), error);
   REQUIRE(decoded);
   CHECK(std::get<Stop>(*decoded).summary == "stderr: caf\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD end");
+}
+
+TEST_CASE("nesting past the depth limit is refused while parsing, at any depth", "[unit][proto]") {
+  std::string error;
+  // 20,000 levels used to overflow the stack in the recursive number check.
+  for (int depth : {kMaxJsonDepth, 20000, 2000000}) {
+    INFO("depth " << depth);
+    std::string deep = R"({"type":"join","rank0_port":0,"x":)" + std::string(depth, '[') +
+                       std::string(depth, ']') + "}";
+    CHECK_FALSE(decode_message(deep, error));
+    CHECK(error == "frame is not a JSON object");
+    std::string objects = R"({"type":"join","rank0_port":0,"x":)";
+    for (int i = 0; i < std::min(depth, 100000); ++i) objects += R"({"k":)";
+    CHECK_FALSE(
+        decode_message(objects + "1" + std::string(std::min(depth, 100000) + 1, '}'), error));
+  }
+  // Up to the limit (the root object is level 1) an unknown field is ignored as before.
+  int inner = kMaxJsonDepth - 1;
+  auto shallow = decode_message(R"({"type":"join","rank0_port":0,"x":)" + std::string(inner, '[') +
+                                    std::string(inner, ']') + "}",
+                                error);
+  CHECK(shallow);
+  CHECK(parse_untrusted_json(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']'))
+            .is_array());
+  CHECK(parse_untrusted_json(std::string(kMaxJsonDepth + 1, '[') +
+                             std::string(kMaxJsonDepth + 1, ']'))
+            .is_discarded());
+  CHECK(parse_untrusted_json("[[[").is_discarded());
 }

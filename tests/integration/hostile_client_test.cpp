@@ -1,0 +1,91 @@
+// A stranger on the network against the real daemons: cohortd, and an agent that hosts the
+// rendezvous itself. Whatever one connection sends, the process survives, its runs go on and the
+// next client is served.
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <csignal>
+
+#include "proto/control_frame.hpp"
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+namespace ip = boost::asio::ip;
+
+namespace {
+
+// Sends `bytes` on a fresh connection to 127.0.0.1:port and reads until the peer closes (or 5 s
+// pass); true when the peer closed the connection.
+bool send_and_expect_close(int port, const std::string& bytes) {
+  boost::asio::io_context io;
+  ip::tcp::socket socket(io);
+  socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
+  timeval timeout{5, 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  boost::system::error_code error;
+  boost::asio::write(socket, boost::asio::buffer(bytes), error);
+  char buffer[4096];
+  while (!error) socket.read_some(boost::asio::buffer(buffer), error);
+  return error == boost::asio::error::eof || error == boost::asio::error::connection_reset;
+}
+
+// 40 KB of JSON arrays nested 20,000 deep: one frame that used to overflow the daemon's stack.
+std::string deep_frame() {
+  return cohort::proto::encode_frame(std::string(20000, '[') + std::string(20000, ']'));
+}
+
+}  // namespace
+
+TEST_CASE("a frame nested 20,000 deep leaves cohortd and its runs alive",
+          "[integration][security]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto node = cluster.node("127.0.0.2", {"--nnodes", "1", "--rdzv-id", "victim"},
+                           {"--pid-file", scratch.file("pid_{RANK}"), "--hang"});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("pid_0")); }, 20s));
+  CHECK(send_and_expect_close(cluster.port(), deep_frame()));
+  CHECK(process_alive(cluster.daemon().pid()));
+  auto status = daemon_status(cluster.endpoint());
+  REQUIRE(status["runs"].size() == 1);
+  CHECK(status["runs"][0]["run_id"] == "victim");
+  CHECK(status["runs"][0]["phase"] == "running");
+  CHECK(process_alive(read_pid(scratch.file("pid_0"))));
+  node->signal(SIGTERM);
+  auto exit = node->wait(10s);
+  REQUIRE(exit);
+  CHECK(*exit == cohort::ExitStatus::exited(128 + SIGTERM));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a frame nested 20,000 deep leaves an agent that hosts the rendezvous alive",
+          "[integration][security]") {
+  Scratch scratch;
+  int port = 0;
+  {
+    Cluster probe(scratch);  // a free port on 127.0.0.1
+    probe.start_daemon();
+    port = probe.port();
+    probe.stop_daemon();
+  }
+  auto agent =
+      scratch.start({"--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                     "127.0.0.1:" + std::to_string(port), "--rdzv-id", "hosted", "--no-python",
+                     kTestWorkerBin, "--pid-file", scratch.file("pid_{RANK}"), "--hang"});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("pid_0")); }, 20s));
+  CHECK(send_and_expect_close(port, deep_frame()));
+  CHECK(process_alive(agent->pid()));
+  CHECK(process_alive(read_pid(scratch.file("pid_0"))));
+  auto status = daemon_status("127.0.0.1:" + std::to_string(port));
+  REQUIRE(status["runs"].size() == 1);
+  CHECK(status["runs"][0]["run_id"] == "hosted");
+  agent->signal(SIGTERM);
+  auto exit = agent->wait(10s);
+  INFO(agent->output());
+  REQUIRE(exit);
+  CHECK(*exit == cohort::ExitStatus::exited(128 + SIGTERM));
+  CHECK(scratch.nothing_left());
+}
