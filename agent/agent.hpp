@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/child_reaper.hpp"
-#include "agent/group_keeper.hpp"
+#include "process/child_reaper.hpp"
+#include "process/group_keeper.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/worker_env.hpp"

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/child_reaper.hpp"
-#include "agent/group_keeper.hpp"
+#include "process/child_reaper.hpp"
+#include "process/group_keeper.hpp"
 #include "agent/output_config.hpp"
-#include "agent/output_pump.hpp"
-#include "agent/process_spawner.hpp"
+#include "process/output_pump.hpp"
+#include "process/process_spawner.hpp"
 #include "agent/worker_failure.hpp"
 
 namespace cohort {

@@ -16,7 +16,7 @@
 
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/run_state.hpp"
-#include "rendezvous/store_server.hpp"
+#include "store/store_server.hpp"
 
 namespace cohort {
 

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "agent/output_pump.hpp"
+#include "process/output_pump.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace cohort;

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "proto/tcpstore_codec.hpp"
-#include "rendezvous/store.hpp"
-#include "rendezvous/store_server.hpp"
+#include "store/tcpstore_codec.hpp"
+#include "store/store.hpp"
+#include "store/store_server.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"

@@ -11,7 +11,7 @@ namespace cohort::test {
 namespace {
 
 const std::string kAllreduce =
-    std::string(COHORT_TEST_SOURCE_DIR) + "/tests/integration/elastic_allreduce.py";
+    std::string(kSourceDir) + "/tests/integration/elastic_allreduce.py";
 
 // The environment of the launching shell: torch's Python, Gloo on loopback.
 std::map<std::string, std::string> launch_env() {

@@ -1,12 +1,13 @@
-// Absolute paths of the binaries and sources the tests use, set by CMake at build time, so the
+// Absolute paths of the binaries and sources the tests use, set by CMake at build time (in
+// test_paths.cpp only, so that every other test file compiles the same in any checkout), so the
 // tests run from any directory.
 #pragma once
 
 namespace cohort::test {
 
-inline constexpr const char* kCohortBin = COHORT_TEST_COHORT_BIN;
-inline constexpr const char* kCohortdBin = COHORT_TEST_COHORTD_BIN;
-inline constexpr const char* kTestWorkerBin = COHORT_TEST_WORKER_BIN;
-inline constexpr const char* kSourceDir = COHORT_TEST_SOURCE_DIR;
+extern const char* const kCohortBin;
+extern const char* const kCohortdBin;
+extern const char* const kTestWorkerBin;
+extern const char* const kSourceDir;
 
 }  // namespace cohort::test

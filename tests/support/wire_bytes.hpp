@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "proto/tcpstore_codec.hpp"
+#include "store/tcpstore_codec.hpp"
 
 namespace cohort::test {
 

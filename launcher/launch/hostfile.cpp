@@ -1,0 +1,241 @@
+#include "launcher/launch/hostfile.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+constexpr int kMaxSlots = 4096;
+
+// A host as ssh takes it: letters, digits, '.', '-', '_', ':' (IPv6) and one "user@" in front;
+// never a leading '-' (ssh would read it as an option).
+bool valid_host_name(std::string_view name) {
+  if (name.empty() || name.front() == '-' || name.front() == '@' || name.back() == '@')
+    return false;
+  if (std::count(name.begin(), name.end(), '@') > 1) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '@';
+  });
+}
+
+std::optional<int> parse_slots(std::string_view text) {
+  auto value = parse_int(text);
+  if (!value || *value < 1 || *value > kMaxSlots) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+// Adds `host` unless it is already there; returns false on a duplicate.
+bool add_host(HostSelection& selection, std::map<std::string, size_t>& seen, HostSlots host) {
+  if (!seen.emplace(host.address(), selection.hosts.size()).second) return false;
+  selection.hosts.push_back(std::move(host));
+  return true;
+}
+
+// One hostfile line's fields after the host name: "slots=4", "max_slots=8".
+void parse_fields(const std::vector<std::string>& fields, HostSlots& host, const std::string& where,
+                  std::vector<std::string>& problems) {
+  for (size_t i = 1; i < fields.size(); ++i) {
+    const std::string& field = fields[i];
+    size_t equals = field.find('=');
+    std::string key = field.substr(0, equals);
+    std::string value = equals == std::string::npos ? "" : field.substr(equals + 1);
+    if (key == "slots") {
+      auto slots = parse_slots(value);
+      if (!slots) {
+        problems.push_back(cat(where, ": slots must be 1-", kMaxSlots, ", got '", value, "'"));
+        continue;
+      }
+      host.slots = *slots;
+      host.slots_given = true;
+    } else if (key != "max_slots" && key != "max-slots") {
+      problems.push_back(cat(where, ": unknown field '", field, "' (expected slots=N)"));
+    }
+  }
+}
+
+std::vector<std::string> words(std::string_view line) {
+  std::vector<std::string> result;
+  std::string word;
+  for (char c : line) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (!word.empty()) result.push_back(std::move(word));
+      word.clear();
+    } else {
+      word += c;
+    }
+  }
+  if (!word.empty()) result.push_back(std::move(word));
+  return result;
+}
+
+struct HostFilter {
+  std::string host;
+  std::vector<int> slots;  ///< empty: the whole host
+};
+
+// "node1:0,2@node2" -> {node1 {0,2}}, {node2 {}}.
+std::vector<HostFilter> parse_filter(const std::string& flag, const std::string& text,
+                                     std::vector<std::string>& problems) {
+  std::vector<HostFilter> filters;
+  for (const std::string& item : split(text, '@')) {
+    size_t colon = item.find(':');
+    HostFilter filter{std::string(trim(item.substr(0, colon))), {}};
+    if (filter.host.empty()) {
+      problems.push_back(cat(flag, ": expected host[:slot,slot]@host..., got '", text, "'"));
+      return {};
+    }
+    if (colon != std::string::npos) {
+      for (const std::string& slot : split(item.substr(colon + 1), ',')) {
+        auto number = parse_int(trim(slot));
+        if (!number || *number < 0 || *number >= kMaxSlots) {
+          problems.push_back(cat(flag, ": '", slot, "' is not a slot number in '", item, "'"));
+          return {};
+        }
+        filter.slots.push_back(static_cast<int>(*number));
+      }
+    }
+    filters.push_back(std::move(filter));
+  }
+  return filters;
+}
+
+std::vector<int> all_slots(const HostSlots& host) {
+  if (!host.kept.empty()) return host.kept;
+  std::vector<int> slots(host.slots);
+  for (int i = 0; i < host.slots; ++i) slots[i] = i;
+  return slots;
+}
+
+// Checks that every filter names a listed host and slots it has; returns filters by host.
+std::map<std::string, std::vector<int>> check_filters(const std::string& flag,
+                                                      const std::vector<HostFilter>& filters,
+                                                      const HostSelection& selection,
+                                                      std::vector<std::string>& problems) {
+  std::map<std::string, std::vector<int>> by_host;
+  for (const HostFilter& filter : filters) {
+    auto host = std::find_if(selection.hosts.begin(), selection.hosts.end(),
+                             [&](const HostSlots& h) { return h.address() == filter.host; });
+    if (host == selection.hosts.end()) {
+      problems.push_back(cat(flag, ": '", filter.host, "' is not one of the hosts"));
+      continue;
+    }
+    for (int slot : filter.slots) {
+      if (slot >= host->slots) {
+        problems.push_back(
+            cat(flag, ": ", filter.host, " has slots 0-", host->slots - 1, ", not ", slot));
+      }
+    }
+    by_host[filter.host] = filter.slots;
+  }
+  return by_host;
+}
+
+}  // namespace
+
+HostSelection parse_hostfile(const std::string& text, const std::string& origin) {
+  HostSelection selection;
+  std::map<std::string, size_t> seen;
+  std::map<std::string, int> first_line;
+  int line_number = 0;
+  for (const std::string& raw : split(text, '\n')) {
+    ++line_number;
+    std::string_view line = raw;
+    line = line.substr(0, line.find('#'));
+    std::vector<std::string> fields = words(line);
+    if (fields.empty()) continue;
+    std::string where = cat(origin, ":", line_number);
+    if (!valid_host_name(fields[0])) {
+      selection.problems.push_back(cat(where, ": '", fields[0], "' is not a host name"));
+      continue;
+    }
+    HostSlots host{fields[0]};
+    parse_fields(fields, host, where, selection.problems);
+    std::string key = host.address();
+    if (!add_host(selection, seen, host)) {
+      selection.problems.push_back(
+          cat(where, ": host '", key, "' is already listed on line ", first_line[key]));
+      continue;
+    }
+    first_line[key] = line_number;
+  }
+  if (selection.hosts.empty() && selection.problems.empty())
+    selection.problems.push_back(cat(origin, ": no hosts in the hostfile"));
+  return selection;
+}
+
+HostSelection parse_host_list(const std::string& text) {
+  HostSelection selection;
+  std::map<std::string, size_t> seen;
+  for (const std::string& item : split(text, ',')) {
+    std::string entry(trim(item));
+    size_t colon = entry.rfind(':');
+    HostSlots host{entry};
+    if (colon != std::string::npos && entry.find(':') == colon) {  // IPv6 has several ':'
+      host.name = entry.substr(0, colon);
+      auto slots = parse_slots(entry.substr(colon + 1));
+      if (!slots) {
+        selection.problems.push_back(cat("-H: slots must be 1-", kMaxSlots, " in '", entry, "'"));
+        continue;
+      }
+      host.slots = *slots;
+      host.slots_given = true;
+    }
+    if (!valid_host_name(host.name)) {
+      selection.problems.push_back(cat("-H: '", host.name, "' is not a host name"));
+      continue;
+    }
+    if (!add_host(selection, seen, host))
+      selection.problems.push_back(cat("-H: host '", host.name, "' is listed twice"));
+  }
+  return selection;
+}
+
+void filter_hosts(HostSelection& selection, const std::string& include,
+                  const std::string& exclude) {
+  if (include.empty() && exclude.empty()) return;
+  if (!include.empty() && !exclude.empty()) {
+    selection.problems.push_back("--include, --exclude: give one of them, not both");
+    return;
+  }
+  const std::string flag = include.empty() ? "--exclude" : "--include";
+  size_t before = selection.problems.size();
+  auto filters = parse_filter(flag, include.empty() ? exclude : include, selection.problems);
+  auto by_host = check_filters(flag, filters, selection, selection.problems);
+  if (selection.problems.size() != before) return;
+
+  std::vector<HostSlots> kept_hosts;
+  for (HostSlots& host : selection.hosts) {
+    auto filter = by_host.find(host.address());
+    bool named = filter != by_host.end();
+    if (!include.empty() && !named) continue;                           // not included
+    if (!exclude.empty() && named && filter->second.empty()) continue;  // excluded whole
+    if (named && !filter->second.empty()) {
+      std::set<int> listed(filter->second.begin(), filter->second.end());
+      std::vector<int> slots;
+      for (int slot : all_slots(host)) {
+        if (listed.count(slot) == (include.empty() ? 0u : 1u)) slots.push_back(slot);
+      }
+      if (slots.empty()) {
+        selection.problems.push_back(cat(flag, ": leaves ", host.name, " without slots"));
+        continue;
+      }
+      host.kept = slots;
+    }
+    kept_hosts.push_back(host);
+  }
+  if (kept_hosts.empty()) selection.problems.push_back(cat(flag, ": leaves no host"));
+  selection.hosts = std::move(kept_hosts);
+}
+
+std::string visible_devices(const HostSlots& host) {
+  std::string devices;
+  for (int slot : host.kept) devices += (devices.empty() ? "" : ",") + std::to_string(slot);
+  return devices;
+}
+
+}  // namespace cohort

@@ -1,0 +1,351 @@
+#include "launcher/launch/launch.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "process/process_spawner.hpp"
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "common/signal_names.hpp"
+#include "common/text.hpp"
+
+extern char** environ;
+
+namespace cohort {
+namespace {
+
+struct Pipe {
+  int read = -1;
+  int write = -1;
+};
+
+Pipe make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
+  return {fds[0], fds[1]};
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+std::vector<std::string> own_environment() {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+  return env;
+}
+
+std::string last_line(const std::shared_ptr<OutputPump>& pump) {
+  if (!pump || pump->tail().empty()) return "";
+  return pump->tail().back();
+}
+
+}  // namespace
+
+Launch::Launch(boost::asio::io_context& io, LaunchPlan plan)
+    : io_(io), plan_(std::move(plan)), reaper_(io), signals_(io), timer_(io) {
+  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
+}
+
+Launch::~Launch() = default;
+
+int Launch::run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  const char* path = std::getenv("PATH");
+  ssh_path_ = find_executable(plan_.ssh.program, path ? path : "");
+  if (ssh_path_.empty()) {
+    std::cerr << "cohort launch: no '" << plan_.ssh.program << "' in PATH\n";
+    return kExitNotFound;
+  }
+  if (!user_controls_sharing(plan_.ssh.options)) share_connections();
+  arm_signals();
+  precheck();
+  io_.run();
+  if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_);
+  return exit_code_.value_or(kExitInternal);
+}
+
+bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
+                   const PumpTarget& err, SshRole role) {
+  Pipe in = make_pipe(), stdout_pipe = make_pipe(), stderr_pipe = make_pipe();
+  SpawnRequest request;
+  request.executable = ssh_path_;
+  std::vector<std::string> argv = ssh_argv(plan_.ssh, remote.name, remote_line, role);
+  request.args.assign(argv.begin() + 1, argv.end());
+  request.env = own_environment();
+  request.stdin_fd = in.read;
+  request.stdout_fd = stdout_pipe.write;
+  request.stderr_fd = stderr_pipe.write;
+  std::error_code error;
+  if (in.read >= 0 && stdout_pipe.read >= 0 && stderr_pipe.read >= 0)
+    remote.pid = spawn_process(io_.get_executor(), request, error);
+  close_fd(in.read);
+  close_fd(stdout_pipe.write);
+  close_fd(stderr_pipe.write);
+  if (remote.pid < 0) {
+    for (int* fd : {&in.write, &stdout_pipe.read, &stderr_pipe.read}) close_fd(*fd);
+    std::cerr << "cohort launch: cannot start ssh for " << remote.name << ": "
+              << (error ? error.message() : "no pipes") << "\n";
+    return false;
+  }
+  remote.stdin_fd = in.write;
+  remote.out = std::make_shared<OutputPump>(io_, stdout_pipe.read, out);
+  remote.err = std::make_shared<OutputPump>(io_, stderr_pipe.read, err);
+  remote.out->start([this, &remote] { one_part_ended(remote); });
+  remote.err->start([this, &remote] { one_part_ended(remote); });
+  reaper_.watch(remote.pid, [this, &remote](ExitStatus status) {
+    remote.status = status;
+    one_part_ended(remote);
+  });
+  return true;
+}
+
+void Launch::one_part_ended(Remote& remote) {
+  if (--remote.pending > 0) return;
+  close_fd(remote.stdin_fd);
+  if (remote.on_end) remote.on_end(remote);
+}
+
+// Every host at once: `ssh HOST COHORT --version` proves the host answers, logs us in without
+// a prompt, and has cohort where the plan says; nothing starts unless all of them pass.
+void Launch::precheck() {
+  std::string line = remote_shell_line({"", {}, {plan_.remote_cohort, "--version"}});
+  checks_left_ = plan_.hosts.size();
+  for (size_t i = 0; i < plan_.hosts.size(); ++i) {
+    auto remote = std::make_unique<Remote>();
+    remote->index = i;
+    remote->name = plan_.hosts[i].name;
+    remote->on_end = [this](Remote& checked) { on_checked(checked); };
+    if (!spawn(*remote, line, PumpTarget{}, PumpTarget{}, SshRole::Master))
+      return finish(kExitInternal);
+    checks_.push_back(std::move(remote));
+  }
+  timer_.expires_after(std::chrono::seconds(plan_.ssh.connect_timeout_seconds + 10));
+  timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    checks_timed_out_ = true;
+    for (auto& remote : checks_) {
+      if (!remote->status) ::kill(remote->pid, SIGKILL);
+    }
+  });
+}
+
+void Launch::on_checked(Remote& remote) {
+  int code = remote.status->shell_code();
+  std::string why = last_line(remote.err);
+  if (checks_timed_out_ && remote.status->signaled) {
+    check_problems_.push_back(
+        cat(remote.name, ": no answer within ", plan_.ssh.connect_timeout_seconds + 10, " s"));
+  } else if (code == kSshFailed) {
+    check_problems_.push_back(
+        cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")"));
+  } else if (code == 127 || code == 126) {
+    check_problems_.push_back(
+        cat(remote.name, ": no cohort at '", plan_.remote_cohort, "' (set --remote-cohort)"));
+  } else if (code != 0) {
+    check_problems_.push_back(cat(remote.name, ": '", plan_.remote_cohort, " --version' ",
+                                  remote.status->describe(), why.empty() ? "" : ": " + why));
+  } else {
+    log::debug(remote.name, ": ", last_line(remote.out));
+  }
+  if (--checks_left_ > 0) return;
+  timer_.cancel();
+  if (tearing_down_) return finish(128 + first_signal_);
+  if (!check_problems_.empty()) {
+    for (const auto& problem : check_problems_) std::cerr << "cohort launch: " << problem << "\n";
+    std::cerr << "cohort launch: nothing was started\n";
+    return finish(kExitUnreachable);
+  }
+  start_hosts();
+}
+
+std::string Launch::endpoint() const {
+  if (!plan_.rdzv_endpoint.empty()) return plan_.rdzv_endpoint;
+  bool v6 = plan_.rdzv_host.find(':') != std::string::npos;
+  std::string host = v6 ? "[" + plan_.rdzv_host + "]" : plan_.rdzv_host;
+  return host + ":" + std::to_string(daemon_->port());
+}
+
+void Launch::start_hosts() {
+  if (plan_.rdzv_endpoint.empty()) {
+    daemon_ = std::make_unique<RendezvousDaemon>(io_, plan_.daemon);
+    if (auto error = daemon_->start()) {
+      std::cerr << "cohort launch: cannot host the rendezvous on " << plan_.daemon.address << ": "
+                << error.message() << "\n";
+      return finish(kExitRendezvous);
+    }
+  }
+  log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
+            " hosts");
+  warn_about_threads();
+  hosts_left_ = plan_.hosts.size();
+  for (size_t i = 0; i < plan_.hosts.size(); ++i) {
+    auto remote = std::make_unique<Remote>();
+    remote->index = i;
+    remote->name = plan_.hosts[i].name;
+    remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
+    std::string address = plan_.hosts[i].address();
+    PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
+    PumpTarget err{STDERR_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
+    std::string line = remote_shell_line(remote_command(plan_, i, endpoint()));
+    log::debug(remote->name, ": ", line);
+    Remote& started = *remote;
+    hosts_.push_back(std::move(remote));
+    if (!spawn(started, line, out, err, SshRole::Client)) {
+      started.pending = 0;
+      exit_codes_.push_back(kSshFailed);
+      if (--hosts_left_ == 0) return finish(launch_exit_code(exit_codes_));
+    }
+  }
+}
+
+// The agents' OMP_NUM_THREADS warning, once for all hosts.
+void Launch::warn_about_threads() const {
+  if (plan_.env.count("OMP_NUM_THREADS")) return;
+  bool several = !plan_.nproc_per_node.empty() && plan_.nproc_per_node != "1";
+  for (const HostSlots& host : plan_.hosts) several = several || host.workers() > 1;
+  if (several) {
+    log::warn(
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set "
+        "it yourself (-x OMP_NUM_THREADS=N) to tune performance");
+  }
+}
+
+void Launch::on_host_ended(Remote& remote) {
+  // ssh killed by a signal (not by us) is a connection gone too.
+  int code = remote.status->signaled ? kSshFailed : remote.status->code;
+  exit_codes_.push_back(code);
+  --hosts_left_;
+  if (code == kSshFailed && !tearing_down_) {
+    std::string why = last_line(remote.err);
+    log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
+    int left = static_cast<int>(hosts_left_);
+    if (left > 0 && left < plan_.min_nodes) {
+      tear_down(kExitUnreachable, cat(remote.name, " was lost and ", left, " hosts are left; ",
+                                      "--nnodes ", plan_.nnodes, " needs ", plan_.min_nodes));
+    }
+  } else {
+    log::info(remote.name, ": ended with ", remote.status->describe());
+  }
+  if (hosts_left_ > 0) return;
+  if (first_signal_ != 0) return finish(128 + first_signal_);
+  finish(launch_exit_code(exit_codes_));
+}
+
+void Launch::arm_signals() {
+  signals_.async_wait([this](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    on_signal(signal);
+    arm_signals();
+  });
+}
+
+// First signal: the run is stopped through the rendezvous (every worker gets SIGTERM and the
+// shutdown timeout); second: every ssh connection is closed (the agents stop at once); third:
+// ssh itself is killed.
+void Launch::on_signal(int signal) {
+  ++signals_seen_;
+  if (signals_seen_ == 1) {
+    first_signal_ = signal;
+    if (hosts_.empty()) {  // still checking the hosts
+      tearing_down_ = true;
+      return kill_all(checks_);
+    }
+    return tear_down(128 + signal, "stopped by " + signal_name(signal) + " on the launching host");
+  }
+  if (signals_seen_ == 2) {
+    log::warn("received ", signal_name(signal), " again: closing every ssh connection");
+    return close_stdins();
+  }
+  log::warn("received ", signal_name(signal), " again: killing ssh");
+  kill_all(hosts_);
+}
+
+void Launch::tear_down(int exit_status, const std::string& reason) {
+  if (tearing_down_) return;
+  tearing_down_ = true;
+  log::warn(reason, ": stopping every host");
+  if (daemon_) {
+    daemon_->cancel_runs(exit_status, reason);
+  } else {
+    close_stdins();
+  }
+  // Should an agent not hear the daemon, its connection closes once the workers had their
+  // shutdown timeout; should ssh still not end, it is killed.
+  timer_.expires_after(plan_.shutdown_timeout + std::chrono::seconds(5));
+  timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    close_stdins();
+    timer_.expires_after(std::chrono::seconds(5));
+    timer_.async_wait([this](const boost::system::error_code& again) {
+      if (!again) kill_all(hosts_);
+    });
+  });
+}
+
+void Launch::close_stdins() {
+  for (auto& remote : hosts_) close_fd(remote->stdin_fd);
+}
+
+void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
+  for (auto& remote : remotes) {
+    if (remote->pid > 0 && !remote->status) ::kill(remote->pid, SIGKILL);
+  }
+}
+
+void Launch::share_connections() {
+  char pattern[] = "/tmp/cohort-ssh-XXXXXX";  // short: a socket path has at most 107 bytes
+  if (::mkdtemp(pattern) == nullptr) return log::info("no ssh connection sharing: ", pattern);
+  control_dir_ = pattern;
+  plan_.ssh.control_path = control_dir_ + "/%C";
+}
+
+// The shared connections end with the launch (`ssh -O exit`, at most 3 s).
+void Launch::close_shared_connections(std::function<void()> done) {
+  if (control_dir_.empty() || checks_.empty()) return done();
+  auto left = std::make_shared<size_t>(0);
+  auto finish_once = std::make_shared<std::function<void()>>(std::move(done));
+  auto one_done = [left, finish_once, this] {
+    if (*left > 0 && --*left > 0) return;
+    timer_.cancel();
+    if (auto call = std::move(*finish_once)) call();
+  };
+  for (const auto& check : checks_) {
+    SpawnRequest request;
+    std::vector<std::string> argv = ssh_close_master_argv(plan_.ssh, check->name);
+    request.executable = ssh_path_;
+    request.args.assign(argv.begin() + 1, argv.end());
+    request.env = own_environment();
+    request.stdout_fd = request.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    std::error_code error;
+    pid_t pid = spawn_process(io_.get_executor(), request, error);
+    ::close(request.stdout_fd);
+    if (pid < 0) continue;
+    ++*left;
+    reaper_.watch(pid, [one_done](ExitStatus) { one_done(); });
+  }
+  if (*left == 0) return one_done();
+  timer_.expires_after(std::chrono::seconds(3));
+  timer_.async_wait([one_done, left](const boost::system::error_code& error) {
+    if (error) return;
+    *left = 0;
+    one_done();
+  });
+}
+
+void Launch::finish(int exit_code) {
+  if (exit_code_) return;
+  exit_code_ = exit_code;
+  timer_.cancel();
+  signals_.cancel();
+  if (daemon_) daemon_->stop();
+  close_shared_connections([this] { io_.stop(); });
+}
+
+}  // namespace cohort

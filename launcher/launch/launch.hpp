@@ -1,0 +1,88 @@
+// Runs a planned `cohort launch`: checks that every host answers over ssh and has cohort, hosts
+// the rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every
+// host at once through the system ssh, copies their lines to this console, and tears everything
+// down on Ctrl-C, or when a lost host leaves too few for the run. Each remote agent watches its
+// ssh connection (stdin) and stops its workers when it goes. Created by main; io thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process/child_reaper.hpp"
+#include "process/output_pump.hpp"
+#include "launcher/launch/launch_plan.hpp"
+#include "rendezvous/daemon.hpp"
+
+namespace cohort {
+
+class Launch {
+ public:
+  Launch(boost::asio::io_context& io, LaunchPlan plan);
+  ~Launch();
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+
+  /// Runs until every host's ssh has ended; returns the launch's exit code.
+  int run();
+
+ private:
+  /// One ssh process (the pre-check's or the run's) and the pumps of its stdout and stderr.
+  struct Remote {
+    size_t index = 0;
+    std::string name;
+    pid_t pid = -1;
+    int stdin_fd = -1;  ///< our end of its stdin; closing it tells the remote agent to stop
+    std::shared_ptr<OutputPump> out;
+    std::shared_ptr<OutputPump> err;
+    int pending = 3;  ///< the exit and the end of both streams
+    std::optional<ExitStatus> status;
+    std::function<void(Remote&)> on_end;  ///< runs once all three came
+  };
+
+  bool spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
+             const PumpTarget& err, SshRole role);
+  void share_connections();
+  void close_shared_connections(std::function<void()> done);
+  void one_part_ended(Remote& remote);
+  void precheck();
+  void on_checked(Remote& remote);
+  void start_hosts();
+  void warn_about_threads() const;
+  void on_host_ended(Remote& remote);
+  void on_signal(int signal);
+  void arm_signals();
+  void tear_down(int exit_status, const std::string& reason);
+  void close_stdins();
+  void kill_all(std::vector<std::unique_ptr<Remote>>& remotes);
+  void finish(int exit_code);
+  std::string endpoint() const;
+
+  boost::asio::io_context& io_;
+  LaunchPlan plan_;
+  std::string ssh_path_;
+  std::string control_dir_;  ///< sockets of the shared ssh connections; empty: none
+  ChildReaper reaper_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer timer_;
+  std::unique_ptr<RendezvousDaemon> daemon_;
+  std::vector<std::unique_ptr<Remote>> checks_;
+  std::vector<std::string> check_problems_;
+  size_t checks_left_ = 0;
+  bool checks_timed_out_ = false;
+  std::vector<std::unique_ptr<Remote>> hosts_;
+  std::vector<int> exit_codes_;  ///< each host's, in the order they ended
+  size_t hosts_left_ = 0;
+  bool tearing_down_ = false;
+  int signals_seen_ = 0;
+  int first_signal_ = 0;
+  std::optional<int> exit_code_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,273 @@
+#include "launcher/launch/launch_plan.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+// Run flags the launch sets itself on every host (or, for --store-ports, uses for its own
+// daemon), so they are not forwarded as given.
+const std::set<std::string> kPlannedRunFlags = {
+    "--nnodes",       "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
+    "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
+    "--under-launch", "--master-addr",    "--master-port"};
+
+const std::set<std::string> kLaunchFlags = {"--hosts",         "--hostfile",   "--include",
+                                            "--exclude",       "-x",           "--env-file",
+                                            "--ssh-port",      "--ssh-option", "--connect-timeout",
+                                            "--remote-cohort", "--rdzv-host",  "--help"};
+
+bool given(const CLI::App& app, const std::string& flag) {
+  return app.get_option(flag)->count() > 0;
+}
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+HostSelection select_hosts(const LaunchOptions& options) {
+  HostSelection selection;
+  if (options.host_list.empty() == options.hostfile.empty()) {
+    selection.problems.push_back(
+        "-H, --hostfile: give the hosts with one of them (-H node1:4,node2:4 or --hostfile FILE)");
+    return selection;
+  }
+  if (!options.host_list.empty()) {
+    selection = parse_host_list(options.host_list);
+  } else if (auto text = read_whole_file(options.hostfile)) {
+    selection = parse_hostfile(*text, options.hostfile);
+  } else {
+    selection.problems.push_back(cat("--hostfile: cannot read '", options.hostfile, "'"));
+  }
+  if (selection.problems.empty()) filter_hosts(selection, options.include, options.exclude);
+  return selection;
+}
+
+// The env file named by --env-file, or the first of ./.cohort_env and ~/.cohort_env.
+void forward_environment(const LaunchOptions& options, const LaunchContext& context,
+                         LaunchPlan& plan) {
+  std::string text;
+  std::string origin = options.env_file;
+  if (!options.env_file.empty()) {
+    auto file = read_whole_file(options.env_file);
+    if (!file) plan.problems.push_back(cat("--env-file: cannot read '", options.env_file, "'"));
+    text = file.value_or("");
+  } else {
+    for (const std::string& candidate :
+         {context.working_dir + "/.cohort_env", context.home + "/.cohort_env"}) {
+      if (auto file = read_whole_file(candidate)) {
+        text = *file;
+        origin = candidate;
+        break;
+      }
+    }
+  }
+  ForwardedEnv forwarded = forwarded_env(context.env, text, origin, options.exports);
+  plan.env = std::move(forwarded.vars);
+  plan.problems.insert(plan.problems.end(), forwarded.problems.begin(), forwarded.problems.end());
+}
+
+// Every run flag the user gave, as given, but those the launch plans itself.
+std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
+  std::vector<std::string> flags;
+  for (const CLI::Option* option : app.get_options()) {
+    std::string name = option->get_name();
+    if (option->count() == 0 || kLaunchFlags.count(name) || kPlannedRunFlags.count(name)) continue;
+    if (option->get_expected_min() == 0) {  // a flag: repeat it (-vv)
+      for (size_t i = 0; i < option->count(); ++i) flags.push_back(name);
+      continue;
+    }
+    for (const std::string& value : option->results()) {
+      flags.push_back(name);
+      flags.push_back(value);
+    }
+  }
+  return flags;
+}
+
+void reject_single_node_flags(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
+  for (const char* flag : {"--standalone", "--master-addr", "--master-port", "--node-rank",
+                           "--local-addr", "--node-rank-hint", "--under-launch"}) {
+    if (given(app, flag))
+      plan.problems.push_back(cat(flag, ": cohort launch sets this for every host itself"));
+  }
+  if (given(app, "--rdzv-backend") && run.rdzv_backend != "c10d")
+    plan.problems.push_back("--rdzv-backend: cohort launch uses c10d (its own daemon)");
+}
+
+// The run flags' own checks (cohort run's validation), on what the launch will send.
+void check_run_flags(const RunOptions& run, LaunchPlan& plan) {
+  RunOptions probe = run;
+  probe.command.clear();  // the script is looked for on the hosts, not here
+  probe.rdzv_backend = "c10d";
+  probe.rdzv_endpoint = "127.0.0.1:1";
+  probe.standalone = false;
+  const std::string& nproc = run.nproc_per_node;
+  if (nproc == "gpu" || nproc == "auto" || nproc == "cpu")
+    probe.nproc_per_node = "1";  // counted on each host, not here
+  ValidatedRun validated = validate_run_options(probe);
+  plan.problems.insert(plan.problems.end(), validated.problems.begin(), validated.problems.end());
+  plan.shutdown_timeout = validated.config.shutdown_timeout;
+  plan.daemon.store_port_min = validated.daemon.options.store_port_min;
+  plan.daemon.store_port_max = validated.daemon.options.store_port_max;
+}
+
+void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
+  int hosts = static_cast<int>(plan.hosts.size());
+  if (!given(app, "--nnodes")) {
+    plan.nnodes = std::to_string(hosts);
+    plan.min_nodes = hosts;
+    return;
+  }
+  plan.nnodes = run.nnodes;
+  auto parts = split(run.nnodes, ':');
+  auto low = parse_int(parts[0]);
+  if (!low) return;  // check_run_flags reports it
+  plan.min_nodes = static_cast<int>(*low);
+  if (plan.min_nodes > hosts) {
+    plan.problems.push_back(cat("--nnodes ", run.nnodes, ": needs at least ", plan.min_nodes,
+                                " hosts, and only ", hosts, " are given"));
+  }
+}
+
+bool all_local(const std::vector<HostSlots>& hosts) {
+  for (const HostSlots& host : hosts) {
+    std::string name = host.address();
+    if (name != "localhost" && name.rfind("127.", 0) != 0 && name != "::1") return false;
+  }
+  return true;
+}
+
+void plan_rendezvous(const CLI::App& app, const LaunchOptions& options, LaunchPlan& plan) {
+  const RunOptions& run = options.run;
+  plan.run_id = given(app, "--rdzv-id") ? run.rdzv_id : "launch-" + random_run_id();
+  if (!run.rdzv_endpoint.empty()) {
+    auto endpoint = parse_host_port(run.rdzv_endpoint, 29400);
+    if (!endpoint || endpoint->port == 0) {
+      plan.problems.push_back(cat("--rdzv-endpoint: expected host:port of a running cohortd, got '",
+                                  run.rdzv_endpoint, "'"));
+    }
+    if (!options.rdzv_host.empty())
+      plan.problems.push_back("--rdzv-host: only for the embedded daemon; drop --rdzv-endpoint");
+    plan.rdzv_endpoint = run.rdzv_endpoint;
+    return;
+  }
+  bool local = all_local(plan.hosts);
+  plan.rdzv_host = options.rdzv_host;
+  if (plan.rdzv_host.empty()) {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    plan.rdzv_host = local ? "127.0.0.1" : name;
+  }
+  bool loopback = plan.rdzv_host == "localhost" || plan.rdzv_host.rfind("127.", 0) == 0;
+  plan.daemon.address = loopback ? "127.0.0.1" : "0.0.0.0";
+  plan.daemon.port = 0;
+}
+
+}  // namespace
+
+void add_launch_flags(CLI::App& app, LaunchOptions& o) {
+  app.add_option("-H,--hosts", o.host_list, "Hosts and their slots: node1:4,node2:4");
+  app.add_option("--hostfile", o.hostfile, "MPI/DeepSpeed hostfile: 'node1 slots=4' per line");
+  app.add_option("--include", o.include,
+                 "Only these hosts/slots: node1:0,2@node2 (DeepSpeed's form)");
+  app.add_option("--exclude", o.exclude, "Leave out these hosts/slots: node1:3@node4");
+  app.add_option("-x", o.exports, "Forward NAME (its value here) or set NAME=value on every host")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--env-file", o.env_file,
+                 "NAME=value lines set on every host (default: ./.cohort_env, else ~/.cohort_env)");
+  app.add_option("--ssh-port", o.ssh_port, "ssh port of every host")->check(CLI::Range(1, 65535));
+  app.add_option("--ssh-option", o.ssh_options, "An ssh -o option, e.g. IdentityFile=~/.ssh/k")
+      ->allow_extra_args(false);
+  app.add_option("--connect-timeout", o.connect_timeout, "Seconds ssh waits for a host")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.add_option("--remote-cohort", o.remote_cohort,
+                 "Path of cohort on the hosts (default: this cohort's own path)");
+  app.add_option("--rdzv-host", o.rdzv_host,
+                 "Address the hosts use to reach this machine's rendezvous daemon (default: "
+                 "127.0.0.1 when every host is local, else this host's name)");
+  add_run_flags(app, o.run);
+}
+
+LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
+                       const LaunchContext& context) {
+  LaunchPlan plan;
+  HostSelection selection = select_hosts(options);
+  plan.hosts = std::move(selection.hosts);
+  plan.problems = std::move(selection.problems);
+  forward_environment(options, context, plan);
+  reject_single_node_flags(app, options.run, plan);
+  check_run_flags(options.run, plan);
+  plan_nodes(app, options.run, plan);
+  plan_rendezvous(app, options, plan);
+  plan.ssh.port = options.ssh_port;
+  plan.ssh.options = options.ssh_options;
+  plan.ssh.connect_timeout_seconds = options.connect_timeout;
+  plan.remote_cohort = options.remote_cohort.empty() ? context.own_path : options.remote_cohort;
+  plan.working_dir = context.working_dir;
+  plan.run_flags = forwarded_run_flags(app);
+  plan.command = options.run.command;
+  if (given(app, "--nproc-per-node")) plan.nproc_per_node = options.run.nproc_per_node;
+  plan.log_level = log_level_for(options.run);
+  return plan;
+}
+
+RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint) {
+  const HostSlots& host = plan.hosts[index];
+  std::string address = host.address();
+  RemoteCommand command;
+  command.working_dir = plan.working_dir;
+  EnvVars env = plan.env;
+  std::string devices = visible_devices(host);
+  if (!devices.empty()) env["CUDA_VISIBLE_DEVICES"] = devices;
+  env.emplace("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[" + address + ":${rank}]:");
+  command.env.assign(env.begin(), env.end());
+  std::string nproc =
+      plan.nproc_per_node.empty() ? std::to_string(host.workers()) : plan.nproc_per_node;
+  command.argv = {plan.remote_cohort,
+                  "run",
+                  "--under-launch",
+                  "--nnodes",
+                  plan.nnodes,
+                  "--nproc-per-node",
+                  nproc,
+                  "--rdzv-backend",
+                  "c10d",
+                  "--rdzv-endpoint",
+                  endpoint,
+                  "--rdzv-id",
+                  plan.run_id,
+                  "--local-addr",
+                  address,
+                  "--node-rank",
+                  std::to_string(index),
+                  "--node-rank-hint"};
+  command.argv.insert(command.argv.end(), plan.run_flags.begin(), plan.run_flags.end());
+  command.argv.insert(command.argv.end(), plan.command.begin(), plan.command.end());
+  return command;
+}
+
+int launch_exit_code(const std::vector<int>& codes_in_exit_order) {
+  bool any_finished = false;
+  for (int code : codes_in_exit_order) {
+    if (code != 0 && code != kSshFailed) return code;
+    any_finished = any_finished || code == 0;
+  }
+  return any_finished || codes_in_exit_order.empty() ? kExitSuccess : kExitUnreachable;
+}
+
+}  // namespace cohort

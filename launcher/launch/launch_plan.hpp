@@ -1,0 +1,83 @@
+// `cohort launch`'s command line and what it turns into: the hosts and their worker counts, the
+// ssh settings, the environment every host gets, the `cohort run` line each host runs (its own
+// flags plus every run flag the user gave), and where the rendezvous lives. Also the rule that
+// turns the hosts' exit codes into the launch's. Main thread, at start; pure but for reading
+// the hostfile and env file.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/log.hpp"
+#include "launcher/launch/forwarded_env.hpp"
+#include "launcher/launch/hostfile.hpp"
+#include "launcher/run_options.hpp"
+#include "launcher/launch/ssh_command.hpp"
+#include "rendezvous/daemon.hpp"
+
+namespace cohort {
+
+struct LaunchOptions {
+  std::string host_list;  ///< -H
+  std::string hostfile;
+  std::string include;
+  std::string exclude;
+  std::vector<std::string> exports;  ///< -x NAME or NAME=value
+  std::string env_file;              ///< empty: ./.cohort_env, else ~/.cohort_env, if there
+  int ssh_port = 0;
+  std::vector<std::string> ssh_options;
+  int connect_timeout = 10;
+  std::string remote_cohort;  ///< empty: this cohort's own path
+  std::string rdzv_host;      ///< address the hosts use to reach the embedded daemon
+  RunOptions run;
+};
+
+/// What the launch needs from its surroundings (given, so that planning stays testable).
+struct LaunchContext {
+  EnvVars env;              ///< the launching environment
+  std::string working_dir;  ///< kept on every host
+  std::string own_path;     ///< this cohort binary
+  std::string home;         ///< for ~/.cohort_env
+};
+
+struct LaunchPlan {
+  std::vector<HostSlots> hosts;
+  SshSettings ssh;
+  std::string remote_cohort;
+  EnvVars env;  ///< forwarded to every host
+  std::string working_dir;
+  std::vector<std::string> run_flags;  ///< the user's cohort run flags, forwarded as given
+  std::vector<std::string> command;    ///< the training script and its arguments
+  std::string nnodes;                  ///< "3" or "2:3"
+  int min_nodes = 1;
+  std::string nproc_per_node;  ///< the user's --nproc-per-node; empty: each host's slots
+  std::string run_id;
+  std::string rdzv_endpoint;  ///< a running cohortd (host:port); empty: the embedded daemon
+  std::string rdzv_host;      ///< embedded: the address the hosts connect to
+  DaemonOptions daemon;       ///< embedded: where it listens
+  std::chrono::milliseconds shutdown_timeout{30000};
+  log::Level log_level = log::Level::Warn;
+  std::vector<std::string> problems;  ///< each names its flag, or FILE:LINE
+};
+
+/// Adds `cohort launch`'s own flags, then every `cohort run` flag, to `app`.
+void add_launch_flags(CLI::App& app, LaunchOptions& options);
+
+/// Validates the parsed command line (`app` tells which run flags were given) into a plan.
+LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
+                       const LaunchContext& context);
+
+/// The line host `index` runs, given the rendezvous endpoint "host:port" the agents connect to.
+RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint);
+
+/// The launch's exit code from each host's (ssh's) exit code, in the order they ended: the first
+/// that is neither 0 nor 255 (the run's root cause: every agent exits with it), else 0 if any
+/// host finished, else kExitUnreachable (ssh's 255 everywhere: every host was lost).
+int launch_exit_code(const std::vector<int>& codes_in_exit_order);
+
+/// ssh's exit code when the connection failed or the remote side was killed.
+constexpr int kSshFailed = 255;
+
+}  // namespace cohort

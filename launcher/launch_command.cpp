@@ -1,0 +1,50 @@
+#include "launcher/launch_command.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "launcher/command_words.hpp"
+#include "launcher/launch/launch.hpp"
+
+extern char** environ;
+
+namespace cohort {
+namespace {
+
+LaunchContext launch_context() {
+  LaunchContext context;
+  for (const auto& [name, value] : parse_environ(environ)) context.env[name] = value;
+  char buffer[4096] = {};
+  if (::getcwd(buffer, sizeof buffer - 1) != nullptr) context.working_dir = buffer;
+  ssize_t size = ::readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  context.own_path = size > 0 ? std::string(buffer, static_cast<size_t>(size)) : "cohort";
+  const char* home = std::getenv("HOME");
+  context.home = home ? home : "";
+  return context;
+}
+
+}  // namespace
+
+int launch_command(const CLI::App& app, LaunchOptions& options) {
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options.run);
+      !error.empty()) {
+    std::cerr << "cohort launch: " << error << "\n";
+    return kExitUsage;
+  }
+  LaunchPlan plan = plan_launch(app, options, launch_context());
+  if (!plan.problems.empty()) {
+    for (const auto& problem : plan.problems) std::cerr << "cohort launch: " << problem << "\n";
+    return kExitUsage;
+  }
+  log::init(plan.log_level);
+  boost::asio::io_context io;
+  Launch launch(io, std::move(plan));
+  return launch.run();
+}
+
+}  // namespace cohort

@@ -1,0 +1,103 @@
+#include "launcher/rendezvous_command.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fstream>
+#include <iostream>
+
+#include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
+#include "common/log.hpp"
+#include "common/text.hpp"
+#include "rendezvous/daemon.hpp"
+#include "store/store_server.hpp"
+
+namespace cohort {
+namespace {
+
+bool parse_range(const std::string& text, DaemonOptions& options) {
+  if (text.empty()) return true;
+  auto range = parse_port_range(text);
+  if (!range) return false;
+  std::tie(options.store_port_min, options.store_port_max) = *range;
+  return true;
+}
+
+void write_port_file(const std::string& path, int port) {
+  if (path.empty()) return;
+  std::string temporary = path + ".tmp";
+  std::ofstream(temporary) << port << "\n";
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+}  // namespace
+
+void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
+  app.add_option("--host", command.host, "Address to listen on (0.0.0.0, ::, or one address)")
+      ->capture_default_str();
+  app.add_option("--port", command.port, "Control port for agents (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--port-file", command.port_file, "Write the bound control port to this file");
+  app.add_option("--store-ports", command.store_ports,
+                 "Ports for the per-round worker stores, e.g. 29500-29599 (default: any free)");
+  app.add_option("--tcpstore-port", command.tcpstore_port,
+                 "Also serve one plain, long-lived TCPStore on this port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--tcpstore-port-file", command.tcpstore_port_file,
+                 "Write the bound TCPStore port to this file");
+  app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
+}
+
+int run_daemon(const DaemonCommand& command) {
+  log::init(command.verbose > 1    ? log::Level::Debug
+            : command.verbose == 1 ? log::Level::Info
+                                   : log::level_from_env(log::Level::Warn));
+  DaemonOptions options;
+  options.address = command.host;
+  options.port = static_cast<uint16_t>(command.port);
+  if (!parse_range(command.store_ports, options)) {
+    std::cerr << "cohortd: --store-ports: expected PORT or FIRST-LAST, got '" << command.store_ports
+              << "'\n";
+    return kExitUsage;
+  }
+  boost::asio::io_context io;
+  RendezvousDaemon daemon(io, options);
+  if (auto error = daemon.start()) {
+    std::cerr << "cohortd: cannot listen on " << command.host << ":" << command.port << ": "
+              << error.message() << "\n";
+    return kExitInternal;
+  }
+  std::cout << "cohortd: listening on " << command.host << ":" << daemon.port() << std::endl;
+  write_port_file(command.port_file, daemon.port());
+
+  std::unique_ptr<StoreServer> tcpstore;
+  if (command.tcpstore_port >= 0) {
+    StoreServerOptions store_options;
+    store_options.address = command.host == "0.0.0.0" ? "" : command.host;
+    store_options.port = static_cast<uint16_t>(command.tcpstore_port);
+    tcpstore = std::make_unique<StoreServer>(io, store_options);
+    if (auto error = tcpstore->start()) {
+      std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
+                << "\n";
+      return kExitInternal;
+    }
+    std::cout << "cohortd: TCPStore on " << command.host << ":" << tcpstore->port() << std::endl;
+    write_port_file(command.tcpstore_port_file, tcpstore->port());
+  }
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  int exit_code = 0;
+  signals.async_wait([&](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    exit_code = 128 + signal;
+    daemon.stop();
+    if (tcpstore) tcpstore->stop();
+    io.stop();
+  });
+  ::signal(SIGPIPE, SIG_IGN);
+  io.run();
+  return exit_code;
+}
+
+}  // namespace cohort

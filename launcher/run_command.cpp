@@ -1,0 +1,97 @@
+#include "launcher/run_command.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <iostream>
+
+#include "agent/agent.hpp"
+#include "common/exit_codes.hpp"
+#include "common/log.hpp"
+#include "launcher/command_words.hpp"
+#include "rendezvous/daemon.hpp"
+
+extern char** environ;
+
+namespace cohort {
+namespace {
+
+// Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
+// but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
+bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
+                           boost::asio::io_context& io, AgentConfig& config) {
+  if (plan.embed == DaemonPlan::Embed::No) return true;
+  daemon = std::make_unique<RendezvousDaemon>(io, plan.options);
+  if (auto error = daemon->start()) {
+    daemon.reset();
+    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use) {
+      log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
+                plan.options.port, "; joining it");
+      return true;
+    }
+    std::cerr << "cohort run: cannot host the rendezvous on " << plan.options.address << ":"
+              << plan.options.port << ": " << error.message() << "\n";
+    return false;
+  }
+  log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  config.rendezvous.port = daemon->port();
+  return true;
+}
+
+// Before exiting, an agent that hosts the daemon lets the other nodes hear the end of the run
+// (at most 5 s).
+void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
+                     std::function<void()> done) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(5));
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  auto once = [finish, timer] {
+    if (!*finish) return;
+    auto call = std::move(*finish);
+    *finish = nullptr;
+    timer->cancel();
+    call();
+  };
+  daemon.on_run_ended = [&daemon, once] {
+    if (daemon.idle()) once();
+  };
+  if (daemon.idle()) return once();
+  timer->async_wait([once](const boost::system::error_code& error) {
+    if (!error) once();
+  });
+}
+
+}  // namespace
+
+int run_command(const CLI::App& app, RunOptions& options) {
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options);
+      !error.empty()) {
+    std::cerr << "cohort run: " << error << "\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> slurm_problems;
+  std::vector<std::string> from_slurm =
+      apply_slurm_defaults(app, options, parse_environ(environ), slurm_problems);
+  if (options.verbose > 0) {
+    for (const auto& line : from_slurm) std::cerr << "cohort run: " << line << "\n";
+  }
+  ValidatedRun validated = validate_run_options(options);
+  validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
+  if (!validated.problems.empty()) {
+    for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
+    return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
+  }
+  log::init(log_level_for(options));
+  boost::asio::io_context io;
+  std::unique_ptr<RendezvousDaemon> daemon;
+  if (!start_embedded_daemon(validated.daemon, daemon, io, validated.config))
+    return kExitRendezvous;
+  if (daemon) {
+    RendezvousDaemon* hosted = daemon.get();
+    validated.config.before_exit = [hosted, &io](std::function<void()> done) {
+      wait_for_daemon(*hosted, io, std::move(done));
+    };
+  }
+  Agent agent(io, std::move(validated.config));
+  return agent.run();
+}
+
+}  // namespace cohort

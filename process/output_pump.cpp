@@ -1,0 +1,93 @@
+#include "process/output_pump.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace cohort {
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t wrote = ::write(fd, data.data(), data.size());
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {  // a non-blocking console: wait until it drains
+        ::usleep(1000);
+        continue;
+      }
+      return;  // console gone (EPIPE): drop the output, never the agent
+    }
+    data.remove_prefix(static_cast<size_t>(wrote));
+  }
+}
+
+OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target)
+    : pipe_(io, pipe_read), target_(std::move(target)), buffer_(64 * 1024) {}
+
+void OutputPump::start(std::function<void()> on_eof) {
+  on_eof_ = std::move(on_eof);
+  read_more();
+}
+
+void OutputPump::close() {
+  boost::system::error_code ignored;
+  pipe_.close(ignored);
+}
+
+void OutputPump::read_more() {
+  pipe_.async_read_some(
+      boost::asio::buffer(buffer_),
+      [self = shared_from_this()](const boost::system::error_code& error, size_t size) {
+        if (size > 0) self->consume(self->buffer_.data(), size);
+        if (!error) return self->read_more();
+        self->flush_partial();
+        self->write_out();
+        self->close();
+        if (auto done = std::move(self->on_eof_)) done();
+      });
+}
+
+void OutputPump::consume(const char* data, size_t size) {
+  std::string_view chunk(data, size);
+  for (;;) {
+    size_t newline = chunk.find('\n');
+    if (newline == std::string_view::npos) break;
+    if (partial_.empty()) {
+      emit(chunk.substr(0, newline));
+    } else {
+      partial_.append(chunk.substr(0, newline));
+      emit(partial_);
+      partial_.clear();
+    }
+    chunk.remove_prefix(newline + 1);
+  }
+  partial_.append(chunk);
+  if (partial_.size() >= kMaxLineBytes) flush_partial();
+  write_out();
+}
+
+void OutputPump::flush_partial() {
+  if (partial_.empty()) return;
+  emit(partial_);
+  partial_.clear();
+}
+
+void OutputPump::emit(std::string_view line) {
+  if (target_.console_fd >= 0) {
+    bool prefixed = !target_.prefixed_marker.empty() && line.rfind(target_.prefixed_marker, 0) == 0;
+    if (!prefixed) console_batch_.append(target_.prefix);
+    console_batch_.append(line).push_back('\n');
+  }
+  if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
+  tail_.emplace_back(line.substr(0, 1024));
+  if (tail_.size() > kTailLines) tail_.pop_front();
+}
+
+void OutputPump::write_out() {
+  if (!console_batch_.empty()) write_all(target_.console_fd, console_batch_);
+  if (!file_batch_.empty()) write_all(target_.file_fd, file_batch_);
+  console_batch_.clear();
+  file_batch_.clear();
+}
+
+}  // namespace cohort

@@ -1,0 +1,340 @@
+#include "store/store.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/text.hpp"
+#include "store/tcpstore_codec.hpp"
+#include "store/tcpstore_limits.hpp"
+
+namespace cohort {
+namespace {
+
+// The shape the decoder gives each op; a hand-built request of another shape is refused.
+bool well_formed(const StoreRequest& request) {
+  size_t keys = request.keys.size();
+  size_t values = request.values.size();
+  switch (request.op) {
+    case StoreOp::Set:
+    case StoreOp::Append:
+    case StoreOp::QueuePush:
+      return keys == 1 && values == 1;
+    case StoreOp::CompareSet:
+      return keys == 1 && values == 2;
+    case StoreOp::Get:
+    case StoreOp::Add:
+    case StoreOp::WatchKey:
+    case StoreOp::DeleteKey:
+    case StoreOp::QueuePop:
+    case StoreOp::QueueLen:
+    case StoreOp::Barrier:
+      return keys == 1;
+    case StoreOp::MultiSet:
+      return keys == values;
+    default:
+      return true;
+  }
+}
+
+bool is_c_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+std::optional<int64_t> parse_store_counter(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && is_c_space(text[i])) ++i;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) negative = text[i++] == '-';
+  if (i == text.size() || !is_digit(text[i])) return std::nullopt;
+  // Accumulate negatively so that INT64_MIN parses.
+  int64_t value = 0;
+  for (; i < text.size() && is_digit(text[i]); ++i) {
+    if (__builtin_mul_overflow(value, 10, &value) ||
+        __builtin_sub_overflow(value, text[i] - '0', &value)) {
+      return std::nullopt;
+    }
+  }
+  if (negative) return value;
+  if (value == std::numeric_limits<int64_t>::min()) return std::nullopt;
+  return -value;
+}
+
+StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
+                          std::vector<StoreReply>& replies) {
+  if (!well_formed(request)) return {true, cat("malformed ", op_name(request.op), " request")};
+  replies_ = &replies;
+  // §5: a connection that sends anything while registered gave up its wait (a timed-out 1.13
+  // client sends nothing else); answering that wait later would desynchronise its replies.
+  drop_registrations(connection);
+  std::string reply;
+  StoreOutcome outcome;
+  auto& keys = request.keys;
+  auto& values = request.values;
+  switch (request.op) {
+    case StoreOp::Validate:
+      break;
+    case StoreOp::Set:
+      set_value(std::move(keys[0]), std::move(values[0]));
+      break;
+    case StoreOp::CompareSet:
+      apply_compare_set(request, reply);
+      break;
+    case StoreOp::Get: {
+      auto found = values_.find(keys[0]);
+      append_bytes(reply, found == values_.end() ? std::string_view() : found->second);
+      break;
+    }
+    case StoreOp::Add:
+      outcome = apply_add(request, reply);
+      break;
+    case StoreOp::Check: {
+      bool ready = std::all_of(keys.begin(), keys.end(), [&](auto& key) { return present(key); });
+      append_u8(reply,
+                static_cast<uint8_t>(ready ? StoreCheckReply::Ready : StoreCheckReply::NotReady));
+      break;
+    }
+    case StoreOp::Wait:
+      apply_wait(connection, request, reply);
+      break;
+    case StoreOp::GetNumKeys:
+      append_i64(reply, static_cast<int64_t>(values_.size()));
+      break;
+    case StoreOp::WatchKey:
+      append_u8(reply, kStoreWatchRegistered);
+      break;
+    case StoreOp::DeleteKey:
+      append_i64(reply, static_cast<int64_t>(values_.erase(keys[0])));
+      break;
+    case StoreOp::Append: {
+      values_[keys[0]].append(values[0]);
+      wake(keys[0]);
+      break;
+    }
+    case StoreOp::MultiGet:
+      outcome = apply_multi_get(request, reply);
+      break;
+    case StoreOp::MultiSet:
+      for (size_t i = 0; i < keys.size(); ++i) set_value(std::move(keys[i]), std::move(values[i]));
+      break;
+    case StoreOp::CancelWait:  // the registrations went above; the reply is 1 in every case
+      append_u8(reply, static_cast<uint8_t>(StoreWaitReply::WaitCanceled));
+      break;
+    case StoreOp::Ping:
+      append_u32(reply, static_cast<uint32_t>(request.number));
+      break;
+    case StoreOp::QueuePush:
+      queues_[keys[0]].push_back(std::move(values[0]));
+      wake_one(keys[0]);
+      break;
+    case StoreOp::QueuePop:
+      apply_queue_pop(request, reply);
+      break;
+    case StoreOp::QueueLen:
+      append_i64(reply, static_cast<int64_t>(queue_length(keys[0])));
+      break;
+    case StoreOp::ListKeys:
+      apply_list_keys(reply);
+      break;
+    case StoreOp::Barrier:
+      outcome = apply_barrier(connection, request, reply);
+      break;
+  }
+  if (!reply.empty()) replies.push_back({connection, std::move(reply)});
+  replies_ = nullptr;
+  return outcome;
+}
+
+void Store::disconnect(StoreConnectionId connection) { drop_registrations(connection); }
+
+std::optional<std::string> Store::value(std::string_view key) const {
+  auto found = values_.find(std::string(key));
+  if (found == values_.end()) return std::nullopt;
+  return found->second;
+}
+
+size_t Store::queue_length(std::string_view key) const {
+  auto found = queues_.find(std::string(key));
+  return found == queues_.end() ? 0 : found->second.size();
+}
+
+StoreOutcome Store::apply_add(const StoreRequest& request, std::string& reply) {
+  const std::string& key = request.keys[0];
+  int64_t result = request.number;
+  auto found = values_.find(key);
+  if (found != values_.end()) {
+    auto current = parse_store_counter(found->second);
+    if (!current) return {true, cat("ADD on key '", key, "' whose value is not an integer")};
+    if (__builtin_add_overflow(*current, request.number, &result)) {
+      return {true, cat("ADD on key '", key, "' overflows")};
+    }
+  }
+  set_value(key, std::to_string(result));
+  append_i64(reply, result);
+  return {};
+}
+
+StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& reply) const {
+  std::vector<const std::string*> found_values;
+  found_values.reserve(request.keys.size());
+  uint64_t total = 0;
+  for (const auto& key : request.keys) {
+    auto found = values_.find(key);
+    found_values.push_back(found == values_.end() ? nullptr : &found->second);
+    total += 8 + (found == values_.end() ? 0 : found->second.size());
+  }
+  if (total > kStoreMaxReplyBytes) return {true, cat("MULTI_GET reply of ", total, " bytes")};
+  reply.reserve(total);
+  for (const std::string* value : found_values) {
+    append_bytes(reply, value ? std::string_view(*value) : std::string_view());
+  }
+  return {};
+}
+
+// BARRIER: ADD +1 without waking; the arrival that reaches world_size wakes the others.
+StoreOutcome Store::apply_barrier(StoreConnectionId connection, const StoreRequest& request,
+                                  std::string& reply) {
+  const std::string& key = request.keys[0];
+  int64_t count = 1;
+  auto found = values_.find(key);
+  if (found != values_.end()) {
+    auto current = parse_store_counter(found->second);
+    if (!current || __builtin_add_overflow(*current, 1, &count)) {
+      return {true, cat("BARRIER on key '", key, "' whose value is not a counter")};
+    }
+  }
+  values_[key] = std::to_string(count);
+  if (count >= request.number) {
+    wake(key);
+    append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
+  } else {
+    register_wait(connection, key);
+  }
+  return {};
+}
+
+// §3: absent + empty expected creates; absent + non-empty expected answers `expected` unchanged;
+// present + equal swaps; present + different answers the current value.
+void Store::apply_compare_set(StoreRequest& request, std::string& reply) {
+  std::string& key = request.keys[0];
+  const std::string& expected = request.values[0];
+  std::string& desired = request.values[1];
+  auto found = values_.find(key);
+  if (found == values_.end()) {
+    if (!expected.empty()) {
+      append_bytes(reply, expected);
+      return;
+    }
+    append_bytes(reply, desired);
+    set_value(std::move(key), std::move(desired));
+  } else if (found->second == expected) {
+    append_bytes(reply, desired);
+    found->second = std::move(desired);
+    wake(key);
+  } else {
+    append_bytes(reply, found->second);
+  }
+}
+
+void Store::apply_wait(StoreConnectionId connection, const StoreRequest& request,
+                       std::string& reply) {
+  for (const auto& key : request.keys) {
+    if (!present(key)) register_wait(connection, key);
+  }
+  if (!is_waiting(connection)) {
+    append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
+  }
+}
+
+void Store::apply_queue_pop(const StoreRequest& request, std::string& reply) {
+  auto found = queues_.find(request.keys[0]);
+  if (found == queues_.end()) {
+    append_i64(reply, 0);
+    return;
+  }
+  auto& queue = found->second;
+  append_i64(reply, static_cast<int64_t>(queue.size()));
+  append_bytes(reply, queue.front());
+  queue.pop_front();
+  if (queue.empty()) queues_.erase(found);
+}
+
+void Store::apply_list_keys(std::string& reply) const {
+  std::vector<std::string_view> keys;
+  keys.reserve(values_.size());
+  for (const auto& entry : values_) keys.push_back(entry.first);
+  std::sort(keys.begin(), keys.end());
+  append_i64(reply, static_cast<int64_t>(keys.size()));
+  for (auto key : keys) append_bytes(reply, key);
+}
+
+void Store::set_value(std::string key, std::string value) {
+  auto [entry, inserted] = values_.insert_or_assign(std::move(key), std::move(value));
+  (void)inserted;
+  wake(entry->first);
+}
+
+// Queues are emptied away, so a queue entry means a non-empty queue.
+bool Store::present(const std::string& key) const {
+  return values_.count(key) > 0 || queues_.count(key) > 0;
+}
+
+void Store::register_wait(StoreConnectionId connection, const std::string& key) {
+  waiters_[key].push_back(connection);
+  Waiting& waiting = waiting_[connection];
+  ++waiting.outstanding;
+  waiting.keys.push_back(key);
+}
+
+void Store::wake(const std::string& key) {
+  auto found = waiters_.find(key);
+  if (found == waiters_.end()) return;
+  std::vector<StoreConnectionId> registrations = std::move(found->second);
+  waiters_.erase(found);
+  for (StoreConnectionId connection : registrations) {
+    auto waiting = waiting_.find(connection);
+    if (waiting != waiting_.end() && --waiting->second.outstanding == 0) release(connection);
+  }
+}
+
+void Store::wake_one(const std::string& key) {
+  auto found = waiters_.find(key);
+  if (found == waiters_.end()) return;
+  auto& registrations = found->second;
+  size_t used = 0;
+  while (used < registrations.size()) {
+    StoreConnectionId connection = registrations[used++];
+    auto waiting = waiting_.find(connection);
+    if (waiting != waiting_.end() && --waiting->second.outstanding == 0) {
+      release(connection);
+      break;
+    }
+  }
+  registrations.erase(registrations.begin(), registrations.begin() + used);
+  if (registrations.empty()) waiters_.erase(found);
+}
+
+// Every registration of `connection` has been counted down: answer its WAIT (or BARRIER).
+void Store::release(StoreConnectionId connection) {
+  waiting_.erase(connection);
+  std::string reply;
+  append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
+  replies_->push_back({connection, std::move(reply)});
+}
+
+void Store::drop_registrations(StoreConnectionId connection) {
+  auto waiting = waiting_.find(connection);
+  if (waiting == waiting_.end()) return;
+  for (const auto& key : waiting->second.keys) {
+    auto found = waiters_.find(key);
+    if (found == waiters_.end()) continue;
+    std::erase(found->second, connection);
+    if (found->second.empty()) waiters_.erase(found);
+  }
+  waiting_.erase(waiting);
+}
+
+}  // namespace cohort

@@ -1,0 +1,26 @@
+#include "store/store_server.hpp"
+
+#include "store/store_service.hpp"
+
+namespace cohort {
+
+StoreServer::StoreServer(boost::asio::io_context& io, StoreServerOptions options)
+    : service_(std::make_shared<StoreService>(io, std::move(options))) {}
+
+StoreServer::~StoreServer() { stop(); }
+
+boost::system::error_code StoreServer::start() {
+  auto error = service_->listen();
+  if (!error) service_->accept_next();
+  return error;
+}
+
+uint16_t StoreServer::port() const { return service_->port(); }
+
+void StoreServer::stop() { service_->close(); }
+
+size_t StoreServer::connection_count() const { return service_->connection_count(); }
+
+const Store& StoreServer::store() const { return service_->store(); }
+
+}  // namespace cohort

@@ -1,0 +1,52 @@
+// The worker store's TCP server: serves one Store to PyTorch TCPStore clients (1.13 and 2.x) on
+// an address and port, in the caller's io_context. Cheap to create and destroy, so a component
+// can host a fresh one per round. Owned by its host (rendezvous daemon, launcher, test); every
+// method on the io_context's thread (or while it is not running), except port() and
+// connection_count(), which any thread may read.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/system/error_code.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "store/tcpstore_codec.hpp"
+
+namespace cohort {
+
+class Store;
+class StoreService;
+
+struct StoreServerOptions {
+  /// An IP literal. "" or "::" listens on every address, dual-stack (IPv4 only without IPv6).
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;  ///< 0: any free port; port() tells which
+  int backlog = 4096;
+  /// Opcode table of connections that do not start with VALIDATE (protocol §2.1).
+  StoreNumbering legacy_numbering = StoreNumbering::Legacy113;
+};
+
+class StoreServer {
+ public:
+  StoreServer(boost::asio::io_context& io, StoreServerOptions options);
+  /// stop(): closes the listener and every connection.
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  /// Binds, listens and starts accepting; an error (address in use, bad address) otherwise.
+  boost::system::error_code start();
+  /// The bound port once start() succeeded.
+  uint16_t port() const;
+  /// Closes the listener and every connection. Idempotent; the server cannot start again.
+  void stop();
+  /// Live client connections.
+  size_t connection_count() const;
+  const Store& store() const;
+
+ private:
+  std::shared_ptr<StoreService> service_;
+};
+
+}  // namespace cohort

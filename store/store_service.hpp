@@ -1,0 +1,62 @@
+// The shared core behind StoreServer: the listener, the Store, the live sessions by connection
+// id, and the routing of the store's replies to them. Held by the StoreServer facade and by
+// every session and pending handler, so that a handler that runs after stop() finds it alive;
+// stop() breaks the session <-> service cycle. io_context thread only, except port() and
+// connection_count().
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "store/store.hpp"
+#include "store/store_server.hpp"
+
+namespace cohort {
+
+class StoreSession;
+
+class StoreService : public std::enable_shared_from_this<StoreService> {
+ public:
+  StoreService(boost::asio::io_context& io, StoreServerOptions options);
+  StoreService(const StoreService&) = delete;
+  StoreService& operator=(const StoreService&) = delete;
+
+  boost::system::error_code listen();
+  void accept_next();
+  void close();
+  uint16_t port() const { return port_.load(); }
+  size_t connection_count() const { return connections_.load(); }
+  const Store& store() const { return store_; }
+
+  /// For sessions: applies a request from `from` and hands every reply to its session.
+  void dispatch(StoreSession& from, StoreRequest&& request);
+  /// For sessions: a closed session leaves the registry and the store's waiter lists.
+  void forget(StoreConnectionId id);
+  /// For sessions: one read buffer shared by all (one thread; consumed before the next read).
+  std::span<char> read_buffer() { return read_buffer_; }
+
+ private:
+  boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,
+                                            bool dual_stack);
+  void on_accept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
+
+  StoreServerOptions options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
+  Store store_;
+  std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions_;
+  StoreConnectionId next_id_ = 0;
+  std::vector<char> read_buffer_;
+  std::vector<StoreReply> replies_;
+  std::atomic<size_t> connections_{0};
+  std::atomic<uint16_t> port_{0};
+  bool closed_ = false;
+};
+
+}  // namespace cohort

@@ -1,0 +1,171 @@
+#include "store/store_session.hpp"
+
+#include <boost/asio/write.hpp>
+
+#include "common/log.hpp"
+#include "store/store_service.hpp"
+
+namespace cohort {
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+// Output buffers keep at most this much capacity between bursts (idle memory stays small).
+constexpr size_t kKeptBufferBytes = 1024;
+
+void release_if_large(std::string& buffer) {
+  buffer.clear();
+  if (buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
+}
+
+bool would_block(const error_code& error) {
+  return error == asio::error::would_block || error == asio::error::try_again;
+}
+
+}  // namespace
+
+StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp::socket socket,
+                           StoreConnectionId id, StoreNumbering legacy_numbering)
+    : service_(std::move(service)),
+      socket_(std::move(socket)),
+      decoder_(legacy_numbering),
+      id_(id) {}
+
+// Waits for readability instead of reading into a per-connection buffer: an idle connection
+// holds no read buffer at all.
+void StoreSession::wait_readable() {
+  socket_.async_wait(
+      asio::ip::tcp::socket::wait_read,
+      [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
+}
+
+void StoreSession::on_readable(const error_code& error) {
+  if (closed_) return;
+  if (error) {
+    close(error.message());
+    return;
+  }
+  auto buffer = service_->read_buffer();
+  error_code read_error;
+  size_t size = socket_.read_some(asio::buffer(buffer.data(), buffer.size()), read_error);
+  if (would_block(read_error)) {
+    wait_readable();
+    return;
+  }
+  if (read_error) {
+    close(read_error == asio::error::eof ? "closed by the client" : read_error.message());
+    return;
+  }
+  consume(std::string_view(buffer.data(), size));
+  if (closed_) return;
+  if (!drain_stash()) {
+    read_paused_ = true;  // the client does not read its replies; on_written resumes
+    return;
+  }
+  wait_readable();
+}
+
+// Decodes and applies requests. Past kMaxUnsentBytes of unsent replies the rest of the input
+// waits in stash_ (the read buffer is shared), so a client that pipelines requests for large
+// values without reading the replies costs a bounded amount of memory.
+void StoreSession::consume(std::string_view bytes) {
+  auto self = shared_from_this();
+  batching_ = true;
+  while (!closed_ && !bytes.empty()) {
+    if (unsent() > kMaxUnsentBytes) {
+      stash_.assign(bytes);
+      break;
+    }
+    DecodeStep step = decoder_.feed(bytes);
+    bytes.remove_prefix(step.consumed);
+    if (step.status == DecodeStatus::NeedMore) break;
+    if (step.status == DecodeStatus::Error) {
+      batching_ = false;
+      close(decoder_.error());
+      return;
+    }
+    service_->dispatch(*this, decoder_.take_request());
+  }
+  batching_ = false;
+  flush();
+}
+
+void StoreSession::send(std::string_view bytes) {
+  if (closed_) return;
+  outbox_.append(bytes);
+  if (!batching_) flush();
+}
+
+// Writes what it can right away (the common case: a few bytes into an empty socket buffer) and
+// leaves the rest to one async write at a time, which keeps replies in order.
+void StoreSession::flush() {
+  if (closed_ || writing_ || outbox_.empty()) return;
+  error_code error;
+  size_t written = socket_.write_some(asio::buffer(outbox_), error);
+  if (would_block(error)) {
+    written = 0;
+    error.clear();
+  }
+  if (error) {
+    close(error.message());
+    return;
+  }
+  if (written == outbox_.size()) {
+    release_if_large(outbox_);
+    return;
+  }
+  outbox_.erase(0, written);
+  std::swap(in_flight_, outbox_);
+  writing_ = true;
+  asio::async_write(
+      socket_, asio::buffer(in_flight_),
+      [self = shared_from_this()](const error_code& error, size_t) { self->on_written(error); });
+}
+
+void StoreSession::on_written(const error_code& error) {
+  writing_ = false;
+  if (closed_) return;
+  if (error) {
+    close(error.message());
+    return;
+  }
+  release_if_large(in_flight_);
+  flush();
+  resume_reading_if_drained();
+}
+
+void StoreSession::resume_reading_if_drained() {
+  if (!read_paused_ || closed_ || !drain_stash()) return;
+  read_paused_ = false;
+  wait_readable();
+}
+
+// Decodes the stashed input while the unsent replies stay under the limit. True when reading
+// may go on; false while replies must drain first (a write is then in flight: after consume(),
+// unsent bytes always have one, so on_written comes back here).
+bool StoreSession::drain_stash() {
+  while (!stash_.empty() && !closed_ && unsent() <= kMaxUnsentBytes) {
+    std::string input = std::move(stash_);
+    stash_.clear();
+    consume(input);
+  }
+  return !closed_ && stash_.empty() && unsent() <= kMaxUnsentBytes;
+}
+
+void StoreSession::close(std::string_view reason) {
+  if (closed_) return;
+  auto self = shared_from_this();  // the registry may hold the last reference
+  closed_ = true;
+  error_code ignored;
+  if (!writing_ && !outbox_.empty()) {  // best effort: replies to the requests before the error
+    socket_.write_some(asio::buffer(outbox_), ignored);
+  }
+  socket_.close(ignored);
+  release_if_large(outbox_);
+  std::string().swap(stash_);
+  log::debug("store: connection ", id_, " closed: ", reason);
+  service_->forget(id_);
+}
+
+}  // namespace cohort

@@ -1,0 +1,10 @@
+#include "tests/support/test_paths.hpp"
+
+namespace cohort::test {
+
+const char* const kCohortBin = COHORT_TEST_COHORT_BIN;
+const char* const kCohortdBin = COHORT_TEST_COHORTD_BIN;
+const char* const kTestWorkerBin = COHORT_TEST_WORKER_BIN;
+const char* const kSourceDir = COHORT_TEST_SOURCE_DIR;
+
+}  // namespace cohort::test

@@ -1,0 +1,114 @@
+#include "launcher/launch/hostfile.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cohort;
+
+namespace {
+
+std::vector<std::string> names(const HostSelection& selection) {
+  std::vector<std::string> result;
+  for (const auto& host : selection.hosts) result.push_back(host.name);
+  return result;
+}
+
+HostSelection four_hosts() {
+  return parse_hostfile("a slots=4\nb slots=4\nc slots=2\nd slots=1\n", "hosts");
+}
+
+}  // namespace
+
+TEST_CASE("hostfile: MPI/DeepSpeed lines, comments, blank lines, max_slots ignored",
+          "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile(
+      "# the cluster\n\nnode1 slots=4   # gpus\n  node2\tslots=2 max_slots=8\nuser@node3\n",
+      "hosts.txt");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"node1", "node2", "user@node3"});
+  CHECK(selection.hosts[0].slots == 4);
+  CHECK(selection.hosts[0].slots_given);
+  CHECK(selection.hosts[1].slots == 2);
+  CHECK(selection.hosts[2].slots == 1);
+  CHECK_FALSE(selection.hosts[2].slots_given);
+}
+
+TEST_CASE("hostfile: every bad line is reported with its number", "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile(
+      "a slots=2\nb slots=0\na slots=1\nc slot=3\n-oProxyCommand=x\nd slots=99999\nuser@a\n", "hf");
+  CHECK(selection.problems ==
+        std::vector<std::string>{"hf:2: slots must be 1-4096, got '0'",
+                                 "hf:3: host 'a' is already listed on line 1",
+                                 "hf:4: unknown field 'slot=3' (expected slots=N)",
+                                 "hf:5: '-oProxyCommand=x' is not a host name",
+                                 "hf:6: slots must be 1-4096, got '99999'",
+                                 "hf:7: host 'a' is already listed on line 1"});
+  CHECK(parse_hostfile("# nothing\n\n", "empty").problems ==
+        std::vector<std::string>{"empty: no hosts in the hostfile"});
+}
+
+TEST_CASE("-H lists: host:slots, slots 1 by default, duplicates and junk rejected",
+          "[unit][hostfile]") {
+  HostSelection selection = parse_host_list("n1:4, n2,10.0.0.3:2");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"n1", "n2", "10.0.0.3"});
+  CHECK(selection.hosts[0].workers() == 4);
+  CHECK(selection.hosts[1].workers() == 1);
+  CHECK(selection.hosts[2].workers() == 2);
+  CHECK(parse_host_list("n1:2,n1:2").problems ==
+        std::vector<std::string>{"-H: host 'n1' is listed twice"});
+  CHECK(parse_host_list("n1:x").problems ==
+        std::vector<std::string>{"-H: slots must be 1-4096 in 'n1:x'"});
+  CHECK(parse_host_list("n1,,n2").problems ==
+        std::vector<std::string>{"-H: '' is not a host name"});
+  CHECK(parse_host_list("n;rm").problems ==
+        std::vector<std::string>{"-H: 'n;rm' is not a host name"});
+}
+
+TEST_CASE("--include keeps hosts and slots; filtered slots become CUDA_VISIBLE_DEVICES",
+          "[unit][hostfile]") {
+  HostSelection selection = four_hosts();
+  filter_hosts(selection, "a:0,2@c", "");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"a", "c"});
+  CHECK(selection.hosts[0].workers() == 2);
+  CHECK(visible_devices(selection.hosts[0]) == "0,2");
+  CHECK(selection.hosts[1].workers() == 2);
+  CHECK(visible_devices(selection.hosts[1]).empty());
+}
+
+TEST_CASE("--exclude drops whole hosts or some of their slots", "[unit][hostfile]") {
+  HostSelection selection = four_hosts();
+  filter_hosts(selection, "", "b@a:1@c:0");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"a", "c", "d"});
+  CHECK(visible_devices(selection.hosts[0]) == "0,2,3");
+  CHECK(selection.hosts[0].workers() == 3);
+  CHECK(visible_devices(selection.hosts[1]) == "1");
+  CHECK(selection.hosts[2].workers() == 1);
+}
+
+TEST_CASE("--include/--exclude errors name the flag", "[unit][hostfile]") {
+  auto problems = [](const std::string& include, const std::string& exclude) {
+    HostSelection selection = four_hosts();
+    filter_hosts(selection, include, exclude);
+    return selection.problems;
+  };
+  CHECK(problems("a", "b") ==
+        std::vector<std::string>{"--include, --exclude: give one of them, not both"});
+  CHECK(problems("zz", "") == std::vector<std::string>{"--include: 'zz' is not one of the hosts"});
+  CHECK(problems("", "c:2") == std::vector<std::string>{"--exclude: c has slots 0-1, not 2"});
+  CHECK(problems("", "d:0") == std::vector<std::string>{"--exclude: leaves d without slots"});
+  CHECK(problems("", "a@b@c@d") == std::vector<std::string>{"--exclude: leaves no host"});
+  CHECK(problems("a:x", "") ==
+        std::vector<std::string>{"--include: 'x' is not a slot number in 'a:x'"});
+  CHECK(problems("@", "") ==
+        std::vector<std::string>{"--include: expected host[:slot,slot]@host..., got '@'"});
+}
+
+TEST_CASE("filters name hosts without their user@", "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile("alice@a slots=2\nb\n", "hf");
+  filter_hosts(selection, "a:1", "");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"alice@a"});
+  CHECK(visible_devices(selection.hosts[0]) == "1");
+}

@@ -1,0 +1,141 @@
+#include "launcher/launch/launch_plan.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "common/exit_codes.hpp"
+
+using namespace cohort;
+
+namespace {
+
+struct Planned {
+  LaunchOptions options;
+  LaunchPlan plan;
+};
+
+Planned plan(std::vector<std::string> args, EnvVars env = {}) {
+  Planned planned;
+  CLI::App app;
+  add_launch_flags(app, planned.options);
+  args.insert(args.begin(), "launch");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  REQUIRE(take_command(app.remaining(), planned.options.run).empty());
+  LaunchContext context{std::move(env), "/work dir", "/opt/cohort/bin/cohort", "/nonexistent"};
+  planned.plan = plan_launch(app, planned.options, context);
+  return planned;
+}
+
+bool has_problem(const LaunchPlan& plan, const std::string& start) {
+  for (const auto& problem : plan.problems) {
+    if (problem.rfind(start, 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and the user's flags",
+          "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "n1:2,n2:4", "--max-restarts", "3", "-vv", "--rdzv-id", "job7",
+                       "--rdzv-conf", "join_timeout=30", "train.py", "--lr", "0.1"},
+                      {{"NCCL_DEBUG", "INFO"}})
+                     .plan;
+  REQUIRE(p.problems.empty());
+  CHECK(p.nnodes == "2");
+  CHECK(p.min_nodes == 2);
+  CHECK(p.run_id == "job7");
+  CHECK(p.rdzv_host != "127.0.0.1");  // not local: this host's name
+  CHECK(p.daemon.address == "0.0.0.0");
+  RemoteCommand second = remote_command(p, 1, "login:4242");
+  CHECK(second.working_dir == "/work dir");
+  CHECK(second.argv == std::vector<std::string>{"/opt/cohort/bin/cohort",
+                                                "run",
+                                                "--under-launch",
+                                                "--nnodes",
+                                                "2",
+                                                "--nproc-per-node",
+                                                "4",
+                                                "--rdzv-backend",
+                                                "c10d",
+                                                "--rdzv-endpoint",
+                                                "login:4242",
+                                                "--rdzv-id",
+                                                "job7",
+                                                "--local-addr",
+                                                "n2",
+                                                "--node-rank",
+                                                "1",
+                                                "--node-rank-hint",
+                                                "--rdzv-conf",
+                                                "join_timeout=30",
+                                                "--max-restarts",
+                                                "3",
+                                                "--verbose",
+                                                "--verbose",
+                                                "train.py",
+                                                "--lr",
+                                                "0.1"});
+  EnvVars env(second.env.begin(), second.env.end());
+  CHECK(env == EnvVars{{"NCCL_DEBUG", "INFO"},
+                       {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[n2:${rank}]:"}});
+}
+
+TEST_CASE("launch plan: loopback hosts use a loopback daemon; --nproc-per-node overrides slots",
+          "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "127.0.0.2:2,127.0.0.3:2", "--nnodes", "1:2", "--nproc-per-node",
+                       "gpu", "--exclude", "127.0.0.2:0", "x.py"})
+                     .plan;
+  REQUIRE(p.problems.empty());
+  CHECK(p.rdzv_host == "127.0.0.1");
+  CHECK(p.daemon.address == "127.0.0.1");
+  CHECK(p.daemon.port == 0);
+  CHECK(p.nnodes == "1:2");
+  CHECK(p.min_nodes == 1);
+  CHECK(p.run_id.rfind("launch-", 0) == 0);
+  RemoteCommand first = remote_command(p, 0, "127.0.0.1:5");
+  CHECK(first.argv[6] == "gpu");
+  EnvVars env(first.env.begin(), first.env.end());
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "1");
+}
+
+TEST_CASE("launch plan: --rdzv-endpoint names a running cohortd", "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "a,b", "--rdzv-endpoint", "daemon:29400", "x.py"}).plan;
+  REQUIRE(p.problems.empty());
+  CHECK(p.rdzv_endpoint == "daemon:29400");
+  CHECK(remote_command(p, 0, "daemon:29400").argv[10] == "daemon:29400");
+}
+
+TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][launch_plan]") {
+  CHECK(has_problem(plan({"x.py"}).plan, "-H, --hostfile: give the hosts"));
+  CHECK(has_problem(plan({"-H", "a", "--hostfile", "f", "x.py"}).plan, "-H, --hostfile"));
+  CHECK(has_problem(plan({"--hostfile", "/nonexistent/hf", "x.py"}).plan,
+                    "--hostfile: cannot read '/nonexistent/hf'"));
+  CHECK(has_problem(plan({"-H", "a,b", "--standalone", "x.py"}).plan,
+                    "--standalone: cohort launch sets this"));
+  CHECK(has_problem(plan({"-H", "a,b", "--node-rank", "1", "x.py"}).plan, "--node-rank:"));
+  CHECK(has_problem(plan({"-H", "a,b", "--rdzv-backend", "static", "x.py"}).plan,
+                    "--rdzv-backend: cohort launch uses c10d"));
+  CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "3", "x.py"}).plan,
+                    "--nnodes 3: needs at least 3 hosts, and only 2 are given"));
+  CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "x", "x.py"}).plan, "--nnodes: expected"));
+  CHECK(has_problem(plan({"-H", "a", "--nproc-per-node", "lots", "x.py"}).plan,
+                    "--nproc-per-node: expected"));
+  CHECK(has_problem(plan({"-H", "a", "--max-restarts", "-1", "x.py"}).plan, "--max-restarts"));
+  CHECK(has_problem(plan({"-H", "a", "-x", "NOPE", "x.py"}).plan, "-x NOPE: not set here"));
+  CHECK(has_problem(plan({"-H", "a", "--env-file", "/nonexistent/e", "x.py"}).plan,
+                    "--env-file: cannot read"));
+  CHECK(
+      has_problem(plan({"-H", "a", "--rdzv-endpoint", "d:29400", "--rdzv-host", "h", "x.py"}).plan,
+                  "--rdzv-host: only for the embedded daemon"));
+}
+
+TEST_CASE("launch exit code: the root cause, else success, else every host was lost",
+          "[unit][launch_plan]") {
+  CHECK(launch_exit_code({0, 0, 0}) == 0);
+  CHECK(launch_exit_code({255, 7, 7}) == 7);
+  CHECK(launch_exit_code({255, 0, 0}) == 0);
+  CHECK(launch_exit_code({130, 130}) == 130);
+  CHECK(launch_exit_code({255, 255}) == kExitUnreachable);
+}
