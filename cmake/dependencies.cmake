@@ -3,6 +3,10 @@ find_package(Boost 1.81 REQUIRED)
 find_package(nlohmann_json 3.11 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Threads REQUIRED)
+# libcrypto for the handshake's HMAC, linked statically like spdlog/fmt are header-only: the
+# binaries are carried to machines that have no Debian packages.
+set(OPENSSL_USE_STATIC_LIBS TRUE)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 
 # spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
 # and libstdc++ (they are carried to GPU machines that have no Debian packages).

@@ -1,0 +1,54 @@
+#include "proto/auth.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
+
+namespace cohort::proto {
+namespace {
+
+std::string to_hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(size * 2);
+  for (size_t i = 0; i < size; ++i) {
+    hex.push_back(kDigits[data[i] >> 4]);
+    hex.push_back(kDigits[data[i] & 0xf]);
+  }
+  return hex;
+}
+
+}  // namespace
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
+  return to_hex(digest, size);
+}
+
+bool proofs_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char difference = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
+}
+
+std::string random_nonce(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+    throw std::runtime_error("no random bytes from the system");
+  }
+  return to_hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {
+  return hmac_sha256_hex(daemon_token, std::string("cohort-run-token\n") + std::string(run_id));
+}
+
+}  // namespace cohort::proto

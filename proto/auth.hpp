@@ -1,0 +1,28 @@
+// The shared-secret proofs of the control protocol's handshake: HMAC-SHA256 over a challenge
+// and the identity a peer claims, so that a peer shows it holds the run's token without the
+// token crossing the wire, and comparisons that take the same time whatever the bytes.
+// Pure except random_nonce (the kernel's random bytes via OpenSSL); any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace cohort::proto {
+
+/// Tokens shorter than this are refused: a guessable secret protects nothing.
+constexpr size_t kMinTokenBytes = 16;
+
+/// HMAC-SHA256 of `message` under `key`, as 64 lowercase hex digits.
+std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+
+/// True when `a` and `b` are equal, in time that depends only on their lengths.
+bool proofs_equal(std::string_view a, std::string_view b);
+
+/// `bytes` random bytes as lowercase hex (a challenge, or a generated token).
+std::string random_nonce(size_t bytes = 32);
+
+/// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
+/// a team the token of its run, which proves nothing about any other run.
+std::string derive_run_token(std::string_view daemon_token, std::string_view run_id);
+
+}  // namespace cohort::proto

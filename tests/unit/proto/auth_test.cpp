@@ -1,0 +1,48 @@
+#include "proto/auth.hpp"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+using namespace cohort::proto;
+
+TEST_CASE("HMAC-SHA256 matches RFC 4231's test vectors", "[unit][proto][auth]") {
+  // Test case 1: a 20-byte key of 0x0b, "Hi There".
+  CHECK(hmac_sha256_hex(std::string(20, '\x0b'), "Hi There") ==
+        "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  // Test case 2: a key shorter than the block, "Jefe".
+  CHECK(hmac_sha256_hex("Jefe", "what do ya want for nothing?") ==
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  // Test case 6: a 131-byte key, longer than the block.
+  CHECK(hmac_sha256_hex(std::string(131, '\xaa'),
+                        "Test Using Larger Than Block-Size Key - Hash Key First") ==
+        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+}
+
+TEST_CASE("proofs compare equal only when every byte is", "[unit][proto][auth]") {
+  std::string proof = hmac_sha256_hex("a token of sixteen+", "challenge");
+  CHECK(proofs_equal(proof, proof));
+  std::string flipped = proof;
+  flipped.back() = flipped.back() == '0' ? '1' : '0';
+  CHECK_FALSE(proofs_equal(proof, flipped));
+  CHECK_FALSE(proofs_equal(proof, proof.substr(1)));
+  CHECK_FALSE(proofs_equal("", "x"));
+}
+
+TEST_CASE("nonces are hex of the asked size and do not repeat", "[unit][proto][auth]") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    std::string nonce = random_nonce(32);
+    CHECK(nonce.size() == 64);
+    CHECK(nonce.find_first_not_of("0123456789abcdef") == std::string::npos);
+    seen.insert(nonce);
+  }
+  CHECK(seen.size() == 100);
+}
+
+TEST_CASE("run tokens differ per run and per daemon token", "[unit][proto][auth]") {
+  std::string a = derive_run_token("daemon token one", "job");
+  CHECK(a == derive_run_token("daemon token one", "job"));
+  CHECK(a != derive_run_token("daemon token one", "job2"));
+  CHECK(a != derive_run_token("daemon token two", "job"));
+  CHECK(a.size() == 64);
+}
