@@ -112,6 +112,7 @@ void Agent::connect() {
   options.heartbeat_interval = settings.heartbeat_interval;
   options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
   options.connect_deadline = std::chrono::milliseconds(settings.config.join_timeout_ms);
+  options.token = settings.token;
   state_ = State::Joining;
   client_ = std::make_unique<RendezvousClient>(
       io_, options, [this](proto::ControlMessage message) { on_message(std::move(message)); },

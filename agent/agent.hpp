@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "process/child_reaper.hpp"
-#include "process/group_keeper.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
+#include "process/child_reaper.hpp"
+#include "process/group_keeper.hpp"
 #include "rendezvous/client.hpp"
 
 namespace cohort {
@@ -33,6 +33,7 @@ struct RendezvousSettings {
   proto::WireRunConfig config;
   std::chrono::milliseconds heartbeat_interval{1000};
   bool rank0_store = false;  ///< --worker-store=rank0: worker rank 0 binds MASTER_PORT
+  std::string token;         ///< the run's shared secret; empty: none
 };
 
 struct AgentConfig {

@@ -105,6 +105,11 @@ class Simulation {
           }
         });
     agent.session->start();
+    // The hello answers the daemon's challenge (see on_message).
+    if (++connected_ == options_.agents) connected_all_ms_ = ms_between(started_, Clock::now());
+  }
+
+  proto::Hello make_hello(int index) const {
     proto::Hello hello;
     hello.run_id = options_.run_id;
     hello.node_id = "sim-node-" + std::to_string(index);
@@ -114,14 +119,15 @@ class Simulation {
     hello.local_world_size = options_.local_world_size;
     // Fixed size; no heartbeats needed within the bench (the timeout is far away).
     hello.config = {options_.agents, options_.agents, 0, 1000, 600000, 600000};
-    agent.session->send(hello);
-    if (++connected_ == options_.agents) connected_all_ms_ = ms_between(started_, Clock::now());
+    return hello;
   }
 
   void on_message(int index, proto::ControlMessage message) {
     if (!error_.empty()) return;
     Agent& agent = agents_[static_cast<size_t>(index)];
-    if (std::holds_alternative<proto::Waiting>(message)) {
+    if (std::holds_alternative<proto::Challenge>(message)) {
+      agent.session->send(make_hello(index));
+    } else if (std::holds_alternative<proto::Waiting>(message)) {
       ++waiting_messages_;
     } else if (auto* assigned = std::get_if<proto::RoundAssigned>(&message)) {
       if (agent.round >= 0) return fail("a second round for agent " + std::to_string(index));

@@ -52,6 +52,16 @@ bool is_ip_address(const std::string& host) {
   return !error;
 }
 
+bool is_loopback_address(const std::string& host) {
+  boost::system::error_code error;
+  auto address = boost::asio::ip::make_address(host, error);
+  if (error) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return address.to_v6().to_v4().is_loopback();
+  }
+  return address.is_loopback();
+}
+
 bool is_local_host(const std::string& host) {
   namespace ip = boost::asio::ip;
   if (host == "localhost") return true;

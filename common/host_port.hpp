@@ -23,6 +23,9 @@ std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string&
 /// True for an IPv4 or IPv6 address literal ("10.0.0.1", "::1"), false for a name.
 bool is_ip_address(const std::string& host);
 
+/// True for a loopback address literal (127.0.0.0/8, ::1, ::ffff:127.x.y.z); false for names.
+bool is_loopback_address(const std::string& host);
+
 /// True when `host` names an address of this machine (loopback, or one we can bind).
 bool is_local_host(const std::string& host);
 

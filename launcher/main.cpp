@@ -2,14 +2,36 @@
 // command line, and hands each subcommand to its own file (run_command, launch_command,
 // status_command, rendezvous_command), whose result is the exit code.
 #include <CLI/CLI.hpp>
+#include <iostream>
 
+#include "agent/worker_env.hpp"
 #include "common/exit_codes.hpp"
 #include "launcher/launch_command.hpp"
 #include "launcher/rendezvous_command.hpp"
 #include "launcher/run_command.hpp"
+#include "launcher/slurm_token.hpp"
 #include "launcher/status_command.hpp"
+#include "launcher/token_source.hpp"
 
 using namespace cohort;
+
+extern char** environ;
+
+namespace {
+
+int status_command(StatusQuery query, const std::string& token_file) {
+  EnvMap env = parse_environ(environ);
+  TokenResult token = load_token(token_file, env);
+  if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
+  if (!token.error.empty()) {
+    std::cerr << "cohort status: " << token.error << "\n";
+    return kExitUsage;
+  }
+  query.token = token.token;
+  return run_status_command(query);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training"};
@@ -32,12 +54,18 @@ int main(int argc, char** argv) {
       app.add_subcommand("rendezvous", "Run the rendezvous daemon (the same as cohortd)");
   add_daemon_flags(*rendezvous, daemon_command);
 
-  std::string endpoint = "127.0.0.1:29400";
-  bool json = false;
+  StatusQuery status_query;
+  std::string status_token_file;
   CLI::App* status = app.add_subcommand("status", "Show what a rendezvous daemon knows");
-  status->add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "host[:port] of the daemon")
+  status
+      ->add_option("--rdzv-endpoint,--rdzv_endpoint", status_query.endpoint,
+                   "host[:port] of the daemon")
       ->capture_default_str();
-  status->add_flag("--json", json, "Print the raw JSON");
+  status->add_option("--rdzv-id,--rdzv_id", status_query.run_id,
+                     "Only this run (what a run's token may see)");
+  status->add_option("--token-file", status_token_file,
+                     "The daemon's or the run's token (default: $COHORT_TOKEN)");
+  status->add_flag("--json", status_query.json, "Print the raw JSON");
 
   try {
     app.parse(argc, argv);
@@ -52,6 +80,6 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (rendezvous->parsed()) return run_daemon(daemon_command);
-  if (status->parsed()) return run_status_command(endpoint, json, 5000);
+  if (status->parsed()) return status_command(status_query, status_token_file);
   return kExitUsage;
 }

@@ -5,10 +5,14 @@
 #include <fstream>
 #include <iostream>
 
+extern char** environ;
+
+#include "agent/worker_env.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
+#include "launcher/token_source.hpp"
 #include "rendezvous/daemon.hpp"
 #include "store/store_server.hpp"
 
@@ -30,11 +34,36 @@ void write_port_file(const std::string& path, int port) {
   std::rename(temporary.c_str(), path.c_str());
 }
 
+// Where to listen: anywhere with a token; without one, loopback only unless --insecure says
+// otherwise. Returns false (after saying why) for a non-loopback --host without either.
+bool choose_host(const DaemonCommand& command, bool has_token, std::string& host) {
+  if (command.host.empty()) {
+    host = has_token || command.insecure ? "0.0.0.0" : "127.0.0.1";
+    if (!has_token && !command.insecure) {
+      std::cerr << "cohortd: no token (--token-file or COHORT_TOKEN): listening on 127.0.0.1 "
+                   "only; give a token, or --insecure, to serve other hosts\n";
+    }
+    return true;
+  }
+  host = command.host;
+  if (has_token || command.insecure || is_loopback_address(host)) return true;
+  std::cerr << "cohortd: --host " << host
+            << ": without a token anyone who reaches this address can join, read and stop "
+               "every run; give --token-file (or COHORT_TOKEN), or --insecure\n";
+  return false;
+}
+
 }  // namespace
 
 void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
-  app.add_option("--host", command.host, "Address to listen on (0.0.0.0, ::, or one address)")
-      ->capture_default_str();
+  app.add_option("--host", command.host,
+                 "Address to listen on (0.0.0.0, ::, or one address; default 0.0.0.0 with a "
+                 "token, else 127.0.0.1)");
+  app.add_option("--token-file", command.token_file,
+                 "The shared secret agents and `cohort status` must prove they hold (a file only "
+                 "its owner can read; default: $COHORT_TOKEN)");
+  app.add_flag("--insecure", command.insecure,
+               "Listen beyond loopback without a token (anyone who reaches it can steer runs)");
   app.add_option("--port", command.port, "Control port for agents (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
@@ -53,8 +82,16 @@ int run_daemon(const DaemonCommand& command) {
   log::init(command.verbose > 1    ? log::Level::Debug
             : command.verbose == 1 ? log::Level::Info
                                    : log::level_from_env(log::Level::Warn));
+  TokenResult token = load_token(command.token_file, parse_environ(environ));
+  if (!token.error.empty()) {
+    std::cerr << "cohortd: " << token.error << "\n";
+    return kExitUsage;
+  }
+  std::string host;
+  if (!choose_host(command, !token.token.empty(), host)) return kExitUsage;
   DaemonOptions options;
-  options.address = command.host;
+  options.address = host;
+  options.token = token.token;
   options.port = static_cast<uint16_t>(command.port);
   if (!parse_range(command.store_ports, options)) {
     std::cerr << "cohortd: --store-ports: expected PORT or FIRST-LAST, got '" << command.store_ports
@@ -64,17 +101,17 @@ int run_daemon(const DaemonCommand& command) {
   boost::asio::io_context io;
   RendezvousDaemon daemon(io, options);
   if (auto error = daemon.start()) {
-    std::cerr << "cohortd: cannot listen on " << command.host << ":" << command.port << ": "
+    std::cerr << "cohortd: cannot listen on " << host << ":" << command.port << ": "
               << error.message() << "\n";
     return kExitInternal;
   }
-  std::cout << "cohortd: listening on " << command.host << ":" << daemon.port() << std::endl;
+  std::cout << "cohortd: listening on " << host << ":" << daemon.port() << std::endl;
   write_port_file(command.port_file, daemon.port());
 
   std::unique_ptr<StoreServer> tcpstore;
   if (command.tcpstore_port >= 0) {
     StoreServerOptions store_options;
-    store_options.address = command.host == "0.0.0.0" ? "" : command.host;
+    store_options.address = host == "0.0.0.0" ? "" : host;
     store_options.port = static_cast<uint16_t>(command.tcpstore_port);
     tcpstore = std::make_unique<StoreServer>(io, store_options);
     if (auto error = tcpstore->start()) {
@@ -82,7 +119,7 @@ int run_daemon(const DaemonCommand& command) {
                 << "\n";
       return kExitInternal;
     }
-    std::cout << "cohortd: TCPStore on " << command.host << ":" << tcpstore->port() << std::endl;
+    std::cout << "cohortd: TCPStore on " << host << ":" << tcpstore->port() << std::endl;
     write_port_file(command.tcpstore_port_file, tcpstore->port());
   }
 

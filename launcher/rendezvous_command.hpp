@@ -8,7 +8,9 @@
 namespace cohort {
 
 struct DaemonCommand {
-  std::string host = "0.0.0.0";
+  std::string host;  ///< empty: 0.0.0.0 with a token, 127.0.0.1 without one
+  std::string token_file;
+  bool insecure = false;  ///< listen beyond loopback without a token
   int port = 29400;
   std::string port_file;
   std::string store_ports;

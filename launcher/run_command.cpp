@@ -6,8 +6,11 @@
 
 #include "agent/agent.hpp"
 #include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/slurm_token.hpp"
+#include "launcher/token_source.hpp"
 #include "rendezvous/daemon.hpp"
 
 extern char** environ;
@@ -20,6 +23,12 @@ namespace {
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
                            boost::asio::io_context& io, AgentConfig& config) {
   if (plan.embed == DaemonPlan::Embed::No) return true;
+  if (plan.options.token.empty() && !plan.insecure && !is_loopback_address(plan.options.address)) {
+    std::cerr << "cohort run: hosting the rendezvous on " << plan.options.address
+              << ": without a token anyone who reaches it can join, read and stop the run; give "
+                 "--token-file (or COHORT_TOKEN) on every node, or --insecure\n";
+    return false;
+  }
   daemon = std::make_unique<RendezvousDaemon>(io, plan.options);
   if (auto error = daemon->start()) {
     daemon.reset();
@@ -79,6 +88,16 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
+  EnvMap env = parse_environ(environ);
+  TokenResult token = load_token(options.token_file, env);
+  if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
+  if (!token.error.empty()) {
+    std::cerr << "cohort run: " << token.error << "\n";
+    return kExitUsage;
+  }
+  validated.config.rendezvous.token = token.token;
+  validated.daemon.options.token = token.token;
+  validated.daemon.insecure = options.insecure;
   log::init(log_level_for(options));
   boost::asio::io_context io;
   std::unique_ptr<RendezvousDaemon> daemon;

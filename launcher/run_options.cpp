@@ -352,6 +352,12 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--store-ports", o.store_ports,
               "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
               "29500-29599 (default: any free port)");
+  app.add_option("--token-file", o.token_file,
+                 "The run's shared secret, proven to the rendezvous (a file only its owner can "
+                 "read; default: $COHORT_TOKEN)");
+  app.add_flag("--insecure", o.insecure,
+               "Host a rendezvous that other hosts reach without a token (anyone who reaches it "
+               "can steer the run)");
   app.add_flag("--node-rank-hint", o.node_rank_hint,
                "With c10d, take --node-rank as this node's preferred rank (cohort launch sets it)");
   app.add_flag("--under-launch", o.under_launch,

@@ -44,6 +44,8 @@ struct RunOptions {
   std::string event_log_handler = "null";
   std::string worker_store = "daemon";
   std::string store_ports;
+  std::string token_file;  ///< the run's shared secret (else $COHORT_TOKEN)
+  bool insecure = false;   ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
   bool under_launch = false;
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed  ///<
@@ -65,6 +67,7 @@ struct DaemonPlan {
   enum class Embed { No, Yes, IfFree };  ///< IfFree: host it unless something listens there
   Embed embed = Embed::No;
   DaemonOptions options;
+  bool insecure = false;  ///< --insecure: may listen beyond loopback without a token
 };
 
 struct ValidatedRun {

@@ -9,6 +9,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
+#include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 #include "proto/untrusted_json.hpp"
@@ -39,12 +40,38 @@ void print_table(const nlohmann::json& status) {
   }
 }
 
+// The next message on a blocking socket; nullopt (with `problem` set) on a read error, a timeout
+// or a malformed frame.
+std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& socket,
+                                                  proto::FrameDecoder& decoder,
+                                                  std::string& problem) {
+  std::string payload;
+  char buffer[4096];
+  boost::system::error_code error;
+  for (;;) {
+    auto status = decoder.next(payload);
+    if (status == proto::FrameDecoder::Status::Frame) break;
+    if (status == proto::FrameDecoder::Status::Error) {
+      problem = "a frame larger than the protocol's limit";
+      return std::nullopt;
+    }
+    size_t got = socket.read_some(boost::asio::buffer(buffer), error);
+    if (error) {
+      problem = error.message();
+      return std::nullopt;
+    }
+    decoder.feed(buffer, got);
+  }
+  return proto::decode_message(payload, problem);
+}
+
 }  // namespace
 
-int run_status_command(const std::string& endpoint, bool json, int timeout_ms) {
-  auto target = parse_host_port(endpoint, 29400);
+int run_status_command(const StatusQuery& query) {
+  auto target = parse_host_port(query.endpoint, 29400);
   if (!target) {
-    std::cerr << "cohort status: --rdzv-endpoint: expected host[:port], got '" << endpoint << "'\n";
+    std::cerr << "cohort status: --rdzv-endpoint: expected host[:port], got '" << query.endpoint
+              << "'\n";
     return kExitUsage;
   }
   namespace ip = boost::asio::ip;
@@ -59,33 +86,35 @@ int run_status_command(const std::string& endpoint, bool json, int timeout_ms) {
               << error.message() << "\n";
     return kExitRendezvous;
   }
-  timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  timeval timeout{query.timeout_ms / 1000, (query.timeout_ms % 1000) * 1000};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  boost::asio::write(
-      socket,
-      boost::asio::buffer(proto::encode_frame(proto::encode_message(proto::StatusRequest{}))),
-      error);
   proto::FrameDecoder decoder;
-  std::string payload;
-  char buffer[4096];
-  while (!error && decoder.next(payload) == proto::FrameDecoder::Status::NeedMore) {
-    size_t got = socket.read_some(boost::asio::buffer(buffer), error);
-    decoder.feed(buffer, got);
-  }
   std::string problem;
-  auto message = error ? std::nullopt : proto::decode_message(payload, problem);
+  std::optional<proto::ControlMessage> message = read_message(socket, decoder, problem);
+  auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
+  if (challenge != nullptr) {
+    proto::StatusRequest request{query.run_id, ""};
+    if (!query.token.empty()) {
+      request.proof = proto::status_proof(query.token, challenge->nonce, query.run_id);
+    }
+    boost::asio::write(
+        socket, boost::asio::buffer(proto::encode_frame(proto::encode_message(request))), error);
+    message = error ? std::nullopt : read_message(socket, decoder, problem);
+  }
   auto* reply = message ? std::get_if<proto::StatusReply>(&*message) : nullptr;
   if (reply == nullptr) {
-    std::cerr << "cohort status: no status from " << endpoint << ": "
-              << (error ? error.message() : problem) << "\n";
+    const auto* refusal = message ? std::get_if<proto::Error>(&*message) : nullptr;
+    std::cerr << "cohort status: no status from " << query.endpoint << ": "
+              << (refusal ? refusal->message : problem) << "\n";
     return kExitRendezvous;
   }
-  if (json) {
+  if (query.json) {
     std::cout << reply->json << "\n";
   } else {
     nlohmann::json status = proto::parse_untrusted_json(reply->json);
     if (!status.is_object()) {
-      std::cerr << "cohort status: " << endpoint << " sent a status that is not a JSON object\n";
+      std::cerr << "cohort status: " << query.endpoint
+                << " sent a status that is not a JSON object\n";
       return kExitRendezvous;
     }
     print_table(status);

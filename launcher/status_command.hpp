@@ -1,11 +1,20 @@
-// `cohort status --rdzv-endpoint H:P [--json]`: asks a rendezvous daemon what it knows (runs,
-// rounds, members, restarts) and prints it. Blocking; main thread.
+// `cohort status --rdzv-endpoint H:P [--rdzv-id ID] [--json]`: asks a rendezvous daemon what it
+// knows (runs, rounds, members, restarts), proving it holds the token when one is configured,
+// and prints it. Blocking; main thread.
 #pragma once
 
 #include <string>
 
 namespace cohort {
 
-int run_status_command(const std::string& endpoint, bool json, int timeout_ms);
+struct StatusQuery {
+  std::string endpoint = "127.0.0.1:29400";
+  std::string run_id;  ///< only this run (a run's token shows only its run); empty: every run
+  std::string token;   ///< the daemon's or the run's token; empty: none
+  bool json = false;
+  int timeout_ms = 5000;
+};
+
+int run_status_command(const StatusQuery& query);
 
 }  // namespace cohort

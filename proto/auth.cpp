@@ -4,6 +4,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <initializer_list>
 #include <stdexcept>
 
 namespace cohort::proto {
@@ -45,6 +46,35 @@ std::string random_nonce(size_t bytes) {
     throw std::runtime_error("no random bytes from the system");
   }
   return to_hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+namespace {
+
+std::string joined(std::initializer_list<std::string_view> parts) {
+  std::string text;
+  for (std::string_view part : parts) {
+    text.append(part);
+    text.push_back('\n');
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string hello_proof(std::string_view key, std::string_view challenge,
+                        std::string_view client_nonce, std::string_view run_id,
+                        std::string_view node_id) {
+  return hmac_sha256_hex(key, joined({"cohort-hello", challenge, client_nonce, run_id, node_id}));
+}
+
+std::string welcome_proof(std::string_view key, std::string_view challenge,
+                          std::string_view client_nonce) {
+  return hmac_sha256_hex(key, joined({"cohort-welcome", challenge, client_nonce}));
+}
+
+std::string status_proof(std::string_view key, std::string_view challenge,
+                         std::string_view run_id) {
+  return hmac_sha256_hex(key, joined({"cohort-status", challenge, run_id}));
 }
 
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {

@@ -21,6 +21,17 @@ bool proofs_equal(std::string_view a, std::string_view b);
 /// `bytes` random bytes as lowercase hex (a challenge, or a generated token).
 std::string random_nonce(size_t bytes = 32);
 
+/// What an agent's hello proves: it holds `key` (the daemon's or the run's token), answering
+/// this connection's `challenge`, for this run and node.
+std::string hello_proof(std::string_view key, std::string_view challenge,
+                        std::string_view client_nonce, std::string_view run_id,
+                        std::string_view node_id);
+/// What the daemon's welcome proves back: it holds `key` too, answering the agent's nonce.
+std::string welcome_proof(std::string_view key, std::string_view challenge,
+                          std::string_view client_nonce);
+/// What a status request proves, for one run (`run_id`) or, under the daemon's token, all.
+std::string status_proof(std::string_view key, std::string_view challenge, std::string_view run_id);
+
 /// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
 /// a team the token of its run, which proves nothing about any other run.
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id);

@@ -18,7 +18,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailed, round, rank, local_rank, exit_s
                                    host, summary)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Welcome, version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world_size, base_rank,
                                    world_size, master_addr, master_port, restarts_used,
                                    max_restarts)
@@ -35,8 +37,6 @@ void to_json_empty(json& out, const T&) {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Join, rank0_port)
 void to_json(json& out, const Heartbeat& m) { to_json_empty(out, m); }
 void from_json(const json&, Heartbeat&) {}
-void to_json(json& out, const StatusRequest& m) { to_json_empty(out, m); }
-void from_json(const json&, StatusRequest&) {}
 void to_json(json& out, const Complete& m) { to_json_empty(out, m); }
 void from_json(const json&, Complete&) {}
 void to_json(json& out, const HeartbeatAck& m) { to_json_empty(out, m); }
@@ -44,11 +44,18 @@ void from_json(const json&, HeartbeatAck&) {}
 
 // Messages with optional fields: absent in JSON when unset.
 void to_json(json& out, const Hello& m) {
-  out = json{{"magic", m.magic},           {"version", m.version},
-             {"run_id", m.run_id},         {"node_id", m.node_id},
-             {"address", m.address},       {"local_world_size", m.local_world_size},
-             {"last_round", m.last_round}, {"restarts_used", m.restarts_used},
-             {"config", m.config},         {"rank0_port", m.rank0_port}};
+  out = json{{"magic", m.magic},
+             {"version", m.version},
+             {"run_id", m.run_id},
+             {"node_id", m.node_id},
+             {"address", m.address},
+             {"local_world_size", m.local_world_size},
+             {"last_round", m.last_round},
+             {"restarts_used", m.restarts_used},
+             {"config", m.config},
+             {"rank0_port", m.rank0_port},
+             {"client_nonce", m.client_nonce},
+             {"proof", m.proof}};
   if (m.rank_hint) out["rank_hint"] = *m.rank_hint;
 }
 void from_json(const json& in, Hello& m) {
@@ -62,6 +69,8 @@ void from_json(const json& in, Hello& m) {
   in.at("restarts_used").get_to(m.restarts_used);
   in.at("config").get_to(m.config);
   m.rank0_port = in.value("rank0_port", 0);
+  m.client_nonce = in.value("client_nonce", std::string());
+  m.proof = in.value("proof", std::string());
   if (in.contains("rank_hint")) m.rank_hint = in.at("rank_hint").get<int>();
 }
 void to_json(json& out, const Waiting& m) {
@@ -80,7 +89,7 @@ namespace {
 constexpr const char* kTypeNames[] = {
     "hello",    "join",          "heartbeat", "worker_failed", "node_succeeded", "leave",
     "status",   "welcome",       "waiting",   "round",         "restart",        "stop",
-    "complete", "heartbeat_ack", "error",     "status_reply"};
+    "complete", "heartbeat_ack", "error",     "status_reply",  "challenge"};
 static_assert(std::size(kTypeNames) == std::variant_size_v<ControlMessage>);
 
 template <size_t I = 0>

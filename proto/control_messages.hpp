@@ -13,7 +13,7 @@
 namespace cohort::proto {
 
 constexpr const char* kControlMagic = "cohort-rdzv";
-constexpr int kControlVersion = 1;
+constexpr int kControlVersion = 2;  ///< 2: the daemon speaks first, with a challenge
 
 // Bounds every decoded message is checked against, so that no sum or step of the daemon's
 // arithmetic can overflow: nodes x workers per node stays below 2^31.
@@ -44,6 +44,8 @@ struct Hello {  ///< first frame of every connection: who I am, which run, its s
   int restarts_used = 0;
   WireRunConfig config;
   int rank0_port = 0;  ///< classic worker store: the port this node's rank 0 would bind, else 0
+  std::string client_nonce;  ///< the agent's challenge to the daemon (proto/auth.hpp)
+  std::string proof;         ///< hello_proof under the run's token; empty without a token
 };
 struct Join {  ///< ready for the next round (after a restart)
   int rank0_port = 0;
@@ -64,11 +66,18 @@ struct NodeSucceeded {
 struct Leave {
   std::string reason;
 };
-struct StatusRequest {};
+struct StatusRequest {
+  std::string run_id;  ///< the run to show; empty: every run (needs the daemon's own token)
+  std::string proof;   ///< status_proof under the token; empty without a token
+};
 
 // Daemon -> agent.
+struct Challenge {  ///< the first frame of every connection: what the peer's proof must cover
+  std::string nonce;
+};
 struct Welcome {
   int version = kControlVersion;
+  std::string proof;  ///< welcome_proof: the daemon holds the token too; empty without one
 };
 struct Waiting {
   int joined = 0;
@@ -105,9 +114,9 @@ struct StatusReply {
   std::string json;  ///< the daemon's runs, rounds and members, as a JSON document
 };
 
-using ControlMessage =
-    std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave, StatusRequest, Welcome,
-                 Waiting, RoundAssigned, Restart, Stop, Complete, HeartbeatAck, Error, StatusReply>;
+using ControlMessage = std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave,
+                                    StatusRequest, Welcome, Waiting, RoundAssigned, Restart, Stop,
+                                    Complete, HeartbeatAck, Error, StatusReply, Challenge>;
 
 /// JSON text of a message (the payload of one frame).
 std::string encode_message(const ControlMessage& message);

@@ -3,6 +3,7 @@
 #include <boost/asio/connect.hpp>
 
 #include "common/text.hpp"
+#include "proto/auth.hpp"
 
 namespace cohort {
 
@@ -68,16 +69,55 @@ void RendezvousClient::on_connected() {
       [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
         if (!*alive) return;
         last_heard_ = std::chrono::steady_clock::now();
-        on_message_(std::move(message));
+        on_session_message(std::move(message));
       },
       [this, alive = alive_](ControlSession&, const std::string& reason) {
         if (*alive && !closed_) lost("connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
   last_heard_ = std::chrono::steady_clock::now();
+  challenge_.clear();
+  welcomed_ = false;
   session_->start();
-  session_->send(hello_);
   arm_heartbeat();
+}
+
+// The handshake: challenge -> hello (with our proof and nonce) -> welcome (with the daemon's
+// proof). Everything after it, and any error, goes to the agent.
+void RendezvousClient::on_session_message(proto::ControlMessage message) {
+  if (auto* challenge = std::get_if<proto::Challenge>(&message)) {
+    if (!challenge_.empty()) return lost("protocol error: a second challenge from the rendezvous");
+    return answer_challenge(*challenge);
+  }
+  if (!welcomed_ && !std::holds_alternative<proto::Error>(message)) {
+    auto* welcome = std::get_if<proto::Welcome>(&message);
+    if (challenge_.empty() || welcome == nullptr) {
+      return lost(cat("protocol error: the rendezvous sent \"", proto::message_type(message),
+                      "\" before its welcome"));
+    }
+    if (!welcome_proven(*welcome)) {
+      return lost(cat("the rendezvous at ", options_.host, ":", options_.port,
+                      " did not prove that it holds the token"));
+    }
+    welcomed_ = true;
+  }
+  on_message_(std::move(message));
+}
+
+void RendezvousClient::answer_challenge(const proto::Challenge& challenge) {
+  challenge_ = challenge.nonce;
+  hello_.client_nonce = proto::random_nonce();
+  if (!options_.token.empty()) {
+    hello_.proof = proto::hello_proof(options_.token, challenge_, hello_.client_nonce,
+                                      hello_.run_id, hello_.node_id);
+  }
+  session_->send(hello_);
+}
+
+bool RendezvousClient::welcome_proven(const proto::Welcome& welcome) const {
+  if (options_.token.empty()) return true;
+  return proto::proofs_equal(welcome.proof,
+                             proto::welcome_proof(options_.token, challenge_, hello_.client_nonce));
 }
 
 void RendezvousClient::arm_heartbeat() {

@@ -1,7 +1,9 @@
 // The agent's side of the control connection: connects to the daemon (retrying with backoff
-// until a deadline), says hello, heartbeats, and hands every message from the daemon to the
-// agent. A connection that drops, or that stays silent past the heartbeat timeout, is reported
-// once as lost. One per connection attempt series; owned by the agent; io thread only.
+// until a deadline), answers the daemon's challenge with its hello (proving it holds the token,
+// and checking the daemon's proof in the welcome), heartbeats, and hands every other message
+// from the daemon to the agent. A connection that drops, or that stays silent past the heartbeat
+// timeout, is reported once as lost. One per connection attempt series; owned by the agent; io
+// thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -22,6 +24,7 @@ struct ClientOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds connect_deadline{60000};  ///< give up connecting after this long
+  std::string token;  ///< the run's (or the daemon's) shared secret; empty: none
 };
 
 class RendezvousClient {
@@ -45,6 +48,9 @@ class RendezvousClient {
  private:
   void try_connect();
   void on_connected();
+  void on_session_message(proto::ControlMessage message);
+  void answer_challenge(const proto::Challenge& challenge);
+  bool welcome_proven(const proto::Welcome& welcome) const;
   void arm_heartbeat();
   void lost(const std::string& reason);
 
@@ -62,6 +68,8 @@ class RendezvousClient {
   std::chrono::steady_clock::time_point last_heard_;
   std::chrono::milliseconds retry_delay_{20};
   std::string last_error_;
+  std::string challenge_;  ///< this connection's challenge, once the daemon sent it
+  bool welcomed_ = false;
   bool closed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

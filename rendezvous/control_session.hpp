@@ -35,7 +35,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   std::string local_address() const;
   std::string remote_address() const;
 
-  /// Owner data: the node this connection speaks for, once it said hello.
+  /// Owner data: the challenge this connection's proofs must answer, and the node it speaks for
+  /// once it said hello.
+  std::string challenge;
   std::string run_id;
   std::string node_id;
 

@@ -5,9 +5,15 @@
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
+#include "proto/auth.hpp"
 
 namespace cohort {
 namespace {
+
+constexpr const char* kTokenNeeded =
+    "authentication failed: this rendezvous needs a token (--token-file or COHORT_TOKEN)";
+constexpr const char* kWrongToken =
+    "authentication failed: the proof does not match this rendezvous's token";
 
 rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
   return {wire.min_nodes,
@@ -102,7 +108,9 @@ void RendezvousDaemon::accept_next() {
               },
               [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
           sessions_.insert(session);
+          session->challenge = proto::random_nonce();
           session->start();
+          session->send(proto::Challenge{session->challenge});
         } else if (error == boost::asio::error::operation_aborted) {
           return;
         } else {
@@ -114,8 +122,8 @@ void RendezvousDaemon::accept_next() {
 
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
   if (auto* hello = std::get_if<proto::Hello>(&message)) return on_hello(session, *hello);
-  if (std::holds_alternative<proto::StatusRequest>(message)) {
-    return session.close_after(proto::StatusReply{status_json()}, "status sent");
+  if (auto* request = std::get_if<proto::StatusRequest>(&message)) {
+    return on_status(session, *request);
   }
   auto found = runs_.find(session.run_id);
   if (session.node_id.empty() || found == runs_.end() ||
@@ -164,6 +172,13 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
                      " version " + std::to_string(proto::kControlVersion)},
         "bad hello");
   }
+  std::optional<std::string> key = proven_key(session, hello);
+  if (!key) {
+    log::warn("rendezvous: ", session.remote_address(), " failed to authenticate for run ",
+              hello.run_id);
+    return session.close_after(proto::Error{hello.proof.empty() ? kTokenNeeded : kWrongToken},
+                               "authentication failed");
+  }
   if (!session.node_id.empty() || hello.node_id.empty() || hello.run_id.empty() ||
       nodes_.count(hello.node_id) > 0 || hello.local_world_size < 1) {
     return session.close_after(proto::Error{"bad hello: node id, run id or size"}, "bad hello");
@@ -184,10 +199,45 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   configs_[hello.node_id] = config;
   run.sessions[hello.node_id] = session.shared_from_this();
   if (hello.rank0_port > 0) run.rank0_ports[hello.node_id] = hello.rank0_port;
-  session.send(proto::Welcome{});
+  session.send(proto::Welcome{
+      proto::kControlVersion,
+      key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce)});
   apply(run, run.state->join(info, config, now()));
   reap_runs();
   schedule();
+}
+
+// The key whose proof the hello carries: the daemon's token, or the run's token derived from it
+// (a team that holds only its run's token can act on no other run). "" without a token;
+// nullopt when the proof is missing or wrong.
+std::optional<std::string> RendezvousDaemon::proven_key(const ControlSession& session,
+                                                        const proto::Hello& hello) const {
+  if (options_.token.empty()) return std::string();
+  for (const std::string& key :
+       {options_.token, proto::derive_run_token(options_.token, hello.run_id)}) {
+    std::string expected =
+        proto::hello_proof(key, session.challenge, hello.client_nonce, hello.run_id, hello.node_id);
+    if (proto::proofs_equal(hello.proof, expected)) return key;
+  }
+  return std::nullopt;
+}
+
+// Every run for the daemon's token; one run (request.run_id) for that run's token too.
+void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusRequest& request) {
+  if (!options_.token.empty()) {
+    bool proven = proto::proofs_equal(
+        request.proof, proto::status_proof(options_.token, session.challenge, request.run_id));
+    if (!proven && !request.run_id.empty()) {
+      std::string run_token = proto::derive_run_token(options_.token, request.run_id);
+      proven = proto::proofs_equal(
+          request.proof, proto::status_proof(run_token, session.challenge, request.run_id));
+    }
+    if (!proven) {
+      return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
+                                 "authentication failed");
+    }
+  }
+  session.close_after(proto::StatusReply{status_json(request.run_id)}, "status sent");
 }
 
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
@@ -369,9 +419,10 @@ void RendezvousDaemon::schedule() {
   });
 }
 
-std::string RendezvousDaemon::status_json() const {
+std::string RendezvousDaemon::status_json(const std::string& only_run) const {
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& [id, run] : runs_) {
+    if (!only_run.empty() && id != only_run) continue;
     const rdzv::RunState& state = *run.state;
     nlohmann::json nodes = nlohmann::json::array();
     for (const auto& view : state.nodes()) {

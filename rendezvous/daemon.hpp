@@ -25,6 +25,9 @@ struct DaemonOptions {
   uint16_t port = 29400;            ///< 0: any free port
   uint16_t store_port_min = 0;      ///< worker store ports: 0 = any free port,
   uint16_t store_port_max = 0;      ///< or the first free one in [min, max]
+  /// The daemon's shared secret: every hello and status request must prove it holds this token
+  /// or the run's token derived from it (proto/auth.hpp). Empty: no authentication.
+  std::string token;
 };
 
 class RendezvousDaemon {
@@ -44,7 +47,7 @@ class RendezvousDaemon {
   /// Called whenever a run ends (completed or failed) and is forgotten.
   std::function<void()> on_run_ended;
   /// The daemon's state as JSON (what `cohort status` prints).
-  std::string status_json() const;
+  std::string status_json(const std::string& only_run = {}) const;
 
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
@@ -62,6 +65,9 @@ class RendezvousDaemon {
   void accept_next();
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
+  void on_status(ControlSession& session, const proto::StatusRequest& request);
+  std::optional<std::string> proven_key(const ControlSession& session,
+                                        const proto::Hello& hello) const;
   void on_closed(ControlSession& session, const std::string& reason);
   void apply(Run& run, rdzv::Actions actions);
   void send_waiting(Run& run, const rdzv::WaitingStatus& status);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/daemon.hpp"
@@ -21,10 +22,11 @@ namespace {
 // The daemon on its own thread, stopped and joined at the end of the test.
 struct DaemonThread {
   boost::asio::io_context io;
-  RendezvousDaemon daemon{io, DaemonOptions{"127.0.0.1", 0, 0, 0}};
+  RendezvousDaemon daemon;
   std::thread thread;
 
-  DaemonThread() {
+  explicit DaemonThread(std::string token = {})
+      : daemon(io, DaemonOptions{"127.0.0.1", 0, 0, 0, std::move(token)}) {
     REQUIRE_FALSE(daemon.start());
     thread = std::thread([this] { io.run(); });
   }
@@ -37,16 +39,20 @@ struct DaemonThread {
   }
 };
 
-// A blocking control-protocol client with a receive timeout.
+// A blocking control-protocol client with a receive timeout; it reads the daemon's challenge
+// on connecting, and proves `token` (if any) in its hello.
 struct Client {
   boost::asio::io_context io;
   ip::tcp::socket socket{io};
   proto::FrameDecoder decoder;
+  std::string challenge;
+  std::string token;
 
-  explicit Client(uint16_t port) {
+  explicit Client(uint16_t port, std::string with_token = {}) : token(std::move(with_token)) {
     socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), port));
     timeval timeout{5, 0};
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    challenge = expect<proto::Challenge>().nonce;
   }
   void send(const proto::ControlMessage& message) {
     send_raw(proto::encode_frame(proto::encode_message(message)));
@@ -87,8 +93,24 @@ struct Client {
     hello.address = "addr-" + node;
     hello.local_world_size = 2;
     hello.config = {nodes, nodes, max_restarts, 100, 5000, 5000};
+    hello.client_nonce = "client-nonce-" + node;
+    if (!token.empty()) {
+      hello.proof = proto::hello_proof(token, challenge, hello.client_nonce, run, node);
+    }
     send(hello);
-    expect<proto::Welcome>();
+    auto welcome = expect<proto::Welcome>();
+    if (!token.empty()) {
+      CHECK(welcome.proof == proto::welcome_proof(token, challenge, hello.client_nonce));
+    }
+  }
+  /// A status request proven with `key` (if any); the reply or the refusal.
+  proto::ControlMessage status(const std::string& run_id = {}, const std::string& key = {}) {
+    proto::StatusRequest request{run_id, ""};
+    if (!key.empty()) request.proof = proto::status_proof(key, challenge, run_id);
+    send(request);
+    auto reply = receive();
+    REQUIRE(reply);
+    return *reply;
   }
 };
 
@@ -249,4 +271,95 @@ TEST_CASE("status lists runs and nodes", "[component][daemon]") {
   CHECK(json["runs"][0]["run_id"] == "job");
   CHECK(json["runs"][0]["phase"] == "forming");
   CHECK(json["runs"][0]["nodes"][0]["address"] == "addr-a");
+}
+
+TEST_CASE("with a token, hello and status must prove it; a wrong or missing proof is refused",
+          "[component][daemon][auth]") {
+  const std::string token = "the daemon's token, 32 bytes...";
+  DaemonThread d(token);
+  Client member(d.daemon.port(), token);
+  member.hello("job", "a", 2);
+  for (const std::string& wrong : std::vector<std::string>{"", "another token of the same size"}) {
+    INFO("token '" << wrong << "'");
+    Client stranger(d.daemon.port(), wrong);
+    proto::Hello hello;
+    hello.run_id = "job";
+    hello.node_id = "stranger";
+    hello.address = "addr-stranger";
+    if (!wrong.empty()) {
+      hello.proof = proto::hello_proof(wrong, stranger.challenge, "", "job", "stranger");
+    }
+    stranger.send(hello);
+    auto refusal = stranger.expect<proto::Error>();
+    CHECK(refusal.message.find("authentication failed") == 0);
+    CHECK_FALSE(stranger.receive());  // closed
+    Client snoop(d.daemon.port());
+    auto status = snoop.status("", wrong);
+    REQUIRE(std::holds_alternative<proto::Error>(status));
+    CHECK(std::get<proto::Error>(status).message.find("authentication failed") == 0);
+  }
+  // A proof made for another connection's challenge is worth nothing here (no replay).
+  Client replay(d.daemon.port());
+  proto::Hello copied;
+  copied.run_id = "job";
+  copied.node_id = "replayed";
+  copied.proof = proto::hello_proof(token, member.challenge, "", "job", "replayed");
+  replay.send(copied);
+  CHECK(replay.expect<proto::Error>().message.find("authentication failed") == 0);
+  Client admin(d.daemon.port());
+  auto status = admin.status("", token);
+  REQUIRE(std::holds_alternative<proto::StatusReply>(status));
+  CHECK(std::get<proto::StatusReply>(status).json.find("\"job\"") != std::string::npos);
+}
+
+TEST_CASE("a run's derived token acts on that run only", "[component][daemon][auth]") {
+  const std::string token = "the daemon's token, 32 bytes...";
+  DaemonThread d(token);
+  const std::string blue = proto::derive_run_token(token, "blue");
+  Client a(d.daemon.port(), blue);
+  a.hello("blue", "a", 1);
+  CHECK(a.expect<proto::RoundAssigned>().world_size == 2);
+  Client b(d.daemon.port(), token);
+  b.hello("red", "b", 2);
+  Client intruder(d.daemon.port(), blue);  // blue's token for a red node
+  proto::Hello hello;
+  hello.run_id = "red";
+  hello.node_id = "intruder";
+  hello.proof = proto::hello_proof(blue, intruder.challenge, "", "red", "intruder");
+  intruder.send(hello);
+  CHECK(intruder.expect<proto::Error>().message.find("authentication failed") == 0);
+  Client mine(d.daemon.port());
+  auto status = mine.status("blue", blue);
+  REQUIRE(std::holds_alternative<proto::StatusReply>(status));
+  std::string json = std::get<proto::StatusReply>(status).json;
+  CHECK(json.find("\"blue\"") != std::string::npos);
+  CHECK(json.find("\"red\"") == std::string::npos);
+  Client theirs(d.daemon.port());
+  CHECK(std::holds_alternative<proto::Error>(theirs.status("red", blue)));
+}
+
+TEST_CASE("a forged worker_failed from a connection without the token changes nothing",
+          "[component][daemon][auth]") {
+  const std::string token = "the daemon's token, 32 bytes...";
+  DaemonThread d(token);
+  Client a(d.daemon.port(), token), b(d.daemon.port(), token);
+  a.hello("job", "a", 2);
+  b.hello("job", "b", 2);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  Client forger(d.daemon.port());
+  proto::Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "b";  // even claiming a member's node id
+  forger.send(hello);
+  forger.send(proto::WorkerFailed{0, 3, 1, 77, "forged", "evil", "\x1b[2JOWNED"});
+  CHECK(forger.expect<proto::Error>().message.find("authentication failed") == 0);
+  CHECK_FALSE(forger.receive());
+  // The run goes on: heartbeats are answered, and success completes it.
+  a.send(proto::Heartbeat{});
+  a.expect<proto::HeartbeatAck>();
+  a.send(proto::NodeSucceeded{0});
+  b.send(proto::NodeSucceeded{0});
+  a.expect<proto::Complete>();
+  b.expect<proto::Complete>();
 }

@@ -89,3 +89,65 @@ TEST_CASE("a frame nested 20,000 deep leaves an agent that hosts the rendezvous 
   CHECK(*exit == cohort::ExitStatus::exited(128 + SIGTERM));
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("cohortd without a token listens on loopback only; beyond it needs --insecure",
+          "[integration][security][auth]") {
+  Scratch scratch;
+  RunResult refused =
+      scratch.run_argv({kCohortdBin, "--host", "0.0.0.0", "--port", "0"}, scratch.options(), 10s);
+  CHECK(refused.status == cohort::ExitStatus::exited(2));
+  CHECK(contains(refused.err, "--host 0.0.0.0: without a token"));
+  ChildOptions options = scratch.options();
+  options.name = "cohortd_default";
+  ChildProcess daemon({kCohortdBin, "--port", "0", "--port-file", scratch.file("port")}, options);
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("port")); }, 10s));
+  CHECK(contains(daemon.err(), "listening on 127.0.0.1 only"));
+  CHECK(contains(daemon.out(), "cohortd: listening on 127.0.0.1:"));
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s));
+}
+
+TEST_CASE("a run on a daemon with a token: members prove it, strangers are refused",
+          "[integration][security][auth]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.use_token();
+  cluster.start_daemon("0.0.0.0");  // allowed: it has a token
+  std::vector<std::string> flags{"--nnodes", "2", "--nproc-per-node", "1", "--rdzv-id", "secret"};
+  auto a = cluster.node("127.0.0.2", flags, {"--pid-file", scratch.file("pid_{RANK}"), "--hang"});
+  auto b = cluster.node("127.0.0.3", flags, {"--pid-file", scratch.file("pid_{RANK}"), "--hang"});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("pid_1")); }, 20s));
+  CHECK(daemon_status(cluster.endpoint(), cluster.token_file())["runs"][0]["phase"] == "running");
+
+  // No token: the agent exits 3 naming what is missing; status is refused the same way.
+  RunResult stranger =
+      scratch.run({"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", cluster.endpoint(),
+                   "--rdzv-id", "secret", "--local-addr", "127.0.0.4", "--no-python", "/bin/true"},
+                  {}, 20s);
+  CHECK(stranger.status == cohort::ExitStatus::exited(3));
+  CHECK(contains(stranger.err, "this rendezvous needs a token"));
+  RunResult snoop = scratch.run_argv({kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint()},
+                                     scratch.options(), 10s);
+  CHECK(snoop.status == cohort::ExitStatus::exited(3));
+  CHECK(contains(snoop.err, "authentication failed"));
+  CHECK(process_alive(read_pid(scratch.file("pid_0"))));
+
+  for (auto* node : {a.get(), b.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), b.get()}) CHECK(node->wait(10s));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("an agent does not host a rendezvous other hosts reach without a token",
+          "[integration][security][auth]") {
+  Scratch scratch;
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof name - 1) == 0);
+  RunResult result = scratch.run(
+      {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", std::string(name) + ":29999",
+       "--rdzv-conf", "is_host=true", "--no-python", "/bin/true"},
+      {}, 20s);
+  INFO(result.err);
+  CHECK(result.status == cohort::ExitStatus::exited(3));
+  CHECK(contains(result.err, "without a token anyone who reaches it"));
+}

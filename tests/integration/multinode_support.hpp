@@ -19,6 +19,7 @@ class Cluster {
     std::string port_file = scratch_.file("daemon_port_" + std::to_string(daemons_++));
     std::vector<std::string> argv{kCohortdBin,           "--host",      host,      "--port",
                                   std::to_string(port_), "--port-file", port_file, "-v"};
+    if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
     ChildOptions options = scratch_.options();
     options.name = "cohortd";
     daemon_ = std::make_unique<ChildProcess>(argv, options);
@@ -27,6 +28,13 @@ class Cluster {
     port_ = std::atoi(read_file(port_file).c_str());
     REQUIRE(port_ > 0);
   }
+  /// From now on the daemon and every node prove a shared token (a fresh owner-only file).
+  void use_token() {
+    token_file_ = scratch_.file("token");
+    std::ofstream(token_file_) << "cluster-token-" << ::getpid() << "-0123456789abcdef\n";
+    ::chmod(token_file_.c_str(), 0600);
+  }
+  const std::string& token_file() const { return token_file_; }
   ChildProcess& daemon() { return *daemon_; }
   /// SIGTERM to cohortd; true when it exited 143.
   bool stop_daemon() {
@@ -44,6 +52,7 @@ class Cluster {
     std::vector<std::string> args{"--rdzv-backend", "c10d",  "--rdzv-endpoint", endpoint(),
                                   "--local-addr",   address, "--no-python",     kTestWorkerBin};
     args.insert(args.begin(), flags.begin(), flags.end());
+    if (!token_file_.empty()) args.insert(args.begin(), {"--token-file", token_file_});
     args.insert(args.end(), worker.begin(), worker.end());
     ChildOptions options = scratch_.options();
     options.name = "node_" + address;
@@ -63,13 +72,16 @@ class Cluster {
   std::unique_ptr<ChildProcess> daemon_;
   int port_ = 0;
   int daemons_ = 0;
+  std::string token_file_;
 };
 
-/// `cohort status --rdzv-endpoint ... --json` parsed.
-inline nlohmann::json daemon_status(const std::string& endpoint) {
-  RunResult result =
-      run_to_end({kCohortBin, "status", "--rdzv-endpoint", endpoint, "--json"},
-                 ChildOptions{{}, {}, "", std::filesystem::temp_directory_path(), "status"}, 10s);
+/// `cohort status --rdzv-endpoint ... --json` parsed (proving `token_file`'s token, if any).
+inline nlohmann::json daemon_status(const std::string& endpoint,
+                                    const std::string& token_file = {}) {
+  std::vector<std::string> argv{kCohortBin, "status", "--rdzv-endpoint", endpoint, "--json"};
+  if (!token_file.empty()) argv.insert(argv.end(), {"--token-file", token_file});
+  RunResult result = run_to_end(
+      argv, ChildOptions{{}, {}, "", std::filesystem::temp_directory_path(), "status"}, 10s);
   INFO(result.err);
   REQUIRE(result.status.success());
   return nlohmann::json::parse(result.out);

@@ -57,6 +57,7 @@ TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
   }
   Scratch scratch;
   Cluster cluster(scratch);
+  cluster.use_token();  // beyond loopback, cohortd needs one
   cluster.start_daemon("0.0.0.0");
   std::vector<std::string> flags{
       "--nnodes",           "2:3",
@@ -68,7 +69,8 @@ TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
       "--dump-env", scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"), "--hang"};
   auto a = cluster.node("127.0.0.2", flags, worker);
   auto b = cluster.node("127.0.0.3", flags, worker);
-  std::vector<std::string> args{"netns", "exec", partitioned.ns, kCohortBin, "run"};
+  std::vector<std::string> args{"netns", "exec",         partitioned.ns,      kCohortBin,
+                                "run",   "--token-file", cluster.token_file()};
   args.insert(args.end(), flags.begin(), flags.end());
   std::vector<std::string> tail{
       "--rdzv-backend",  "c10d",
