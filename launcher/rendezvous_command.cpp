@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "common/clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
@@ -62,7 +63,8 @@ int run_daemon(const DaemonCommand& command) {
     return kExitUsage;
   }
   boost::asio::io_context io;
-  RendezvousDaemon daemon(io, options);
+  AsioClock clock(io);
+  RendezvousDaemon daemon(io, clock, options);
   if (auto error = daemon.start()) {
     std::cerr << "cohortd: cannot listen on " << command.host << ":" << command.port << ": "
               << error.message() << "\n";

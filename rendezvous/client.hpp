@@ -1,17 +1,18 @@
 // The agent's side of the control connection: connects to the daemon (retrying with backoff
 // until a deadline), says hello, heartbeats, and hands every message from the daemon to the
 // agent. A connection that drops, or that stays silent past the heartbeat timeout, is reported
-// once as lost. One per connection attempt series; owned by the agent; io thread only.
+// once as lost. Time and timers come from the Clock it is lent. One per connection attempt
+// series; owned by the agent; io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "common/clock.hpp"
 #include "rendezvous/control_session.hpp"
 
 namespace cohort {
@@ -29,8 +30,8 @@ class RendezvousClient {
   using MessageHandler = std::function<void(proto::ControlMessage)>;
   using LostHandler = std::function<void(const std::string& reason)>;
 
-  RendezvousClient(boost::asio::io_context& io, ClientOptions options, MessageHandler on_message,
-                   LostHandler on_lost);
+  RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
+                   MessageHandler on_message, LostHandler on_lost);
   ~RendezvousClient();
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
@@ -49,17 +50,18 @@ class RendezvousClient {
   void lost(const std::string& reason);
 
   boost::asio::io_context& io_;
+  Clock& clock_;
   ClientOptions options_;
   MessageHandler on_message_;
   LostHandler on_lost_;
   proto::Hello hello_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
-  boost::asio::steady_timer retry_timer_;
-  boost::asio::steady_timer heartbeat_timer_;
+  std::unique_ptr<Timer> retry_timer_;
+  std::unique_ptr<Timer> heartbeat_timer_;
   std::shared_ptr<ControlSession> session_;
-  std::chrono::steady_clock::time_point give_up_at_;
-  std::chrono::steady_clock::time_point last_heard_;
+  SteadyTime give_up_at_;
+  SteadyTime last_heard_;
   std::chrono::milliseconds retry_delay_{20};
   std::string last_error_;
   bool closed_ = false;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/daemon.hpp"
@@ -21,7 +22,8 @@ namespace {
 // The daemon on its own thread, stopped and joined at the end of the test.
 struct DaemonThread {
   boost::asio::io_context io;
-  RendezvousDaemon daemon{io, DaemonOptions{"127.0.0.1", 0, 0, 0}};
+  AsioClock clock{io};
+  RendezvousDaemon daemon{io, clock, DaemonOptions{"127.0.0.1", 0, 0, 0}};
   std::thread thread;
 
   DaemonThread() {
