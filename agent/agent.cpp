@@ -115,7 +115,8 @@ void Agent::connect() {
   options.token = settings.token;
   state_ = State::Joining;
   client_ = std::make_unique<RendezvousClient>(
-      io_, options, [this](proto::ControlMessage message) { on_message(std::move(message)); },
+      io_, clock_, options,
+      [this](proto::ControlMessage message) { on_message(std::move(message)); },
       [this](const std::string& reason) { on_lost(reason); });
   client_->connect(make_hello());
 }
@@ -240,7 +241,7 @@ void Agent::start_group(const RoundInfo& round) {
     return finish(kExitInternal);
   }
   state_ = State::Running;
-  group_ = std::make_unique<WorkerGroup>(io_, reaper_, keeper_, config_.shutdown_timeout);
+  group_ = std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout);
   group_running_ = true;
   group_->start(plan_workers(round), [this](GroupOutcome outcome) {
     group_running_ = false;

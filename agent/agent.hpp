@@ -19,8 +19,10 @@
 #include "agent/output_config.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
+#include "common/clock.hpp"
 #include "process/child_reaper.hpp"
 #include "process/group_keeper.hpp"
+#include "process/posix_process_spawner.hpp"
 #include "rendezvous/client.hpp"
 
 namespace cohort {
@@ -98,6 +100,8 @@ class Agent {
   EnvMap agent_env_;
   ChildReaper reaper_;
   GroupKeeper keeper_;
+  AsioClock clock_{io_};
+  PosixProcessSpawner spawner_{io_, reaper_, &keeper_};
   LogLayout logs_;
   boost::asio::signal_set signals_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< under cohort launch

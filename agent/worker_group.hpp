@@ -1,13 +1,12 @@
-// The local workers of one round: starts them, routes their output, watches them by event (child
-// exit), and stops them all when one fails or when asked: the signal, then SIGKILL after the
-// grace period, and every process reaped. Reports one GroupOutcome. Owned by the agent, one per
-// round; io thread only.
+// The local workers of one round: starts them through a ProcessSpawner, routes their output,
+// watches them by event (child exit), and stops them all when one fails or when asked: the
+// signal, then SIGKILL once the Clock passes the grace period, and every process reaped. Reports
+// one GroupOutcome. Owned by the agent, one per round; io thread only.
 #pragma once
 
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -15,12 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "process/child_reaper.hpp"
-#include "process/group_keeper.hpp"
 #include "agent/output_config.hpp"
-#include "process/output_pump.hpp"
-#include "process/process_spawner.hpp"
 #include "agent/worker_failure.hpp"
+#include "common/clock.hpp"
+#include "process/process_spawner.hpp"
+#include "process/spawned_child.hpp"
 
 namespace cohort {
 
@@ -44,7 +42,7 @@ class WorkerGroup {
  public:
   using Done = std::function<void(GroupOutcome)>;
 
-  WorkerGroup(boost::asio::io_context& io, ChildReaper& reaper, GroupKeeper& keeper,
+  WorkerGroup(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner,
               std::chrono::milliseconds grace);
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -57,7 +55,6 @@ class WorkerGroup {
   /// Sends `signal`, then SIGKILL after the grace period. The outcome is Stopped unless a worker
   /// had already failed. A second call kills at once.
   void stop(int signal);
-  std::vector<pid_t> pids() const;
   bool stopping() const { return stopping_; }
 
  private:
@@ -65,26 +62,23 @@ class WorkerGroup {
 
   void start_worker(Worker& worker);
   int open_stream(Worker& worker, const StreamRoute& route, int console_fd, const char* file,
-                  std::shared_ptr<OutputPump>& pump);
+                  SpawnedChild::Stream stream);
   void on_exit(Worker& worker, ExitStatus status);
   void record_failure(Worker& worker, ExitStatus status);
-  void kill_all(int signal);
   void maybe_finish();
   void finish();
 
   boost::asio::io_context& io_;
-  ChildReaper& reaper_;
-  GroupKeeper& keeper_;
+  ProcessSpawner& spawner_;
   std::chrono::milliseconds grace_;
-  boost::asio::steady_timer grace_timer_;
-  boost::asio::steady_timer drain_timer_;
+  std::unique_ptr<Timer> grace_timer_;
+  std::unique_ptr<Timer> drain_timer_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<WorkerFailure> failures_;
   std::vector<size_t> failed_workers_;  ///< index into workers_, parallel to failures_
   Done done_;
   bool stopping_ = false;
   bool finished_ = false;
-  bool kill_sent_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

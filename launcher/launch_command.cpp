@@ -6,10 +6,13 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "common/clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
 #include "launcher/launch/launch.hpp"
+#include "process/child_reaper.hpp"
+#include "process/posix_process_spawner.hpp"
 
 extern char** environ;
 
@@ -43,7 +46,10 @@ int launch_command(const CLI::App& app, LaunchOptions& options) {
   }
   log::init(plan.log_level);
   boost::asio::io_context io;
-  Launch launch(io, std::move(plan));
+  AsioClock clock(io);
+  ChildReaper reaper(io);
+  PosixProcessSpawner spawner(io, reaper);
+  Launch launch(io, clock, spawner, std::move(plan));
   return launch.run();
 }
 

@@ -5,9 +5,8 @@
 #include <fstream>
 #include <iostream>
 
-extern char** environ;
-
 #include "agent/worker_env.hpp"
+#include "common/clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
@@ -15,6 +14,8 @@ extern char** environ;
 #include "launcher/token_source.hpp"
 #include "rendezvous/daemon.hpp"
 #include "store/store_server.hpp"
+
+extern char** environ;
 
 namespace cohort {
 namespace {
@@ -99,7 +100,8 @@ int run_daemon(const DaemonCommand& command) {
     return kExitUsage;
   }
   boost::asio::io_context io;
-  RendezvousDaemon daemon(io, options);
+  AsioClock clock(io);
+  RendezvousDaemon daemon(io, clock, options);
   if (auto error = daemon.start()) {
     std::cerr << "cohortd: cannot listen on " << host << ":" << command.port << ": "
               << error.message() << "\n";

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "agent/agent.hpp"
+#include "common/clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
@@ -21,7 +22,7 @@ namespace {
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
 // but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
-                           boost::asio::io_context& io, AgentConfig& config) {
+                           boost::asio::io_context& io, Clock& clock, AgentConfig& config) {
   if (plan.embed == DaemonPlan::Embed::No) return true;
   if (plan.options.token.empty() && !plan.insecure && !is_loopback_address(plan.options.address)) {
     std::cerr << "cohort run: hosting the rendezvous on " << plan.options.address
@@ -29,7 +30,7 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
                  "--token-file (or COHORT_TOKEN) on every node, or --insecure\n";
     return false;
   }
-  daemon = std::make_unique<RendezvousDaemon>(io, plan.options);
+  daemon = std::make_unique<RendezvousDaemon>(io, clock, plan.options);
   if (auto error = daemon->start()) {
     daemon.reset();
     if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use) {
@@ -100,8 +101,9 @@ int run_command(const CLI::App& app, RunOptions& options) {
   validated.daemon.insecure = options.insecure;
   log::init(log_level_for(options));
   boost::asio::io_context io;
+  AsioClock clock(io);
   std::unique_ptr<RendezvousDaemon> daemon;
-  if (!start_embedded_daemon(validated.daemon, daemon, io, validated.config))
+  if (!start_embedded_daemon(validated.daemon, daemon, io, clock, validated.config))
     return kExitRendezvous;
   if (daemon) {
     RendezvousDaemon* hosted = daemon.get();

@@ -1,14 +1,17 @@
-// Starts one child process the way every worker must start: in its own process group, with
-// stdin/stdout/stderr given as file descriptors, a complete environment, and SIGKILL as its
-// parent-death signal. The only file that uses Boost.Process. Call from the io_context thread.
+// The seam between the code that runs children (WorkerGroup, cohort launch) and the OS: start a
+// child from a SpawnRequest, hear once when it has ended, signal it or its process group.
+// PosixProcessSpawner is the real one; tests use FakeProcessSpawner
+// (tests/support/fake_process_spawner.hpp). Lent by reference by the owner; io thread only.
 #pragma once
 
 #include <sys/types.h>
 
-#include <boost/asio/any_io_executor.hpp>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#include "common/exit_status.hpp"
 
 namespace cohort {
 
@@ -22,15 +25,22 @@ struct SpawnRequest {
   int stderr_fd = -1;             ///< -1: inherit the agent's
   bool new_process_group = true;
   bool die_with_parent = true;  ///< PR_SET_PDEATHSIG(SIGKILL)
-  /// A GroupKeeper pipe (or -1): the child writes "+<its pid>\n" there before exec, so that its
-  /// group is known to the keeper before the program can start children of its own.
-  int announce_group_fd = -1;
 };
 
-/// Starts the process and returns its pid (its process group id too), or -1 with `error` set
-/// (for example ENOENT when the executable does not exist; the child never runs then).
-pid_t spawn_process(boost::asio::any_io_executor executor, const SpawnRequest& request,
-                    std::error_code& error);
+class ProcessSpawner {
+ public:
+  using ExitHandler = std::function<void(ExitStatus)>;
+
+  virtual ~ProcessSpawner() = default;
+  /// Starts the child and returns its pid (its process group id too), or -1 with `error` set
+  /// (for example ENOENT when the executable does not exist; the child never runs then).
+  /// `on_exit` runs once, from the event loop, when the child has ended and been reaped.
+  virtual pid_t spawn(const SpawnRequest& request, ExitHandler on_exit, std::error_code& error) = 0;
+  /// kill(-group, signal): every process of the group.
+  virtual void signal_group(pid_t group, int signal) = 0;
+  /// kill(pid, signal): that process alone.
+  virtual void signal_process(pid_t pid, int signal) = 0;
+};
 
 /// Resolves `name` like execvp: a name with a '/' is used as given, others are searched in PATH.
 /// Returns an empty string when nothing executable is found.

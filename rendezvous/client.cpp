@@ -7,16 +7,17 @@
 
 namespace cohort {
 
-RendezvousClient::RendezvousClient(boost::asio::io_context& io, ClientOptions options,
+RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
                                    MessageHandler on_message, LostHandler on_lost)
     : io_(io),
+      clock_(clock),
       options_(std::move(options)),
       on_message_(std::move(on_message)),
       on_lost_(std::move(on_lost)),
       resolver_(io),
       socket_(io),
-      retry_timer_(io),
-      heartbeat_timer_(io) {}
+      retry_timer_(clock.make_timer()),
+      heartbeat_timer_(clock.make_timer()) {}
 
 RendezvousClient::~RendezvousClient() {
   *alive_ = false;
@@ -25,7 +26,7 @@ RendezvousClient::~RendezvousClient() {
 
 void RendezvousClient::connect(proto::Hello hello) {
   hello_ = std::move(hello);
-  give_up_at_ = std::chrono::steady_clock::now() + options_.connect_deadline;
+  give_up_at_ = clock_.now() + options_.connect_deadline;
   try_connect();
 }
 
@@ -37,15 +38,14 @@ void RendezvousClient::try_connect() {
         if (!*alive || closed_) return;
         auto retry = [this](const std::string& why) {
           last_error_ = why;
-          if (std::chrono::steady_clock::now() + retry_delay_ > give_up_at_) {
+          if (clock_.now() + retry_delay_ > give_up_at_) {
             return lost(cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
                             ": ", last_error_));
           }
-          retry_timer_.expires_after(retry_delay_);
-          retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(1000));
-          retry_timer_.async_wait([this, alive = alive_](const boost::system::error_code& e) {
-            if (!e && *alive && !closed_) try_connect();
+          retry_timer_->start_after(retry_delay_, [this] {
+            if (!closed_) try_connect();
           });
+          retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(1000));
         };
         if (error) return retry(error.message());
         boost::asio::async_connect(
@@ -68,14 +68,14 @@ void RendezvousClient::on_connected() {
       std::move(socket_),
       [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
         if (!*alive) return;
-        last_heard_ = std::chrono::steady_clock::now();
+        last_heard_ = clock_.now();
         on_session_message(std::move(message));
       },
       [this, alive = alive_](ControlSession&, const std::string& reason) {
         if (*alive && !closed_) lost("connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
-  last_heard_ = std::chrono::steady_clock::now();
+  last_heard_ = clock_.now();
   challenge_.clear();
   welcomed_ = false;
   session_->start();
@@ -121,10 +121,9 @@ bool RendezvousClient::welcome_proven(const proto::Welcome& welcome) const {
 }
 
 void RendezvousClient::arm_heartbeat() {
-  heartbeat_timer_.expires_after(options_.heartbeat_interval);
-  heartbeat_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
-    if (error || !*alive || closed_ || !connected()) return;
-    if (std::chrono::steady_clock::now() - last_heard_ > options_.heartbeat_timeout) {
+  heartbeat_timer_->start_after(options_.heartbeat_interval, [this] {
+    if (closed_ || !connected()) return;
+    if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
       return lost("the rendezvous stopped answering heartbeats");
     }
     session_->send(proto::Heartbeat{});
@@ -139,8 +138,8 @@ void RendezvousClient::send(const proto::ControlMessage& message) {
 void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
   if (closed_) return;
   closed_ = true;
-  retry_timer_.cancel();
-  heartbeat_timer_.cancel();
+  retry_timer_->cancel();
+  heartbeat_timer_->cancel();
   resolver_.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
@@ -150,8 +149,8 @@ void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
 void RendezvousClient::lost(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
-  retry_timer_.cancel();
-  heartbeat_timer_.cancel();
+  retry_timer_->cancel();
+  heartbeat_timer_->cancel();
   if (session_) session_->abandon();
   auto handler = on_lost_;
   if (handler) handler(reason);

@@ -2,18 +2,18 @@
 // until a deadline), answers the daemon's challenge with its hello (proving it holds the token,
 // and checking the daemon's proof in the welcome), heartbeats, and hands every other message
 // from the daemon to the agent. A connection that drops, or that stays silent past the heartbeat
-// timeout, is reported once as lost. One per connection attempt series; owned by the agent; io
-// thread only.
+// timeout, is reported once as lost. Time and timers come from the Clock it is lent. One per
+// connection attempt series; owned by the agent; io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "common/clock.hpp"
 #include "rendezvous/control_session.hpp"
 
 namespace cohort {
@@ -32,8 +32,8 @@ class RendezvousClient {
   using MessageHandler = std::function<void(proto::ControlMessage)>;
   using LostHandler = std::function<void(const std::string& reason)>;
 
-  RendezvousClient(boost::asio::io_context& io, ClientOptions options, MessageHandler on_message,
-                   LostHandler on_lost);
+  RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
+                   MessageHandler on_message, LostHandler on_lost);
   ~RendezvousClient();
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
@@ -55,17 +55,18 @@ class RendezvousClient {
   void lost(const std::string& reason);
 
   boost::asio::io_context& io_;
+  Clock& clock_;
   ClientOptions options_;
   MessageHandler on_message_;
   LostHandler on_lost_;
   proto::Hello hello_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
-  boost::asio::steady_timer retry_timer_;
-  boost::asio::steady_timer heartbeat_timer_;
+  std::unique_ptr<Timer> retry_timer_;
+  std::unique_ptr<Timer> heartbeat_timer_;
   std::shared_ptr<ControlSession> session_;
-  std::chrono::steady_clock::time_point give_up_at_;
-  std::chrono::steady_clock::time_point last_heard_;
+  SteadyTime give_up_at_;
+  SteadyTime last_heard_;
   std::chrono::milliseconds retry_delay_{20};
   std::string last_error_;
   std::string challenge_;  ///< this connection's challenge, once the daemon sent it

@@ -56,8 +56,12 @@ const char* role_name(rdzv::RunState::Role role) {
 
 }  // namespace
 
-RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, DaemonOptions options)
-    : io_(io), options_(std::move(options)), acceptor_(io), timer_(io) {}
+RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, DaemonOptions options)
+    : io_(io),
+      clock_(clock),
+      options_(std::move(options)),
+      acceptor_(io),
+      timer_(clock.make_timer()) {}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
@@ -90,7 +94,7 @@ void RendezvousDaemon::stop() {
   stopped_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
-  timer_.cancel();
+  timer_->cancel();
   for (const auto& session : sessions_) session->abandon();
   sessions_.clear();
   runs_.clear();
@@ -301,22 +305,14 @@ void RendezvousDaemon::send_waiting(Run& run, const rdzv::WaitingStatus& status)
 // per node for any number of joins in between (one per join would be n^2 for n joining nodes).
 void RendezvousDaemon::refresh_waiting_later(Run& run) {
   if (run.refresh_armed) return;
-  if (!run.waiting_refresh) run.waiting_refresh = std::make_unique<boost::asio::steady_timer>(io_);
+  if (!run.waiting_refresh) run.waiting_refresh = clock_.make_timer();
   run.refresh_armed = true;
-  run.waiting_refresh->expires_after(kWaitingRefresh);
-  run.waiting_refresh->async_wait(
-      [this, run_id = run.state->run_id()](const boost::system::error_code& error) {
-        if (error || stopped_) return;  // aborted: the run (and its timer) is gone
-        auto found = runs_.find(run_id);
-        if (found == runs_.end()) return;
-        Run& current = found->second;
-        current.refresh_armed = false;
-        for (const auto& action : current.state->waiting_status(now())) {
-          if (auto* status = std::get_if<rdzv::WaitingStatus>(&action)) {
-            send_waiting(current, *status);
-          }
-        }
-      });
+  run.waiting_refresh->start_after(kWaitingRefresh, [this, &run] {
+    run.refresh_armed = false;  // the timer lives in `run`: it cannot fire once the run is gone
+    for (const auto& action : run.state->waiting_status(now())) {
+      if (auto* status = std::get_if<rdzv::WaitingStatus>(&action)) send_waiting(run, *status);
+    }
+  });
 }
 
 void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
@@ -406,11 +402,9 @@ void RendezvousDaemon::schedule() {
   }
   if (next == timer_armed_for_) return;  // already waiting for exactly that
   timer_armed_for_ = next;
-  timer_.cancel();
+  timer_->cancel();
   if (!next || stopped_) return;
-  timer_.expires_at(*next);
-  timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error || stopped_) return;
+  timer_->start_at(*next, [this] {
     timer_armed_for_.reset();
     rdzv::TimePoint at = now();
     for (auto& [id, run] : runs_) apply(run, run.state->tick(at));

@@ -2,18 +2,19 @@
 // (many runs at once, isolated), turns the state machines' actions into messages, hosts a fresh
 // worker store (TCPStore server) for every round of every run, and keeps one timer for the
 // earliest deadline. Waiting nodes hear of other nodes' joins coalesced, at most every
-// kWaitingRefresh. `cohortd` runs it alone; `cohort run` embeds it. io_context thread only.
+// kWaitingRefresh. Time and timers come from the Clock it is lent. `cohortd` runs it alone;
+// `cohort run` and `cohort launch` embed it. io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "common/clock.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
@@ -32,7 +33,7 @@ struct DaemonOptions {
 
 class RendezvousDaemon {
  public:
-  RendezvousDaemon(boost::asio::io_context& io, DaemonOptions options);
+  RendezvousDaemon(boost::asio::io_context& io, Clock& clock, DaemonOptions options);
   ~RendezvousDaemon();
   RendezvousDaemon(const RendezvousDaemon&) = delete;
   RendezvousDaemon& operator=(const RendezvousDaemon&) = delete;
@@ -58,7 +59,7 @@ class RendezvousDaemon {
     std::unique_ptr<StoreServer> store;
     std::map<std::string, std::shared_ptr<ControlSession>> sessions;  ///< by node id
     std::map<std::string, int> rank0_ports;  ///< classic mode: ports the nodes offered
-    std::unique_ptr<boost::asio::steady_timer> waiting_refresh;  ///< armed: a refresh is due
+    std::unique_ptr<Timer> waiting_refresh;  ///< armed: a refresh is due
     bool refresh_armed = false;
   };
 
@@ -78,12 +79,13 @@ class RendezvousDaemon {
   void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
   void reap_runs();
   void schedule();
-  rdzv::TimePoint now() const { return rdzv::Clock::now(); }
+  rdzv::TimePoint now() const { return clock_.now(); }
 
   boost::asio::io_context& io_;
+  Clock& clock_;
   DaemonOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer timer_;
+  std::unique_ptr<Timer> timer_;
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include "process/process_spawner.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
@@ -41,15 +40,23 @@ std::vector<std::string> own_environment() {
   return env;
 }
 
-std::string last_line(const std::shared_ptr<OutputPump>& pump) {
+std::string last_line(const SpawnedChild& child, SpawnedChild::Stream stream) {
+  const std::shared_ptr<OutputPump>& pump = child.pump(stream);
   if (!pump || pump->tail().empty()) return "";
   return pump->tail().back();
 }
 
 }  // namespace
 
-Launch::Launch(boost::asio::io_context& io, LaunchPlan plan)
-    : io_(io), plan_(std::move(plan)), reaper_(io), signals_(io), timer_(io) {
+Launch::Launch(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner, LaunchPlan plan)
+    : io_(io),
+      plan_(std::move(plan)),
+      clock_(clock),
+      spawner_(spawner),
+      signals_(io),
+      precheck_timer_(clock.make_timer()),
+      teardown_timer_(clock.make_timer()),
+      close_timer_(clock.make_timer()) {
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
 }
 
@@ -73,41 +80,31 @@ int Launch::run() {
 
 bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
                    const PumpTarget& err, SshRole role) {
-  Pipe in = make_pipe(), stdout_pipe = make_pipe(), stderr_pipe = make_pipe();
+  Pipe in = make_pipe();
   SpawnRequest request;
   request.executable = ssh_path_;
   std::vector<std::string> argv = ssh_argv(plan_.ssh, remote.name, remote_line, role);
   request.args.assign(argv.begin() + 1, argv.end());
   request.env = own_environment();
-  request.stdin_fd = in.read;
-  request.stdout_fd = stdout_pipe.write;
-  request.stderr_fd = stderr_pipe.write;
+  request.stdin_fd = remote.child.for_child(in.read);
+  request.stdout_fd = remote.child.pipe_to(SpawnedChild::Stream::Out, out);
+  request.stderr_fd = remote.child.pipe_to(SpawnedChild::Stream::Err, err);
+  SpawnedChild::Events events{[this, &remote](ExitStatus) { maybe_ended(remote); },
+                              [this, &remote] { maybe_ended(remote); }};
   std::error_code error;
-  if (in.read >= 0 && stdout_pipe.read >= 0 && stderr_pipe.read >= 0)
-    remote.pid = spawn_process(io_.get_executor(), request, error);
-  close_fd(in.read);
-  close_fd(stdout_pipe.write);
-  close_fd(stderr_pipe.write);
-  if (remote.pid < 0) {
-    for (int* fd : {&in.write, &stdout_pipe.read, &stderr_pipe.read}) close_fd(*fd);
+  bool piped = in.read >= 0 && request.stdout_fd >= 0 && request.stderr_fd >= 0;
+  if (!piped || !remote.child.spawn(spawner_, request, std::move(events), error)) {
+    close_fd(in.write);
     std::cerr << "cohort launch: cannot start ssh for " << remote.name << ": "
               << (error ? error.message() : "no pipes") << "\n";
     return false;
   }
   remote.stdin_fd = in.write;
-  remote.out = std::make_shared<OutputPump>(io_, stdout_pipe.read, out);
-  remote.err = std::make_shared<OutputPump>(io_, stderr_pipe.read, err);
-  remote.out->start([this, &remote] { one_part_ended(remote); });
-  remote.err->start([this, &remote] { one_part_ended(remote); });
-  reaper_.watch(remote.pid, [this, &remote](ExitStatus status) {
-    remote.status = status;
-    one_part_ended(remote);
-  });
   return true;
 }
 
-void Launch::one_part_ended(Remote& remote) {
-  if (--remote.pending > 0) return;
+void Launch::maybe_ended(Remote& remote) {
+  if (!remote.child.ended()) return;
   close_fd(remote.stdin_fd);
   if (remote.on_end) remote.on_end(remote);
 }
@@ -118,7 +115,7 @@ void Launch::precheck() {
   std::string line = remote_shell_line({"", {}, {plan_.remote_cohort, "--version"}});
   checks_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
-    auto remote = std::make_unique<Remote>();
+    auto remote = std::make_unique<Remote>(io_);
     remote->index = i;
     remote->name = plan_.hosts[i].name;
     remote->on_end = [this](Remote& checked) { on_checked(checked); };
@@ -126,20 +123,18 @@ void Launch::precheck() {
       return finish(kExitInternal);
     checks_.push_back(std::move(remote));
   }
-  timer_.expires_after(std::chrono::seconds(plan_.ssh.connect_timeout_seconds + 10));
-  timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error) return;
+  auto limit = std::chrono::seconds(plan_.ssh.connect_timeout_seconds + 10);
+  precheck_timer_->start_after(limit, [this] {
     checks_timed_out_ = true;
-    for (auto& remote : checks_) {
-      if (!remote->status) ::kill(remote->pid, SIGKILL);
-    }
+    kill_all(checks_);
   });
 }
 
 void Launch::on_checked(Remote& remote) {
-  int code = remote.status->shell_code();
-  std::string why = last_line(remote.err);
-  if (checks_timed_out_ && remote.status->signaled) {
+  const ExitStatus& status = *remote.child.status();
+  int code = status.shell_code();
+  std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
+  if (checks_timed_out_ && status.signaled) {
     check_problems_.push_back(
         cat(remote.name, ": no answer within ", plan_.ssh.connect_timeout_seconds + 10, " s"));
   } else if (code == kSshFailed) {
@@ -150,12 +145,12 @@ void Launch::on_checked(Remote& remote) {
         cat(remote.name, ": no cohort at '", plan_.remote_cohort, "' (set --remote-cohort)"));
   } else if (code != 0) {
     check_problems_.push_back(cat(remote.name, ": '", plan_.remote_cohort, " --version' ",
-                                  remote.status->describe(), why.empty() ? "" : ": " + why));
+                                  status.describe(), why.empty() ? "" : ": " + why));
   } else {
-    log::debug(remote.name, ": ", last_line(remote.out));
+    log::debug(remote.name, ": ", last_line(remote.child, SpawnedChild::Stream::Out));
   }
   if (--checks_left_ > 0) return;
-  timer_.cancel();
+  precheck_timer_->cancel();
   if (tearing_down_) return finish(128 + first_signal_);
   if (!check_problems_.empty()) {
     for (const auto& problem : check_problems_) std::cerr << "cohort launch: " << problem << "\n";
@@ -174,7 +169,7 @@ std::string Launch::endpoint() const {
 
 void Launch::start_hosts() {
   if (plan_.rdzv_endpoint.empty()) {
-    daemon_ = std::make_unique<RendezvousDaemon>(io_, plan_.daemon);
+    daemon_ = std::make_unique<RendezvousDaemon>(io_, clock_, plan_.daemon);
     if (auto error = daemon_->start()) {
       std::cerr << "cohort launch: cannot host the rendezvous on " << plan_.daemon.address << ": "
                 << error.message() << "\n";
@@ -186,7 +181,7 @@ void Launch::start_hosts() {
   warn_about_threads();
   hosts_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
-    auto remote = std::make_unique<Remote>();
+    auto remote = std::make_unique<Remote>(io_);
     remote->index = i;
     remote->name = plan_.hosts[i].name;
     remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
@@ -198,7 +193,6 @@ void Launch::start_hosts() {
     Remote& started = *remote;
     hosts_.push_back(std::move(remote));
     if (!spawn(started, line, out, err, SshRole::Client)) {
-      started.pending = 0;
       exit_codes_.push_back(kSshFailed);
       if (--hosts_left_ == 0) return finish(launch_exit_code(exit_codes_));
     }
@@ -219,11 +213,12 @@ void Launch::warn_about_threads() const {
 
 void Launch::on_host_ended(Remote& remote) {
   // ssh killed by a signal (not by us) is a connection gone too.
-  int code = remote.status->signaled ? kSshFailed : remote.status->code;
+  const ExitStatus& status = *remote.child.status();
+  int code = status.signaled ? kSshFailed : status.code;
   exit_codes_.push_back(code);
   --hosts_left_;
   if (code == kSshFailed && !tearing_down_) {
-    std::string why = last_line(remote.err);
+    std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
     int left = static_cast<int>(hosts_left_);
     if (left > 0 && left < plan_.min_nodes) {
@@ -231,7 +226,7 @@ void Launch::on_host_ended(Remote& remote) {
                                       "--nnodes ", plan_.nnodes, " needs ", plan_.min_nodes));
     }
   } else {
-    log::info(remote.name, ": ended with ", remote.status->describe());
+    log::info(remote.name, ": ended with ", status.describe());
   }
   if (hosts_left_ > 0) return;
   if (first_signal_ != 0) return finish(128 + first_signal_);
@@ -278,14 +273,9 @@ void Launch::tear_down(int exit_status, const std::string& reason) {
   }
   // Should an agent not hear the daemon, its connection closes once the workers had their
   // shutdown timeout; should ssh still not end, it is killed.
-  timer_.expires_after(plan_.shutdown_timeout + std::chrono::seconds(5));
-  timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error) return;
+  teardown_timer_->start_after(plan_.shutdown_timeout + std::chrono::seconds(5), [this] {
     close_stdins();
-    timer_.expires_after(std::chrono::seconds(5));
-    timer_.async_wait([this](const boost::system::error_code& again) {
-      if (!again) kill_all(hosts_);
-    });
+    teardown_timer_->start_after(std::chrono::seconds(5), [this] { kill_all(hosts_); });
   });
 }
 
@@ -295,7 +285,8 @@ void Launch::close_stdins() {
 
 void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
   for (auto& remote : remotes) {
-    if (remote->pid > 0 && !remote->status) ::kill(remote->pid, SIGKILL);
+    if (remote->child.pid() > 0 && !remote->child.status())
+      spawner_.signal_process(remote->child.pid(), SIGKILL);
   }
 }
 
@@ -313,7 +304,7 @@ void Launch::close_shared_connections(std::function<void()> done) {
   auto finish_once = std::make_shared<std::function<void()>>(std::move(done));
   auto one_done = [left, finish_once, this] {
     if (*left > 0 && --*left > 0) return;
-    timer_.cancel();
+    close_timer_->cancel();
     if (auto call = std::move(*finish_once)) call();
   };
   for (const auto& check : checks_) {
@@ -324,16 +315,13 @@ void Launch::close_shared_connections(std::function<void()> done) {
     request.env = own_environment();
     request.stdout_fd = request.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
     std::error_code error;
-    pid_t pid = spawn_process(io_.get_executor(), request, error);
+    pid_t pid = spawner_.spawn(
+        request, [one_done](ExitStatus) { one_done(); }, error);
     ::close(request.stdout_fd);
-    if (pid < 0) continue;
-    ++*left;
-    reaper_.watch(pid, [one_done](ExitStatus) { one_done(); });
+    if (pid >= 0) ++*left;
   }
   if (*left == 0) return one_done();
-  timer_.expires_after(std::chrono::seconds(3));
-  timer_.async_wait([one_done, left](const boost::system::error_code& error) {
-    if (error) return;
+  close_timer_->start_after(std::chrono::seconds(3), [one_done, left] {
     *left = 0;
     one_done();
   });
@@ -342,7 +330,8 @@ void Launch::close_shared_connections(std::function<void()> done) {
 void Launch::finish(int exit_code) {
   if (exit_code_) return;
   exit_code_ = exit_code;
-  timer_.cancel();
+  precheck_timer_->cancel();
+  teardown_timer_->cancel();
   signals_.cancel();
   if (daemon_) daemon_->stop();
   close_shared_connections([this] { io_.stop(); });

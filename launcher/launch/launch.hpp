@@ -2,29 +2,31 @@
 // the rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every
 // host at once through the system ssh, copies their lines to this console, and tears everything
 // down on Ctrl-C, or when a lost host leaves too few for the run. Each remote agent watches its
-// ssh connection (stdin) and stops its workers when it goes. Created by main; io thread only.
+// ssh connection (stdin) and stops its workers when it goes. Children start through the
+// ProcessSpawner, waits run on the Clock. Created by main; io thread only.
 #pragma once
 
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "process/child_reaper.hpp"
-#include "process/output_pump.hpp"
+#include "common/clock.hpp"
 #include "launcher/launch/launch_plan.hpp"
+#include "process/process_spawner.hpp"
+#include "process/spawned_child.hpp"
 #include "rendezvous/daemon.hpp"
 
 namespace cohort {
 
 class Launch {
  public:
-  Launch(boost::asio::io_context& io, LaunchPlan plan);
+  Launch(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner, LaunchPlan plan);
   ~Launch();
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
@@ -33,24 +35,22 @@ class Launch {
   int run();
 
  private:
-  /// One ssh process (the pre-check's or the run's) and the pumps of its stdout and stderr.
+  /// One ssh process (the pre-check's or the run's) with the pumps of its stdout and stderr.
   struct Remote {
+    explicit Remote(boost::asio::io_context& io) : child(io) {}
+
     size_t index = 0;
     std::string name;
-    pid_t pid = -1;
+    SpawnedChild child;
     int stdin_fd = -1;  ///< our end of its stdin; closing it tells the remote agent to stop
-    std::shared_ptr<OutputPump> out;
-    std::shared_ptr<OutputPump> err;
-    int pending = 3;  ///< the exit and the end of both streams
-    std::optional<ExitStatus> status;
-    std::function<void(Remote&)> on_end;  ///< runs once all three came
+    std::function<void(Remote&)> on_end;  ///< runs once it exited and both streams ended
   };
 
   bool spawn(Remote& remote, const std::string& remote_line, const PumpTarget& out,
              const PumpTarget& err, SshRole role);
   void share_connections();
   void close_shared_connections(std::function<void()> done);
-  void one_part_ended(Remote& remote);
+  void maybe_ended(Remote& remote);
   void precheck();
   void on_checked(Remote& remote);
   void start_hosts();
@@ -68,9 +68,12 @@ class Launch {
   LaunchPlan plan_;
   std::string ssh_path_;
   std::string control_dir_;  ///< sockets of the shared ssh connections; empty: none
-  ChildReaper reaper_;
+  Clock& clock_;
+  ProcessSpawner& spawner_;
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer timer_;
+  std::unique_ptr<Timer> precheck_timer_;  ///< the pre-check's time limit
+  std::unique_ptr<Timer> teardown_timer_;  ///< closing the ssh connections, then killing ssh
+  std::unique_ptr<Timer> close_timer_;     ///< the time limit of closing shared connections
   std::unique_ptr<RendezvousDaemon> daemon_;
   std::vector<std::unique_ptr<Remote>> checks_;
   std::vector<std::string> check_problems_;

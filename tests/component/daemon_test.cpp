@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/clock.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
@@ -22,11 +23,12 @@ namespace {
 // The daemon on its own thread, stopped and joined at the end of the test.
 struct DaemonThread {
   boost::asio::io_context io;
+  AsioClock clock{io};
   RendezvousDaemon daemon;
   std::thread thread;
 
   explicit DaemonThread(std::string token = {})
-      : daemon(io, DaemonOptions{"127.0.0.1", 0, 0, 0, std::move(token)}) {
+      : daemon(io, clock, DaemonOptions{"127.0.0.1", 0, 0, 0, std::move(token)}) {
     REQUIRE_FALSE(daemon.start());
     thread = std::thread([this] { io.run(); });
   }

@@ -1,0 +1,137 @@
+#include "process/posix_process_spawner.hpp"
+
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <boost/process/v2.hpp>
+#include <csignal>
+
+#include "common/fd_limit.hpp"
+
+namespace cohort {
+namespace bp2 = boost::process::v2;
+
+namespace {
+
+// Writes "+<pid>\n" in one write (atomic on a pipe), without the heap: runs between fork and exec.
+void announce_group(int fd) {
+  char line[24];
+  char* end = line + sizeof line;
+  char* at = end;
+  *--at = '\n';
+  for (long pid = ::getpid(); pid > 0; pid /= 10) *--at = static_cast<char>('0' + pid % 10);
+  *--at = '+';
+  while (::write(fd, at, static_cast<size_t>(end - at)) < 0 && errno == EINTR) {
+  }
+}
+
+// Marks every descriptor from `first` on close-on-exec, so that the worker gets none of the
+// agent's sockets, pipes and files. Boost 1.81's own close_all (after on_exec_setup) leaves open
+// the descriptors between stderr and its exec-error pipe (close_handles.ipp compares each
+// whitelist entry with itself); closing them here would take that pipe too, which must stay open
+// until exec and already is close-on-exec. Runs between fork and exec.
+void close_on_exec_from(int first) {
+  if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  rlimit limit{};  // kernels before 5.11: one descriptor at a time
+  rlim_t last = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  if (last > (1u << 20)) last = 1u << 20;
+  for (int fd = first; static_cast<rlim_t>(fd) < last; ++fd) {
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
+
+// Launcher initializer: sets the environment in the parent, and in the child (between fork and
+// exec) the process group, the parent-death signal, the working directory and the three streams.
+struct WorkerSetup {
+  const SpawnRequest& request;
+  std::vector<const char*> envp;
+  pid_t parent_pid;
+  int announce_fd;  ///< a GroupKeeper's pipe, or -1
+
+  template <typename Launcher>
+  bp2::error_code on_setup(Launcher& launcher, const bp2::filesystem::path&, const char* const*) {
+    launcher.env = envp.data();
+    return {};
+  }
+
+  template <typename Launcher>
+  bp2::error_code on_exec_setup(Launcher&, const bp2::filesystem::path&, const char* const*) {
+    if (request.new_process_group) {
+      if (::setpgid(0, 0) != 0) return last_error();
+      if (announce_fd >= 0) announce_group(announce_fd);
+    }
+    if (request.die_with_parent) {
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return last_error();
+      if (::getppid() != parent_pid) ::_exit(127);  // the parent died before prctl took effect
+    }
+    // Signals the agent ignores or blocks must not stay so in the worker.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD})
+      ::signal(signal, SIG_DFL);
+    if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0)
+      return last_error();
+    int in = request.stdin_fd;
+    if (in < 0) in = ::open("/dev/null", O_RDONLY);
+    if (in < 0 || ::dup2(in, STDIN_FILENO) < 0) return last_error();
+    if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return last_error();
+    if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return last_error();
+    close_on_exec_from(STDERR_FILENO + 1);  // up to the agent's limit, which may be raised
+    restore_inherited_fd_limit();
+    return {};
+  }
+
+  static bp2::error_code last_error() { return bp2::error_code(errno, bp2::system_category()); }
+};
+
+}  // namespace
+
+PosixProcessSpawner::PosixProcessSpawner(boost::asio::io_context& io, ChildReaper& reaper,
+                                         GroupKeeper* keeper)
+    : io_(io), reaper_(reaper), keeper_(keeper) {}
+
+pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exit,
+                                 std::error_code& error) {
+  bool keep_group = keeper_ && request.new_process_group;
+  // The child writes "+<its pid>" to the keeper before exec, so that its group is known before
+  // the program can start children of its own.
+  WorkerSetup setup{request, {}, ::getpid(), keep_group ? keeper_->announce_fd() : -1};
+  setup.envp.reserve(request.env.size() + 1);
+  for (const auto& entry : request.env) setup.envp.push_back(entry.c_str());
+  setup.envp.push_back(nullptr);
+
+  // Boost 1.81: the (context, error_code&, ...) overload of default_launcher ignores the
+  // error_code and throws; the (executor, error_code&, ...) overload used here does not.
+  bp2::error_code launch_error;
+  bp2::basic_process<boost::asio::any_io_executor> process = bp2::posix::default_launcher()(
+      io_.get_executor(), launch_error, bp2::filesystem::path(request.executable), request.args,
+      setup);
+  if (launch_error) {
+    error = std::error_code(launch_error.value(), std::system_category());
+    return -1;
+  }
+  pid_t pid = process.id();
+  process.detach();  // the reaper reaps it (and any orphaned grandchild) on SIGCHLD
+  if (!keep_group) {
+    reaper_.watch(pid, std::move(on_exit));
+    return pid;
+  }
+  keeper_->add(pid);
+  // The handler first (it may kill what is left of the group), then the keeper forgets it.
+  reaper_.watch(pid, [keeper = keeper_, pid, on_exit = std::move(on_exit)](ExitStatus status) {
+    on_exit(status);
+    keeper->remove(pid);
+  });
+  return pid;
+}
+
+void PosixProcessSpawner::signal_group(pid_t group, int signal) { ::kill(-group, signal); }
+
+void PosixProcessSpawner::signal_process(pid_t pid, int signal) { ::kill(pid, signal); }
+
+}  // namespace cohort

@@ -1,0 +1,34 @@
+// Starts children the way every worker and ssh must start: in its own process group, with
+// stdin/stdout/stderr given as file descriptors, a complete environment, SIGKILL as its
+// parent-death signal, and (given a GroupKeeper) its group known to the keeper from before exec
+// until it is reaped. Exits come from the ChildReaper. The only file that uses Boost.Process.
+// Owned by the process's top object (Agent, main of cohort launch); io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+
+#include "process/child_reaper.hpp"
+#include "process/group_keeper.hpp"
+#include "process/process_spawner.hpp"
+
+namespace cohort {
+
+class PosixProcessSpawner final : public ProcessSpawner {
+ public:
+  /// `keeper` may be null: the children's groups are then left to PR_SET_PDEATHSIG alone.
+  PosixProcessSpawner(boost::asio::io_context& io, ChildReaper& reaper,
+                      GroupKeeper* keeper = nullptr);
+  PosixProcessSpawner(const PosixProcessSpawner&) = delete;
+  PosixProcessSpawner& operator=(const PosixProcessSpawner&) = delete;
+
+  pid_t spawn(const SpawnRequest& request, ExitHandler on_exit, std::error_code& error) override;
+  void signal_group(pid_t group, int signal) override;
+  void signal_process(pid_t pid, int signal) override;
+
+ private:
+  boost::asio::io_context& io_;
+  ChildReaper& reaper_;
+  GroupKeeper* keeper_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,92 @@
+// RendezvousClient on real sockets with a fake clock: a daemon that accepts but never answers is
+// reported lost once the heartbeat timeout has passed on the clock, and one that is not there is
+// retried until the connect deadline on the clock, not the wall clock.
+#include "rendezvous/client.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <catch2/catch.hpp>
+#include <functional>
+
+#include "tests/support/fake_clock.hpp"
+#include "tests/support/wait_until.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+namespace ip = boost::asio::ip;
+
+namespace {
+
+struct ClientTest {
+  boost::asio::io_context io;
+  test::FakeClock clock;
+  int losses = 0;
+
+  std::unique_ptr<RendezvousClient> client(uint16_t port) {
+    ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, 1000ms};
+    return std::make_unique<RendezvousClient>(
+        io, clock, options, [](proto::ControlMessage) {}, [this](const std::string&) { ++losses; });
+  }
+  /// Runs the io_context for 100 ms of wall time: what is ready happens.
+  void settle() {
+    io.restart();
+    io.run_for(100ms);
+  }
+  /// Runs the io_context until `condition` holds, at most 5 s of wall time.
+  bool run_until(const std::function<bool()>& condition) {
+    return test::wait_until(
+        [&] {
+          io.restart();
+          io.run_for(5ms);
+          return condition();
+        },
+        5s);
+  }
+};
+
+uint16_t closed_port(boost::asio::io_context& io) {
+  ip::tcp::acceptor acceptor(io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
+  return acceptor.local_endpoint().port();
+}
+
+}  // namespace
+
+TEST_CASE("a silent daemon is lost once the heartbeat timeout has passed on the clock",
+          "[rendezvous_client]") {
+  ClientTest t;
+  ip::tcp::acceptor acceptor(t.io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
+  ip::tcp::socket daemon(t.io);
+  acceptor.async_accept(daemon, [](const boost::system::error_code&) {});
+  auto client = t.client(acceptor.local_endpoint().port());
+  client->connect(proto::Hello{});
+  REQUIRE(t.run_until([&] { return client->connected() && daemon.is_open(); }));
+
+  for (int second = 1; second <= 5; ++second) t.clock.advance(1s);  // 5 s silent: the limit
+  t.settle();
+  CHECK(t.losses == 0);
+  CHECK(client->connected());
+  t.clock.advance(1s);
+  CHECK(t.losses == 1);
+  t.clock.advance(10s);
+  t.settle();
+  CHECK(t.losses == 1);
+}
+
+TEST_CASE("an absent daemon is retried until the connect deadline on the clock",
+          "[rendezvous_client]") {
+  ClientTest t;
+  auto client = t.client(closed_port(t.io));
+  client->connect(proto::Hello{});
+  REQUIRE(t.run_until([&] { return t.clock.armed() == 1; }));  // refused; a retry is due
+  t.settle();                                                  // wall time alone changes nothing
+  CHECK(t.losses == 0);
+
+  SteadyTime started = t.clock.now();
+  for (int step = 0; step < 100 && t.losses == 0; ++step) {
+    t.clock.advance(10ms);
+    t.run_until([&] { return t.losses > 0 || t.clock.armed() == 1; });
+  }
+  CHECK(t.losses == 1);
+  CHECK(t.clock.now() - started < 1000ms);  // gave up when the next retry would pass it
+  CHECK_FALSE(client->connected());
+}
