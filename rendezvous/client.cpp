@@ -37,7 +37,8 @@ void RendezvousClient::try_connect() {
         auto retry = [this](const std::string& why) {
           last_error_ = why;
           if (std::chrono::steady_clock::now() + retry_delay_ > give_up_at_) {
-            return lost(cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
+            return lost(ConnectionLoss::CannotReach,
+                        cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
                             ": ", last_error_));
           }
           retry_timer_.expires_after(retry_delay_);
@@ -71,7 +72,8 @@ void RendezvousClient::on_connected() {
         on_message_(std::move(message));
       },
       [this, alive = alive_](ControlSession&, const std::string& reason) {
-        if (*alive && !closed_) lost("connection to the rendezvous closed: " + reason);
+        if (*alive && !closed_)
+          lost(ConnectionLoss::Closed, "connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
   last_heard_ = std::chrono::steady_clock::now();
@@ -85,7 +87,7 @@ void RendezvousClient::arm_heartbeat() {
   heartbeat_timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive || closed_ || !connected()) return;
     if (std::chrono::steady_clock::now() - last_heard_ > options_.heartbeat_timeout) {
-      return lost("the rendezvous stopped answering heartbeats");
+      return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
     }
     session_->send(proto::Heartbeat{});
     arm_heartbeat();
@@ -107,14 +109,14 @@ void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
   if (session_) session_->close_after(std::move(last), "agent closed");
 }
 
-void RendezvousClient::lost(const std::string& reason) {
+void RendezvousClient::lost(ConnectionLoss kind, const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   retry_timer_.cancel();
   heartbeat_timer_.cancel();
   if (session_) session_->abandon();
   auto handler = on_lost_;
-  if (handler) handler(reason);
+  if (handler) handler(kind, reason);
 }
 
 }  // namespace cohort

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/connection_loss.hpp"
 #include "rendezvous/control_session.hpp"
 
 namespace cohort {
@@ -27,7 +28,7 @@ struct ClientOptions {
 class RendezvousClient {
  public:
   using MessageHandler = std::function<void(proto::ControlMessage)>;
-  using LostHandler = std::function<void(const std::string& reason)>;
+  using LostHandler = std::function<void(ConnectionLoss kind, const std::string& reason)>;
 
   RendezvousClient(boost::asio::io_context& io, ClientOptions options, MessageHandler on_message,
                    LostHandler on_lost);
@@ -46,7 +47,7 @@ class RendezvousClient {
   void try_connect();
   void on_connected();
   void arm_heartbeat();
-  void lost(const std::string& reason);
+  void lost(ConnectionLoss kind, const std::string& reason);
 
   boost::asio::io_context& io_;
   ClientOptions options_;
