@@ -2,18 +2,15 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstring>
 #include <random>
 
 #include "agent/error_file.hpp"
-#include "agent/failure_summary.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
 #include "common/log.hpp"
-#include "common/signal_names.hpp"
 
 extern char** environ;
 
@@ -25,12 +22,31 @@ std::string random_suffix() {
   return std::to_string(device() % 100000);
 }
 
+agent::Settings machine_settings(const AgentConfig& config) {
+  return {config.entrypoint_name, config.host_name, config.under_launch, config.shutdown_timeout,
+          config.absorbed_signals};
+}
+
+RoundInfo round_info(const proto::RoundAssigned& assigned, bool rank0_store) {
+  RoundInfo round;
+  round.round = assigned.round;
+  round.group_rank = assigned.group_rank;
+  round.group_world_size = assigned.group_world_size;
+  round.base_rank = assigned.base_rank;
+  round.world_size = assigned.world_size;
+  round.master_addr = assigned.master_addr;
+  round.master_port = assigned.master_port;
+  round.use_agent_store = !rank0_store;
+  return round;
+}
+
 }  // namespace
 
 Agent::Agent(boost::asio::io_context& io, AgentConfig config)
     : io_(io),
       config_(std::move(config)),
       agent_env_(parse_environ(environ)),
+      state_(machine_settings(config_)),
       reaper_(io),
       logs_(config_.log_dir, config_.env.run_id),
       signals_(io),
@@ -54,15 +70,61 @@ int Agent::run() {
   }
   arm_signals();
   if (config_.under_launch) watch_stdin();
-  connect();
+  perform(state_.start());
   io_.run();
   return exit_code_.value_or(kExitInternal);
+}
+
+void Agent::perform(agent::Actions actions) {
+  for (const agent::Action& action : actions) {
+    if (exit_code_) return;  // an action before this one ended the agent
+    perform(action);
+  }
+}
+
+void Agent::perform(const agent::Action& action) {
+  std::visit(
+      [this](const auto& typed) {
+        using T = std::decay_t<decltype(typed)>;
+        if constexpr (std::is_same_v<T, agent::Connect>) {
+          connect();
+        } else if constexpr (std::is_same_v<T, agent::ReconnectAfter>) {
+          reconnect_after(typed.delay);
+        } else if constexpr (std::is_same_v<T, agent::SendJoin>) {
+          client_->send(proto::Join{rank0_port()});
+        } else if constexpr (std::is_same_v<T, agent::ReportSuccess>) {
+          client_->send(proto::NodeSucceeded{typed.round});
+        } else if constexpr (std::is_same_v<T, agent::ReportFailure>) {
+          report_failure(typed);
+        } else if constexpr (std::is_same_v<T, agent::Leave>) {
+          client_->close(proto::Leave{typed.reason});
+        } else if constexpr (std::is_same_v<T, agent::Disconnect>) {
+          client_->close();
+        } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
+          start_group(typed.round);
+        } else if constexpr (std::is_same_v<T, agent::StopGroup>) {
+          if (group_ && !group_->stopping()) group_->stop(typed.signal);
+        } else if constexpr (std::is_same_v<T, agent::KillGroup>) {
+          if (group_) group_->stop(SIGKILL);
+        } else if constexpr (std::is_same_v<T, agent::ForwardSignal>) {
+          if (group_) group_->forward_signal(typed.signal);
+        } else if constexpr (std::is_same_v<T, agent::Say>) {
+          if (log::enabled(typed.level)) log::write(typed.level, typed.text);
+        } else if constexpr (std::is_same_v<T, agent::ShowProgress>) {
+          if (log::enabled(typed.level)) write_all(STDERR_FILENO, typed.line);
+        } else if constexpr (std::is_same_v<T, agent::PrintSummary>) {
+          write_all(STDERR_FILENO, typed.summary);
+        } else if constexpr (std::is_same_v<T, agent::Exit>) {
+          finish(typed.code);
+        }
+      },
+      action);
 }
 
 void Agent::arm_signals() {
   signals_.async_wait([this](const boost::system::error_code& error, int signal) {
     if (error) return;
-    on_signal(signal);
+    perform(state_.signal(signal));
     arm_signals();
   });
 }
@@ -78,9 +140,7 @@ void Agent::watch_stdin() {
       boost::asio::buffer(*buffer), [this, buffer](const boost::system::error_code& error, size_t) {
         if (error == boost::asio::error::operation_aborted) return;
         if (!error) return watch_stdin();  // the launcher never writes; ignore whatever comes
-        if (state_ == State::Finishing || stop_signal_ != 0 || run_ended_) return;
-        log::warn("the connection to cohort launch is gone (stdin closed): stopping the workers");
-        on_signal(SIGHUP);
+        perform(state_.stdin_closed());
       });
 }
 
@@ -97,8 +157,8 @@ proto::Hello Agent::make_hello() {
   hello.address = config_.rendezvous.address;
   hello.local_world_size = config_.nproc;
   hello.rank_hint = config_.rendezvous.rank_hint;
-  hello.last_round = round_;
-  hello.restarts_used = restarts_seen_;
+  hello.last_round = state_.round();
+  hello.restarts_used = state_.restarts_used();
   hello.config = config_.rendezvous.config;
   hello.rank0_port = rank0_port();
   return hello;
@@ -113,140 +173,50 @@ void Agent::connect() {
   options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
   options.connect_deadline = std::chrono::milliseconds(settings.config.join_timeout_ms);
   options.token = settings.token;
-  state_ = State::Joining;
   client_ = std::make_unique<RendezvousClient>(
       io_, clock_, options,
       [this](proto::ControlMessage message) { on_message(std::move(message)); },
-      [this](const std::string& reason) { on_lost(reason); });
+      [this](ConnectionLoss kind, const std::string& reason) {
+        perform(state_.connection_lost(kind, reason));
+      });
   client_->connect(make_hello());
 }
 
+void Agent::reconnect_after(std::chrono::milliseconds delay) {
+  reconnect_timer_.expires_after(delay);
+  reconnect_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) perform(state_.reconnect_due());
+  });
+}
+
 void Agent::on_message(proto::ControlMessage message) {
-  if (state_ == State::Finishing) return;
   std::visit(
       [this](const auto& typed) {
         using T = std::decay_t<decltype(typed)>;
         if constexpr (std::is_same_v<T, proto::Waiting>)
-          on_waiting(typed);
+          perform(state_.waiting(typed, std::chrono::steady_clock::now()));
         else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
-          on_round(typed);
+          perform(state_.round_assigned(typed));
         else if constexpr (std::is_same_v<T, proto::Restart>)
-          on_restart(typed.reason);
+          perform(state_.restart(typed.reason));
         else if constexpr (std::is_same_v<T, proto::Stop>)
-          on_stop(typed);
+          perform(state_.stop(typed));
         else if constexpr (std::is_same_v<T, proto::Error>)
-          on_error(typed);
-        else if constexpr (std::is_same_v<T, proto::Complete>) {
-          log::info("every node finished: the run is complete");
-          stop_group_then(SIGTERM, [this] { finish(kExitSuccess); });
-        }
+          perform(state_.error(typed));
+        else if constexpr (std::is_same_v<T, proto::Complete>)
+          perform(state_.complete());
       },
       message);
 }
 
-void Agent::on_waiting(const proto::Waiting& waiting) {
-  bool short_of_nodes = waiting.joined < waiting.min_nodes;
-  bool last_call = waiting.last_call_in_ms && waiting.joined < waiting.max_nodes;
-  if (!short_of_nodes && !last_call) return;
-  auto now = std::chrono::steady_clock::now();
-  log::Level level = config_.under_launch ? log::Level::Info : log::Level::Warn;
-  if (now - last_progress_ < std::chrono::seconds(1) || !log::enabled(level)) return;
-  last_progress_ = now;
-  std::string line =
-      cat("cohort: waiting for nodes: ", waiting.joined, "/",
-          waiting.min_nodes == waiting.max_nodes ? std::to_string(waiting.max_nodes)
-                                                 : cat(waiting.min_nodes, "-", waiting.max_nodes));
-  if (waiting.last_call_in_ms) {
-    line += cat(", last call in ", (*waiting.last_call_in_ms + 999) / 1000, " s");
-  }
-  write_all(STDERR_FILENO, line + "\n");
-}
-
-void Agent::on_round(const proto::RoundAssigned& assigned) {
-  RoundInfo round;
-  round.round = assigned.round;
-  round.group_rank = assigned.group_rank;
-  round.group_world_size = assigned.group_world_size;
-  round.base_rank = assigned.base_rank;
-  round.world_size = assigned.world_size;
-  round.master_addr = assigned.master_addr;
-  round.master_port = assigned.master_port;
-  round.use_agent_store = !config_.rendezvous.rank0_store;
-  round_ = assigned.round;
-  restarts_seen_ = assigned.restarts_used;
-  log::info("joined round=", round.round, " group_rank=", round.group_rank, " of ",
-            round.group_world_size, " world_size=", round.world_size, " master=", round.master_addr,
-            ":", round.master_port);
-  stop_group_then(SIGTERM, [this, round] { start_group(round); });
-}
-
-void Agent::on_restart(const std::string& reason) {
-  log::warn("restarting the workers: ", reason);
-  state_ = State::Restarting;
-  stop_group_then(SIGTERM, [this] {
-    state_ = State::Joining;
-    client_->send(proto::Join{rank0_port()});
-  });
-}
-
-void Agent::on_stop(const proto::Stop& stop) {
-  run_ended_ = true;
-  stop_group_then(SIGTERM, [this, stop] {
-    // Under cohort launch every host's lines reach one console: only the host whose failure
-    // is the root cause prints the summary there.
-    bool own = stop.summary == sent_summary_;
-    if (!stop.summary.empty() && (own || !config_.under_launch))
-      write_all(STDERR_FILENO, stop.summary);
-    else if (stop.summary.empty() && !config_.under_launch)
-      log::error("the run failed: ", stop.reason);
-    else
-      log::info("the run failed: ", stop.reason);
-    finish(stop.exit_status);
-  });
-}
-
-void Agent::on_error(const proto::Error& error) {
-  if (error.rejoin) {
-    log::warn("the rendezvous dropped this node (", error.message, "): rejoining as a new node");
-    client_->close();
-    stop_group_then(SIGTERM, [this] { connect(); });
-    return;
-  }
-  client_->close();
-  stop_group_then(SIGTERM, [this, message = error.message] {
-    log::error("rendezvous: ", message);
-    finish(kExitRendezvous);
-  });
-}
-
-void Agent::on_lost(const std::string& reason) {
-  if (state_ == State::Finishing) return;
-  if (!client_ || reason.rfind("cannot reach", 0) == 0) {
-    stop_group_then(SIGTERM, [this, reason] {
-      log::error(reason);
-      finish(kExitRendezvous);
-    });
-    return;
-  }
-  log::warn(reason, "; reconnecting (the workers keep running)");
-  reconnect_timer_.expires_after(std::chrono::milliseconds(50));
-  reconnect_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (!error && state_ != State::Finishing) connect();
-  });
-}
-
-void Agent::start_group(const RoundInfo& round) {
+void Agent::start_group(const proto::RoundAssigned& assigned) {
+  RoundInfo round = round_info(assigned, config_.rendezvous.rank0_store);
   if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
-    log::error(error);
-    return finish(kExitInternal);
+    return perform(state_.group_start_failed(error));
   }
-  state_ = State::Running;
   group_ = std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout);
-  group_running_ = true;
-  group_->start(plan_workers(round), [this](GroupOutcome outcome) {
-    group_running_ = false;
-    on_group_done(std::move(outcome));
-  });
+  group_->start(plan_workers(round),
+                [this](GroupOutcome outcome) { on_group_done(std::move(outcome)); });
 }
 
 std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
@@ -276,73 +246,26 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
 }
 
 void Agent::on_group_done(GroupOutcome outcome) {
-  if (after_group_) {
-    auto next = std::move(after_group_);
-    after_group_ = nullptr;
-    return next();
-  }
   switch (outcome.kind) {
     case GroupOutcome::Kind::Succeeded:
-      log::info("the workers of this node finished; waiting for the other nodes");
-      state_ = State::Reported;
-      client_->send(proto::NodeSucceeded{round_});
-      return;
+      return perform(state_.group_succeeded());
     case GroupOutcome::Kind::Failed:
-      return report_failure(std::move(outcome.failures));
+      return perform(state_.group_failed(outcome.failures));
     case GroupOutcome::Kind::Stopped:
-      return finish(kExitInternal);
+      return perform(state_.group_stopped());
   }
 }
 
-void Agent::report_failure(std::vector<WorkerFailure> failures) {
-  const WorkerFailure& root = failures[root_cause_index(failures)];
-  std::string summary =
-      format_failure_summary(config_.entrypoint_name, config_.host_name, failures);
+void Agent::report_failure(const agent::ReportFailure& failure) {
   auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
   if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
-    write_root_cause_file(own_error_file->second, root);
+    write_root_cause_file(own_error_file->second, failure.root_cause);
   }
-  log::warn("worker rank=", root.rank, " failed with ", root.status.describe());
-  state_ = State::Reported;
-  sent_summary_ = summary;
-  client_->send(proto::WorkerFailed{round_, root.rank, root.local_rank, root.status.shell_code(),
-                                    root.status.describe(), config_.host_name, summary});
-}
-
-void Agent::on_signal(int signal) {
-  if (std::find(config_.absorbed_signals.begin(), config_.absorbed_signals.end(), signal) !=
-      config_.absorbed_signals.end()) {
-    return log::info(signal_name(signal), ": Slurm delivers it to the workers itself");
-  }
-  if (!is_termination_signal(signal)) {
-    log::info("forwarding ", signal_name(signal), " to the workers");
-    if (group_running_) group_->forward_signal(signal);
-    return;
-  }
-  if (stop_signal_ != 0) {
-    log::warn("received ", signal_name(signal), " again: killing the workers now");
-    if (group_running_) group_->stop(SIGKILL);
-    return;
-  }
-  stop_signal_ = signal;
-  if (client_) client_->close(proto::Leave{"stopped by " + signal_name(signal)});
-  if (group_running_) {
-    log::warn("received ", signal_name(signal), ": stopping the workers (shutdown timeout ",
-              config_.shutdown_timeout.count(), " ms)");
-  }
-  after_group_ = nullptr;
-  stop_group_then(signal, [this, signal] { finish(128 + signal); });
-}
-
-void Agent::stop_group_then(int signal, std::function<void()> next) {
-  if (!group_running_) return next();
-  after_group_ = std::move(next);
-  if (!group_->stopping()) group_->stop(signal);
+  client_->send(failure.report);
 }
 
 void Agent::finish(int exit_code) {
-  if (state_ == State::Finishing) return;
-  state_ = State::Finishing;
+  if (exit_code_) return;
   exit_code_ = exit_code;
   signals_.cancel();
   reconnect_timer_.cancel();

@@ -1,7 +1,9 @@
-// The per-node agent of `cohort run`: joins the rendezvous, runs the local worker group for each
-// round the daemon assigns, reports failures and success, stops and restarts the workers on the
-// daemon's word, forwards signals, and ends with one exit code (0, the root-cause worker's code
-// or 128 + signal). Created by the launcher on the main thread, which runs the io_context.
+// The per-node agent of `cohort run`, as the I/O shell around AgentState: turns the daemon's
+// messages, the loss of the connection, signals, the workers' outcome, stdin's end and timers
+// into events, and carries out the actions that come back (the control connection, the worker
+// group, log lines, the exit). Ends with one exit code (0, the root-cause worker's code,
+// 128 + signal, or a rendezvous failure). Created by the launcher on the main thread, which
+// runs the io_context.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_state.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/worker_env.hpp"
@@ -73,31 +76,25 @@ class Agent {
   int run();
 
  private:
-  enum class State { Joining, Running, Restarting, Reported, Finishing };
-
+  void perform(agent::Actions actions);
+  void perform(const agent::Action& action);
   void connect();
   proto::Hello make_hello();
   void on_message(proto::ControlMessage message);
-  void on_round(const proto::RoundAssigned& round);
-  void on_restart(const std::string& reason);
-  void on_stop(const proto::Stop& stop);
-  void on_error(const proto::Error& error);
-  void on_lost(const std::string& reason);
-  void on_waiting(const proto::Waiting& waiting);
-  void start_group(const RoundInfo& round);
-  std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
   void on_group_done(GroupOutcome outcome);
-  void report_failure(std::vector<WorkerFailure> failures);
-  void on_signal(int signal);
+  void start_group(const proto::RoundAssigned& assigned);
+  std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
+  void report_failure(const agent::ReportFailure& failure);
+  void reconnect_after(std::chrono::milliseconds delay);
   void arm_signals();
   void watch_stdin();
-  void stop_group_then(int signal, std::function<void()> next);
   void finish(int exit_code);
   int rank0_port() const;
 
   boost::asio::io_context& io_;
   AgentConfig config_;
   EnvMap agent_env_;
+  agent::AgentState state_;
   ChildReaper reaper_;
   GroupKeeper keeper_;
   AsioClock clock_{io_};
@@ -106,21 +103,11 @@ class Agent {
   boost::asio::signal_set signals_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< under cohort launch
   boost::asio::steady_timer reconnect_timer_;
-  std::unique_ptr<RendezvousClient> client_;
-  std::unique_ptr<WorkerGroup> group_;
-  std::function<void()> after_group_;  ///< what to do once the running group has stopped
-  State state_ = State::Joining;
-  bool group_running_ = false;
-  int round_ = -1;
-  int restarts_seen_ = 0;
-  int connection_ = 0;
-  int stop_signal_ = 0;
-  bool run_ended_ = false;
-  std::string sent_summary_;  ///< the failure summary this node last reported  ///< the daemon said
-                              ///< Stop: the exit code is the run's
+  std::unique_ptr<RendezvousClient> client_;  ///< from the first Connect to the exit
+  std::unique_ptr<WorkerGroup> group_;        ///< the current round's; kept after it ends
+  int connection_ = 0;                        ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
-  std::chrono::steady_clock::time_point last_progress_;
-  std::optional<int> exit_code_;
+  std::optional<int> exit_code_;  ///< set once, by finish
 };
 
 }  // namespace cohort

@@ -39,7 +39,8 @@ void RendezvousClient::try_connect() {
         auto retry = [this](const std::string& why) {
           last_error_ = why;
           if (clock_.now() + retry_delay_ > give_up_at_) {
-            return lost(cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
+            return lost(ConnectionLoss::CannotReach,
+                        cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
                             ": ", last_error_));
           }
           retry_timer_->start_after(retry_delay_, [this] {
@@ -72,7 +73,8 @@ void RendezvousClient::on_connected() {
         on_session_message(std::move(message));
       },
       [this, alive = alive_](ControlSession&, const std::string& reason) {
-        if (*alive && !closed_) lost("connection to the rendezvous closed: " + reason);
+        if (*alive && !closed_)
+          lost(ConnectionLoss::Closed, "connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
   last_heard_ = clock_.now();
@@ -86,17 +88,21 @@ void RendezvousClient::on_connected() {
 // proof). Everything after it, and any error, goes to the agent.
 void RendezvousClient::on_session_message(proto::ControlMessage message) {
   if (auto* challenge = std::get_if<proto::Challenge>(&message)) {
-    if (!challenge_.empty()) return lost("protocol error: a second challenge from the rendezvous");
+    if (!challenge_.empty())
+      return lost(ConnectionLoss::Untrusted,
+                  "protocol error: a second challenge from the rendezvous");
     return answer_challenge(*challenge);
   }
   if (!welcomed_ && !std::holds_alternative<proto::Error>(message)) {
     auto* welcome = std::get_if<proto::Welcome>(&message);
     if (challenge_.empty() || welcome == nullptr) {
-      return lost(cat("protocol error: the rendezvous sent \"", proto::message_type(message),
+      return lost(ConnectionLoss::Untrusted,
+                  cat("protocol error: the rendezvous sent \"", proto::message_type(message),
                       "\" before its welcome"));
     }
     if (!welcome_proven(*welcome)) {
-      return lost(cat("the rendezvous at ", options_.host, ":", options_.port,
+      return lost(ConnectionLoss::Untrusted,
+                  cat("the rendezvous at ", options_.host, ":", options_.port,
                       " did not prove that it holds the token"));
     }
     welcomed_ = true;
@@ -124,7 +130,7 @@ void RendezvousClient::arm_heartbeat() {
   heartbeat_timer_->start_after(options_.heartbeat_interval, [this] {
     if (closed_ || !connected()) return;
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
-      return lost("the rendezvous stopped answering heartbeats");
+      return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
     }
     session_->send(proto::Heartbeat{});
     arm_heartbeat();
@@ -146,14 +152,14 @@ void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
   if (session_) session_->close_after(std::move(last), "agent closed");
 }
 
-void RendezvousClient::lost(const std::string& reason) {
+void RendezvousClient::lost(ConnectionLoss kind, const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   retry_timer_->cancel();
   heartbeat_timer_->cancel();
   if (session_) session_->abandon();
   auto handler = on_lost_;
-  if (handler) handler(reason);
+  if (handler) handler(kind, reason);
 }
 
 }  // namespace cohort

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/clock.hpp"
+#include "rendezvous/connection_loss.hpp"
 #include "rendezvous/control_session.hpp"
 
 namespace cohort {
@@ -30,7 +31,7 @@ struct ClientOptions {
 class RendezvousClient {
  public:
   using MessageHandler = std::function<void(proto::ControlMessage)>;
-  using LostHandler = std::function<void(const std::string& reason)>;
+  using LostHandler = std::function<void(ConnectionLoss kind, const std::string& reason)>;
 
   RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
                    MessageHandler on_message, LostHandler on_lost);
@@ -52,7 +53,7 @@ class RendezvousClient {
   void answer_challenge(const proto::Challenge& challenge);
   bool welcome_proven(const proto::Welcome& welcome) const;
   void arm_heartbeat();
-  void lost(const std::string& reason);
+  void lost(ConnectionLoss kind, const std::string& reason);
 
   boost::asio::io_context& io_;
   Clock& clock_;

@@ -25,7 +25,8 @@ struct ClientTest {
   std::unique_ptr<RendezvousClient> client(uint16_t port) {
     ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, 1000ms};
     return std::make_unique<RendezvousClient>(
-        io, clock, options, [](proto::ControlMessage) {}, [this](const std::string&) { ++losses; });
+        io, clock, options, [](proto::ControlMessage) {},
+        [this](ConnectionLoss, const std::string&) { ++losses; });
   }
   /// Runs the io_context for 100 ms of wall time: what is ready happens.
   void settle() {

@@ -1,0 +1,251 @@
+#include "agent/agent_state.hpp"
+
+#include <algorithm>
+#include <csignal>
+
+#include "agent/failure_summary.hpp"
+#include "common/exit_codes.hpp"
+#include "common/signal_names.hpp"
+
+namespace cohort::agent {
+namespace {
+
+using log::Level;
+
+std::string progress_line(const proto::Waiting& waiting) {
+  std::string line =
+      cat("cohort: waiting for nodes: ", waiting.joined, "/",
+          waiting.min_nodes == waiting.max_nodes ? std::to_string(waiting.max_nodes)
+                                                 : cat(waiting.min_nodes, "-", waiting.max_nodes));
+  if (waiting.last_call_in_ms) {
+    line += cat(", last call in ", (*waiting.last_call_in_ms + 999) / 1000, " s");
+  }
+  return line + "\n";
+}
+
+Actions concat(Actions first, Actions second) {
+  first.insert(first.end(), std::make_move_iterator(second.begin()),
+               std::make_move_iterator(second.end()));
+  return first;
+}
+
+}  // namespace
+
+AgentState::AgentState(Settings settings) : settings_(std::move(settings)) {}
+
+Actions AgentState::start() {
+  phase_ = Phase::Joining;
+  return {Connect{}};
+}
+
+Actions AgentState::waiting(const proto::Waiting& waiting, TimePoint now) {
+  if (end_decided()) return {};
+  bool short_of_nodes = waiting.joined < waiting.min_nodes;
+  bool last_call = waiting.last_call_in_ms && waiting.joined < waiting.max_nodes;
+  if (!short_of_nodes && !last_call) return {};
+  if (last_progress_ && now - *last_progress_ < std::chrono::seconds(1)) return {};
+  last_progress_ = now;
+  return {ShowProgress{settings_.under_launch ? Level::Info : Level::Warn, progress_line(waiting)}};
+}
+
+Actions AgentState::round_assigned(const proto::RoundAssigned& round) {
+  if (end_decided()) return {};
+  round_ = round.round;
+  restarts_used_ = round.restarts_used;
+  next_round_ = round;
+  Actions joined{
+      Say{Level::Info, cat("joined round=", round.round, " group_rank=", round.group_rank, " of ",
+                           round.group_world_size, " world_size=", round.world_size,
+                           " master=", round.master_addr, ":", round.master_port)}};
+  return concat(std::move(joined), restart_then(Next::StartRound));
+}
+
+Actions AgentState::restart(const std::string& reason) {
+  if (end_decided()) return {};
+  return concat({Say{Level::Warn, "restarting the workers: " + reason}},
+                restart_then(Next::Rejoin));
+}
+
+Actions AgentState::stop(const proto::Stop& stop) {
+  if (end_decided()) return {};
+  return end(stop.exit_status, farewell_for(stop), SIGTERM);
+}
+
+Actions AgentState::complete() {
+  if (end_decided()) return {};
+  return concat({Say{Level::Info, "every node finished: the run is complete"}},
+                end(kExitSuccess, {}, SIGTERM));
+}
+
+Actions AgentState::error(const proto::Error& error) {
+  if (end_decided()) return {};
+  if (!error.rejoin) {
+    return concat(
+        {Disconnect{}},
+        end(kExitRendezvous, {Say{Level::Error, "rendezvous: " + error.message}}, SIGTERM));
+  }
+  return concat({Say{Level::Warn, cat("the rendezvous dropped this node (", error.message,
+                                      "): rejoining as a new node")},
+                 Disconnect{}},
+                restart_then(Next::Reconnect));
+}
+
+Actions AgentState::connection_lost(ConnectionLoss kind, const std::string& reason) {
+  if (end_decided()) return {};
+  if (kind == ConnectionLoss::CannotReach || kind == ConnectionLoss::Untrusted) {
+    return end(kExitRendezvous, {Say{Level::Error, reason}}, SIGTERM);
+  }
+  return {Say{Level::Warn, reason + "; reconnecting (the workers keep running)"},
+          ReconnectAfter{kReconnectDelay}};
+}
+
+Actions AgentState::reconnect_due() {
+  if (end_decided()) return {};
+  return {Connect{}};
+}
+
+Actions AgentState::group_start_failed(const std::string& error) {
+  if (phase_ == Phase::Finished) return {};
+  return exit_now(kExitInternal, {Say{Level::Error, error}});
+}
+
+Actions AgentState::group_succeeded() {
+  if (phase_ != Phase::Running) return workers_gone();
+  phase_ = Phase::Reported;
+  return {Say{Level::Info, "the workers of this node finished; waiting for the other nodes"},
+          ReportSuccess{round_}};
+}
+
+Actions AgentState::group_failed(const std::vector<WorkerFailure>& failures) {
+  if (phase_ != Phase::Running) return workers_gone();
+  if (failures.empty()) return group_stopped();
+  const WorkerFailure& root = failures[root_cause_index(failures)];
+  sent_summary_ = format_failure_summary(settings_.entrypoint_name, settings_.host_name, failures);
+  phase_ = Phase::Reported;
+  proto::WorkerFailed report{round_,
+                             root.rank,
+                             root.local_rank,
+                             root.status.shell_code(),
+                             root.status.describe(),
+                             settings_.host_name,
+                             sent_summary_};
+  return {Say{Level::Warn, cat("worker rank=", root.rank, " failed with ", root.status.describe())},
+          ReportFailure{std::move(report), root}};
+}
+
+Actions AgentState::group_stopped() {
+  if (phase_ != Phase::Running) return workers_gone();
+  return exit_now(kExitInternal, {});  // stopped, yet nobody asked: cohort cannot go on
+}
+
+Actions AgentState::signal(int signal) {
+  if (phase_ == Phase::Finished) return {};
+  const std::vector<int>& absorbed = settings_.absorbed_signals;
+  if (std::find(absorbed.begin(), absorbed.end(), signal) != absorbed.end()) {
+    return {Say{Level::Info, signal_name(signal) + ": Slurm delivers it to the workers itself"}};
+  }
+  if (!is_termination_signal(signal)) {
+    Actions actions{Say{Level::Info, "forwarding " + signal_name(signal) + " to the workers"}};
+    if (workers_alive()) actions.push_back(ForwardSignal{signal});
+    return actions;
+  }
+  if (stop_signal_ != 0) {
+    Actions actions{
+        Say{Level::Warn, "received " + signal_name(signal) + " again: killing the workers now"}};
+    if (workers_alive()) actions.push_back(KillGroup{});
+    return actions;
+  }
+  stop_signal_ = signal;
+  Actions actions{Leave{"stopped by " + signal_name(signal)}};
+  if (workers_alive()) {
+    actions.push_back(Say{Level::Warn, cat("received ", signal_name(signal),
+                                           ": stopping the workers (shutdown timeout ",
+                                           settings_.shutdown_timeout.count(), " ms)")});
+  }
+  return concat(std::move(actions), end(128 + signal, {}, signal));
+}
+
+Actions AgentState::stdin_closed() {
+  if (end_decided()) return {};
+  return concat(
+      {Say{Level::Warn,
+           "the connection to cohort launch is gone (stdin closed): stopping the workers"}},
+      signal(SIGHUP));
+}
+
+bool AgentState::workers_alive() const {
+  return phase_ == Phase::Running || phase_ == Phase::Restarting || phase_ == Phase::Ending;
+}
+
+// Stops the workers if they run (the latest decision wins over an earlier one while they stop),
+// else goes on at once.
+Actions AgentState::restart_then(Next next) {
+  next_ = next;
+  if (!workers_alive()) return go_on();
+  Actions actions;
+  if (phase_ == Phase::Running) actions.push_back(StopGroup{SIGTERM});
+  phase_ = Phase::Restarting;
+  return actions;
+}
+
+// Decides the exit code (and what to say before exiting); exits once the workers are gone.
+Actions AgentState::end(int exit_code, Actions farewell, int signal) {
+  exit_code_ = exit_code;
+  farewell_ = std::move(farewell);
+  if (!workers_alive()) return finish();
+  Actions actions;
+  if (phase_ == Phase::Running) actions.push_back(StopGroup{signal});
+  phase_ = Phase::Ending;
+  return actions;
+}
+
+// The stopping workers are gone: exit, or go on with what was decided while they stopped.
+Actions AgentState::workers_gone() {
+  if (phase_ == Phase::Ending) return finish();
+  if (phase_ == Phase::Restarting) return go_on();
+  return {};
+}
+
+Actions AgentState::go_on() {
+  switch (next_) {
+    case Next::StartRound:
+      phase_ = Phase::Running;
+      return {StartGroup{next_round_}};
+    case Next::Rejoin:
+      phase_ = Phase::Joining;
+      return {SendJoin{}};
+    case Next::Reconnect:
+      phase_ = Phase::Joining;
+      return {Connect{}};
+  }
+  return {};
+}
+
+Actions AgentState::exit_now(int exit_code, Actions farewell) {
+  exit_code_ = exit_code;
+  farewell_ = std::move(farewell);
+  return finish();
+}
+
+Actions AgentState::finish() {
+  phase_ = Phase::Finished;
+  Actions actions = std::move(farewell_);
+  farewell_.clear();
+  actions.push_back(Exit{exit_code_});
+  return actions;
+}
+
+// Under cohort launch every host's lines reach one console: only the host whose failure is the
+// root cause prints the summary there.
+Actions AgentState::farewell_for(const proto::Stop& stop) const {
+  bool own = stop.summary == sent_summary_;
+  if (!stop.summary.empty() && (own || !settings_.under_launch)) {
+    return {PrintSummary{stop.summary}};
+  }
+  if (stop.summary.empty() && !settings_.under_launch) {
+    return {Say{Level::Error, "the run failed: " + stop.reason}};
+  }
+  return {Say{Level::Info, "the run failed: " + stop.reason}};
+}
+
+}  // namespace cohort::agent
