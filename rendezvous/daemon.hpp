@@ -25,6 +25,7 @@ struct DaemonOptions {
   uint16_t port = 29400;            ///< 0: any free port
   uint16_t store_port_min = 0;      ///< worker store ports: 0 = any free port,
   uint16_t store_port_max = 0;      ///< or the first free one in [min, max]
+  uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
 };
 
 class RendezvousDaemon {
