@@ -2,6 +2,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -28,11 +31,33 @@ bool parse_range(const std::string& text, DaemonOptions& options) {
   return true;
 }
 
-void write_port_file(const std::string& path, int port) {
-  if (path.empty()) return;
+// Writes the port through a temporary file, so that a reader never sees half of it. An empty
+// path writes nothing. False (errno says why) when the file cannot be written.
+bool write_port_file(const std::string& path, int port) {
+  if (path.empty()) return true;
   std::string temporary = path + ".tmp";
-  std::ofstream(temporary) << port << "\n";
-  std::rename(temporary.c_str(), path.c_str());
+  {
+    std::ofstream out(temporary);
+    if (!out) return false;
+    out << port << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+// Checks before listening that a port file can be written there (a launcher waits on it).
+bool port_file_writable(const std::string& path) {
+  if (path.empty()) return true;
+  std::string temporary = path + ".tmp";
+  if (!std::ofstream(temporary)) return false;
+  std::remove(temporary.c_str());
+  return true;
+}
+
+int port_file_error(std::string_view flag, const std::string& path) {
+  std::cerr << "cohortd: " << flag << ": cannot write '" << path << "': " << std::strerror(errno)
+            << "\n";
+  return kExitUsage;
 }
 
 // Where to listen: anywhere with a token; without one, loopback only unless --insecure says
@@ -56,6 +81,35 @@ bool choose_host(const DaemonCommand& command, bool has_token, std::string& host
 
 }  // namespace
 
+std::optional<uint64_t> parse_byte_size(std::string_view text) {
+  uint64_t unit = 1;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K':
+      case 'k':
+        unit = uint64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        unit = uint64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        unit = uint64_t{1} << 30;
+        break;
+    }
+    if (unit > 1) text.remove_suffix(1);
+  }
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  uint64_t number = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    number = number * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (number == 0 || number > (uint64_t{1} << 63) / unit) return std::nullopt;
+  return number * unit;
+}
+
 void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
   app.add_option("--host", command.host,
                  "Address to listen on (0.0.0.0, ::, or one address; default 0.0.0.0 with a "
@@ -71,6 +125,10 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
   app.add_option("--port-file", command.port_file, "Write the bound control port to this file");
   app.add_option("--store-ports", command.store_ports,
                  "Ports for the per-round worker stores, e.g. 29500-29599 (default: any free)");
+  app.add_option("--store-quota", command.store_quota,
+                 "Bytes each round's worker store may hold (keys, values, queues), with an "
+                 "optional K, M or G suffix")
+      ->capture_default_str();
   app.add_option("--tcpstore-port", command.tcpstore_port,
                  "Also serve one plain, long-lived TCPStore on this port (0: any free port)")
       ->check(CLI::Range(0, 65535));
@@ -99,6 +157,20 @@ int run_daemon(const DaemonCommand& command) {
               << "'\n";
     return kExitUsage;
   }
+  auto quota = parse_byte_size(command.store_quota);
+  if (!quota) {
+    std::cerr << "cohortd: --store-quota: expected a positive number of bytes with an optional K, "
+                 "M or G suffix (e.g. 512M), got '"
+              << command.store_quota << "'\n";
+    return kExitUsage;
+  }
+  options.store_quota_bytes = *quota;
+  if (!port_file_writable(command.port_file)) {
+    return port_file_error("--port-file", command.port_file);
+  }
+  if (!port_file_writable(command.tcpstore_port_file)) {
+    return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
+  }
   boost::asio::io_context io;
   AsioClock clock(io);
   RendezvousDaemon daemon(io, clock, options);
@@ -108,13 +180,18 @@ int run_daemon(const DaemonCommand& command) {
     return kExitInternal;
   }
   std::cout << "cohortd: listening on " << host << ":" << daemon.port() << std::endl;
-  write_port_file(command.port_file, daemon.port());
+  if (!write_port_file(command.port_file, daemon.port())) {
+    return port_file_error("--port-file", command.port_file);
+  }
 
   std::unique_ptr<StoreServer> tcpstore;
   if (command.tcpstore_port >= 0) {
     StoreServerOptions store_options;
     store_options.address = host == "0.0.0.0" ? "" : host;
     store_options.port = static_cast<uint16_t>(command.tcpstore_port);
+    store_options.limits.quota_bytes = *quota;
+    // allowed_peers stays nullopt: this store serves whoever can reach the port, as torchrun's
+    // own would (there is no round whose nodes could be named).
     tcpstore = std::make_unique<StoreServer>(io, store_options);
     if (auto error = tcpstore->start()) {
       std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
@@ -122,7 +199,9 @@ int run_daemon(const DaemonCommand& command) {
       return kExitInternal;
     }
     std::cout << "cohortd: TCPStore on " << host << ":" << tcpstore->port() << std::endl;
-    write_port_file(command.tcpstore_port_file, tcpstore->port());
+    if (!write_port_file(command.tcpstore_port_file, tcpstore->port())) {
+      return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
+    }
   }
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace cohort {
 
@@ -14,10 +17,15 @@ struct DaemonCommand {
   int port = 29400;
   std::string port_file;
   std::string store_ports;
+  std::string store_quota = "1G";
   int tcpstore_port = -1;  ///< -1: none; 0: any free port
   std::string tcpstore_port_file;
   int verbose = 0;
 };
+
+/// A size in bytes: digits with an optional K, M or G suffix (powers of 1024, either case);
+/// nullopt when malformed, zero or past 2^63.
+std::optional<uint64_t> parse_byte_size(std::string_view text);
 
 void add_daemon_flags(CLI::App& app, DaemonCommand& command);
 int run_daemon(const DaemonCommand& command);

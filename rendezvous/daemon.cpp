@@ -54,6 +54,26 @@ const char* role_name(rdzv::RunState::Role role) {
   return "?";
 }
 
+// Who may use a round's worker store: the address each member's control connection came from,
+// and 127.0.0.1 when one came over loopback (its workers reach a loopback master_addr from
+// 127.0.0.1 whatever loopback address the agent used).
+std::vector<boost::asio::ip::address> store_peers(
+    const std::map<std::string, std::shared_ptr<ControlSession>>& sessions,
+    const std::vector<rdzv::Assignment>& members) {
+  std::vector<boost::asio::ip::address> peers;
+  for (const auto& member : members) {
+    auto session = sessions.find(member.node_id);
+    if (session == sessions.end()) continue;
+    boost::system::error_code error;
+    auto address = boost::asio::ip::make_address(session->second->remote_address(), error);
+    if (error) continue;
+    if (address.is_v6() && address.to_v6().is_v4_mapped()) address = address.to_v6().to_v4();
+    peers.push_back(address);
+    if (address.is_loopback()) peers.push_back(boost::asio::ip::address_v4::loopback());
+  }
+  return peers;
+}
+
 }  // namespace
 
 RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, DaemonOptions options)
@@ -328,6 +348,8 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
     run.store.reset();  // the old round's store: its keys must never be seen again
     StoreServerOptions store_options;
     store_options.address = options_.address;
+    store_options.limits.quota_bytes = options_.store_quota_bytes;
+    store_options.allowed_peers = store_peers(run.sessions, start.members);
     for (uint32_t port = options_.store_port_min;; ++port) {
       store_options.port = static_cast<uint16_t>(port);
       run.store = std::make_unique<StoreServer>(io_, store_options);

@@ -29,6 +29,7 @@ struct DaemonOptions {
   /// The daemon's shared secret: every hello and status request must prove it holds this token
   /// or the run's token derived from it (proto/auth.hpp). Empty: no authentication.
   std::string token;
+  uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
 };
 
 class RendezvousDaemon {

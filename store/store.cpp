@@ -42,6 +42,16 @@ bool is_c_space(char c) {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/// The longest decimal an ADD or BARRIER stores ("-9223372036854775808").
+constexpr uint64_t kMaxCounterBytes = 20;
+
+/// What the quota charges for `key` holding a value (or a queue item) of `size` bytes.
+uint64_t entry_bytes(const std::string& key, uint64_t size) {
+  return key.size() + size + kStoreEntryOverheadBytes;
+}
+
+StoreOutcome refuse(std::string reason) { return {true, std::move(reason)}; }
+
 }  // namespace
 
 std::optional<int64_t> parse_store_counter(std::string_view text) {
@@ -66,6 +76,7 @@ std::optional<int64_t> parse_store_counter(std::string_view text) {
 StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
                           std::vector<StoreReply>& replies) {
   if (!well_formed(request)) return {true, cat("malformed ", op_name(request.op), " request")};
+  if (StoreOutcome refused = check_limits(request); refused.close_connection) return refused;
   replies_ = &replies;
   // §5: a connection that sends anything while registered gave up its wait (a timed-out 1.13
   // client sends nothing else); answering that wait later would desynchronise its replies.
@@ -106,11 +117,20 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
     case StoreOp::WatchKey:
       append_u8(reply, kStoreWatchRegistered);
       break;
-    case StoreOp::DeleteKey:
-      append_i64(reply, static_cast<int64_t>(values_.erase(keys[0])));
+    case StoreOp::DeleteKey: {
+      auto found = values_.find(keys[0]);
+      if (found != values_.end()) {
+        used_bytes_ -= entry_bytes(found->first, found->second.size());
+        values_.erase(found);
+      }
+      append_i64(reply, found != values_.end() ? 1 : 0);
       break;
+    }
     case StoreOp::Append: {
-      values_[keys[0]].append(values[0]);
+      auto [entry, created] = values_.try_emplace(keys[0]);
+      if (created) used_bytes_ += entry_bytes(entry->first, 0);
+      entry->second.append(values[0]);
+      used_bytes_ += values[0].size();
       wake(keys[0]);
       break;
     }
@@ -126,10 +146,14 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
     case StoreOp::Ping:
       append_u32(reply, static_cast<uint32_t>(request.number));
       break;
-    case StoreOp::QueuePush:
-      queues_[keys[0]].push_back(std::move(values[0]));
+    case StoreOp::QueuePush: {
+      auto [queue, created] = queues_.try_emplace(keys[0]);
+      if (created) used_bytes_ += entry_bytes(queue->first, 0);
+      used_bytes_ += values[0].size() + kStoreEntryOverheadBytes;
+      queue->second.push_back(std::move(values[0]));
       wake_one(keys[0]);
       break;
+    } break;
     case StoreOp::QueuePop:
       apply_queue_pop(request, reply);
       break;
@@ -137,7 +161,7 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
       append_i64(reply, static_cast<int64_t>(queue_length(keys[0])));
       break;
     case StoreOp::ListKeys:
-      apply_list_keys(reply);
+      outcome = apply_list_keys(reply);
       break;
     case StoreOp::Barrier:
       outcome = apply_barrier(connection, request, reply);
@@ -159,6 +183,90 @@ std::optional<std::string> Store::value(std::string_view key) const {
 size_t Store::queue_length(std::string_view key) const {
   auto found = queues_.find(std::string(key));
   return found == queues_.end() ? 0 : found->second.size();
+}
+
+// Refuses, before anything changes, a request that would make a value larger than
+// max_value_bytes, a MULTI_SET larger than max_request_bytes, a GET reply larger than
+// max_reply_bytes, or the store larger than its quota (wait registrations count: a thousand
+// connections waiting on 131072 long keys each would otherwise hold gigabytes). (MULTI_GET and
+// LIST_KEYS check their replies as they build them.)
+StoreOutcome Store::check_limits(const StoreRequest& request) const {
+  const auto& keys = request.keys;
+  const auto& values = request.values;
+  const std::string_view op = op_name(request.op);
+  auto value_too_large = [&](uint64_t size) {
+    return refuse(cat(op, " would make a value of ", size, " bytes, past the limit of ",
+                      limits_.max_value_bytes));
+  };
+  uint64_t growth = 0;
+  switch (request.op) {
+    case StoreOp::Set:
+    case StoreOp::CompareSet: {
+      uint64_t size = values.back().size();  // SET's value, COMPARE_SET's desired
+      if (size > limits_.max_value_bytes) return value_too_large(size);
+      growth = growth_to(keys[0], size);
+      break;
+    }
+    case StoreOp::Add:
+      growth = growth_to(keys[0], kMaxCounterBytes);
+      break;
+    case StoreOp::Barrier:  // the counter, and the caller's registration if it waits
+      growth = growth_to(keys[0], kMaxCounterBytes) + entry_bytes(keys[0], 0);
+      break;
+    case StoreOp::Wait:  // each registration on a missing key
+      for (const auto& key : keys) growth += present(key) ? 0 : entry_bytes(key, 0);
+      break;
+    case StoreOp::Append: {
+      auto found = values_.find(keys[0]);
+      uint64_t size = (found == values_.end() ? 0 : found->second.size()) + values[0].size();
+      if (size > limits_.max_value_bytes) return value_too_large(size);
+      growth = growth_to(keys[0], size);
+      break;
+    }
+    case StoreOp::MultiSet: {
+      uint64_t request_bytes = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (values[i].size() > limits_.max_value_bytes) return value_too_large(values[i].size());
+        request_bytes += keys[i].size() + values[i].size();
+        growth += growth_to(keys[i], values[i].size());  // an upper bound if a key repeats
+      }
+      if (request_bytes > limits_.max_request_bytes) {
+        return refuse(cat(op, " of ", request_bytes, " bytes, past the limit of ",
+                          limits_.max_request_bytes));
+      }
+      break;
+    }
+    case StoreOp::QueuePush:
+      if (values[0].size() > limits_.max_value_bytes) return value_too_large(values[0].size());
+      growth = values[0].size() + kStoreEntryOverheadBytes +
+               (queues_.count(keys[0]) > 0 ? 0 : entry_bytes(keys[0], 0));
+      break;
+    case StoreOp::Get: {
+      auto found = values_.find(keys[0]);
+      uint64_t reply = 8 + (found == values_.end() ? 0 : found->second.size());
+      if (reply > limits_.max_reply_bytes) {
+        return refuse(
+            cat(op, " reply of ", reply, " bytes, past the limit of ", limits_.max_reply_bytes));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  if (growth > 0 && used_bytes_ + growth > limits_.quota_bytes) {
+    return refuse(cat(op, " would take the store to ", used_bytes_ + growth,
+                      " bytes, past its quota of ", limits_.quota_bytes));
+  }
+  return {};
+}
+
+// How many bytes the quota would grow by if `key` held a value of `value_size` bytes (0 if it
+// would shrink or stay).
+uint64_t Store::growth_to(const std::string& key, uint64_t value_size) const {
+  uint64_t after = entry_bytes(key, value_size);
+  auto found = values_.find(key);
+  uint64_t before = found == values_.end() ? 0 : entry_bytes(found->first, found->second.size());
+  return after > before ? after - before : 0;
 }
 
 StoreOutcome Store::apply_add(const StoreRequest& request, std::string& reply) {
@@ -186,7 +294,10 @@ StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& re
     found_values.push_back(found == values_.end() ? nullptr : &found->second);
     total += 8 + (found == values_.end() ? 0 : found->second.size());
   }
-  if (total > kStoreMaxReplyBytes) return {true, cat("MULTI_GET reply of ", total, " bytes")};
+  if (total > limits_.max_reply_bytes) {
+    return refuse(
+        cat("MULTI_GET reply of ", total, " bytes, past the limit of ", limits_.max_reply_bytes));
+  }
   reply.reserve(total);
   for (const std::string* value : found_values) {
     append_bytes(reply, value ? std::string_view(*value) : std::string_view());
@@ -206,7 +317,7 @@ StoreOutcome Store::apply_barrier(StoreConnectionId connection, const StoreReque
       return {true, cat("BARRIER on key '", key, "' whose value is not a counter")};
     }
   }
-  values_[key] = std::to_string(count);
+  put(key, std::to_string(count));
   if (count >= request.number) {
     wake(key);
     append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
@@ -232,8 +343,7 @@ void Store::apply_compare_set(StoreRequest& request, std::string& reply) {
     set_value(std::move(key), std::move(desired));
   } else if (found->second == expected) {
     append_bytes(reply, desired);
-    found->second = std::move(desired);
-    wake(key);
+    set_value(std::move(key), std::move(desired));
   } else {
     append_bytes(reply, found->second);
   }
@@ -258,23 +368,46 @@ void Store::apply_queue_pop(const StoreRequest& request, std::string& reply) {
   auto& queue = found->second;
   append_i64(reply, static_cast<int64_t>(queue.size()));
   append_bytes(reply, queue.front());
+  used_bytes_ -= queue.front().size() + kStoreEntryOverheadBytes;
   queue.pop_front();
-  if (queue.empty()) queues_.erase(found);
+  if (queue.empty()) {
+    used_bytes_ -= entry_bytes(found->first, 0);
+    queues_.erase(found);
+  }
 }
 
-void Store::apply_list_keys(std::string& reply) const {
+StoreOutcome Store::apply_list_keys(std::string& reply) const {
   std::vector<std::string_view> keys;
   keys.reserve(values_.size());
-  for (const auto& entry : values_) keys.push_back(entry.first);
+  uint64_t total = 8;
+  for (const auto& entry : values_) {
+    keys.push_back(entry.first);
+    total += 8 + entry.first.size();
+  }
+  if (total > limits_.max_reply_bytes) {
+    return refuse(
+        cat("LIST_KEYS reply of ", total, " bytes, past the limit of ", limits_.max_reply_bytes));
+  }
   std::sort(keys.begin(), keys.end());
   append_i64(reply, static_cast<int64_t>(keys.size()));
+  reply.reserve(total);
   for (auto key : keys) append_bytes(reply, key);
+  return {};
+}
+
+const std::string& Store::put(std::string key, std::string value) {
+  auto found = values_.find(key);
+  if (found != values_.end()) {
+    used_bytes_ = used_bytes_ - found->second.size() + value.size();
+    found->second = std::move(value);
+    return found->first;
+  }
+  used_bytes_ += entry_bytes(key, value.size());
+  return values_.emplace(std::move(key), std::move(value)).first->first;
 }
 
 void Store::set_value(std::string key, std::string value) {
-  auto [entry, inserted] = values_.insert_or_assign(std::move(key), std::move(value));
-  (void)inserted;
-  wake(entry->first);
+  wake(put(std::move(key), std::move(value)));
 }
 
 // Queues are emptied away, so a queue entry means a non-empty queue.
@@ -287,6 +420,8 @@ void Store::register_wait(StoreConnectionId connection, const std::string& key) 
   Waiting& waiting = waiting_[connection];
   ++waiting.outstanding;
   waiting.keys.push_back(key);
+  waiting.charged += entry_bytes(key, 0);
+  used_bytes_ += entry_bytes(key, 0);
 }
 
 void Store::wake(const std::string& key) {
@@ -319,7 +454,7 @@ void Store::wake_one(const std::string& key) {
 
 // Every registration of `connection` has been counted down: answer its WAIT (or BARRIER).
 void Store::release(StoreConnectionId connection) {
-  waiting_.erase(connection);
+  erase_waiting(waiting_.find(connection));
   std::string reply;
   append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
   replies_->push_back({connection, std::move(reply)});
@@ -334,6 +469,12 @@ void Store::drop_registrations(StoreConnectionId connection) {
     std::erase(found->second, connection);
     if (found->second.empty()) waiters_.erase(found);
   }
+  erase_waiting(waiting);
+}
+
+void Store::erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting) {
+  if (waiting == waiting_.end()) return;
+  used_bytes_ -= waiting->second.charged;
   waiting_.erase(waiting);
 }
 

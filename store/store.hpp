@@ -1,7 +1,9 @@
 // The worker store's state: PyTorch TCPStore semantics (docs/tcpstore-protocol.md §3, §5) over
 // keys, values, queues and wait registrations. Pure: no sockets, no clock. A request from a
 // connection (an opaque id) goes in; the encoded replies for that connection and for any waiter
-// it woke come out, for the server to write. Owned by StoreServer; io_context thread only.
+// it woke come out, for the server to write. Enforces StoreLimits: a request that would take the
+// store past its quota, make a value or a reply too large, is refused and its connection closed.
+// Owned by StoreServer; io_context thread only.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/tcpstore_limits.hpp"
 #include "store/tcpstore_request.hpp"
 
 namespace cohort {
@@ -24,13 +27,14 @@ struct StoreReply {
 };
 
 struct StoreOutcome {
-  bool close_connection = false;  ///< the request was invalid (bad ADD counter): close it
+  /// The request was invalid (bad ADD counter) or past a limit, and was not applied: close it.
+  bool close_connection = false;
   std::string reason;
 };
 
 class Store {
  public:
-  Store() = default;
+  explicit Store(StoreLimits limits = {}) : limits_(limits) {}
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -41,6 +45,10 @@ class Store {
   void disconnect(StoreConnectionId connection);
 
   size_t num_keys() const { return values_.size(); }
+  /// What the quota counts now: keys, values, queue items and wait registrations,
+  /// kStoreEntryOverheadBytes each.
+  uint64_t used_bytes() const { return used_bytes_; }
+  const StoreLimits& limits() const { return limits_; }
   std::optional<std::string> value(std::string_view key) const;
   size_t queue_length(std::string_view key) const;
   /// True while `connection` has an unanswered WAIT or BARRIER.
@@ -51,16 +59,22 @@ class Store {
   struct Waiting {
     size_t outstanding = 0;
     std::vector<std::string> keys;  ///< every key registered, for dropping the registrations
+    uint64_t charged = 0;           ///< what these registrations count against the quota
   };
 
+  StoreOutcome check_limits(const StoreRequest& request) const;
+  uint64_t growth_to(const std::string& key, uint64_t value_size) const;
   StoreOutcome apply_add(const StoreRequest& request, std::string& reply);
   StoreOutcome apply_barrier(StoreConnectionId connection, const StoreRequest& request,
                              std::string& reply);
   StoreOutcome apply_multi_get(const StoreRequest& request, std::string& reply) const;
+  StoreOutcome apply_list_keys(std::string& reply) const;
   void apply_compare_set(StoreRequest& request, std::string& reply);
   void apply_wait(StoreConnectionId connection, const StoreRequest& request, std::string& reply);
   void apply_queue_pop(const StoreRequest& request, std::string& reply);
-  void apply_list_keys(std::string& reply) const;
+  /// Stores `value` at `key` (the quota follows) without waking; set_value also wakes. Returns
+  /// the key as stored.
+  const std::string& put(std::string key, std::string value);
   void set_value(std::string key, std::string value);
   bool present(const std::string& key) const;
   void register_wait(StoreConnectionId connection, const std::string& key);
@@ -69,6 +83,8 @@ class Store {
   /// QUEUE_PUSH's wake: registrations count down in order until one waiter is released.
   void wake_one(const std::string& key);
   void release(StoreConnectionId connection);
+  /// Forgets `connection`'s Waiting and what it charged.
+  void erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting);
   void drop_registrations(StoreConnectionId connection);
 
   std::unordered_map<std::string, std::string> values_;
@@ -77,6 +93,8 @@ class Store {
   std::unordered_map<std::string, std::vector<StoreConnectionId>> waiters_;
   std::unordered_map<StoreConnectionId, Waiting> waiting_;
   std::vector<StoreReply>* replies_ = nullptr;  ///< apply()'s output while it runs
+  StoreLimits limits_;
+  uint64_t used_bytes_ = 0;
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

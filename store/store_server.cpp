@@ -19,6 +19,10 @@ uint16_t StoreServer::port() const { return service_->port(); }
 
 void StoreServer::stop() { service_->close(); }
 
+void StoreServer::set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers) {
+  service_->set_allowed_peers(std::move(peers));
+}
+
 size_t StoreServer::connection_count() const { return service_->connection_count(); }
 
 const Store& StoreServer::store() const { return service_->store(); }

@@ -2,16 +2,21 @@
 // an address and port, in the caller's io_context. Cheap to create and destroy, so a component
 // can host a fresh one per round. Owned by its host (rendezvous daemon, launcher, test); every
 // method on the io_context's thread (or while it is not running), except port() and
-// connection_count(), which any thread may read.
+// connection_count(), which any thread may read. PyTorch's clients cannot authenticate, so a
+// host names the peer addresses it may serve (allowed_peers); anyone else is refused at accept.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/system/error_code.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "store/tcpstore_codec.hpp"
+#include "store/tcpstore_limits.hpp"
 
 namespace cohort {
 
@@ -25,6 +30,12 @@ struct StoreServerOptions {
   int backlog = 4096;
   /// Opcode table of connections that do not start with VALIDATE (protocol §2.1).
   StoreNumbering legacy_numbering = StoreNumbering::Legacy113;
+  /// The quota and size limits of the served Store.
+  StoreLimits limits;
+  /// Peers whose connections are served; others are closed at accept. nullopt: everyone (only
+  /// the standalone `cohortd --tcpstore-port` store, which has no members to name); an empty
+  /// list: no one.
+  std::optional<std::vector<boost::asio::ip::address>> allowed_peers;
 };
 
 class StoreServer {
@@ -41,6 +52,8 @@ class StoreServer {
   uint16_t port() const;
   /// Closes the listener and every connection. Idempotent; the server cannot start again.
   void stop();
+  /// Replaces StoreServerOptions::allowed_peers for connections accepted from now on.
+  void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
   /// Live client connections.
   size_t connection_count() const;
   const Store& store() const;

@@ -1,5 +1,6 @@
 #include "store/store_service.hpp"
 
+#include <algorithm>
 #include <boost/asio/ip/v6_only.hpp>
 #include <chrono>
 
@@ -14,7 +15,11 @@ using asio::ip::tcp;
 using boost::system::error_code;
 
 constexpr size_t kReadBufferBytes = 64 * 1024;
-constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);
+// Out of descriptors, the acceptor waits this long before trying again, doubling up to the max.
+constexpr std::chrono::milliseconds kFirstAcceptDelay{100};
+constexpr std::chrono::milliseconds kMaxAcceptDelay{1000};
+// Lines about refused or failed accepts: at most one per this interval.
+constexpr std::chrono::seconds kLogInterval{1};
 
 // Out of descriptors or memory: accepting again at once would spin.
 bool is_resource_shortage(const error_code& error) {
@@ -23,10 +28,32 @@ bool is_resource_shortage(const error_code& error) {
          error == error_code(ENFILE, boost::system::system_category());
 }
 
+asio::ip::address unmapped(const asio::ip::address& address) {
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) return address.to_v6().to_v4();
+  return address;
+}
+
+// True at most once per kLogInterval for each `last` (which it updates).
+bool time_to_log(std::chrono::steady_clock::time_point& last) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last < kLogInterval) return false;
+  last = now;
+  return true;
+}
+
 }  // namespace
 
 StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
-    : options_(std::move(options)), acceptor_(io), accept_retry_(io) {}
+    : options_(std::move(options)), acceptor_(io), accept_retry_(io), store_(options_.limits) {
+  set_allowed_peers(std::move(options_.allowed_peers));
+}
+
+void StoreService::set_allowed_peers(std::optional<std::vector<asio::ip::address>> peers) {
+  if (peers) {
+    for (auto& peer : *peers) peer = unmapped(peer);
+  }
+  options_.allowed_peers = std::move(peers);
+}
 
 error_code StoreService::listen() {
   if (closed_) return asio::error::operation_aborted;
@@ -76,15 +103,15 @@ void StoreService::accept_next() {
 void StoreService::on_accept(const error_code& error, tcp::socket socket) {
   if (closed_ || error == asio::error::operation_aborted) return;
   if (error) {
-    if (!is_resource_shortage(error)) {
-      accept_next();
-      return;
-    }
-    log::warn("store: accept failed (", error.message(), "), retrying");
-    accept_retry_.expires_after(kAcceptRetryDelay);
-    accept_retry_.async_wait([self = shared_from_this()](const error_code& waited) {
-      if (!waited) self->accept_next();
-    });
+    if (is_resource_shortage(error)) return accept_later(error);
+    accept_next();
+    return;
+  }
+  accept_delay_ = std::chrono::milliseconds(0);
+  if (!allowed(socket)) {
+    error_code ignored;
+    socket.close(ignored);
+    accept_next();
     return;
   }
   error_code option_error;
@@ -99,6 +126,42 @@ void StoreService::on_accept(const error_code& error, tcp::socket socket) {
     session->start();
   }
   accept_next();
+}
+
+// The pending connection stays in the backlog, so accepting again at once would fail again at
+// once: wait, longer each time, and say so at most once per kLogInterval.
+void StoreService::accept_later(const error_code& error) {
+  accept_delay_ = std::clamp(accept_delay_ * 2, kFirstAcceptDelay, kMaxAcceptDelay);
+  if (time_to_log(shortage_logged_)) {
+    log::warn("store: accept failed (", error.message(), "), trying again in ",
+              accept_delay_.count(), " ms");
+  }
+  accept_retry_.expires_after(accept_delay_);
+  accept_retry_.async_wait([self = shared_from_this()](const error_code& waited) {
+    if (!waited) self->accept_next();
+  });
+}
+
+// Whether the peer of a new connection may use the store; logs a refusal (at most once per
+// kLogInterval, counting the others).
+bool StoreService::allowed(tcp::socket& socket) {
+  if (!options_.allowed_peers) return true;
+  error_code error;
+  auto peer = socket.remote_endpoint(error);
+  if (error) return false;  // already gone
+  auto address = unmapped(peer.address());
+  const auto& peers = *options_.allowed_peers;
+  if (std::find(peers.begin(), peers.end(), address) != peers.end()) return true;
+  if (time_to_log(refusal_logged_)) {
+    log::warn("store: refused a connection from ", address.to_string(),
+              ": not a node of this round",
+              refusals_unlogged_ > 0 ? cat(" (", refusals_unlogged_, " more since the last line)")
+                                     : std::string());
+    refusals_unlogged_ = 0;
+  } else {
+    ++refusals_unlogged_;
+  }
+  return false;
 }
 
 void StoreService::close() {
@@ -128,7 +191,7 @@ void StoreService::dispatch(StoreSession& from, StoreRequest&& request) {
   }
   replies.clear();
   replies_ = std::move(replies);  // keep the capacity for the next request
-  if (outcome.close_connection) from.close(outcome.reason);
+  if (outcome.close_connection) from.refuse(outcome.reason);
 }
 
 void StoreService::forget(StoreConnectionId id) {

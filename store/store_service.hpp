@@ -1,6 +1,7 @@
 // The shared core behind StoreServer: the listener, the Store, the live sessions by connection
-// id, and the routing of the store's replies to them. Held by the StoreServer facade and by
-// every session and pending handler, so that a handler that runs after stop() finds it alive;
+// id, and the routing of the store's replies to them. It refuses peers outside the allowlist
+// at accept, and backs off while the descriptor table is full. Held by the StoreServer facade and
+// by every session and pending handler, so that a handler that runs after stop() finds it alive;
 // stop() breaks the session <-> service cycle. io_context thread only, except port() and
 // connection_count().
 #pragma once
@@ -9,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -33,6 +35,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   uint16_t port() const { return port_.load(); }
   size_t connection_count() const { return connections_.load(); }
   const Store& store() const { return store_; }
+  void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
 
   /// For sessions: applies a request from `from` and hands every reply to its session.
   void dispatch(StoreSession& from, StoreRequest&& request);
@@ -45,10 +48,16 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,
                                             bool dual_stack);
   void on_accept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
+  void accept_later(const boost::system::error_code& error);
+  bool allowed(boost::asio::ip::tcp::socket& socket);
 
   StoreServerOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
+  std::chrono::milliseconds accept_delay_{0};  ///< the current backoff; 0 after an accept
+  std::chrono::steady_clock::time_point shortage_logged_{};
+  std::chrono::steady_clock::time_point refusal_logged_{};
+  size_t refusals_unlogged_ = 0;
   Store store_;
   std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions_;
   StoreConnectionId next_id_ = 0;

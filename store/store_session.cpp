@@ -82,7 +82,7 @@ void StoreSession::consume(std::string_view bytes) {
     if (step.status == DecodeStatus::NeedMore) break;
     if (step.status == DecodeStatus::Error) {
       batching_ = false;
-      close(decoder_.error());
+      refuse(decoder_.error());
       return;
     }
     service_->dispatch(*this, decoder_.take_request());
@@ -151,6 +151,16 @@ bool StoreSession::drain_stash() {
     consume(input);
   }
   return !closed_ && stash_.empty() && unsent() <= kMaxUnsentBytes;
+}
+
+void StoreSession::refuse(std::string_view reason) {
+  if (closed_) return;
+  error_code error;
+  auto peer = socket_.remote_endpoint(error);
+  log::warn("store: closing the connection from ",
+            error ? std::string("an unknown peer") : peer.address().to_string(), " port ",
+            error ? 0 : peer.port(), ": ", reason);
+  close(reason);
 }
 
 void StoreSession::close(std::string_view reason) {

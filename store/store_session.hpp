@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
+#include "store/tcpstore_codec.hpp"
 
 namespace cohort {
 
@@ -33,6 +33,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void send(std::string_view bytes);
   /// Closes the socket and leaves the service. Idempotent.
   void close(std::string_view reason);
+  /// close() for a client's fault (a malformed request, a limit): logs a warning naming the peer.
+  void refuse(std::string_view reason);
 
  private:
   void wait_readable();

@@ -1,7 +1,9 @@
-// Bounds on what one TCPStore request may carry and produce. The decoder checks every length
-// prefix against these before it stores a single byte of the field, so a hostile length never
-// becomes an allocation. They are at least the 2.x libuv server's limits (8 KiB keys, 8 MiB
-// values, 131072 keys per request).
+// Bounds on what one TCPStore request may carry and produce, and on what one store may hold. The
+// decoder checks every length prefix against the request bounds before it stores a single byte of
+// the field, so a hostile length never becomes an allocation; the Store checks the same bounds
+// (StoreLimits, lowerable in tests) on what a request would make of a value or a reply, and its
+// quota on the whole. They are at least the 2.x libuv server's limits (8 KiB keys, 8 MiB values,
+// 131072 keys per request). store/FORMAT.md lists them.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +17,18 @@ inline constexpr uint64_t kStoreMaxKeysPerRequest = 131072;
 inline constexpr uint64_t kStoreMaxRequestBytes = 256 * 1024 * 1024;
 /// Largest reply one request may produce (bounds MULTI_GET of many keys naming a large value).
 inline constexpr uint64_t kStoreMaxReplyBytes = 256 * 1024 * 1024;
+/// Default quota of one store (one run's round): keys, values and queue items, see StoreLimits.
+inline constexpr uint64_t kStoreDefaultQuotaBytes = uint64_t{1} << 30;
+/// What the quota charges for each key and each queue item beyond its bytes (the map entry and
+/// string headers), so that a million empty keys cost what they really take.
+inline constexpr uint64_t kStoreEntryOverheadBytes = 64;
+
+/// The bounds one Store enforces; the defaults are the decoder's. Tests lower them.
+struct StoreLimits {
+  uint64_t quota_bytes = kStoreDefaultQuotaBytes;      ///< all keys, values and queue items
+  uint64_t max_value_bytes = kStoreMaxValueBytes;      ///< one value, also after APPEND
+  uint64_t max_request_bytes = kStoreMaxRequestBytes;  ///< keys + values of one MULTI_SET
+  uint64_t max_reply_bytes = kStoreMaxReplyBytes;      ///< one reply (GET, MULTI_GET, LIST_KEYS)
+};
 
 }  // namespace cohort

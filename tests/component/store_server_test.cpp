@@ -1,9 +1,13 @@
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "store/tcpstore_codec.hpp"
+#include "common/text.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
+#include "store/tcpstore_codec.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"
@@ -80,6 +85,17 @@ class ServerThread {
   size_t num_keys() {
     return on_io([this] { return server_.store().num_keys(); });
   }
+  void allow(std::optional<std::vector<asio::ip::address>> peers) {
+    on_io([&] { server_.set_allowed_peers(peers); });
+  }
+  /// CPU time the server's thread has used so far.
+  std::chrono::milliseconds cpu_time() {
+    clockid_t clock;
+    REQUIRE(::pthread_getcpuclockid(thread_.native_handle(), &clock) == 0);
+    timespec used{};
+    ::clock_gettime(clock, &used);
+    return std::chrono::milliseconds(used.tv_sec * 1000 + used.tv_nsec / 1000000);
+  }
 
  private:
   asio::io_context io_;
@@ -90,10 +106,18 @@ class ServerThread {
 // A blocking client socket that sends exact bytes and reads exact replies, with deadlines.
 class RawClient {
  public:
-  explicit RawClient(uint16_t port, const char* address = "127.0.0.1", int receive_buffer = 0) {
+  /// `from`: an IPv4 address to bind to before connecting (nullptr: the kernel's choice).
+  explicit RawClient(uint16_t port, const char* address = "127.0.0.1", int receive_buffer = 0,
+                     const char* from = nullptr) {
     bool v6 = std::string_view(address).find(':') != std::string_view::npos;
     fd_ = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd_ >= 0);
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &local.sin_addr);
+      REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+    }
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (receive_buffer > 0) {
@@ -186,6 +210,45 @@ bool run_until(asio::io_context& io, Condition condition, std::chrono::milliseco
     io.run_for(2ms);
   }
   return true;
+}
+
+// Sends what this process writes to stderr (cohort's log) to a file while it lives.
+class StderrCapture {
+ public:
+  explicit StderrCapture(std::string path) : path_(std::move(path)) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    int file = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(file >= 0);
+    ::dup2(file, 2);
+    ::close(file);
+  }
+  ~StderrCapture() { restore(); }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+
+  /// What was written so far.
+  std::string text() {
+    std::fflush(stderr);
+    return read_file(path_);
+  }
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+size_t count_lines(const std::string& text, std::string_view containing) {
+  size_t count = 0;
+  for (const auto& line : split(text, '\n')) count += line.find(containing) != std::string::npos;
+  return count;
 }
 
 const std::string kSetK1 = hex("00 03 00 00 00 00 00 00 00 2f 6b 31 02 00 00 00 00 00 00 00 76 31");
@@ -709,4 +772,116 @@ TEST_CASE("store server: the byte sequences of a PyTorch 2.x client", "[componen
   CHECK(listed == keys);
   CHECK(client.silent());
   CHECK(peer.silent());
+}
+
+TEST_CASE("store server: a write past the quota closes that connection with a logged reason",
+          "[component][store]") {
+  StoreServerOptions options;
+  options.limits.quota_bytes = 64 * 1024;
+  options.limits.max_value_bytes = 16 * 1024;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  RawClient other(server.port());
+  other.send(request(StoreOp::Set, {"/mine"}, {"kept"}));
+  RawClient filler(server.port());
+  std::string value(10 * 1024, 'v');
+  for (int i = 0; i < 6; ++i)
+    filler.send(request(StoreOp::Set, {"/f" + std::to_string(i)}, {value}));
+  CHECK(filler.ask(request(StoreOp::GetNumKeys), 8) == i64(7));  // 61 KiB of 64 stored
+  filler.send(request(StoreOp::Set, {"/f6"}, {value}));
+  CHECK(filler.closed_by_server());
+  RawClient appender(server.port());  // APPEND past the value limit
+  appender.send(validated(StoreOp::Validate, {}, {}, kStoreValidateMagic) +
+                validated(StoreOp::Append, {"/f0"}, {std::string(7 * 1024, 'a')}));
+  CHECK(appender.closed_by_server());
+  CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
+  CHECK(other.ask(request(StoreOp::Get, {"/f5"}), 8 + value.size()) == bytes(value));
+  CHECK(server.num_keys() == 7);
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  CHECK(count_lines(text, "closing the connection from 127.0.0.1") == 2);
+  CHECK(count_lines(text, "past its quota of 65536") == 1);
+  CHECK(count_lines(text, "past the limit of 16384") == 1);
+}
+
+TEST_CASE("store server: only allowed peers are served", "[component][store]") {
+  StoreServerOptions options;
+  options.allowed_peers = std::vector{asio::ip::make_address("127.0.0.1")};
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  RawClient member(server.port());
+  member.send(kSetK1);
+  for (int i = 0; i < 3; ++i) {
+    RawClient stranger(server.port(), "127.0.0.1", 0, "127.0.0.9");
+    stranger.send(kGetK1);
+    CHECK(stranger.closed_by_server());
+  }
+  CHECK(member.ask(kGetK1, 10) == bytes("v1"));
+  CHECK(server.connections() == 1);
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  // One line for the first refusal; the others within the second are counted, not logged.
+  CHECK(count_lines(text, "refused a connection from 127.0.0.9") == 1);
+
+  server.allow(std::vector{asio::ip::make_address("127.0.0.9")});  // the next round's members
+  RawClient now_member(server.port(), "127.0.0.1", 0, "127.0.0.9");
+  CHECK(now_member.ask(kGetK1, 10) == bytes("v1"));
+  RawClient former(server.port());
+  CHECK(former.closed_by_server());
+  server.allow(std::nullopt);  // everyone (the standalone store)
+  RawClient anyone(server.port(), "127.0.0.1", 0, "127.0.0.7");
+  CHECK(anyone.ask(kGetK1, 10) == bytes("v1"));
+}
+
+TEST_CASE("store server: out of descriptors, the acceptor backs off and then accepts again",
+          "[component][store]") {
+  ServerThread server;
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  int pending = ::socket(AF_INET, SOCK_STREAM, 0);  // made before the table is full
+  REQUIRE(pending >= 0);
+  int null = ::open("/dev/null", O_RDONLY);
+  REQUIRE(null >= 0);
+  // Fill the descriptor table: a low soft limit, then copies of /dev/null up to it (bounded).
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 256);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> filler;
+  for (int fd; filler.size() < 256 && (fd = ::dup(null)) >= 0;) filler.push_back(fd);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(server.port());
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  REQUIRE(::connect(pending, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);  // the backlog
+
+  auto cpu_before = server.cpu_time();
+  std::this_thread::sleep_for(1500ms);  // the server keeps failing to accept meanwhile
+  auto cpu_used = server.cpu_time() - cpu_before;
+  for (int fd : filler) ::close(fd);
+  ::close(null);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  std::string text = log.text();
+  CHECK(cpu_used.count() < 150);  // a spinning acceptor takes most of the 1.5 s
+  CHECK(count_lines(text, "store: accept failed") >= 1);
+  CHECK(count_lines(text, "store: accept failed") <= 2);  // at most one line per second
+
+  // Descriptors are free again: the waiting connection is accepted and served (delay <= 1 s).
+  std::string wire = request(StoreOp::GetNumKeys);
+  REQUIRE(::send(pending, wire.data(), wire.size(), MSG_NOSIGNAL) == 1);
+  pollfd poll_fd{pending, POLLIN, 0};
+  REQUIRE(::poll(&poll_fd, 1, 5000) == 1);
+  char reply[8];
+  CHECK(::recv(pending, reply, sizeof reply, MSG_WAITALL) == 8);
+  CHECK(std::string(reply, 8) == i64(0));
+  ::close(pending);
+  log.restore();
 }

@@ -109,3 +109,39 @@ TEST_CASE("the hosted store holds more connections than the user's open-file lim
   CHECK(contains(result.out, "100 connections of 400 answered"));
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("cohortd refuses a bad --store-quota or an unwritable --port-file before listening",
+          "[integration][store]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--port-file", "/nonexistent/dir/port"},
+       "--port-file: cannot write '/nonexistent/dir/port'"},
+      {{"--port-file", "/proc/port"}, "--port-file: cannot write"},
+      {{"--tcpstore-port", "0", "--tcpstore-port-file", "/nonexistent/p"},
+       "--tcpstore-port-file: cannot write"},
+      {{"--store-quota", "12X"}, "--store-quota: expected a positive number of bytes"},
+      {{"--store-quota", "0"}, "--store-quota: expected a positive number of bytes"},
+      {{"--store-quota", "99999999999G"}, "--store-quota: expected a positive number of bytes"},
+  };
+  for (const auto& each : cases) {
+    std::vector<std::string> argv{kCohortdBin, "--host", "127.0.0.1", "--port", "0"};
+    argv.insert(argv.end(), each.flags.begin(), each.flags.end());
+    RunResult result = scratch.run_argv(argv, options, 20s);
+    INFO(each.flags.back() << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, each.message));
+    CHECK_FALSE(contains(result.out, "listening"));
+  }
+  // A good quota with suffix and a writable port file: the daemon starts and says where.
+  std::string port_file = scratch.file("port");
+  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--store-quota", "64M",
+                       "--port-file", port_file},
+                      options);
+  CHECK(wait_until([&] { return file_exists(port_file); }, 10s));
+}

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
+#include "store/tcpstore_codec.hpp"
 #include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
@@ -22,6 +22,8 @@ StoreRequest req(StoreOp op, std::vector<std::string> keys = {},
 
 // Applies requests and keeps what came out, by connection.
 struct Harness {
+  explicit Harness(StoreLimits limits = {}) : store(limits) {}
+
   Store store;
   StoreOutcome outcome;
   std::vector<StoreReply> replies;
@@ -407,4 +409,146 @@ TEST_CASE("store: malformed hand-built requests are refused", "[unit][rendezvous
   h.run(1, req(StoreOp::Get, {}));
   CHECK(h.outcome.close_connection);
   CHECK(h.store.num_keys() == 0);
+}
+
+namespace {
+
+// The quota tests' limits: small enough to reach with a few requests.
+StoreLimits small_limits() {
+  StoreLimits limits;
+  limits.quota_bytes = 4096;
+  limits.max_value_bytes = 1024;
+  limits.max_request_bytes = 2048;
+  limits.max_reply_bytes = 1024;
+  return limits;
+}
+
+}  // namespace
+
+TEST_CASE("store: the quota counts keys, values and queue items, and frees them", "[unit][store]") {
+  Harness h(small_limits());
+  const uint64_t k = kStoreEntryOverheadBytes;
+  h.set(1, "/a", "12345");
+  CHECK(h.store.used_bytes() == 2 + 5 + k);
+  h.set(1, "/a", "1");  // overwrite: only the value changes
+  CHECK(h.store.used_bytes() == 2 + 1 + k);
+  h.run(1, req(StoreOp::Append, {"/a"}, {"234"}));
+  h.run(1, req(StoreOp::Append, {"/b"}, {"xy"}));
+  CHECK(h.store.used_bytes() == (2 + 4 + k) + (2 + 2 + k));
+  h.ask(1, req(StoreOp::Add, {"/n"}, {}, 10));
+  h.ask(1, req(StoreOp::CompareSet, {"/c"}, {"", "new"}));
+  h.run(1, req(StoreOp::MultiSet, {"/d", "/e"}, {"1", "22"}));
+  h.ask(1, req(StoreOp::Barrier, {"/bar"}, {}, 1));
+  h.run(1, req(StoreOp::QueuePush, {"/q"}, {"item"}));
+  h.run(1, req(StoreOp::QueuePush, {"/q"}, {"it"}));
+  CHECK(h.store.used_bytes() == (2 + 4 + k) + (2 + 2 + k) + (2 + 2 + k) + (2 + 3 + k) +
+                                    (2 + 1 + k) + (2 + 2 + k) + (4 + 1 + k) + (2 + k) + (4 + k) +
+                                    (2 + k));
+  for (const char* key : {"/a", "/b", "/n", "/c", "/d", "/e", "/bar"}) {
+    CHECK(h.ask(1, req(StoreOp::DeleteKey, {key})) == i64(1));
+  }
+  h.ask(1, req(StoreOp::QueuePop, {"/q"}));
+  h.ask(1, req(StoreOp::QueuePop, {"/q"}));
+  CHECK(h.store.used_bytes() == 0);
+  CHECK_FALSE(h.outcome.close_connection);
+}
+
+TEST_CASE("store: a write past the quota is refused and the other keys stay", "[unit][store]") {
+  Harness h(small_limits());
+  int stored = 0;
+  for (; stored < 1000; ++stored) {  // a flood of small keys ends at the quota
+    h.run(1, req(StoreOp::Set, {"/k" + std::to_string(stored)}, {"v"}));
+    if (h.outcome.close_connection) break;
+  }
+  CHECK(h.outcome.close_connection);
+  CHECK(h.outcome.reason.find("quota of 4096") != std::string::npos);
+  CHECK(stored > 40);
+  CHECK(stored < 70);  // 4096 / (64 + 5 or 6 bytes)
+  CHECK(h.store.num_keys() == static_cast<size_t>(stored));
+  CHECK(h.store.used_bytes() <= 4096);
+  CHECK(h.store.value("/k0") == "v");
+
+  for (auto request : {req(StoreOp::Set, {"/big"}, {std::string(1000, 'b')}),
+                       req(StoreOp::Append, {"/k0"}, {std::string(1000, 'b')}),
+                       req(StoreOp::QueuePush, {"/q"}, {std::string(1000, 'b')}),
+                       req(StoreOp::MultiSet, {"/x", "/y"}, {std::string(600, 'x'), "y"})}) {
+    INFO(op_name(request.op));
+    h.run(2, request);
+    CHECK(h.outcome.close_connection);
+  }
+  CHECK(h.store.value("/k0") == "v");
+  CHECK_FALSE(h.store.value("/big"));
+  CHECK_FALSE(h.store.value("/y"));  // a refused MULTI_SET stores none of its pairs
+  CHECK(h.store.queue_length("/q") == 0);
+  // Reads, overwrites that do not grow, and deletes still work; a delete makes room.
+  CHECK(h.ask(2, req(StoreOp::Get, {"/k1"})) == bytes("v"));
+  h.set(2, "/k1", "w");
+  CHECK(h.ask(2, req(StoreOp::DeleteKey, {"/k1"})) == i64(1));
+  CHECK(h.ask(2, req(StoreOp::DeleteKey, {"/k2"})) == i64(1));
+  h.set(2, "/new", "v");
+  CHECK_FALSE(h.outcome.close_connection);
+}
+
+TEST_CASE("store: APPEND and MULTI_SET keep to the value and request limits", "[unit][store]") {
+  Harness h(small_limits());
+  h.run(1, req(StoreOp::Append, {"/a"}, {std::string(1000, 'a')}));
+  CHECK_FALSE(h.outcome.close_connection);
+  h.run(1, req(StoreOp::Append, {"/a"}, {std::string(25, 'a')}));  // 1025 after the append
+  CHECK(h.outcome.close_connection);
+  CHECK(h.outcome.reason.find("value of 1025 bytes, past the limit of 1024") != std::string::npos);
+  CHECK(h.store.value("/a")->size() == 1000);
+  h.run(1, req(StoreOp::Append, {"/a"}, {std::string(24, 'a')}));  // exactly at the limit
+  CHECK_FALSE(h.outcome.close_connection);
+
+  h.run(1, req(StoreOp::MultiSet, {"/x", "/y"}, {"x", std::string(1025, 'y')}));
+  CHECK(h.outcome.close_connection);
+  h.run(1, req(StoreOp::MultiSet, {"/x", "/y", "/z"},
+               {std::string(1000, 'x'), std::string(1000, 'y'), std::string(100, 'z')}));
+  CHECK(h.outcome.close_connection);  // 2106 bytes as a whole
+  CHECK(h.outcome.reason.find("past the limit of 2048") != std::string::npos);
+  CHECK(h.store.num_keys() == 1);
+  h.run(1, req(StoreOp::Set, {"/s"}, {std::string(1025, 's')}));
+  CHECK(h.outcome.close_connection);
+  h.run(1, req(StoreOp::CompareSet, {"/s"}, {"", std::string(1025, 's')}));
+  CHECK(h.outcome.close_connection);
+  CHECK(h.store.num_keys() == 1);
+}
+
+TEST_CASE("store: GET, MULTI_GET and LIST_KEYS replies keep to the reply limit", "[unit][store]") {
+  StoreLimits limits = small_limits();
+  limits.max_reply_bytes = 100;
+  Harness h(limits);
+  h.set(1, "/v", std::string(92, 'v'));  // GET reply: 8 + 92 = 100
+  CHECK(h.ask(1, req(StoreOp::Get, {"/v"})) == bytes(std::string(92, 'v')));
+  h.run(1, req(StoreOp::Append, {"/v"}, {"!"}));
+  CHECK(h.ask(1, req(StoreOp::Get, {"/v"})).empty());
+  CHECK(h.outcome.close_connection);
+  CHECK(h.outcome.reason.find("reply of 101 bytes, past the limit of 100") != std::string::npos);
+  CHECK(h.ask(1, req(StoreOp::MultiGet, {"/v"})).empty());
+  CHECK(h.outcome.close_connection);
+  for (int i = 0; i < 10; ++i) h.set(1, "/key" + std::to_string(i), "");
+  CHECK(h.ask(1, req(StoreOp::ListKeys)).empty());  // 8 + 2 * 8 + ... > 100
+  CHECK(h.outcome.close_connection);
+  CHECK(h.store.num_keys() == 11);
+}
+
+TEST_CASE("store: wait registrations count against the quota until answered or dropped",
+          "[unit][store]") {
+  Harness h(small_limits());
+  const uint64_t k = kStoreEntryOverheadBytes;
+  CHECK(h.ask(1, req(StoreOp::Wait, {"/a", "/b"})).empty());
+  CHECK(h.store.used_bytes() == 2 * (2 + k));
+  h.set(2, "/a", "1");
+  CHECK(h.store.used_bytes() == (2 + 1 + k) + 2 * (2 + k));  // still waiting on /b
+  h.set(2, "/b", "2");
+  CHECK(h.woken() == Ids{1});
+  CHECK(h.store.used_bytes() == 2 * (2 + 1 + k));
+  CHECK(h.ask(3, req(StoreOp::Wait, {"/c"})).empty());
+  h.store.disconnect(3);
+  CHECK(h.store.used_bytes() == 2 * (2 + 1 + k));
+  std::vector<std::string> missing(100, "/missing-key");  // 100 * 76 bytes of registrations
+  CHECK(h.ask(4, req(StoreOp::Wait, missing)).empty());
+  CHECK(h.outcome.close_connection);
+  CHECK_FALSE(h.store.is_waiting(4));
+  CHECK(h.store.used_bytes() == 2 * (2 + 1 + k));
 }
