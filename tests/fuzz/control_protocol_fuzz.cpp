@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary bytes go through the control protocol twice, as a daemon or an
 // agent reads them. As bytes: cut into chunks, through the frame decoder and message decoder. As
 // a grammar (JsonGrammar): the bytes choose a message of the protocol with one member mutated,
-// whose values may nest arrays and objects 100,000 deep, repeat an element 100,000 times, or be
-// long strings and odd numbers: shapes that byte mutations of a 4 KB input never reach. Checks
+// whose values may nest arrays and objects 20,000 deep or more, repeat an element 65,536 times, or
+// be long strings and odd numbers: shapes that byte mutations of a 4 KB input never reach. Checks
 // that nothing crashes, overflows the stack, leaks, overflows (UBSan) or allocates from a frame's
 // length prefix, and that every message that decodes encodes to a frame that decodes to the same
 // encoding.
@@ -99,7 +99,7 @@ const std::vector<Members>& templates() {
   return all;
 }
 
-// Reads fuzz bytes as choices that write one JSON text: a valid message with one member replaced,
+// Reads fuzz bytes as choices that write JSON texts: each a valid message with one member replaced,
 // dropped, duplicated, renamed or added, the new values built by the grammar below. A byte is
 // read per choice and 0 once the input is spent; values nest at most kMaxDepth grammar levels
 // and the text stops growing at kBudget bytes, so every input makes a finite document.
@@ -107,6 +107,8 @@ class JsonGrammar {
  public:
   explicit JsonGrammar(const uint8_t* data, size_t size) : data_(data), size_(size) {}
 
+  bool more() const { return pos_ < size_; }
+  // The next message; reads at least one byte.
   std::string message() {
     const Members& members = templates()[pick(templates().size())];
     size_t target = pick(members.size() + 1);  // members.size(): add a member
@@ -138,16 +140,18 @@ class JsonGrammar {
   }
 
  private:
-  // Deep enough for 100,000 levels, small enough to keep a run at hundreds of inputs a second.
-  static constexpr size_t kBudget = kMaxFrameBytes / 4;
+  // Half of it holds 16,384 levels of arrays or 5,461 of objects.
+  static constexpr size_t kBudget = kMaxFrameBytes / 16;
   static constexpr int kMaxDepth = 6;
 
   uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
   size_t pick(size_t choices) { return next() % choices; }
-  // A count on a log scale, so that two bytes reach from 0 to past 100,000.
+  // A count from one byte: below 0x80 its low 4 bits, so that the JSON text of a seed makes
+  // small documents; from 0x80 up a power of two from 16 to 65,536 (from 0xe0).
   size_t amount() {
-    size_t bits = pick(18);
-    return (size_t{1} << bits) - 1 + next();
+    uint8_t byte = next();
+    if (byte < 0x80) return byte & 15;
+    return size_t{1} << std::min(16, 4 + (byte - 0x80) / 8);
   }
   size_t room() const { return out_.size() < kBudget ? kBudget - out_.size() : 0; }
   bool full() const { return room() == 0; }
@@ -211,7 +215,7 @@ class JsonGrammar {
 
   // `amount` levels of open ... value ... close, written in loops: one level of the grammar.
   void nested(std::string_view open, std::string_view close, int depth) {
-    size_t levels = std::min(amount(), room() / (open.size() + close.size()));
+    size_t levels = std::min(amount(), room() / 2 / (open.size() + close.size()));
     for (size_t i = 0; i < levels; ++i) out_ += open;
     value(depth + 1);
     for (size_t i = 0; i < levels; ++i) out_ += close;
@@ -281,8 +285,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_stream(data, size);
   // The same bytes as one payload, without framing: most inputs are not valid frames.
   check_message(std::string(reinterpret_cast<const char*>(data), size));
-  std::string generated = JsonGrammar(data, size).message();
-  check_framed(generated);
-  check_message(generated);
+  // The same bytes as grammar choices, for as many messages as they last: a mutation anywhere in
+  // the input changes one of them.
+  JsonGrammar grammar(data, size);
+  while (grammar.more()) {
+    std::string generated = grammar.message();
+    check_framed(generated);
+    check_message(generated);
+  }
   return 0;
 }
