@@ -1,10 +1,10 @@
 // libFuzzer target: arbitrary bytes go through the control protocol twice, as a daemon or an
 // agent reads them. As bytes: cut into chunks, through the frame decoder and message decoder. As
-// a grammar (JsonGrammar): the bytes choose a message of the protocol with one member mutated,
-// whose values may nest arrays and objects 20,000 deep or more, repeat an element 65,536 times, or
-// be long strings and odd numbers: shapes that byte mutations of a 4 KB input never reach. Checks
-// that nothing crashes, overflows the stack, leaks, overflows (UBSan) or allocates from a frame's
-// length prefix, and that every message that decodes encodes to a frame that decodes to the same
+// a grammar (JsonGrammar): the bytes choose messages of the protocol with one member mutated,
+// whose values may nest arrays 16,000 deep, repeat an element 30,000 times, or be long strings
+// and odd numbers: shapes that byte mutations of a 4 KB input never reach. Checks that nothing
+// crashes, overflows the stack, leaks, overflows (UBSan) or allocates from a frame's length
+// prefix, and that every message that decodes encodes to a frame that decodes to the same
 // encoding.
 #include <algorithm>
 #include <cstddef>
