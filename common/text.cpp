@@ -5,6 +5,27 @@
 #include <cstdlib>
 
 namespace cohort {
+namespace {
+
+// The length of the valid UTF-8 sequence of 2 to 4 bytes that starts at text[at], else 0
+// (stray continuation bytes, overlong forms, surrogates, code points past U+10FFFF, truncation).
+size_t utf8_sequence(std::string_view text, size_t at) {
+  auto byte = [&](size_t i) {
+    return at + i < text.size() ? static_cast<unsigned char>(text[at + i]) : 0;
+  };
+  unsigned char lead = byte(0);
+  if (lead < 0xc2 || lead > 0xf4) return 0;
+  size_t length = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+  unsigned char low = lead == 0xe0 ? 0xa0 : lead == 0xf0 ? 0x90 : 0x80;   // the second byte's
+  unsigned char high = lead == 0xed ? 0x9f : lead == 0xf4 ? 0x8f : 0xbf;  // range
+  if (byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if ((byte(i) & 0xc0) != 0x80) return 0;
+  }
+  return length;
+}
+
+}  // namespace
 
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
@@ -60,6 +81,34 @@ std::string substitute(std::string text, std::string_view name, std::string_view
     text.replace(at, token.size(), value);
   }
   return text;
+}
+
+std::string escape_for_terminal(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    auto byte = static_cast<unsigned char>(text[at]);
+    bool crlf = byte == '\r' && text.substr(at + 1, 1) == "\n";
+    if ((byte >= 0x20 && byte < 0x7f) || byte == '\n' || byte == '\t' || crlf) {
+      out += text[at++];
+      continue;
+    }
+    size_t length = byte >= 0x80 ? utf8_sequence(text, at) : 0;
+    bool c1 = byte == 0xc2 && length == 2 && static_cast<unsigned char>(text[at + 1]) < 0xa0;
+    if (length > 0 && !c1) {
+      out += text.substr(at, length);
+      at += length;
+      continue;
+    }
+    for (size_t end = at + (c1 ? 2 : 1); at < end; ++at) {
+      auto shown = static_cast<unsigned char>(text[at]);
+      out += "\\x";
+      out += kHex[shown >> 4];
+      out += kHex[shown & 0xf];
+    }
+  }
+  return out;
 }
 
 }  // namespace cohort

@@ -1,5 +1,5 @@
 // Small string helpers shared by every layer: concatenation for messages, splitting, trimming,
-// strict integer parsing. Pure functions, safe on any thread.
+// strict integer parsing, escaping for terminals. Pure functions, safe on any thread.
 #pragma once
 
 #include <chrono>
@@ -35,5 +35,11 @@ std::optional<std::chrono::milliseconds> seconds_to_ms(double seconds);
 std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
 /// Replaces every "${name}" in text with its value.
 std::string substitute(std::string text, std::string_view name, std::string_view value);
+/// Text from elsewhere (a worker's output, a peer's message) made safe to print on a terminal:
+/// every byte that a terminal could act on is shown as a visible "\xHH" (ESC as "\x1b", so an
+/// escape sequence prints as inert text): C0 controls except \n and \t (and the \r of "\r\n"),
+/// DEL, C1 controls both as raw bytes and as UTF-8 (U+0080..U+009F, such as U+009B CSI), and
+/// bytes that are not valid UTF-8. Valid UTF-8 and backslashes are kept as they are.
+std::string escape_for_terminal(std::string_view text);
 
 }  // namespace cohort

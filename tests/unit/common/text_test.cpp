@@ -19,3 +19,65 @@ TEST_CASE("seconds become milliseconds only when a duration can hold them", "[un
   CHECK_FALSE(seconds_to_ms(std::numeric_limits<double>::infinity()).has_value());
   CHECK(seconds_to_ms(0.25) == milliseconds(250));
 }
+
+TEST_CASE("escape sequences reach a terminal as visible text", "[unit][common][terminal]") {
+  CHECK(escape_for_terminal("\x1b[31mred\x1b[0m") == "\\x1b[31mred\\x1b[0m");
+  CHECK(escape_for_terminal("\x1b]0;owned\x07") == "\\x1b]0;owned\\x07");  // sets the title
+  CHECK(escape_for_terminal("\x1b"
+                            "c") ==
+        "\\x1b"
+        "c");  // resets the terminal
+  CHECK(escape_for_terminal("a\x1b") == "a\\x1b");
+}
+
+TEST_CASE("C1 controls are escaped as raw bytes and as UTF-8", "[unit][common][terminal]") {
+  CHECK(escape_for_terminal("\x9b"
+                            "2J") ==
+        "\\x9b"
+        "2J");  // 8-bit CSI
+  CHECK(escape_for_terminal("\xc2\x9b"
+                            "2J") ==
+        "\\xc2\\x9b"
+        "2J");                                                               // U+009B CSI
+  CHECK(escape_for_terminal("\xc2\x80\xc2\x9f") == "\\xc2\\x80\\xc2\\x9f");  // U+0080, U+009F
+  CHECK(escape_for_terminal("\xc2\xa0") == "\xc2\xa0");                      // U+00A0 is printable
+}
+
+TEST_CASE("C0 controls and DEL are escaped but newline and tab are kept",
+          "[unit][common][terminal]") {
+  CHECK(escape_for_terminal("ok\n\tnext\n") == "ok\n\tnext\n");
+  CHECK(escape_for_terminal("bell\a") == "bell\\x07");
+  CHECK(escape_for_terminal(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(escape_for_terminal("x\by\x7fz") == "x\\x08y\\x7fz");
+  CHECK(escape_for_terminal("\x0e\x1f") == "\\x0e\\x1f");
+}
+
+TEST_CASE("a bare CR cannot overwrite a line, a CR before LF stays", "[unit][common][terminal]") {
+  CHECK(escape_for_terminal("rank 3 failed\rall good    ") == "rank 3 failed\\x0dall good    ");
+  CHECK(escape_for_terminal("line\r\nnext\r") == "line\r\nnext\\x0d");
+  CHECK(escape_for_terminal("\r\r\n") == "\\x0d\r\n");
+}
+
+TEST_CASE("valid UTF-8 is kept and invalid bytes are escaped", "[unit][common][terminal]") {
+  std::string mixed = "h\xc3\xa9llo \xe2\x86\x92 \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x9a\x80 \\x1b";
+  CHECK(escape_for_terminal(mixed) == mixed);
+  CHECK(escape_for_terminal("\xc3\xa9\x1b[2J\xe2\x82\xac") == "\xc3\xa9\\x1b[2J\xe2\x82\xac");
+  CHECK(escape_for_terminal("\xff\xfe") == "\\xff\\xfe");
+  CHECK(escape_for_terminal("\xe2\x82") == "\\xe2\\x82");  // truncated
+  CHECK(escape_for_terminal("\xe2\x82x") == "\\xe2\\x82x");
+  CHECK(escape_for_terminal("\xc0\xaf") == "\\xc0\\xaf");                    // overlong '/'
+  CHECK(escape_for_terminal("\xed\xa0\x80") == "\\xed\\xa0\\x80");           // surrogate U+D800
+  CHECK(escape_for_terminal("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  CHECK(escape_for_terminal("\xf4\x8f\xbf\xbf") == "\xf4\x8f\xbf\xbf");      // U+10FFFF
+}
+
+TEST_CASE("no single byte survives escaping as a control", "[unit][common][terminal]") {
+  for (int value = 0; value < 256; ++value) {
+    std::string escaped = escape_for_terminal(std::string(1, static_cast<char>(value)));
+    INFO(value << " -> " << escaped);
+    for (char c : escaped) {
+      auto byte = static_cast<unsigned char>(c);
+      CHECK(((byte >= 0x20 && byte < 0x7f) || byte == '\n' || byte == '\t'));
+    }
+  }
+}
