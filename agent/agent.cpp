@@ -113,7 +113,8 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::ShowProgress>) {
           if (log::enabled(typed.level)) write_all(STDERR_FILENO, typed.line);
         } else if constexpr (std::is_same_v<T, agent::PrintSummary>) {
-          write_all(STDERR_FILENO, typed.summary);
+          // Quotes workers' stderr, and other nodes' summaries come through the daemon.
+          write_all(STDERR_FILENO, escape_for_terminal(typed.summary));
         } else if constexpr (std::is_same_v<T, agent::Exit>) {
           finish(typed.code);
         }

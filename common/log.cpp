@@ -55,8 +55,10 @@ Level level_from_env(Level fallback) {
 
 bool enabled(Level level) { return level >= g_level.load(std::memory_order_relaxed); }
 
+// Messages quote what peers and workers sent (run ids, addresses, error texts): control bytes
+// are made visible so that none of it can drive the console.
 void write(Level level, std::string_view message) {
-  logger()->log(to_spdlog(level), "{}", message);
+  logger()->log(to_spdlog(level), "{}", escape_for_terminal(message));
 }
 
 }  // namespace cohort::log

@@ -151,3 +151,16 @@ TEST_CASE("an agent does not host a rendezvous other hosts reach without a token
   CHECK(result.status == cohort::ExitStatus::exited(3));
   CHECK(contains(result.err, "without a token anyone who reaches it"));
 }
+
+TEST_CASE("control characters a worker writes reach the failure summary escaped",
+          "[integration][security]") {
+  Scratch scratch;
+  RunResult result =
+      scratch.run({"--standalone", "--no-python", "/bin/sh", "-c",
+                   "printf 'clear \\033[2J title \\033]0;owned\\007 bell\\n' >&2; exit 5"});
+  CHECK(result.status == cohort::ExitStatus::exited(5));
+  std::string summary = failure_summary(result.err);
+  INFO(summary);
+  CHECK(contains(summary, "clear \\x1b[2J title \\x1b]0;owned\\x07 bell"));
+  CHECK_FALSE(contains(summary, "\x1b"));
+}
