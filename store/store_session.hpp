@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
+#include "store/tcpstore_codec.hpp"
 
 namespace cohort {
 

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
+#include "store/tcpstore_codec.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"

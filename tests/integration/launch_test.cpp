@@ -10,8 +10,7 @@
 namespace cohort::test {
 namespace {
 
-const std::string kAllreduce =
-    std::string(kSourceDir) + "/tests/integration/elastic_allreduce.py";
+const std::string kAllreduce = std::string(kSourceDir) + "/tests/integration/elastic_allreduce.py";
 
 // The environment of the launching shell: torch's Python, Gloo on loopback.
 std::map<std::string, std::string> launch_env() {

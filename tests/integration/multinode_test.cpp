@@ -379,11 +379,10 @@ TEST_CASE("without cohortd, an agent on the endpoint's host hosts the rendezvous
   }
   std::vector<std::unique_ptr<ChildProcess>> nodes;
   for (size_t i = 0; i < 2; ++i) {
-    nodes.push_back(scratch.start({"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend",
-                                   "c10d", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
-                                   "--rdzv-id", "hosted", "--local-addr", kAddresses[i],
-                                   "--no-python", kTestWorkerBin, "--dump-env",
-                                   scratch.file("hosted_{RANK}.json")}));
+    nodes.push_back(scratch.start(
+        {"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+         "127.0.0.1:" + std::to_string(port), "--rdzv-id", "hosted", "--local-addr", kAddresses[i],
+         "--no-python", kTestWorkerBin, "--dump-env", scratch.file("hosted_{RANK}.json")}));
   }
   for (auto& node : nodes) {
     auto status = node->wait(30s);

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
+#include "store/tcpstore_codec.hpp"
 #include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
