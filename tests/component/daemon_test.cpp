@@ -6,7 +6,6 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "proto/control_frame.hpp"
@@ -244,9 +243,17 @@ TEST_CASE("status lists runs and nodes", "[component][daemon]") {
   Client status(d.daemon.port());
   status.send(proto::StatusRequest{});
   auto reply = status.expect<proto::StatusReply>();
-  auto json = nlohmann::json::parse(reply.json);
-  REQUIRE(json["runs"].size() == 1);
-  CHECK(json["runs"][0]["run_id"] == "job");
-  CHECK(json["runs"][0]["phase"] == "forming");
-  CHECK(json["runs"][0]["nodes"][0]["address"] == "addr-a");
+  CHECK(reply.port == d.daemon.port());
+  REQUIRE(reply.runs.size() == 1);
+  const proto::StatusRun& run = reply.runs[0];
+  CHECK(run.run_id == "job");
+  CHECK(run.phase == "forming");
+  CHECK(run.round == -1);
+  CHECK(run.store_port == 0);
+  REQUIRE(run.nodes.size() == 1);
+  CHECK(run.nodes[0].address == "addr-a");
+  CHECK(run.nodes[0].state == "joining");
+  CHECK(run.nodes[0].group_rank == -1);
+  CHECK(run.nodes[0].local_world_size == 2);
+  CHECK_FALSE(run.nodes[0].succeeded);
 }

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "proto/control_messages.hpp"
 #include "tests/integration/integration_support.hpp"
 
 namespace cohort::test {
@@ -65,14 +66,18 @@ class Cluster {
   int daemons_ = 0;
 };
 
-/// `cohort status --rdzv-endpoint ... --json` parsed.
-inline nlohmann::json daemon_status(const std::string& endpoint) {
+/// `cohort status --rdzv-endpoint ... --json`, read back.
+inline proto::StatusReply daemon_status(const std::string& endpoint) {
   RunResult result =
       run_to_end({kCohortBin, "status", "--rdzv-endpoint", endpoint, "--json"},
                  ChildOptions{{}, {}, "", std::filesystem::temp_directory_path(), "status"}, 10s);
   INFO(result.err);
   REQUIRE(result.status.success());
-  return nlohmann::json::parse(result.out);
+  std::string error;
+  std::optional<proto::StatusReply> status = proto::decode_status_document(result.out, error);
+  INFO(result.out << error);
+  REQUIRE(status);
+  return *status;
 }
 
 }  // namespace cohort::test
