@@ -12,33 +12,28 @@
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
-#include "proto/untrusted_json.hpp"
 
 namespace cohort {
-namespace {
 
-void print_table(const nlohmann::json& status) {
-  const auto& runs = status["runs"];
-  if (runs.empty()) {
-    std::cout << "no runs\n";
+void print_status_table(const proto::StatusReply& status, std::ostream& out) {
+  if (status.runs.empty()) {
+    out << "no runs\n";
     return;
   }
-  for (const auto& run : runs) {
-    std::cout << "run " << run["run_id"].get<std::string>() << ": "
-              << run["phase"].get<std::string>() << ", round " << run["round"] << ", restarts "
-              << run["restarts_used"] << "/" << run["max_restarts"] << ", nodes "
-              << run["min_nodes"] << ":" << run["max_nodes"] << ", worker store port "
-              << run["store_port"] << "\n";
-    for (const auto& node : run["nodes"]) {
-      std::cout << "  " << node["address"].get<std::string>() << "  "
-                << node["state"].get<std::string>();
-      if (node["group_rank"].get<int>() >= 0) std::cout << "  rank " << node["group_rank"];
-      std::cout << "  workers " << node["local_world_size"]
-                << (node["succeeded"].get<bool>() ? "  done" : "") << "  ("
-                << node["node_id"].get<std::string>() << ")\n";
+  for (const proto::StatusRun& run : status.runs) {
+    out << "run " << run.run_id << ": " << run.phase << ", round " << run.round << ", restarts "
+        << run.restarts_used << "/" << run.max_restarts << ", nodes " << run.min_nodes << ":"
+        << run.max_nodes << ", worker store port " << run.store_port << "\n";
+    for (const proto::StatusNode& node : run.nodes) {
+      out << "  " << node.address << "  " << node.state;
+      if (node.group_rank >= 0) out << "  rank " << node.group_rank;
+      out << "  workers " << node.local_world_size << (node.succeeded ? "  done" : "") << "  ("
+          << node.node_id << ")\n";
     }
   }
 }
+
+namespace {
 
 // The next message on a blocking socket; nullopt (with `problem` set) on a read error, a timeout
 // or a malformed frame.
@@ -109,15 +104,9 @@ int run_status_command(const StatusQuery& query) {
     return kExitRendezvous;
   }
   if (query.json) {
-    std::cout << reply->json << "\n";
+    std::cout << proto::encode_status_document(*reply) << "\n";
   } else {
-    nlohmann::json status = proto::parse_untrusted_json(reply->json);
-    if (!status.is_object()) {
-      std::cerr << "cohort status: " << query.endpoint
-                << " sent a status that is not a JSON object\n";
-      return kExitRendezvous;
-    }
-    print_table(status);
+    print_status_table(*reply, std::cout);
   }
   return kExitSuccess;
 }

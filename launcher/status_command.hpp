@@ -3,9 +3,15 @@
 // and prints it. Blocking; main thread.
 #pragma once
 
+#include <ostream>
 #include <string>
 
+#include "proto/control_messages.hpp"
+
 namespace cohort {
+
+/// The table `cohort status` prints: one line per run, one indented line per node.
+void print_status_table(const proto::StatusReply& status, std::ostream& out);
 
 struct StatusQuery {
   std::string endpoint = "127.0.0.1:29400";

@@ -27,7 +27,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, json)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusNode, node_id, address, state, group_rank,
+                                   local_world_size, succeeded)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusRun, run_id, phase, round, restarts_used, max_restarts,
+                                   min_nodes, max_nodes, store_port, nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, port, runs)
 
 // Empty messages have no fields.
 template <typename T>
@@ -163,29 +167,23 @@ std::string out_of_range(const ControlMessage& message) {
     if (failed->rank < 0 || failed->local_rank < 0) return "rank";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
+  } else if (const auto* status = std::get_if<StatusReply>(&message)) {
+    if (!in_range(status->port, 0, 65535)) return "port";
+    for (const StatusRun& run : status->runs) {
+      if (!in_range(run.store_port, 0, 65535)) return "store_port";
+    }
   }
   return {};
 }
 
-}  // namespace
-
-const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
-
-std::string encode_message(const ControlMessage& message) {
-  json out;
-  std::visit([&](const auto& typed) { out = typed; }, message);
-  out["type"] = message_type(message);
-  // Text from workers (a failure summary quotes their stderr) may be any bytes: invalid UTF-8
-  // becomes U+FFFD instead of an exception.
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+// Text from workers (a failure summary quotes their stderr) may be any bytes: invalid UTF-8
+// becomes U+FFFD instead of an exception.
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
-  json in = parse_untrusted_json(payload);
-  if (in.is_discarded() || !in.is_object()) {
-    error = "frame is not a JSON object";  // or one nested deeper than kMaxJsonDepth
-    return std::nullopt;
-  }
+// A parsed object with its "type": the message, or nullopt with `error` set.
+std::optional<ControlMessage> decode_object(const json& in, std::string& error) {
   auto type = in.find("type");
   if (type == in.end() || !type->is_string()) {
     error = "frame has no \"type\"";
@@ -209,6 +207,40 @@ std::optional<ControlMessage> decode_message(const std::string& payload, std::st
     error = "bad \"" + type->get<std::string>() + "\" message: " + failure.what();
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
+
+std::string encode_message(const ControlMessage& message) {
+  json out;
+  std::visit([&](const auto& typed) { out = typed; }, message);
+  out["type"] = message_type(message);
+  return dump(out);
+}
+
+std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
+  json in = parse_untrusted_json(payload);
+  if (in.is_discarded() || !in.is_object()) {
+    error = "frame is not a JSON object";  // or one nested deeper than kMaxJsonDepth
+    return std::nullopt;
+  }
+  return decode_object(in, error);
+}
+
+std::string encode_status_document(const StatusReply& status) { return dump(json(status)); }
+
+std::optional<StatusReply> decode_status_document(const std::string& text, std::string& error) {
+  json in = parse_untrusted_json(text);
+  if (in.is_discarded() || !in.is_object()) {
+    error = "status is not a JSON object";
+    return std::nullopt;
+  }
+  in["type"] = message_type(StatusReply{});
+  std::optional<ControlMessage> message = decode_object(in, error);
+  if (!message) return std::nullopt;
+  return std::get<StatusReply>(std::move(*message));
 }
 
 }  // namespace cohort::proto

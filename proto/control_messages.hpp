@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/text.hpp"
 
@@ -110,8 +111,29 @@ struct Error {  ///< sent before the daemon closes the connection
   std::string message;
   bool rejoin = false;  ///< the node was lost (no heartbeat): it may join again as a new node
 };
+// The answer to `status`: what the daemon knows of every run it has (cohort status prints it).
+struct StatusNode {
+  std::string node_id;
+  std::string address;
+  std::string state;    ///< "joining", "member", "restarting", "waiting" or "spare"
+  int group_rank = -1;  ///< in the current round; -1 when not a member
+  int local_world_size = 0;
+  bool succeeded = false;
+};
+struct StatusRun {
+  std::string run_id;
+  std::string phase;  ///< "forming", "running", "completed" or "failed"
+  int round = -1;     ///< -1 before the first round
+  int restarts_used = 0;
+  int max_restarts = 0;
+  int min_nodes = 0;
+  int max_nodes = 0;
+  int store_port = 0;  ///< the current round's worker store; 0 when there is none
+  std::vector<StatusNode> nodes;
+};
 struct StatusReply {
-  std::string json;  ///< the daemon's runs, rounds and members, as a JSON document
+  int port = 0;  ///< the daemon's control port
+  std::vector<StatusRun> runs;
 };
 
 using ControlMessage = std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave,
@@ -126,5 +148,10 @@ std::string encode_message(const ControlMessage& message);
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error);
 /// "hello", "round", ...: the message's type name.
 const char* message_type(const ControlMessage& message);
+
+/// The JSON document `cohort status --json` prints: the reply's fields without "type".
+std::string encode_status_document(const StatusReply& status);
+/// Reads such a document back, checked as decode_message checks a `status_reply`.
+std::optional<StatusReply> decode_status_document(const std::string& text, std::string& error);
 
 }  // namespace cohort::proto

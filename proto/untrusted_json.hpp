@@ -9,7 +9,8 @@
 
 namespace cohort::proto {
 
-/// Deeper than any message of the protocol (3) or an error file of PyTorch's (3) will ever be.
+/// Deeper than any message of the protocol (5: a status_reply's nodes) or an error file of
+/// PyTorch's (3) will ever be.
 constexpr int kMaxJsonDepth = 32;
 
 /// The parsed value, or a discarded one (`is_discarded()`) when `text` is not JSON or nests

@@ -8,7 +8,7 @@ enum class ConnectionLoss {
   CannotReach,       ///< no connection could be made before the connect deadline
   Closed,            ///< an established connection closed (by the peer, a write error, a bad frame)
   HeartbeatTimeout,  ///< an established connection stayed silent past the heartbeat timeout
-  Untrusted,  ///< the daemon broke the handshake or could not prove it holds the token
+  Untrusted,         ///< the daemon broke the handshake or could not prove it holds the token
 };
 
 }  // namespace cohort

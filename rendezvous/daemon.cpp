@@ -1,7 +1,6 @@
 #include "rendezvous/daemon.hpp"
 
 #include <boost/asio/ip/v6_only.hpp>
-#include <nlohmann/json.hpp>
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
@@ -261,7 +260,7 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
                                  "authentication failed");
     }
   }
-  session.close_after(proto::StatusReply{status_json(request.run_id)}, "status sent");
+  session.close_after(status(request.run_id), "status sent");
 }
 
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
@@ -435,32 +434,26 @@ void RendezvousDaemon::schedule() {
   });
 }
 
-std::string RendezvousDaemon::status_json(const std::string& only_run) const {
-  nlohmann::json runs = nlohmann::json::array();
+proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
+  proto::StatusReply status{port_, {}};
   for (const auto& [id, run] : runs_) {
     if (!only_run.empty() && id != only_run) continue;
     const rdzv::RunState& state = *run.state;
-    nlohmann::json nodes = nlohmann::json::array();
+    proto::StatusRun& out = status.runs.emplace_back();
+    out.run_id = id;
+    out.phase = phase_name(state.phase());
+    out.round = state.round();
+    out.restarts_used = state.restarts_used();
+    out.max_restarts = state.config().max_restarts;
+    out.min_nodes = state.config().min_nodes;
+    out.max_nodes = state.config().max_nodes;
+    out.store_port = run.store ? run.store->port() : 0;
     for (const auto& view : state.nodes()) {
-      nodes.push_back({{"node_id", view.info.node_id},
-                       {"address", view.info.address},
-                       {"state", role_name(view.role)},
-                       {"group_rank", view.group_rank},
-                       {"local_world_size", view.info.local_world_size},
-                       {"succeeded", view.succeeded}});
+      out.nodes.push_back({view.info.node_id, view.info.address, role_name(view.role),
+                           view.group_rank, view.info.local_world_size, view.succeeded});
     }
-    runs.push_back({{"run_id", id},
-                    {"phase", phase_name(state.phase())},
-                    {"round", state.round()},
-                    {"restarts_used", state.restarts_used()},
-                    {"max_restarts", state.config().max_restarts},
-                    {"min_nodes", state.config().min_nodes},
-                    {"max_nodes", state.config().max_nodes},
-                    {"store_port", run.store ? run.store->port() : 0},
-                    {"nodes", nodes}});
   }
-  return nlohmann::json{{"port", port_}, {"runs", runs}}.dump(
-      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return status;
 }
 
 }  // namespace cohort

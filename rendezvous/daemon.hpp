@@ -48,8 +48,8 @@ class RendezvousDaemon {
   void cancel_runs(int exit_status, const std::string& reason);
   /// Called whenever a run ends (completed or failed) and is forgotten.
   std::function<void()> on_run_ended;
-  /// The daemon's state as JSON (what `cohort status` prints).
-  std::string status_json(const std::string& only_run = {}) const;
+  /// What the daemon knows of its runs (what `cohort status` prints): every run, or `only_run`.
+  proto::StatusReply status(const std::string& only_run = {}) const;
 
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.

@@ -38,9 +38,8 @@ int main() {
   asio::io_context io;
   bp2::error_code ec;
   // The shell prints 1 when its pgid equals its pid (setpgid ran) and exits 3.
-  bp2::process child = bp2::posix::default_launcher()(io.get_executor(), ec, "/bin/sh",
-                                                std::vector<std::string>{"-c", "exit 3"},
-                                                ChildSetup{});
+  bp2::process child = bp2::posix::default_launcher()(
+      io.get_executor(), ec, "/bin/sh", std::vector<std::string>{"-c", "exit 3"}, ChildSetup{});
   if (ec) return 10;
   if (::getpgid(child.id()) != child.id()) return 11;
   int status = 0;

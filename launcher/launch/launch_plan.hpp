@@ -13,8 +13,8 @@
 #include "common/log.hpp"
 #include "launcher/launch/forwarded_env.hpp"
 #include "launcher/launch/hostfile.hpp"
-#include "launcher/run_options.hpp"
 #include "launcher/launch/ssh_command.hpp"
+#include "launcher/run_options.hpp"
 #include "rendezvous/daemon.hpp"
 
 namespace cohort {

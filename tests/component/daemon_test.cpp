@@ -6,7 +6,6 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/clock.hpp"
@@ -268,11 +267,19 @@ TEST_CASE("status lists runs and nodes", "[component][daemon]") {
   Client status(d.daemon.port());
   status.send(proto::StatusRequest{});
   auto reply = status.expect<proto::StatusReply>();
-  auto json = nlohmann::json::parse(reply.json);
-  REQUIRE(json["runs"].size() == 1);
-  CHECK(json["runs"][0]["run_id"] == "job");
-  CHECK(json["runs"][0]["phase"] == "forming");
-  CHECK(json["runs"][0]["nodes"][0]["address"] == "addr-a");
+  CHECK(reply.port == d.daemon.port());
+  REQUIRE(reply.runs.size() == 1);
+  const proto::StatusRun& run = reply.runs[0];
+  CHECK(run.run_id == "job");
+  CHECK(run.phase == "forming");
+  CHECK(run.round == -1);
+  CHECK(run.store_port == 0);
+  REQUIRE(run.nodes.size() == 1);
+  CHECK(run.nodes[0].address == "addr-a");
+  CHECK(run.nodes[0].state == "joining");
+  CHECK(run.nodes[0].group_rank == -1);
+  CHECK(run.nodes[0].local_world_size == 2);
+  CHECK_FALSE(run.nodes[0].succeeded);
 }
 
 TEST_CASE("with a token, hello and status must prove it; a wrong or missing proof is refused",
@@ -311,7 +318,8 @@ TEST_CASE("with a token, hello and status must prove it; a wrong or missing proo
   Client admin(d.daemon.port());
   auto status = admin.status("", token);
   REQUIRE(std::holds_alternative<proto::StatusReply>(status));
-  CHECK(std::get<proto::StatusReply>(status).json.find("\"job\"") != std::string::npos);
+  REQUIRE(std::get<proto::StatusReply>(status).runs.size() == 1);
+  CHECK(std::get<proto::StatusReply>(status).runs[0].run_id == "job");
 }
 
 TEST_CASE("a run's derived token acts on that run only", "[component][daemon][auth]") {
@@ -333,9 +341,9 @@ TEST_CASE("a run's derived token acts on that run only", "[component][daemon][au
   Client mine(d.daemon.port());
   auto status = mine.status("blue", blue);
   REQUIRE(std::holds_alternative<proto::StatusReply>(status));
-  std::string json = std::get<proto::StatusReply>(status).json;
-  CHECK(json.find("\"blue\"") != std::string::npos);
-  CHECK(json.find("\"red\"") == std::string::npos);
+  const auto& runs = std::get<proto::StatusReply>(status).runs;
+  REQUIRE(runs.size() == 1);  // red is not shown to blue's token
+  CHECK(runs[0].run_id == "blue");
   Client theirs(d.daemon.port());
   CHECK(std::holds_alternative<proto::Error>(theirs.status("red", blue)));
 }

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store/tcpstore_codec.hpp"
 #include "store/store.hpp"
+#include "store/tcpstore_codec.hpp"
 
 namespace {
 

@@ -23,15 +23,15 @@ struct Example {
   std::vector<std::string> fault;  // how the failure test makes a worker fail
 };
 
-std::optional<Example> python_example() {
-  if (!python_has_torch()) return std::nullopt;
+Example python_example() {
+  require_torch();
   return Example{"PyTorch",
                  {std::string(kSourceDir) + "/examples/python/train_ddp.py"},
                  {},
                  {"--fail-exit-code", "7"}};
 }
 
-std::optional<Example> libtorch_example() {
+Example libtorch_example() {
 #ifdef COHORT_TEST_LIBTORCH_TRAIN_DDP
   // Small gradient buckets, so that the model's gradients travel in several of them.
   return Example{"LibTorch",
@@ -39,14 +39,11 @@ std::optional<Example> libtorch_example() {
                  {"--bucket-cap-kb", "1"},
                  {"--fail-signal", "SIGKILL"}};
 #else
-  return std::nullopt;
+  require_prerequisite(false,
+                       "examples/libtorch/train_ddp, built when CMake finds LibTorch "
+                       "(scripts/setup installs libtorch-dev)");
+  return {};
 #endif
-}
-
-std::optional<Example> example_or_skip(const std::string& which) {
-  std::optional<Example> example = which == "PyTorch" ? python_example() : libtorch_example();
-  if (!example) WARN("skipped: the " << which << " example cannot run here (no torch)");
-  return example;
 }
 
 // Debian's python3 (which has torch), and Gloo on loopback only.
@@ -373,41 +370,41 @@ void check_sigterm_resume(const Example& example) {
 
 TEST_CASE("PyTorch example: 2 workers train exactly like 1 worker on the same global batches",
           "[integration][examples][pytorch]") {
-  if (auto example = example_or_skip("PyTorch")) check_exact_synchronisation(*example);
+  check_exact_synchronisation(python_example());
 }
 
 TEST_CASE("LibTorch example: 2 workers train exactly like 1 worker on the same global batches",
           "[integration][examples][libtorch]") {
-  if (auto example = example_or_skip("LibTorch")) check_exact_synchronisation(*example);
+  check_exact_synchronisation(libtorch_example());
 }
 
 TEST_CASE("PyTorch example: a worker failure resumes from the checkpoint, no step lost or repeated",
           "[integration][examples][pytorch]") {
-  if (auto example = example_or_skip("PyTorch")) check_worker_failure(*example);
+  check_worker_failure(python_example());
 }
 
 TEST_CASE(
     "LibTorch example: a worker failure resumes from the checkpoint, no step lost or repeated",
     "[integration][examples][libtorch]") {
-  if (auto example = example_or_skip("LibTorch")) check_worker_failure(*example);
+  check_worker_failure(libtorch_example());
 }
 
 TEST_CASE("PyTorch example: after a node loss the survivor finishes at world size 2",
           "[integration][examples][pytorch][multinode]") {
-  if (auto example = example_or_skip("PyTorch")) check_node_loss(*example);
+  check_node_loss(python_example());
 }
 
 TEST_CASE("LibTorch example: after a node loss the survivor finishes at world size 2",
           "[integration][examples][libtorch][multinode]") {
-  if (auto example = example_or_skip("LibTorch")) check_node_loss(*example);
+  check_node_loss(libtorch_example());
 }
 
 TEST_CASE("PyTorch example: SIGTERM checkpoints, cohort exits 143, a new run resumes there",
           "[integration][examples][pytorch][signals]") {
-  if (auto example = example_or_skip("PyTorch")) check_sigterm_resume(*example);
+  check_sigterm_resume(python_example());
 }
 
 TEST_CASE("LibTorch example: SIGTERM checkpoints, cohort exits 143, a new run resumes there",
           "[integration][examples][libtorch][signals]") {
-  if (auto example = example_or_skip("LibTorch")) check_sigterm_resume(*example);
+  check_sigterm_resume(libtorch_example());
 }

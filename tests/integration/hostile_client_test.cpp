@@ -49,9 +49,9 @@ TEST_CASE("a frame nested 20,000 deep leaves cohortd and its runs alive",
   CHECK(send_and_expect_close(cluster.port(), deep_frame()));
   CHECK(process_alive(cluster.daemon().pid()));
   auto status = daemon_status(cluster.endpoint());
-  REQUIRE(status["runs"].size() == 1);
-  CHECK(status["runs"][0]["run_id"] == "victim");
-  CHECK(status["runs"][0]["phase"] == "running");
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].run_id == "victim");
+  CHECK(status.runs[0].phase == "running");
   CHECK(process_alive(read_pid(scratch.file("pid_0"))));
   node->signal(SIGTERM);
   auto exit = node->wait(10s);
@@ -80,8 +80,8 @@ TEST_CASE("a frame nested 20,000 deep leaves an agent that hosts the rendezvous 
   CHECK(process_alive(agent->pid()));
   CHECK(process_alive(read_pid(scratch.file("pid_0"))));
   auto status = daemon_status("127.0.0.1:" + std::to_string(port));
-  REQUIRE(status["runs"].size() == 1);
-  CHECK(status["runs"][0]["run_id"] == "hosted");
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].run_id == "hosted");
   agent->signal(SIGTERM);
   auto exit = agent->wait(10s);
   INFO(agent->output());
@@ -117,7 +117,9 @@ TEST_CASE("a run on a daemon with a token: members prove it, strangers are refus
   auto a = cluster.node("127.0.0.2", flags, {"--pid-file", scratch.file("pid_{RANK}"), "--hang"});
   auto b = cluster.node("127.0.0.3", flags, {"--pid-file", scratch.file("pid_{RANK}"), "--hang"});
   REQUIRE(wait_until([&] { return file_exists(scratch.file("pid_1")); }, 20s));
-  CHECK(daemon_status(cluster.endpoint(), cluster.token_file())["runs"][0]["phase"] == "running");
+  auto status = daemon_status(cluster.endpoint(), cluster.token_file());
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].phase == "running");
 
   // No token: the agent exits 3 naming what is missing; status is refused the same way.
   RunResult stranger =

@@ -261,6 +261,13 @@ inline std::vector<std::string> entries_starting_with(const std::string& dir,
   return names;
 }
 
+/// Fails the test, naming what is missing and how to get it, unless `present`. scripts/setup
+/// installs every prerequisite of the tests (torch, Slurm, sshd, ...), so a missing one is a
+/// failure, never a silent skip.
+inline void require_prerequisite(bool present, const std::string& what) {
+  if (!present) FAIL("missing prerequisite: " << what);
+}
+
 inline const std::string kPython = "/usr/bin/python3";
 
 /// True when Debian's python3 can import torch.distributed.
@@ -276,6 +283,11 @@ inline bool python_has_torch() {
     }
   }();
   return has;
+}
+
+inline void require_torch() {
+  require_prerequisite(python_has_torch(),
+                       kPython + " with torch (scripts/setup installs python3-torch)");
 }
 
 // torch 1.13's TCPStore server (torchrun's rendezvous store on the fixed port 29400, and rank 0's
@@ -298,10 +310,9 @@ inline bool private_network_available() {
 }
 
 inline std::vector<std::string> loopback_only(const std::vector<std::string>& argv) {
-  if (!private_network_available()) {
-    WARN("no private network namespace (unshare -n): torch's stores bind the wildcard address");
-    return argv;
-  }
+  require_prerequisite(private_network_available(),
+                       "a private network namespace (unshare -n, as root) for torch's stores, "
+                       "which bind the wildcard address");
   std::vector<std::string> wrapped{"/usr/bin/unshare",
                                    "-n",
                                    "/bin/sh",

@@ -65,8 +65,8 @@ std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& add
 
 TEST_CASE("launch: a Gloo job across three hosts, ranks in host order, host:rank prefixes",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
-  REQUIRE(python_has_torch());
+  require_ssh();
+  require_torch();
   Scratch scratch;
   SshHosts hosts(scratch, 3);
   RunResult result =
@@ -81,7 +81,7 @@ TEST_CASE("launch: a Gloo job across three hosts, ranks in host order, host:rank
 
 TEST_CASE("launch: environment forwarding, working directory, slots and node ranks",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 2);
   std::ofstream(scratch.file(".cohort_env")) << "# job settings\nFROM_ENV_FILE=file value\n"
@@ -119,7 +119,7 @@ TEST_CASE("launch: environment forwarding, working directory, slots and node ran
 
 TEST_CASE("launch: --include and --exclude pick hosts and slots (CUDA_VISIBLE_DEVICES)",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 3);
   std::ofstream(scratch.file("hostfile")) << hosts.address(0) << " slots=2\n"
@@ -158,7 +158,7 @@ TEST_CASE("launch: --include and --exclude pick hosts and slots (CUDA_VISIBLE_DE
 
 TEST_CASE("launch: a hostfile with errors names each line, and nothing starts",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 2);
   std::ofstream(scratch.file("hostfile")) << "# cluster\n"
@@ -178,7 +178,7 @@ TEST_CASE("launch: a hostfile with errors names each line, and nothing starts",
 
 TEST_CASE("launch: an unreachable host, or one without cohort, is reported before anything starts",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 2);
   SECTION("no sshd on 127.0.0.9") {
@@ -207,7 +207,7 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
 
 TEST_CASE("launch: a worker failure ends every host with the root cause's exit code",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 2);
   RunResult result = launch(scratch, hosts,
@@ -224,7 +224,7 @@ TEST_CASE("launch: a worker failure ends every host with the root cause's exit c
 
 TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 3);
   ChildProcess launcher(
@@ -246,7 +246,7 @@ TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
 
 TEST_CASE("launch: --rdzv-endpoint uses a running cohortd; Ctrl-C closes the ssh connections",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
+  require_ssh();
   Scratch scratch;
   Cluster cluster(scratch);
   cluster.start_daemon();
@@ -282,8 +282,8 @@ TEST_CASE("launch: --rdzv-endpoint uses a running cohortd; Ctrl-C closes the ssh
 
 TEST_CASE("launch: a host killed mid-run with --nnodes 2:3; the other two finish the job",
           "[integration][launch]") {
-  REQUIRE(sshd_available());
-  REQUIRE(python_has_torch());
+  require_ssh();
+  require_torch();
   Scratch scratch;
   SshHosts hosts(scratch, 3);
   ChildProcess launcher(

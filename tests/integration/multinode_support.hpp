@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "proto/control_messages.hpp"
 #include "tests/integration/integration_support.hpp"
 
 namespace cohort::test {
@@ -75,16 +76,20 @@ class Cluster {
   std::string token_file_;
 };
 
-/// `cohort status --rdzv-endpoint ... --json` parsed (proving `token_file`'s token, if any).
-inline nlohmann::json daemon_status(const std::string& endpoint,
-                                    const std::string& token_file = {}) {
+/// `cohort status --rdzv-endpoint ... --json` (proving `token_file`'s token, if any), read back.
+inline proto::StatusReply daemon_status(const std::string& endpoint,
+                                        const std::string& token_file = {}) {
   std::vector<std::string> argv{kCohortBin, "status", "--rdzv-endpoint", endpoint, "--json"};
   if (!token_file.empty()) argv.insert(argv.end(), {"--token-file", token_file});
   RunResult result = run_to_end(
       argv, ChildOptions{{}, {}, "", std::filesystem::temp_directory_path(), "status"}, 10s);
   INFO(result.err);
   REQUIRE(result.status.success());
-  return nlohmann::json::parse(result.out);
+  std::string error;
+  std::optional<proto::StatusReply> status = proto::decode_status_document(result.out, error);
+  INFO(result.out << error);
+  REQUIRE(status);
+  return *status;
 }
 
 }  // namespace cohort::test

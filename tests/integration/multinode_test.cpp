@@ -117,10 +117,10 @@ TEST_CASE("three nodes agree on ranks, world size and the worker store",
   for (const auto& env : dumps) {
     CHECK(env_value(env, "MASTER_ADDR") == "127.0.0.1");  // the daemon hosts the store
   }
-  nlohmann::json status = daemon_status(run.cluster.endpoint());
-  REQUIRE(status["runs"].size() == 1);
-  CHECK(status["runs"][0]["phase"] == "running");
-  CHECK(status["runs"][0]["nodes"].size() == 3);
+  cohort::proto::StatusReply status = daemon_status(run.cluster.endpoint());
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].phase == "running");
+  CHECK(status.runs[0].nodes.size() == 3);
 }
 
 TEST_CASE("a SIGKILLed agent: its workers die, the others run again with world size 4",
@@ -197,8 +197,9 @@ TEST_CASE("a worker failure restarts every node and counts once job-wide",
   for (const auto& address : kAddresses) nodes.push_back(cluster.node(address, flags, worker));
   REQUIRE(wait_until([&] { return round_running(cluster, 1, 6); }, 20s));
   check_consistent(round_dumps(scratch, cluster, 1), 6);
-  nlohmann::json status = daemon_status(cluster.endpoint());
-  CHECK(status["runs"][0]["restarts_used"] == 1);
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].restarts_used == 1);
   for (auto& node : nodes) node->signal(SIGTERM);
   for (auto& node : nodes) CHECK(node->wait(10s) == cohort::ExitStatus::exited(143));
 }
@@ -276,7 +277,7 @@ TEST_CASE("agents that disagree on --nnodes get a clear error", "[integration][m
   cluster.start_daemon();
   std::vector<std::string> worker{"--exit-code", "0"};
   auto a = cluster.node(kAddresses[0], {"--nnodes", "2", "--rdzv-id", "mix"}, worker);
-  REQUIRE(wait_until([&] { return daemon_status(cluster.endpoint())["runs"].size() == 1; }, 10s));
+  REQUIRE(wait_until([&] { return daemon_status(cluster.endpoint()).runs.size() == 1; }, 10s));
   auto b = cluster.node(kAddresses[1], {"--nnodes", "3", "--rdzv-id", "mix"}, worker);
   auto status = b->wait(20s);
   INFO(b->output());

@@ -16,10 +16,7 @@ const std::string kTorchrun = std::string(kSourceDir) + "/../shared/tools/torchr
 }  // namespace
 
 TEST_CASE("a real PyTorch all_reduce job runs under cohort", "[integration][run][pytorch]") {
-  if (!python_has_torch()) {
-    WARN("skipped: " << kPython << " cannot import torch");
-    return;
-  }
+  require_torch();
   Scratch scratch;
   // GLOO_SOCKET_IFNAME=lo keeps Gloo's pairs on the loopback interface.
   RunResult result = scratch.run_argv(
@@ -125,10 +122,9 @@ void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvD
 
 TEST_CASE("workers get the same environment from cohort as from the real torchrun",
           "[integration][run][pytorch][compat]") {
-  if (!python_has_torch() || !file_exists(kTorchrun)) {
-    WARN("skipped: no " << kTorchrun << " or " << kPython << " without torch");
-    return;
-  }
+  require_torch();
+  require_prerequisite(file_exists(kTorchrun),
+                       kTorchrun + " (the shared tools beside the repository)");
   Scratch scratch;
   RunResult ours = scratch.run({"--standalone", "--nproc-per-node", "2", "--no-python",
                                 "--max-restarts", "0", "--role", "trainer", kWorker, "--dump-env",

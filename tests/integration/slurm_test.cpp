@@ -2,7 +2,7 @@
 // Slurm's own hostlist code as the reference for cohort's, the job scripts of scripts/slurm/
 // training examples/python/train_ddp.py, signals from scancel reaching the workers, a node lost
 // from an elastic job, and a preempted job that resumes from its checkpoint after a requeue.
-// Needs root (network namespace, bind mount) and Slurm; skipped with a message without them.
+// Needs root (network namespace, bind mount) and Slurm: without them each test fails, saying so.
 #include <csignal>
 #include <regex>
 #include <thread>
@@ -14,16 +14,11 @@ using namespace cohort::test;
 
 namespace {
 
-bool slurm_usable() {
-  if (!slurm_installed()) {
-    WARN("skipped: Slurm is not installed (slurmctld missing; scripts/setup installs it)");
-    return false;
-  }
-  if (::geteuid() != 0) {
-    WARN("skipped: the test's Slurm cluster needs root (network namespace, bind mount)");
-    return false;
-  }
-  return true;
+void require_slurm() {
+  require_prerequisite(slurm_installed(),
+                       kSlurmctld + " (scripts/setup installs slurm-wlm and munge)");
+  require_prerequisite(::geteuid() == 0,
+                       "root, for the test's Slurm cluster (network namespace, bind mount)");
 }
 
 std::string script(const std::string& name) {
@@ -97,7 +92,7 @@ bool training_reached(const SlurmCluster& cluster, const std::string& job, const
 
 TEST_CASE("Slurm's scontrol expands and compresses hostlists as cohort does",
           "[integration][slurm][hostlist]") {
-  if (!slurm_usable()) return;
+  require_slurm();
   Scratch scratch;
   std::ofstream(scratch.file("slurm.conf")) << "ClusterName=hostlists\nSlurmctldHost=localhost\n";
   ChildOptions options = scratch.options({{"SLURM_CONF", scratch.file("slurm.conf")}});
@@ -134,7 +129,8 @@ TEST_CASE("Slurm's scontrol expands and compresses hostlists as cohort does",
 
 TEST_CASE("one-node.sbatch trains the PyTorch example with one worker per GPU",
           "[integration][slurm]") {
-  if (!slurm_usable() || !python_has_torch()) return;
+  require_slurm();
+  require_torch();
   Scratch scratch;
   SlurmCluster cluster(scratch, 1);
   INFO(cluster.logs());
@@ -155,7 +151,8 @@ TEST_CASE("one-node.sbatch trains the PyTorch example with one worker per GPU",
 
 TEST_CASE("multi-node.sbatch: one cohort run per node, the rendezvous on the first node",
           "[integration][slurm]") {
-  if (!slurm_usable() || !python_has_torch()) return;
+  require_slurm();
+  require_torch();
   Scratch scratch;
   SlurmCluster cluster(scratch, 3);
   INFO(cluster.logs());
@@ -178,7 +175,7 @@ TEST_CASE("multi-node.sbatch: one cohort run per node, the rendezvous on the fir
 
 TEST_CASE("scancel --signal=USR1 reaches every worker once, and they keep running",
           "[integration][slurm][signals]") {
-  if (!slurm_usable()) return;
+  require_slurm();
   Scratch scratch;
   SlurmCluster cluster(scratch, 2);
   INFO(cluster.logs());
@@ -222,7 +219,8 @@ TEST_CASE("scancel --signal=USR1 reaches every worker once, and they keep runnin
 
 TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other node",
           "[integration][slurm][elastic]") {
-  if (!slurm_usable() || !python_has_torch()) return;
+  require_slurm();
+  require_torch();
   Scratch scratch;
   SlurmCluster cluster(scratch, 2);
   INFO(cluster.logs());
@@ -271,7 +269,8 @@ TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other
 
 TEST_CASE("preemptible.sbatch: warned by USR1, checkpoints, requeues itself and resumes",
           "[integration][slurm][preempt]") {
-  if (!slurm_usable() || !python_has_torch()) return;
+  require_slurm();
+  require_torch();
   Scratch scratch;
   SlurmCluster cluster(scratch, 2);
   INFO(cluster.logs());

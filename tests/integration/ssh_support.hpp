@@ -16,8 +16,10 @@
 
 namespace cohort::test {
 
-inline bool sshd_available() {
-  return file_exists("/usr/sbin/sshd") && file_exists("/usr/bin/ssh");
+inline void require_ssh() {
+  require_prerequisite(file_exists("/usr/sbin/sshd") && file_exists("/usr/bin/ssh"),
+                       "OpenSSH's /usr/sbin/sshd and /usr/bin/ssh (scripts/setup installs "
+                       "openssh-server and openssh-client)");
 }
 
 /// True once something accepts TCP connections on address:port.

@@ -11,10 +11,7 @@ using namespace cohort::test;
 
 TEST_CASE("Gloo through the hosted store; a restart gets a fresh store",
           "[integration][store][pytorch]") {
-  if (!python_has_torch()) {
-    WARN("skipped: " << kPython << " cannot import torch");
-    return;
-  }
+  require_torch();
   for (int workers : {2, 4}) {
     Scratch scratch;
     RunResult result = scratch.run_argv(
@@ -32,10 +29,9 @@ TEST_CASE("Gloo through the hosted store; a restart gets a fresh store",
 TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
           "[integration][store][pytorch][torchrun]") {
   const std::string torchrun = std::string(kSourceDir) + "/../shared/tools/torchrun-debian.py";
-  if (!python_has_torch() || !file_exists(torchrun)) {
-    WARN("skipped: no torchrun here");
-    return;
-  }
+  require_torch();
+  require_prerequisite(file_exists(torchrun),
+                       torchrun + " (the shared tools beside the repository)");
   Scratch scratch;
   std::string port_file = scratch.file("tcpstore_port");
   ChildOptions daemon_options = scratch.options();
@@ -91,10 +87,8 @@ TEST_CASE("the hosted store holds more connections than the user's open-file lim
   // cohort raises its own soft limit for the store and gives its workers the user's back.
   rlimit limit{};
   REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
-  if (limit.rlim_max < 1024) {
-    WARN("skipped: the hard open-file limit is " << limit.rlim_max);
-    return;
-  }
+  std::string needed = "a hard open-file limit (ulimit -Hn) of 1024 or more";
+  require_prerequisite(limit.rlim_max >= 1024, needed + ", not " + std::to_string(limit.rlim_max));
   Scratch scratch;
   std::vector<std::string> argv{"/bin/sh", "-c", "ulimit -Sn 128 && exec \"$@\"", "sh"};
   for (const std::string& arg : Scratch::cohort_argv(

@@ -76,7 +76,7 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
                                        Complete{},
                                        HeartbeatAck{},
                                        Error{"no"},
-                                       StatusReply{"{}"}};
+                                       StatusReply{29400, {}}};
   for (const auto& message : messages) {
     std::string error;
     auto decoded = decode_message(encode_message(message), error);
@@ -209,4 +209,74 @@ TEST_CASE("nesting past the depth limit is refused while parsing, at any depth",
                              std::string(kMaxJsonDepth + 1, ']'))
             .is_discarded());
   CHECK(parse_untrusted_json("[[[").is_discarded());
+}
+
+namespace {
+
+// A daemon with one running run of two nodes, one of them done, and one forming run.
+StatusReply two_runs() {
+  StatusRun running{"job", "running", 2, 1, 3, 2, 4, 41817, {}};
+  running.nodes.push_back({"10.0.0.2:42:7#0", "10.0.0.2", "member", 0, 2, true});
+  running.nodes.push_back({"10.0.0.3:43:8#1", "10.0.0.3", "member", 1, 4, false});
+  StatusRun forming{"next", "forming", -1, 0, 0, 2, 2, 0, {}};
+  forming.nodes.push_back({"10.0.0.4:44:9#0", "10.0.0.4", "joining", -1, 1, false});
+  return StatusReply{29400, {running, forming}};
+}
+
+}  // namespace
+
+TEST_CASE("the status document has the keys cohort status --json always printed", "[unit][proto]") {
+  StatusReply status = two_runs();
+  CHECK(encode_status_document(StatusReply{29400, {}}) == R"({"port":29400,"runs":[]})");
+  CHECK(encode_status_document(status) ==
+        R"({"port":29400,"runs":[{"max_nodes":4,"max_restarts":3,"min_nodes":2,"nodes":[)"
+        R"({"address":"10.0.0.2","group_rank":0,"local_world_size":2,"node_id":"10.0.0.2:42:7#0",)"
+        R"("state":"member","succeeded":true},)"
+        R"({"address":"10.0.0.3","group_rank":1,"local_world_size":4,"node_id":"10.0.0.3:43:8#1",)"
+        R"("state":"member","succeeded":false}],)"
+        R"("phase":"running","restarts_used":1,"round":2,"run_id":"job","store_port":41817},)"
+        R"({"max_nodes":2,"max_restarts":0,"min_nodes":2,"nodes":[)"
+        R"({"address":"10.0.0.4","group_rank":-1,"local_world_size":1,"node_id":"10.0.0.4:44:9#0",)"
+        R"("state":"joining","succeeded":false}],)"
+        R"("phase":"forming","restarts_used":0,"round":-1,"run_id":"next","store_port":0}]})");
+  std::string error;
+  auto back = decode_status_document(encode_status_document(status), error);
+  INFO(error);
+  REQUIRE(back);
+  CHECK(encode_status_document(*back) == encode_status_document(status));
+  auto reply = decode_message(encode_message(status), error);
+  REQUIRE(reply);
+  const StatusReply& typed = std::get<StatusReply>(*reply);
+  REQUIRE(typed.runs.size() == 2);
+  CHECK(typed.runs[0].store_port == 41817);
+  CHECK(typed.runs[0].nodes[1].local_world_size == 4);
+  CHECK(typed.runs[1].nodes[0].group_rank == -1);
+}
+
+TEST_CASE("a status reply with a missing or mistyped field is refused", "[unit][proto]") {
+  std::string good = encode_message(two_runs());
+  auto with = [&](const std::string& from, const std::string& to) {
+    size_t at = good.find(from);
+    REQUIRE(at != std::string::npos);
+    return std::string(good).replace(at, from.size(), to);
+  };
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {R"("run_id":"job")", R"("run_id":5)"},
+           {R"("group_rank":0)", R"("group_rank":"0")"},
+           {R"("succeeded":true)", R"("succeeded":1)"},
+           {R"("round":2)", R"("round":2.5)"},
+           {R"("store_port":41817)", R"("store_port":70000)"},
+           {R"("port":29400)", R"("port":-1)"},
+           {R"("nodes":[)", R"("nodes":"none","x":[)"},
+           {R"("phase":"running",)", ""}}) {
+    INFO(from << " -> " << to);
+    std::string error;
+    CHECK_FALSE(decode_message(with(from, to), error));
+    CHECK(error.find("bad \"status_reply\" message: ") == 0);
+  }
+  std::string error;
+  CHECK_FALSE(decode_status_document("[]", error));
+  CHECK(error == "status is not a JSON object");
+  CHECK_FALSE(decode_status_document(R"({"port":1})", error));
+  CHECK(error.find("bad \"status_reply\" message: ") == 0);
 }
