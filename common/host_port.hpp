@@ -1,5 +1,6 @@
 // host[:port] as torchrun writes it: "node1", "node1:29400", "10.0.0.1:0", "[fe80::1]:29400".
-// The host is kept exactly as given (never resolved here). Pure; any thread.
+// The host is kept exactly as given: nothing here resolves a name or touches a socket (whether
+// a host is this machine is RunEnvironment::is_local_host, in launcher/). Pure; any thread.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,5 @@ std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string&
 
 /// True for an IPv4 or IPv6 address literal ("10.0.0.1", "::1"), false for a name.
 bool is_ip_address(const std::string& host);
-
-/// True when `host` names an address of this machine (loopback, or one we can bind).
-bool is_local_host(const std::string& host);
 
 }  // namespace cohort

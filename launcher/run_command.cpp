@@ -8,6 +8,9 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/run_environment.hpp"
+#include "launcher/run_validation.hpp"
+#include "launcher/slurm_defaults.hpp"
 #include "rendezvous/daemon.hpp"
 
 extern char** environ;
@@ -67,13 +70,14 @@ int run_command(const CLI::App& app, RunOptions& options) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;
   }
+  RunEnvironment machine = machine_run_environment(environ);
   std::vector<std::string> slurm_problems;
   std::vector<std::string> from_slurm =
-      apply_slurm_defaults(app, options, parse_environ(environ), slurm_problems);
+      apply_slurm_defaults(app, options, machine.env, slurm_problems);
   if (options.verbose > 0) {
     for (const auto& line : from_slurm) std::cerr << "cohort run: " << line << "\n";
   }
-  ValidatedRun validated = validate_run_options(options);
+  ValidatedRun validated = validate_run_options(options, machine);
   validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
   if (!validated.problems.empty()) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
