@@ -1,8 +1,6 @@
 #include "common/host_port.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/ip/address.hpp>
 
 #include "common/text.hpp"
 
@@ -60,25 +58,6 @@ bool is_loopback_address(const std::string& host) {
     return address.to_v6().to_v4().is_loopback();
   }
   return address.is_loopback();
-}
-
-bool is_local_host(const std::string& host) {
-  namespace ip = boost::asio::ip;
-  if (host == "localhost") return true;
-  boost::asio::io_context io;
-  ip::udp::resolver resolver(io);
-  boost::system::error_code error;
-  auto results = resolver.resolve(host, "0", error);
-  if (error) return false;
-  for (const auto& entry : results) {
-    ip::address address = entry.endpoint().address();
-    if (address.is_loopback()) return true;
-    ip::udp::socket probe(io);
-    probe.open(entry.endpoint().protocol(), error);
-    if (!error) probe.bind(ip::udp::endpoint(address, 0), error);
-    if (!error) return true;
-  }
-  return false;
 }
 
 }  // namespace cohort

@@ -1,5 +1,6 @@
 // host[:port] as torchrun writes it: "node1", "node1:29400", "10.0.0.1:0", "[fe80::1]:29400".
-// The host is kept exactly as given (never resolved here). Pure; any thread.
+// The host is kept exactly as given: nothing here resolves a name or touches a socket (whether
+// a host is this machine is RunEnvironment::is_local_host, in launcher/). Pure; any thread.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,5 @@ bool is_ip_address(const std::string& host);
 
 /// True for a loopback address literal (127.0.0.0/8, ::1, ::ffff:127.x.y.z); false for names.
 bool is_loopback_address(const std::string& host);
-
-/// True when `host` names an address of this machine (loopback, or one we can bind).
-bool is_local_host(const std::string& host);
 
 }  // namespace cohort

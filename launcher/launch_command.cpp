@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "agent/worker_env.hpp"
 #include "common/clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
@@ -28,6 +29,9 @@ LaunchContext launch_context() {
   context.own_path = size > 0 ? std::string(buffer, static_cast<size_t>(size)) : "cohort";
   const char* home = std::getenv("HOME");
   context.home = home ? home : "";
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  context.host_name = name;
   return context;
 }
 

@@ -10,6 +10,9 @@
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/run_environment.hpp"
+#include "launcher/run_validation.hpp"
+#include "launcher/slurm_defaults.hpp"
 #include "launcher/slurm_token.hpp"
 #include "launcher/token_source.hpp"
 #include "rendezvous/daemon.hpp"
@@ -77,21 +80,21 @@ int run_command(const CLI::App& app, RunOptions& options) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;
   }
+  RunEnvironment machine = machine_run_environment(environ);
   std::vector<std::string> slurm_problems;
   std::vector<std::string> from_slurm =
-      apply_slurm_defaults(app, options, parse_environ(environ), slurm_problems);
+      apply_slurm_defaults(app, options, machine.env, slurm_problems);
   if (options.verbose > 0) {
     for (const auto& line : from_slurm) std::cerr << "cohort run: " << line << "\n";
   }
-  ValidatedRun validated = validate_run_options(options);
+  ValidatedRun validated = validate_run_options(options, machine);
   validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
   if (!validated.problems.empty()) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
-  EnvMap env = parse_environ(environ);
-  TokenResult token = load_token(options.token_file, env);
-  if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
+  TokenResult token = load_token(options.token_file, machine.env);
+  if (token.token.empty() && token.error.empty()) token = slurm_job_token(machine.env);
   if (!token.error.empty()) {
     std::cerr << "cohort run: " << token.error << "\n";
     return kExitUsage;

@@ -1,17 +1,14 @@
 // `cohort run`'s command line: every torchrun flag in both spellings (--nproc-per-node and
-// --nproc_per_node), PET_* environment defaults, and cohort's own additions. Parsing fills the
-// raw RunOptions; validation turns them into an AgentConfig or a list of problems, each naming
-// its flag. Main thread, at start.
+// --nproc_per_node), PET_* environment defaults (CLI11 reads them while parsing), and cohort's
+// own additions. Parsing fills the raw RunOptions; run_validation turns them into an AgentConfig
+// or a list of problems. Main thread, at start.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "agent/agent.hpp"
 #include "common/log.hpp"
-#include "rendezvous/daemon.hpp"
 
 namespace cohort {
 
@@ -47,9 +44,8 @@ struct RunOptions {
   std::string token_file;  ///< the run's shared secret (else $COHORT_TOKEN)
   bool insecure = false;   ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
-  bool under_launch = false;
-  bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed  ///<
-                               ///< set by cohort launch on every host
+  bool under_launch = false;   ///< set by cohort launch on every host
+  bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed
   int verbose = 0;
   bool quiet = false;
   std::vector<std::string> command;  ///< the training script (or module/binary) and its args
@@ -62,34 +58,7 @@ void add_run_flags(CLI::App& app, RunOptions& options);
 /// message (an unknown flag, no script) or an empty string.
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options);
 
-/// Whether this agent also hosts the rendezvous daemon, and where.
-struct DaemonPlan {
-  enum class Embed { No, Yes, IfFree };  ///< IfFree: host it unless something listens there
-  Embed embed = Embed::No;
-  DaemonOptions options;
-  bool insecure = false;  ///< --insecure: may listen beyond loopback without a token
-};
-
-struct ValidatedRun {
-  AgentConfig config;
-  DaemonPlan daemon;
-  std::vector<std::string> problems;  ///< each starts with the flag it is about
-};
-
-ValidatedRun validate_run_options(const RunOptions& options);
-
-/// A uuid-like random run id (8-4-4-4-12 hex), as torchrun's --standalone makes.
-std::string random_run_id();
-
 /// cohort's own log level: -q, -v, -vv, else LOGLEVEL, else warnings.
 log::Level log_level_for(const RunOptions& options);
-
-/// Inside a Slurm step, fills what the command line (or PET_*) left unset from SLURM_*: node
-/// count, run id, rendezvous endpoint (c10d), node-rank hint, worker count, and SIGUSR1/SIGUSR2
-/// forwarding. Returns one line per value taken ("--nnodes 4 from SLURM_JOB_NUM_NODES=4");
-/// problems go to `problems`.
-std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
-                                              const std::map<std::string, std::string>& env,
-                                              std::vector<std::string>& problems);
 
 }  // namespace cohort

@@ -1,7 +1,5 @@
 #include "launcher/launch/launch_plan.hpp"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -9,6 +7,7 @@
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/text.hpp"
+#include "launcher/run_validation.hpp"
 
 namespace cohort {
 namespace {
@@ -107,17 +106,17 @@ void reject_single_node_flags(const CLI::App& app, const RunOptions& run, Launch
     plan.problems.push_back("--rdzv-backend: cohort launch uses c10d (its own daemon)");
 }
 
-// The run flags' own checks (cohort run's validation), on what the launch will send.
-void check_run_flags(const RunOptions& run, LaunchPlan& plan) {
+// The run flags' own checks (cohort run's, but for the rendezvous endpoint and the script, which
+// are the hosts' business), on what the launch will send, in the launching environment.
+void check_run_flags(const RunOptions& run, const LaunchContext& context, LaunchPlan& plan) {
   RunOptions probe = run;
-  probe.command.clear();  // the script is looked for on the hosts, not here
-  probe.rdzv_backend = "c10d";
-  probe.rdzv_endpoint = "127.0.0.1:1";
-  probe.standalone = false;
+  probe.rdzv_backend = "c10d";  // reject_single_node_flags reports any other
   const std::string& nproc = run.nproc_per_node;
   if (nproc == "gpu" || nproc == "auto" || nproc == "cpu")
     probe.nproc_per_node = "1";  // counted on each host, not here
-  ValidatedRun validated = validate_run_options(probe);
+  RunEnvironment launching;
+  launching.env = context.env;
+  ValidatedRun validated = validate_run_flags(probe, launching);
   plan.problems.insert(plan.problems.end(), validated.problems.begin(), validated.problems.end());
   plan.shutdown_timeout = validated.config.shutdown_timeout;
   plan.daemon.store_port_min = validated.daemon.options.store_port_min;
@@ -150,7 +149,8 @@ bool all_local(const std::vector<HostSlots>& hosts) {
   return true;
 }
 
-void plan_rendezvous(const CLI::App& app, const LaunchOptions& options, LaunchPlan& plan) {
+void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
+                     const LaunchContext& context, LaunchPlan& plan) {
   const RunOptions& run = options.run;
   plan.run_id = given(app, "--rdzv-id") ? run.rdzv_id : "launch-" + random_run_id();
   if (!run.rdzv_endpoint.empty()) {
@@ -166,11 +166,7 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options, LaunchPl
   }
   bool local = all_local(plan.hosts);
   plan.rdzv_host = options.rdzv_host;
-  if (plan.rdzv_host.empty()) {
-    char name[256] = {};
-    ::gethostname(name, sizeof name - 1);
-    plan.rdzv_host = local ? "127.0.0.1" : name;
-  }
+  if (plan.rdzv_host.empty()) plan.rdzv_host = local ? "127.0.0.1" : context.host_name;
   bool loopback = plan.rdzv_host == "localhost" || plan.rdzv_host.rfind("127.", 0) == 0;
   plan.daemon.address = loopback ? "127.0.0.1" : "0.0.0.0";
   plan.daemon.port = 0;
@@ -211,9 +207,9 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.problems = std::move(selection.problems);
   forward_environment(options, context, plan);
   reject_single_node_flags(app, options.run, plan);
-  check_run_flags(options.run, plan);
+  check_run_flags(options.run, context, plan);
   plan_nodes(app, options.run, plan);
-  plan_rendezvous(app, options, plan);
+  plan_rendezvous(app, options, context, plan);
   plan.ssh.port = options.ssh_port;
   plan.ssh.options = options.ssh_options;
   plan.ssh.connect_timeout_seconds = options.connect_timeout;

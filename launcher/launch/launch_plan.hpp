@@ -40,6 +40,7 @@ struct LaunchContext {
   std::string working_dir;  ///< kept on every host
   std::string own_path;     ///< this cohort binary
   std::string home;         ///< for ~/.cohort_env
+  std::string host_name;    ///< this machine's: the hosts reach the embedded daemon by it
 };
 
 struct LaunchPlan {

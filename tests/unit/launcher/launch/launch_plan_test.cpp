@@ -22,7 +22,8 @@ Planned plan(std::vector<std::string> args, EnvVars env = {}) {
   for (auto& arg : args) argv.push_back(arg.data());
   app.parse(static_cast<int>(argv.size()), argv.data());
   REQUIRE(take_command(app.remaining(), planned.options.run).empty());
-  LaunchContext context{std::move(env), "/work dir", "/opt/cohort/bin/cohort", "/nonexistent"};
+  LaunchContext context{std::move(env), "/work dir", "/opt/cohort/bin/cohort", "/nonexistent",
+                        "login"};
   planned.plan = plan_launch(app, planned.options, context);
   return planned;
 }
@@ -46,7 +47,7 @@ TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and 
   CHECK(p.nnodes == "2");
   CHECK(p.min_nodes == 2);
   CHECK(p.run_id == "job7");
-  CHECK(p.rdzv_host != "127.0.0.1");  // not local: this host's name
+  CHECK(p.rdzv_host == "login");  // not local: this host's name
   CHECK(p.daemon.address == "0.0.0.0");
   RemoteCommand second = remote_command(p, 1, "login:4242");
   CHECK(second.working_dir == "/work dir");
@@ -105,6 +106,20 @@ TEST_CASE("launch plan: --rdzv-endpoint names a running cohortd", "[unit][launch
   REQUIRE(p.problems.empty());
   CHECK(p.rdzv_endpoint == "daemon:29400");
   CHECK(remote_command(p, 0, "daemon:29400").argv[10] == "daemon:29400");
+}
+
+TEST_CASE("launch plan: the run flags are checked in the launching environment",
+          "[unit][launch_plan]") {
+  LaunchPlan p =
+      plan({"-H", "a", "--store-ports", "29500-29509", "--nproc-per-node", "gpu", "x.py"},
+           {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
+          .plan;
+  REQUIRE(p.problems.empty());  // GPUs are counted on each host, not here
+  CHECK(p.shutdown_timeout == std::chrono::seconds(7));
+  CHECK(p.daemon.store_port_min == 29500);
+  CHECK(p.daemon.store_port_max == 29509);
+  CHECK(has_problem(plan({"-H", "a", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}).plan,
+                    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
 }
 
 TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][launch_plan]") {

@@ -1,0 +1,238 @@
+#include "launcher/run_validation.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <csignal>
+#include <random>
+
+#include "common/signal_names.hpp"
+#include "common/text.hpp"
+#include "launcher/gpu_count.hpp"
+#include "launcher/rdzv_conf.hpp"
+#include "proto/control_messages.hpp"
+
+namespace cohort {
+namespace {
+
+using Problems = std::vector<std::string>;
+
+int visible_gpus(const RunEnvironment& machine) {
+  std::optional<std::string> visible = machine.var("CUDA_VISIBLE_DEVICES");
+  return visible_gpu_count(machine.gpu_count(), visible ? visible->c_str() : nullptr);
+}
+
+int resolve_nproc(const std::string& text, const RunEnvironment& machine, Problems& problems) {
+  if (text == "cpu") return machine.cpu_count;
+  if (text == "auto") {
+    int count = visible_gpus(machine);
+    return count > 0 ? count : machine.cpu_count;
+  }
+  if (text == "gpu") {
+    int count = visible_gpus(machine);
+    if (count == 0) {
+      problems.push_back(
+          "--nproc-per-node gpu: no GPU found (NVML reports none, or "
+          "CUDA_VISIBLE_DEVICES hides them all)");
+    }
+    return count;
+  }
+  auto number = parse_int(text);
+  if (!number || *number < 1 || *number > 4096) {
+    problems.push_back(cat(
+        "--nproc-per-node: expected a positive number, 'cpu', 'gpu' or 'auto', got '", text, "'"));
+    return 1;
+  }
+  return static_cast<int>(*number);
+}
+
+std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
+  auto parts = split(text, ':');
+  std::optional<int64_t> low = parse_int(parts[0]);
+  std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > proto::kMaxNodes) {
+    problems.push_back(
+        cat("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'"));
+    return {1, 1};
+  }
+  return {static_cast<int>(*low), static_cast<int>(*high)};
+}
+
+std::string python_executable(const RunEnvironment& machine) {
+  std::string python = machine.var("PYTHON_EXEC").value_or("");
+  if (!python.empty()) return python;
+  std::string found = machine.find_executable("python3");
+  return found.empty() ? "python3" : found;
+}
+
+void build_command(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
+                   Problems& problems) {
+  const std::string& target = options.command.front();
+  std::vector<std::string> rest(options.command.begin() + 1, options.command.end());
+  config.entrypoint_name = target;
+  if (options.no_python) {
+    config.executable = machine.find_executable(target);
+    if (config.executable.empty()) {
+      problems.push_back(cat("--no-python: '", target, "' is not an executable file",
+                             target.find('/') == std::string::npos ? " in PATH" : ""));
+    }
+    config.args = rest;
+    return;
+  }
+  config.executable = python_executable(machine);
+  config.args = {"-u"};
+  if (options.module) config.args.push_back("-m");
+  config.args.push_back(target);
+  config.args.insert(config.args.end(), rest.begin(), rest.end());
+}
+
+void parse_outputs(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
+                   Problems& problems) {
+  auto redirects = StdSpec::parse(options.redirects);
+  if (!redirects) {
+    problems.push_back(
+        cat("--redirects: expected 0-3 or RANK:VALUE,..., got '", options.redirects, "'"));
+  }
+  auto tee = StdSpec::parse(options.tee);
+  if (!tee)
+    problems.push_back(cat("--tee: expected 0-3 or RANK:VALUE,..., got '", options.tee, "'"));
+  if (redirects) config.output.redirects = *redirects;
+  if (tee) config.output.tee = *tee;
+  if (!options.local_ranks_filter.empty()) {
+    for (const auto& item : split(options.local_ranks_filter, ',')) {
+      auto rank = parse_int(trim(item));
+      if (!rank || *rank < 0 || *rank > INT_MAX) {
+        problems.push_back(cat("--local-ranks-filter: expected local ranks like 0,2, got '",
+                               options.local_ranks_filter, "'"));
+        break;
+      }
+      config.output.console_ranks.insert(static_cast<int>(*rank));
+    }
+  }
+  config.output.raw = options.raw_output;
+  if (auto prefix = machine.var("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+    config.output.prefix_template = *prefix;
+  }
+}
+
+void parse_signals(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  for (const auto& item : split(options.signals_to_handle, ',')) {
+    auto signal = parse_signal(trim(item));
+    if (!signal || *signal == SIGKILL || *signal == SIGSTOP || *signal == SIGCHLD) {
+      problems.push_back(cat("--signals-to-handle: '", std::string(trim(item)),
+                             "' is not a signal cohort can handle"));
+      continue;
+    }
+    if (!is_termination_signal(*signal)) config.extra_signals.push_back(*signal);
+  }
+  for (int signal : {SIGUSR1, SIGUSR2}) {
+    bool forwarded = std::find(config.extra_signals.begin(), config.extra_signals.end(), signal) !=
+                     config.extra_signals.end();
+    if (options.in_slurm_step && !forwarded) config.absorbed_signals.push_back(signal);
+  }
+  config.env.signals_to_handle = options.signals_to_handle;
+}
+
+std::chrono::milliseconds shutdown_timeout(const RunOptions& options, const RunEnvironment& machine,
+                                           Problems& problems) {
+  constexpr std::chrono::milliseconds kDefault(30000);
+  if (!(options.shutdown_timeout < 0)) {  // given (NaN too)
+    if (auto timeout = seconds_to_ms(options.shutdown_timeout)) return *timeout;
+    problems.push_back(cat("--shutdown-timeout: expected seconds between 0 and a year, got ",
+                           options.shutdown_timeout));
+    return kDefault;
+  }
+  std::optional<std::string> env = machine.var("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  if (!env) return kDefault;
+  if (auto timeout = parse_seconds(*env)) return *timeout;
+  problems.push_back(
+      cat("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds up to a year: '", *env, "'"));
+  return kDefault;
+}
+
+void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
+  if (options.rdzv_backend != "static" && options.rdzv_backend != "c10d") {
+    if (options.rdzv_backend.rfind("etcd", 0) == 0) {
+      problems.push_back(
+          cat("--rdzv-backend ", options.rdzv_backend,
+              ": etcd is not supported; cohort's own daemon replaces it (use c10d)"));
+    } else {
+      problems.push_back(
+          cat("--rdzv-backend: expected 'c10d' or 'static', got '", options.rdzv_backend, "'"));
+    }
+  }
+  if (options.start_method != "spawn" && options.start_method != "fork" &&
+      options.start_method != "forkserver") {
+    problems.push_back(cat("--start-method: expected spawn, fork or forkserver, got '",
+                           options.start_method, "'"));
+  }
+  if (options.monitor_interval <= 0) problems.push_back("--monitor-interval: must be > 0");
+  if (options.max_restarts < 0) problems.push_back("--max-restarts: must be >= 0");
+  if (options.node_rank < 0) problems.push_back("--node-rank: must be >= 0");
+  if (options.master_port < 0 || options.master_port > 65535) {
+    problems.push_back(cat("--master-port: expected 0-65535, got ", options.master_port));
+  }
+  if (options.module && options.no_python)
+    problems.push_back("--module: cannot be combined with --no-python");
+  if (options.worker_store != "daemon" && options.worker_store != "rank0") {
+    problems.push_back(
+        cat("--worker-store: expected 'daemon' or 'rank0', got '", options.worker_store, "'"));
+  }
+}
+
+// validate_run_flags, keeping --rdzv-conf for the rendezvous plan that may follow.
+struct CheckedFlags {
+  ValidatedRun run;
+  RdzvConf conf;
+};
+
+CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machine) {
+  CheckedFlags checked;
+  AgentConfig& config = checked.run.config;
+  Problems& problems = checked.run.problems;
+  auto [min_nodes, max_nodes] = parse_nnodes(options.nnodes, problems);
+  check_rendezvous_flags(options, problems);
+  config.nproc = resolve_nproc(options.nproc_per_node, machine, problems);
+  config.env.local_world_size = config.nproc;
+  config.env.role = options.role;
+  config.env.max_restarts = options.max_restarts;
+  config.env.run_id = options.standalone ? random_run_id() : options.rdzv_id;
+  config.shutdown_timeout = shutdown_timeout(options, machine, problems);
+  config.log_dir = options.log_dir;
+  parse_outputs(options, machine, config, problems);
+  parse_signals(options, config, problems);
+  config.under_launch = options.under_launch;
+  checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
+  plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,
+                           checked.run.daemon, problems);
+  return checked;
+}
+
+}  // namespace
+
+ValidatedRun validate_run_flags(const RunOptions& options, const RunEnvironment& machine) {
+  return check_flags(options, machine).run;
+}
+
+ValidatedRun validate_run_options(const RunOptions& options, const RunEnvironment& machine) {
+  CheckedFlags checked = check_flags(options, machine);
+  ValidatedRun& run = checked.run;
+  run.config.host_name = machine.host_name;
+  plan_rendezvous(options, checked.conf.is_host, machine, run.config.rendezvous, run.daemon,
+                  run.problems);
+  if (!options.command.empty()) build_command(options, machine, run.config, run.problems);
+  return std::move(run);
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  std::mt19937_64 engine(device());
+  const char* hex = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 32; ++i) {
+    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
+    id += hex[engine() % 16];
+  }
+  return id;
+}
+
+}  // namespace cohort

@@ -1,0 +1,197 @@
+#include "launcher/run_validation.hpp"
+
+#include <catch2/catch.hpp>
+#include <csignal>
+
+using namespace cohort;
+
+namespace {
+
+// A machine made up for the tests: 8 CPUs, `gpus` GPUs, python3 and true on PATH.
+RunEnvironment test_machine(EnvMap env = {}, int gpus = 0) {
+  RunEnvironment machine;
+  machine.env = std::move(env);
+  machine.host_name = "node7";
+  machine.cpu_count = 8;
+  machine.gpu_count = [gpus] { return gpus; };
+  machine.find_executable = [](const std::string& name) -> std::string {
+    if (name == "python3") return "/usr/bin/python3";
+    if (name == "true" || name == "/bin/true") return "/bin/true";
+    return "";
+  };
+  return machine;
+}
+
+RunOptions parse(std::vector<std::string> args) {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  args.insert(args.begin(), "run");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  REQUIRE(take_command(app.remaining(), options).empty());
+  return options;
+}
+
+ValidatedRun validate(std::vector<std::string> args,
+                      const RunEnvironment& machine = test_machine()) {
+  return validate_run_options(parse(std::move(args)), machine);
+}
+
+bool mentions(const std::vector<std::string>& problems, const std::string& flag) {
+  for (const auto& problem : problems) {
+    if (problem.find(flag) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the script runs through python -u with its arguments", "[unit][launcher]") {
+  ValidatedRun run = validate({"--nproc-per-node", "2", "train.py", "--lr", "0.1"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.nproc == 2);
+  CHECK(run.config.entrypoint_name == "train.py");
+  CHECK(run.config.executable == "/usr/bin/python3");
+  CHECK(run.config.args == std::vector<std::string>{"-u", "train.py", "--lr", "0.1"});
+  CHECK(run.config.host_name == "node7");
+}
+
+TEST_CASE("PYTHON_EXEC names the interpreter; without python3 on PATH the bare name is used",
+          "[unit][launcher]") {
+  CHECK(
+      validate({"t.py"}, test_machine({{"PYTHON_EXEC", "/opt/py/bin/python"}})).config.executable ==
+      "/opt/py/bin/python");
+  RunEnvironment bare = test_machine();
+  bare.find_executable = [](const std::string&) { return std::string(); };
+  CHECK(validate({"t.py"}, bare).config.executable == "python3");
+}
+
+TEST_CASE("-m runs a module", "[unit][launcher]") {
+  CHECK(validate({"-m", "pkg.train", "x"}).config.args ==
+        std::vector<std::string>{"-u", "-m", "pkg.train", "x"});
+}
+
+TEST_CASE("--no-python runs the executable itself, found in PATH", "[unit][launcher]") {
+  ValidatedRun run = validate({"--no-python", "true", "a"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.executable == "/bin/true");
+  CHECK(run.config.args == std::vector<std::string>{"a"});
+  CHECK(validate({"--no-python", "nothing-here"}).problems ==
+        std::vector<std::string>{"--no-python: 'nothing-here' is not an executable file in PATH"});
+  CHECK(validate({"--no-python", "./nothing"}).problems ==
+        std::vector<std::string>{"--no-python: './nothing' is not an executable file"});
+}
+
+TEST_CASE("--nproc-per-node cpu, gpu and auto count this machine's devices", "[unit][launcher]") {
+  CHECK(validate({"--nproc-per-node", "cpu", "t.py"}).config.nproc == 8);
+  CHECK(validate({"--nproc-per-node", "gpu", "t.py"}, test_machine({}, 4)).config.nproc == 4);
+  CHECK(validate({"--nproc-per-node", "gpu", "t.py"},
+                 test_machine({{"CUDA_VISIBLE_DEVICES", "0,2"}}, 4))
+            .config.nproc == 2);
+  CHECK(validate({"--nproc-per-node", "auto", "t.py"}, test_machine({}, 2)).config.nproc == 2);
+  CHECK(validate({"--nproc-per-node", "auto", "t.py"}).config.nproc == 8);  // no GPU: CPUs
+  CHECK(mentions(validate({"--nproc-per-node", "gpu", "t.py"}).problems,
+                 "--nproc-per-node gpu: no GPU found"));
+  CHECK(validate({"--nproc-per-node", "3", "t.py"}).config.env.local_world_size == 3);
+}
+
+TEST_CASE("--standalone makes a random run id", "[unit][launcher]") {
+  std::string first = validate({"--standalone", "t.py"}).config.env.run_id;
+  std::string second = validate({"--standalone", "t.py"}).config.env.run_id;
+  CHECK(first.size() == 36);
+  CHECK(first != second);
+  CHECK(validate({"t.py"}).config.env.run_id == "none");
+  CHECK(validate({"--rdzv-id", "job1", "t.py"}).config.env.run_id == "job1");
+}
+
+TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
+  CHECK(mentions(validate({"--nproc-per-node", "abc", "t.py"}).problems, "--nproc-per-node"));
+  CHECK(mentions(validate({"--nproc-per-node", "0", "t.py"}).problems, "--nproc-per-node"));
+  CHECK(mentions(validate({"--nnodes", "0", "t.py"}).problems, "--nnodes"));
+  CHECK(mentions(validate({"--nnodes", "3:2", "t.py"}).problems, "--nnodes"));
+  CHECK(mentions(validate({"--nnodes", "a:b:c", "t.py"}).problems, "--nnodes"));
+  CHECK(mentions(validate({"--redirects", "9", "t.py"}).problems, "--redirects"));
+  CHECK(mentions(validate({"--tee", "0:x", "t.py"}).problems, "--tee"));
+  CHECK(mentions(validate({"--rdzv-backend", "etcd", "t.py"}).problems, "etcd"));
+  CHECK(mentions(validate({"--signals-to-handle", "SIGFOO", "t.py"}).problems,
+                 "--signals-to-handle"));
+  CHECK(mentions(validate({"--signals-to-handle", "SIGKILL", "t.py"}).problems,
+                 "--signals-to-handle"));
+  CHECK(mentions(validate({"--local-ranks-filter", "a", "t.py"}).problems, "--local-ranks-filter"));
+  // Ranks that do not fit an int are errors, not wrapped to small ranks.
+  CHECK(mentions(validate({"--local-ranks-filter", "4294967296", "t.py"}).problems,
+                 "--local-ranks-filter"));
+  CHECK(mentions(validate({"--tee", "4294967296:3", "t.py"}).problems, "--tee"));
+  CHECK(mentions(validate({"--monitor-interval", "0", "t.py"}).problems, "--monitor-interval"));
+  CHECK(mentions(validate({"-m", "--no-python", "t.py"}).problems, "--module"));
+  CHECK(mentions(validate({"--master-port", "70000", "t.py"}).problems, "--master-port"));
+  CHECK(mentions(validate({"--store-ports", "0-10", "t.py"}).problems, "--store-ports"));
+  CHECK(mentions(validate({"--rdzv-conf", "join_timeout=soon", "t.py"}).problems, "--rdzv-conf"));
+}
+
+TEST_CASE("USR1 is forwarded without stopping, TERM stops", "[unit][launcher]") {
+  ValidatedRun run = validate({"--signals-to-handle", "SIGTERM,SIGUSR1,usr2", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.extra_signals == std::vector<int>{SIGUSR1, SIGUSR2});
+  CHECK(run.config.absorbed_signals.empty());
+}
+
+TEST_CASE("in a Slurm step USR1/USR2 are absorbed unless --signals-to-handle forwards them",
+          "[unit][launcher][slurm]") {
+  RunOptions options = parse({"t.py"});
+  options.in_slurm_step = true;
+  ValidatedRun run = validate_run_options(options, test_machine());
+  CHECK(run.config.absorbed_signals == std::vector<int>{SIGUSR1, SIGUSR2});
+  CHECK(run.config.extra_signals.empty());
+  options.signals_to_handle = "SIGTERM,SIGUSR1";
+  run = validate_run_options(options, test_machine());
+  CHECK(run.config.absorbed_signals == std::vector<int>{SIGUSR2});
+  CHECK(run.config.extra_signals == std::vector<int>{SIGUSR1});
+}
+
+TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit][launcher]") {
+  CHECK(validate({"t.py"}).config.shutdown_timeout == std::chrono::seconds(30));
+  CHECK(validate({"--shutdown-timeout", "1.5", "t.py"}).config.shutdown_timeout ==
+        std::chrono::milliseconds(1500));
+  CHECK(validate({"t.py"}, test_machine({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}))
+            .config.shutdown_timeout == std::chrono::seconds(7));
+  CHECK(validate({"--shutdown-timeout", "2", "t.py"},
+                 test_machine({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}))
+            .config.shutdown_timeout == std::chrono::seconds(2));
+  for (const char* bad : {"1e300", "inf", "nan", "-2", "soon"}) {
+    INFO(bad);
+    CHECK(mentions(
+        validate({"t.py"}, test_machine({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", bad}})).problems,
+        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
+  }
+  // Values that would overflow a duration are errors, not a garbage timeout.
+  for (const char* bad : {"1e300", "inf", "nan", "31536001"}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--shutdown-timeout", bad, "t.py"}).problems, "--shutdown-timeout"));
+  }
+  CHECK(validate({"--shutdown-timeout", "0", "t.py"}).config.shutdown_timeout ==
+        std::chrono::milliseconds(0));
+}
+
+TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the line prefix", "[unit][launcher]") {
+  CHECK(validate({"t.py"}, test_machine({{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}}))
+            .config.output.prefix_template == "[${rank}]");
+}
+
+TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or a script",
+          "[unit][launcher]") {
+  RunOptions options = parse({"--nnodes", "2", "--rdzv-backend", "c10d", "--store-ports",
+                              "29500-29509", "--no-python", "gone"});
+  CHECK(mentions(validate_run_options(options, test_machine()).problems, "--rdzv-endpoint"));
+  ValidatedRun flags = validate_run_flags(options, test_machine());
+  CHECK(flags.problems.empty());
+  CHECK(flags.daemon.embed == DaemonPlan::Embed::No);
+  CHECK(flags.daemon.options.store_port_min == 29500);
+  CHECK(flags.daemon.options.store_port_max == 29509);
+  CHECK(flags.config.rendezvous.config.max_nodes == 2);
+  options.max_restarts = -1;
+  CHECK(validate_run_flags(options, test_machine()).problems ==
+        std::vector<std::string>{"--max-restarts: must be >= 0"});
+}
