@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "agent/worker_env.hpp"
 #include "common/clock.hpp"
@@ -137,71 +138,86 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
   app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
 }
 
-int run_daemon(const DaemonCommand& command) {
-  log::init(command.verbose > 1    ? log::Level::Debug
-            : command.verbose == 1 ? log::Level::Info
-                                   : log::level_from_env(log::Level::Warn));
+namespace {
+
+// Every flag checked before anything listens; nullopt (after saying why) on a usage error.
+std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
   TokenResult token = load_token(command.token_file, parse_environ(environ));
   if (!token.error.empty()) {
     std::cerr << "cohortd: " << token.error << "\n";
-    return kExitUsage;
+    return std::nullopt;
   }
-  std::string host;
-  if (!choose_host(command, !token.token.empty(), host)) return kExitUsage;
   DaemonOptions options;
-  options.address = host;
+  if (!choose_host(command, !token.token.empty(), options.address)) return std::nullopt;
   options.token = token.token;
   options.port = static_cast<uint16_t>(command.port);
   if (!parse_range(command.store_ports, options)) {
     std::cerr << "cohortd: --store-ports: expected PORT or FIRST-LAST, got '" << command.store_ports
               << "'\n";
-    return kExitUsage;
+    return std::nullopt;
   }
   auto quota = parse_byte_size(command.store_quota);
   if (!quota) {
     std::cerr << "cohortd: --store-quota: expected a positive number of bytes with an optional K, "
                  "M or G suffix (e.g. 512M), got '"
               << command.store_quota << "'\n";
-    return kExitUsage;
+    return std::nullopt;
   }
   options.store_quota_bytes = *quota;
-  if (!port_file_writable(command.port_file)) {
-    return port_file_error("--port-file", command.port_file);
+  for (const auto& [flag, path] : {std::pair{"--port-file", command.port_file},
+                                   std::pair{"--tcpstore-port-file", command.tcpstore_port_file}}) {
+    if (!port_file_writable(path)) {
+      port_file_error(flag, path);
+      return std::nullopt;
+    }
   }
-  if (!port_file_writable(command.tcpstore_port_file)) {
+  return options;
+}
+
+// --tcpstore-port: one plain, long-lived store. Its allowed peers stay unset: it serves whoever
+// can reach the port, as torchrun's own would (there is no round whose nodes could be named).
+int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
+                      const DaemonOptions& options, std::unique_ptr<StoreServer>& tcpstore) {
+  StoreServerOptions store_options;
+  store_options.address = options.address == "0.0.0.0" ? "" : options.address;
+  store_options.port = static_cast<uint16_t>(command.tcpstore_port);
+  store_options.limits.quota_bytes = options.store_quota_bytes;
+  tcpstore = std::make_unique<StoreServer>(io, store_options);
+  if (auto error = tcpstore->start()) {
+    std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
+              << "\n";
+    return kExitInternal;
+  }
+  std::cout << "cohortd: TCPStore on " << options.address << ":" << tcpstore->port() << std::endl;
+  if (!write_port_file(command.tcpstore_port_file, tcpstore->port())) {
     return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
   }
+  return kExitSuccess;
+}
+
+}  // namespace
+
+int run_daemon(const DaemonCommand& command) {
+  log::init(command.verbose > 1    ? log::Level::Debug
+            : command.verbose == 1 ? log::Level::Info
+                                   : log::level_from_env(log::Level::Warn));
+  std::optional<DaemonOptions> options = daemon_options(command);
+  if (!options) return kExitUsage;
   boost::asio::io_context io;
   AsioClock clock(io);
-  RendezvousDaemon daemon(io, clock, options);
+  RendezvousDaemon daemon(io, clock, *options);
   if (auto error = daemon.start()) {
-    std::cerr << "cohortd: cannot listen on " << host << ":" << command.port << ": "
+    std::cerr << "cohortd: cannot listen on " << options->address << ":" << command.port << ": "
               << error.message() << "\n";
     return kExitInternal;
   }
-  std::cout << "cohortd: listening on " << host << ":" << daemon.port() << std::endl;
+  std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;
   if (!write_port_file(command.port_file, daemon.port())) {
     return port_file_error("--port-file", command.port_file);
   }
-
   std::unique_ptr<StoreServer> tcpstore;
   if (command.tcpstore_port >= 0) {
-    StoreServerOptions store_options;
-    store_options.address = host == "0.0.0.0" ? "" : host;
-    store_options.port = static_cast<uint16_t>(command.tcpstore_port);
-    store_options.limits.quota_bytes = *quota;
-    // allowed_peers stays nullopt: this store serves whoever can reach the port, as torchrun's
-    // own would (there is no round whose nodes could be named).
-    tcpstore = std::make_unique<StoreServer>(io, store_options);
-    if (auto error = tcpstore->start()) {
-      std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
-                << "\n";
-      return kExitInternal;
-    }
-    std::cout << "cohortd: TCPStore on " << host << ":" << tcpstore->port() << std::endl;
-    if (!write_port_file(command.tcpstore_port_file, tcpstore->port())) {
-      return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
-    }
+    if (int failed = start_plain_store(io, command, *options, tcpstore)) return failed;
   }
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);

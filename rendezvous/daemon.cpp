@@ -80,7 +80,8 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
       clock_(clock),
       options_(std::move(options)),
       acceptor_(io),
-      timer_(clock.make_timer()) {}
+      timer_(clock.make_timer()),
+      accept_retry_(clock.make_timer()) {}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
@@ -114,6 +115,7 @@ void RendezvousDaemon::stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   timer_->cancel();
+  accept_retry_->cancel();
   for (const auto& session : sessions_) session->abandon();
   sessions_.clear();
   runs_.clear();
@@ -134,13 +136,29 @@ void RendezvousDaemon::accept_next() {
           session->challenge = proto::random_nonce();
           session->start();
           session->send(proto::Challenge{session->challenge});
+          accept_backoff_.reset();
         } else if (error == boost::asio::error::operation_aborted) {
           return;
+        } else if (AcceptBackoff::is_shortage(error)) {
+          return accept_later(error);
         } else {
           log::warn("rendezvous: accept failed: ", error.message());
         }
         accept_next();
       });
+}
+
+// Out of descriptors the pending connection stays queued: wait (100 ms doubling to 1 s) rather
+// than fail again at once, and say so at most once a second.
+void RendezvousDaemon::accept_later(const boost::system::error_code& error) {
+  std::chrono::milliseconds delay = accept_backoff_.next_delay();
+  if (accept_backoff_.time_to_log(clock_.now())) {
+    log::warn("rendezvous: accept failed (", error.message(), "), trying again in ", delay.count(),
+              " ms");
+  }
+  accept_retry_->start_after(delay, [this] {
+    if (!stopped_) accept_next();
+  });
 }
 
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {

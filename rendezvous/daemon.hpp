@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/run_state.hpp"
@@ -65,6 +66,7 @@ class RendezvousDaemon {
   };
 
   void accept_next();
+  void accept_later(const boost::system::error_code& error);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
@@ -87,6 +89,8 @@ class RendezvousDaemon {
   DaemonOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<Timer> timer_;
+  std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
+  AcceptBackoff accept_backoff_;
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;

@@ -15,18 +15,8 @@ using asio::ip::tcp;
 using boost::system::error_code;
 
 constexpr size_t kReadBufferBytes = 64 * 1024;
-// Out of descriptors, the acceptor waits this long before trying again, doubling up to the max.
-constexpr std::chrono::milliseconds kFirstAcceptDelay{100};
-constexpr std::chrono::milliseconds kMaxAcceptDelay{1000};
-// Lines about refused or failed accepts: at most one per this interval.
+// Lines about refused accepts: at most one per this interval.
 constexpr std::chrono::seconds kLogInterval{1};
-
-// Out of descriptors or memory: accepting again at once would spin.
-bool is_resource_shortage(const error_code& error) {
-  return error == asio::error::no_descriptors || error == asio::error::no_buffer_space ||
-         error == asio::error::no_memory ||
-         error == error_code(ENFILE, boost::system::system_category());
-}
 
 asio::ip::address unmapped(const asio::ip::address& address) {
   if (address.is_v6() && address.to_v6().is_v4_mapped()) return address.to_v6().to_v4();
@@ -103,11 +93,11 @@ void StoreService::accept_next() {
 void StoreService::on_accept(const error_code& error, tcp::socket socket) {
   if (closed_ || error == asio::error::operation_aborted) return;
   if (error) {
-    if (is_resource_shortage(error)) return accept_later(error);
+    if (AcceptBackoff::is_shortage(error)) return accept_later(error);
     accept_next();
     return;
   }
-  accept_delay_ = std::chrono::milliseconds(0);
+  backoff_.reset();
   if (!allowed(socket)) {
     error_code ignored;
     socket.close(ignored);
@@ -131,12 +121,12 @@ void StoreService::on_accept(const error_code& error, tcp::socket socket) {
 // The pending connection stays in the backlog, so accepting again at once would fail again at
 // once: wait, longer each time, and say so at most once per kLogInterval.
 void StoreService::accept_later(const error_code& error) {
-  accept_delay_ = std::clamp(accept_delay_ * 2, kFirstAcceptDelay, kMaxAcceptDelay);
-  if (time_to_log(shortage_logged_)) {
-    log::warn("store: accept failed (", error.message(), "), trying again in ",
-              accept_delay_.count(), " ms");
+  std::chrono::milliseconds delay = backoff_.next_delay();
+  if (backoff_.time_to_log(std::chrono::steady_clock::now())) {
+    log::warn("store: accept failed (", error.message(), "), trying again in ", delay.count(),
+              " ms");
   }
-  accept_retry_.expires_after(accept_delay_);
+  accept_retry_.expires_after(delay);
   accept_retry_.async_wait([self = shared_from_this()](const error_code& waited) {
     if (!waited) self->accept_next();
   });

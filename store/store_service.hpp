@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/accept_backoff.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
 
@@ -54,8 +55,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   StoreServerOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
-  std::chrono::milliseconds accept_delay_{0};  ///< the current backoff; 0 after an accept
-  std::chrono::steady_clock::time_point shortage_logged_{};
+  AcceptBackoff backoff_;
   std::chrono::steady_clock::time_point refusal_logged_{};
   size_t refusals_unlogged_ = 0;
   Store store_;

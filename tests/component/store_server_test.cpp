@@ -559,7 +559,9 @@ TEST_CASE("store server: real LibTorch c10d::TCPStore client", "[component][stor
   CHECK(result.status.success());
   CHECK_THAT(result.out, Catch::Contains("libtorch_store_client: ok"));
 #else
-  WARN("skipped: LibTorch was not found at configure time, libtorch_store_client not built");
+  FAIL(
+      "prerequisite missing: LibTorch (libtorch-dev, installed by scripts/setup) was not found "
+      "at configure time, so libtorch_store_client was not built");
 #endif
 }
 

@@ -7,6 +7,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
+#include <thread>
 
 #include "proto/control_frame.hpp"
 #include "tests/integration/multinode_support.hpp"
@@ -165,4 +166,62 @@ TEST_CASE("control characters a worker writes reach the failure summary escaped"
   INFO(summary);
   CHECK(contains(summary, "clear \\x1b[2J title \\x1b]0;owned\\x07 bell"));
   CHECK_FALSE(contains(summary, "\x1b"));
+}
+
+namespace {
+
+// User + system CPU time of a process, in clock ticks (/proc/PID/stat fields 14 and 15).
+long cpu_ticks(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int index = 3; fields >> field; ++index) {
+    if (index == 14) utime = std::stol(field);
+    if (index == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+}  // namespace
+
+TEST_CASE("cohortd out of descriptors backs off instead of spinning, then serves again",
+          "[integration][security]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd_fd";
+  // A hard limit of 24 descriptors: a few dozen connections exhaust it.
+  ChildProcess daemon({"/usr/bin/prlimit", "--nofile=24:24", kCohortdBin, "--port", "0",
+                       "--port-file", scratch.file("port")},
+                      options);
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("port")); }, 10s));
+  int port = std::atoi(read_file(scratch.file("port")).c_str());
+  boost::asio::io_context io;
+  std::vector<std::unique_ptr<ip::tcp::socket>> flood;
+  for (int i = 0; i < 40; ++i) {
+    auto socket = std::make_unique<ip::tcp::socket>(io);
+    boost::system::error_code error;
+    socket->connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)),
+                    error);
+    if (!error) flood.push_back(std::move(socket));
+  }
+  long before = cpu_ticks(daemon.pid());
+  std::this_thread::sleep_for(1500ms);
+  long used = cpu_ticks(daemon.pid()) - before;
+  CHECK(used < 30);  // a spinning acceptor burns ~150 ticks in 1.5 s
+  int lines = 0;
+  for (const auto& line : split_lines(daemon.err())) lines += contains(line, "accept failed");
+  CHECK(lines >= 1);
+  CHECK(lines <= 3);  // at most one a second
+  flood.clear();      // descriptors come free: the daemon answers again
+  CHECK(wait_until(
+      [&] {
+        return run_to_end(
+                   {kCohortBin, "status", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port)},
+                   scratch.options(), 10s)
+            .status.success();
+      },
+      10s));
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s));
 }
