@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "tests/support/fake_clock.hpp"
+#include "tests/support/io_steps.hpp"
 #include "tests/support/wait_until.hpp"
 
 using namespace cohort;
@@ -28,20 +29,9 @@ struct ClientTest {
         io, clock, options, [](proto::ControlMessage) {},
         [this](ConnectionLoss, const std::string&) { ++losses; });
   }
-  /// Runs the io_context for 100 ms of wall time: what is ready happens.
-  void settle() {
-    io.restart();
-    io.run_for(100ms);
-  }
-  /// Runs the io_context until `condition` holds, at most 5 s of wall time.
+  void settle() { test::settle(io); }
   bool run_until(const std::function<bool()>& condition) {
-    return test::wait_until(
-        [&] {
-          io.restart();
-          io.run_for(5ms);
-          return condition();
-        },
-        5s);
+    return test::run_io_until(io, condition);
   }
 };
 

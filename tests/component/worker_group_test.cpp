@@ -13,6 +13,7 @@
 
 #include "tests/support/fake_clock.hpp"
 #include "tests/support/fake_process_spawner.hpp"
+#include "tests/support/io_steps.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wait_until.hpp"
 
@@ -57,20 +58,9 @@ struct GroupTest {
     for (int i = 0; i < workers; ++i) plans.push_back(plan(i));
     return start(std::move(plans));
   }
-  /// Runs the io_context for 100 ms of wall time: what is ready happens.
-  void settle() {
-    io.restart();
-    io.run_for(100ms);
-  }
-  /// Runs the io_context (pumps, the posted outcome) until `condition` holds, at most 5 s.
+  void settle() { test::settle(io); }
   bool run_until(const std::function<bool()>& condition) {
-    return test::wait_until(
-        [&] {
-          io.restart();
-          io.run_for(5ms);
-          return condition();
-        },
-        5s);
+    return test::run_io_until(io, condition);
   }
   bool reported() {
     return run_until([this] { return reports > 0; });

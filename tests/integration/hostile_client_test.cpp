@@ -65,13 +65,7 @@ TEST_CASE("a frame nested 20,000 deep leaves cohortd and its runs alive",
 TEST_CASE("a frame nested 20,000 deep leaves an agent that hosts the rendezvous alive",
           "[integration][security]") {
   Scratch scratch;
-  int port = 0;
-  {
-    Cluster probe(scratch);  // a free port on 127.0.0.1
-    probe.start_daemon();
-    port = probe.port();
-    probe.stop_daemon();
-  }
+  int port = free_daemon_port(scratch);
   auto agent =
       scratch.start({"--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                      "127.0.0.1:" + std::to_string(port), "--rdzv-id", "hosted", "--no-python",

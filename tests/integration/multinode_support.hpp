@@ -76,6 +76,15 @@ class Cluster {
   std::string token_file_;
 };
 
+/// A port on 127.0.0.1 that was free a moment ago: cohortd bound it and let it go.
+inline int free_daemon_port(Scratch& scratch) {
+  Cluster probe(scratch);
+  probe.start_daemon();
+  int port = probe.port();
+  probe.stop_daemon();
+  return port;
+}
+
 /// `cohort status --rdzv-endpoint ... --json` (proving `token_file`'s token, if any), read back.
 inline proto::StatusReply daemon_status(const std::string& endpoint,
                                         const std::string& token_file = {}) {

@@ -371,13 +371,7 @@ TEST_CASE("a PyTorch Gloo job across three nodes survives the loss of one",
 TEST_CASE("without cohortd, an agent on the endpoint's host hosts the rendezvous",
           "[integration][multinode]") {
   Scratch scratch;
-  int port = 0;
-  {
-    Cluster probe(scratch);  // a free port on 127.0.0.1
-    probe.start_daemon();
-    port = probe.port();
-    probe.stop_daemon();
-  }
+  int port = free_daemon_port(scratch);
   std::vector<std::unique_ptr<ChildProcess>> nodes;
   for (size_t i = 0; i < 2; ++i) {
     nodes.push_back(scratch.start(
