@@ -104,6 +104,17 @@ struct Client {
       CHECK(welcome.proof == proto::welcome_proof(token, challenge, hello.client_nonce));
     }
   }
+  /// A hello for `run`/`node` proven with `key` (if any) that the daemon must refuse: its reason.
+  std::string refused_hello(const std::string& run, const std::string& node,
+                            const std::string& key) {
+    proto::Hello hello;
+    hello.run_id = run;
+    hello.node_id = node;
+    hello.address = "addr-" + node;
+    if (!key.empty()) hello.proof = proto::hello_proof(key, challenge, "", run, node);
+    send(hello);
+    return expect<proto::Error>().message;
+  }
   /// A status request proven with `key` (if any); the reply or the refusal.
   proto::ControlMessage status(const std::string& run_id = {}, const std::string& key = {}) {
     proto::StatusRequest request{run_id, ""};
@@ -291,16 +302,7 @@ TEST_CASE("with a token, hello and status must prove it; a wrong or missing proo
   for (const std::string& wrong : std::vector<std::string>{"", "another token of the same size"}) {
     INFO("token '" << wrong << "'");
     Client stranger(d.daemon.port(), wrong);
-    proto::Hello hello;
-    hello.run_id = "job";
-    hello.node_id = "stranger";
-    hello.address = "addr-stranger";
-    if (!wrong.empty()) {
-      hello.proof = proto::hello_proof(wrong, stranger.challenge, "", "job", "stranger");
-    }
-    stranger.send(hello);
-    auto refusal = stranger.expect<proto::Error>();
-    CHECK(refusal.message.find("authentication failed") == 0);
+    CHECK(stranger.refused_hello("job", "stranger", wrong).find("authentication failed") == 0);
     CHECK_FALSE(stranger.receive());  // closed
     Client snoop(d.daemon.port());
     auto status = snoop.status("", wrong);
@@ -331,13 +333,8 @@ TEST_CASE("a run's derived token acts on that run only", "[component][daemon][au
   CHECK(a.expect<proto::RoundAssigned>().world_size == 2);
   Client b(d.daemon.port(), token);
   b.hello("red", "b", 2);
-  Client intruder(d.daemon.port(), blue);  // blue's token for a red node
-  proto::Hello hello;
-  hello.run_id = "red";
-  hello.node_id = "intruder";
-  hello.proof = proto::hello_proof(blue, intruder.challenge, "", "red", "intruder");
-  intruder.send(hello);
-  CHECK(intruder.expect<proto::Error>().message.find("authentication failed") == 0);
+  Client intruder(d.daemon.port());  // blue's token for a red node
+  CHECK(intruder.refused_hello("red", "intruder", blue).find("authentication failed") == 0);
   Client mine(d.daemon.port());
   auto status = mine.status("blue", blue);
   REQUIRE(std::holds_alternative<proto::StatusReply>(status));
