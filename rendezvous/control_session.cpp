@@ -62,6 +62,11 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
 void ControlSession::send(const proto::ControlMessage& message) {
   if (!open_ || closing_) return;
   outbox_ += proto::encode_frame(proto::encode_message(message));
+  // A peer that keeps sending but never reads would grow the outbox without bound.
+  if (outbox_.size() + in_flight_.size() > kMaxOutboxBytes) {
+    return finish("the peer does not read (over " + std::to_string(kMaxOutboxBytes >> 20) +
+                  " MiB queued for it)");
+  }
   flush();
 }
 

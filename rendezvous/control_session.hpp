@@ -16,6 +16,9 @@ namespace cohort {
 
 class ControlSession : public std::enable_shared_from_this<ControlSession> {
  public:
+  /// Bytes queued for a peer that does not read; past this the connection is dropped.
+  static constexpr size_t kMaxOutboxBytes = 8 << 20;
+
   using MessageHandler = std::function<void(ControlSession&, proto::ControlMessage)>;
   using CloseHandler = std::function<void(ControlSession&, const std::string& reason)>;
 

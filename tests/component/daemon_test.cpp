@@ -370,3 +370,27 @@ TEST_CASE("a forged worker_failed from a connection without the token changes no
   a.expect<proto::Complete>();
   b.expect<proto::Complete>();
 }
+
+TEST_CASE("a client that sends heartbeats but never reads is dropped; others are served",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client flooder(d.daemon.port());
+  flooder.hello("other", "flooder", 2);
+  int small = 4096;  // little kernel buffering on the reading side: the daemon's queue grows
+  ::setsockopt(flooder.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  std::string frame = proto::encode_frame(proto::encode_message(proto::Heartbeat{}));
+  std::string batch;
+  while (batch.size() < (1 << 20)) batch += frame;
+  boost::system::error_code error;
+  size_t sent = 0;
+  // Each heartbeat is answered; unread answers pile up. Bounded: at most 64 MiB are sent.
+  while (!error && sent < (size_t{64} << 20)) {
+    sent += boost::asio::write(flooder.socket, boost::asio::buffer(batch), error);
+  }
+  INFO("sent " << sent << " bytes");
+  CHECK(error);  // the daemon closed the connection
+  CHECK(sent < (size_t{64} << 20));
+  Client next(d.daemon.port());  // the daemon goes on serving
+  next.hello("next", "n", 1);
+  CHECK(next.expect<proto::RoundAssigned>().world_size == 2);
+}
