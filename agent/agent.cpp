@@ -159,7 +159,9 @@ proto::Hello Agent::make_hello() {
   hello.local_world_size = config_.nproc;
   hello.rank_hint = config_.rendezvous.rank_hint;
   hello.last_round = state_.round();
+  hello.last_round_nodes = state_.round_nodes();
   hello.restarts_used = state_.restarts_used();
+  hello.outcome = state_.unanswered_outcome();
   hello.config = config_.rendezvous.config;
   hello.rank0_port = rank0_port();
   return hello;

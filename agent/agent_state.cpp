@@ -112,6 +112,7 @@ Actions AgentState::group_start_failed(const std::string& error) {
 Actions AgentState::group_succeeded() {
   if (phase_ != Phase::Running) return workers_gone();
   phase_ = Phase::Reported;
+  reported_ = {round_, std::nullopt};
   return {Say{Level::Info, "the workers of this node finished; waiting for the other nodes"},
           ReportSuccess{round_}};
 }
@@ -129,8 +130,19 @@ Actions AgentState::group_failed(const std::vector<WorkerFailure>& failures) {
                              root.status.describe(),
                              settings_.host_name,
                              sent_summary_};
+  reported_ = {round_, report};
+  std::string& carried_summary = reported_.failure->summary;
+  if (carried_summary.size() > proto::kMaxCarriedSummaryBytes) {
+    carried_summary.resize(proto::kMaxCarriedSummaryBytes);
+    carried_summary += "\n  (cut short)\n";
+  }
   return {Say{Level::Warn, cat("worker rank=", root.rank, " failed with ", root.status.describe())},
           ReportFailure{std::move(report), root}};
+}
+
+std::optional<proto::CarriedOutcome> AgentState::unanswered_outcome() const {
+  if (phase_ != Phase::Reported) return std::nullopt;
+  return reported_;
 }
 
 Actions AgentState::group_stopped() {

@@ -131,7 +131,12 @@ class AgentState {
 
   Phase phase() const { return phase_; }
   int round() const { return round_; }  ///< the last round assigned, -1 before the first
+  /// How many nodes the last round had; 0 before the first.
+  int round_nodes() const { return round_ < 0 ? 0 : next_round_.group_world_size; }
   int restarts_used() const { return restarts_used_; }
+  /// The outcome this node reported for its round and the daemon has not answered yet (the
+  /// daemon may have died before reading it): a new connection's hello carries it.
+  std::optional<proto::CarriedOutcome> unanswered_outcome() const;
 
  private:
   /// What comes once the stopping workers are gone, in Restarting.
@@ -157,6 +162,7 @@ class AgentState {
   int restarts_used_ = 0;
   int stop_signal_ = 0;                     ///< the first termination signal, 0 before one
   std::string sent_summary_;                ///< the failure summary this node last reported
+  proto::CarriedOutcome reported_;          ///< what this node last reported, in Reported
   std::optional<TimePoint> last_progress_;  ///< when "waiting for nodes" was last shown
 };
 

@@ -83,7 +83,7 @@ int run_status_command(const StatusQuery& query) {
   }
   timeval timeout{query.timeout_ms / 1000, (query.timeout_ms % 1000) * 1000};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  proto::FrameDecoder decoder;
+  proto::FrameDecoder decoder(proto::kMaxStatusFrameBytes);
   std::string problem;
   std::optional<proto::ControlMessage> message = read_message(socket, decoder, problem);
   auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;

@@ -16,7 +16,7 @@ FrameDecoder::Status FrameDecoder::next(std::string& payload) {
   const auto* head = reinterpret_cast<const unsigned char*>(buffer_.data() + consumed_);
   uint32_t size = (uint32_t{head[0]} << 24) | (uint32_t{head[1]} << 16) | (uint32_t{head[2]} << 8) |
                   uint32_t{head[3]};
-  if (size > kMaxFrameBytes) return Status::Error;
+  if (size > max_) return Status::Error;
   if (buffered() < 4 + size) return Status::NeedMore;
   payload.assign(buffer_, consumed_ + 4, size);
   consumed_ += 4 + size;

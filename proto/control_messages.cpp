@@ -47,6 +47,14 @@ void to_json(json& out, const HeartbeatAck& m) { to_json_empty(out, m); }
 void from_json(const json&, HeartbeatAck&) {}
 
 // Messages with optional fields: absent in JSON when unset.
+void to_json(json& out, const CarriedOutcome& m) {
+  out = json{{"round", m.round}};
+  if (m.failure) out["failure"] = *m.failure;
+}
+void from_json(const json& in, CarriedOutcome& m) {
+  in.at("round").get_to(m.round);
+  if (in.contains("failure")) m.failure = in.at("failure").get<WorkerFailed>();
+}
 void to_json(json& out, const Hello& m) {
   out = json{{"magic", m.magic},
              {"version", m.version},
@@ -55,12 +63,14 @@ void to_json(json& out, const Hello& m) {
              {"address", m.address},
              {"local_world_size", m.local_world_size},
              {"last_round", m.last_round},
+             {"last_round_nodes", m.last_round_nodes},
              {"restarts_used", m.restarts_used},
              {"config", m.config},
              {"rank0_port", m.rank0_port},
              {"client_nonce", m.client_nonce},
              {"proof", m.proof}};
   if (m.rank_hint) out["rank_hint"] = *m.rank_hint;
+  if (m.outcome) out["outcome"] = *m.outcome;
 }
 void from_json(const json& in, Hello& m) {
   in.at("magic").get_to(m.magic);
@@ -70,12 +80,14 @@ void from_json(const json& in, Hello& m) {
   in.at("address").get_to(m.address);
   in.at("local_world_size").get_to(m.local_world_size);
   in.at("last_round").get_to(m.last_round);
+  m.last_round_nodes = in.value("last_round_nodes", 0);
   in.at("restarts_used").get_to(m.restarts_used);
   in.at("config").get_to(m.config);
   m.rank0_port = in.value("rank0_port", 0);
   m.client_nonce = in.value("client_nonce", std::string());
   m.proof = in.value("proof", std::string());
   if (in.contains("rank_hint")) m.rank_hint = in.at("rank_hint").get<int>();
+  if (in.contains("outcome")) m.outcome = in.at("outcome").get<CarriedOutcome>();
 }
 void to_json(json& out, const Waiting& m) {
   out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};
@@ -152,8 +164,16 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(hello->local_world_size, 1, kMaxLocalWorldSize)) return "local_world_size";
     if (!in_range(hello->last_round, -1, kMaxRound)) return "last_round";
     if (!in_range(hello->restarts_used, 0, kMaxRound)) return "restarts_used";
+    if (!in_range(hello->last_round_nodes, 0, kMaxNodes)) return "last_round_nodes";
     if (hello->rank_hint && !in_range(*hello->rank_hint, 0, kMaxNodes)) return "rank_hint";
     if (!in_range(hello->rank0_port, 0, 65535)) return "rank0_port";
+    if (const auto& outcome = hello->outcome) {
+      if (!in_range(outcome->round, 0, hello->last_round)) return "outcome.round";
+      if (outcome->failure && (outcome->failure->round != outcome->round ||
+                               outcome->failure->rank < 0 || outcome->failure->local_rank < 0)) {
+        return "outcome.failure";
+      }
+    }
     if (!in_range(config.min_nodes, 1, kMaxNodes)) return "config.min_nodes";
     if (!in_range(config.max_nodes, config.min_nodes, kMaxNodes)) return "config.max_nodes";
     if (config.max_restarts < 0) return "config.max_restarts";

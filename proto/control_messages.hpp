@@ -33,25 +33,6 @@ struct WireRunConfig {
 };
 
 // Agent -> daemon.
-struct Hello {  ///< first frame of every connection: who I am, which run, its settings
-  std::string magic = kControlMagic;
-  int version = kControlVersion;
-  std::string run_id;
-  std::string node_id;
-  std::string address;
-  int local_world_size = 1;
-  std::optional<int> rank_hint;
-  int last_round = -1;
-  int restarts_used = 0;
-  WireRunConfig config;
-  int rank0_port = 0;  ///< classic worker store: the port this node's rank 0 would bind, else 0
-  std::string client_nonce;  ///< the agent's challenge to the daemon (proto/auth.hpp)
-  std::string proof;         ///< hello_proof under the run's token; empty without a token
-};
-struct Join {  ///< ready for the next round (after a restart)
-  int rank0_port = 0;
-};
-struct Heartbeat {};
 struct WorkerFailed {
   int round = 0;
   int rank = 0;
@@ -61,6 +42,36 @@ struct WorkerFailed {
   std::string host;
   std::string summary;
 };
+/// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
+/// daemon may have died before it read the report). The daemon's next word about the run is the
+/// acknowledgment.
+struct CarriedOutcome {
+  int round = 0;
+  std::optional<WorkerFailed> failure;  ///< absent: every worker exited 0
+};
+/// A carried failure's summary is cut to this size: a hello must fit kMaxFirstFrameBytes.
+constexpr size_t kMaxCarriedSummaryBytes = 8 << 10;
+struct Hello {  ///< first frame of every connection: who I am, which run, its settings
+  std::string magic = kControlMagic;
+  int version = kControlVersion;
+  std::string run_id;
+  std::string node_id;
+  std::string address;
+  int local_world_size = 1;
+  std::optional<int> rank_hint;
+  int last_round = -1;
+  int last_round_nodes = 0;  ///< how many nodes that round had; 0 before the first
+  int restarts_used = 0;
+  WireRunConfig config;
+  int rank0_port = 0;  ///< classic worker store: the port this node's rank 0 would bind, else 0
+  std::string client_nonce;  ///< the agent's challenge to the daemon (proto/auth.hpp)
+  std::string proof;         ///< hello_proof under the run's token; empty without a token
+  std::optional<CarriedOutcome> outcome;
+};
+struct Join {  ///< ready for the next round (after a restart)
+  int rank0_port = 0;
+};
+struct Heartbeat {};
 struct NodeSucceeded {
   int round = 0;
 };

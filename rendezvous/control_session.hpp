@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 
@@ -28,19 +29,27 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   ControlSession& operator=(const ControlSession&) = delete;
 
   void start();
+  /// From the next frame on, the peer's frames may be up to this size.
+  void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
   /// Sends `last` (if any) and then closes; no message is delivered after this call.
   void close_after(std::optional<proto::ControlMessage> last, const std::string& reason);
   /// Closes at once without telling the owner (the owner already knows).
   void abandon();
+  /// Closes at once, unsent messages and all; the owner hears `reason`.
+  void close_now(const std::string& reason) { finish(reason); }
   bool open() const { return open_; }
   /// The local address of the connection: the address the peer used to reach us.
   std::string local_address() const;
   std::string remote_address() const;
 
-  /// Owner data: the challenge this connection's proofs must answer, and the node it speaks for
-  /// once it said hello.
+  /// Owner data: the challenge this connection's proofs must answer, the deadline for its first
+  /// message and whether it came (proven), the peer's address, and the node it speaks for once
+  /// it said hello.
   std::string challenge;
+  std::unique_ptr<Timer> hello_deadline;
+  bool proven = false;
+  std::string peer;
   std::string run_id;
   std::string node_id;
 

@@ -23,6 +23,18 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
           rdzv::Ms(wire.heartbeat_timeout_ms)};
 }
 
+rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
+  return {failed.round,       failed.rank, failed.local_rank, failed.exit_status,
+          failed.description, failed.host, failed.summary};
+}
+
+std::optional<rdzv::CarriedOutcome> to_carried(const std::optional<proto::CarriedOutcome>& wire) {
+  if (!wire) return std::nullopt;
+  rdzv::CarriedOutcome outcome{wire->round, std::nullopt};
+  if (wire->failure) outcome.failure = to_report(*wire->failure);
+  return outcome;
+}
+
 const char* phase_name(rdzv::RunState::Phase phase) {
   switch (phase) {
     case rdzv::RunState::Phase::Forming:
@@ -81,7 +93,8 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
       options_(std::move(options)),
       acceptor_(io),
       timer_(clock.make_timer()),
-      accept_retry_(clock.make_timer()) {}
+      accept_retry_(clock.make_timer()),
+      gate_(options_.connection_limits) {}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
@@ -126,16 +139,7 @@ void RendezvousDaemon::accept_next() {
       [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
         if (stopped_) return;
         if (!error) {
-          auto session = std::make_shared<ControlSession>(
-              std::move(socket),
-              [this](ControlSession& from, proto::ControlMessage message) {
-                on_message(from, std::move(message));
-              },
-              [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
-          sessions_.insert(session);
-          session->challenge = proto::random_nonce();
-          session->start();
-          session->send(proto::Challenge{session->challenge});
+          admit(std::move(socket));
           accept_backoff_.reset();
         } else if (error == boost::asio::error::operation_aborted) {
           return;
@@ -161,6 +165,51 @@ void RendezvousDaemon::accept_later(const boost::system::error_code& error) {
   });
 }
 
+// A new connection: refused at once past the gate's caps, else challenged, with a small frame
+// limit and a deadline until it proves itself.
+void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
+  boost::system::error_code error;
+  auto remote = socket.remote_endpoint(error);
+  std::string peer = error ? std::string("?") : remote.address().to_string();
+  if (std::string refusal = gate_.admit(peer); !refusal.empty()) {
+    if (!refusal_logged_ || clock_.now() - *refusal_logged_ >= std::chrono::seconds(1)) {
+      refusal_logged_ = clock_.now();
+      log::warn("rendezvous: refusing a connection from ", peer, ": ", refusal);
+    }
+    socket.close(error);
+    return;
+  }
+  auto session = std::make_shared<ControlSession>(
+      std::move(socket),
+      [this](ControlSession& from, proto::ControlMessage message) {
+        on_message(from, std::move(message));
+      },
+      [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
+  sessions_.insert(session);
+  session->peer = peer;
+  session->challenge = proto::random_nonce();
+  session->limit_frames(proto::kMaxFirstFrameBytes);
+  session->hello_deadline = clock_.make_timer();
+  session->hello_deadline->start_after(
+      options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
+        auto expired = weak.lock();
+        if (!expired || stopped_) return;
+        log::info("rendezvous: closing a connection from ", expired->peer,
+                  ": no hello within the hello timeout");
+        expired->close_now("no hello within the hello timeout");
+      });
+  session->start();
+  session->send(proto::Challenge{session->challenge});
+}
+
+// The connection said a valid hello: full-size frames, no deadline, no longer a stranger.
+void RendezvousDaemon::mark_proven(ControlSession& session) {
+  session.proven = true;
+  session.hello_deadline.reset();
+  session.limit_frames(proto::kMaxFrameBytes);
+  gate_.proven(session.peer);
+}
+
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
   if (auto* hello = std::get_if<proto::Hello>(&message)) return on_hello(session, *hello);
   if (auto* request = std::get_if<proto::StatusRequest>(&message)) {
@@ -184,10 +233,7 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           if (typed.rank0_port > 0) run.rank0_ports[node] = typed.rank0_port;
           apply(run, state.join(nodes_[node], configs_[node], now()));
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
-          rdzv::FailureReport report{typed.round,       typed.rank,        typed.local_rank,
-                                     typed.exit_status, typed.description, typed.host,
-                                     typed.summary};
-          apply(run, state.worker_failed(node, report, now()));
+          apply(run, state.worker_failed(node, to_report(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
           apply(run, state.node_succeeded(node, typed.round, now()));
         } else if constexpr (std::is_same_v<T, proto::Leave>) {
@@ -232,8 +278,10 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
               " nnodes=", config.min_nodes, ":", config.max_nodes);
   }
-  rdzv::NodeInfo info{hello.node_id,   hello.address,    hello.local_world_size,
-                      hello.rank_hint, hello.last_round, hello.restarts_used};
+  rdzv::NodeInfo info{
+      hello.node_id,    hello.address,          hello.local_world_size, hello.rank_hint,
+      hello.last_round, hello.last_round_nodes, hello.restarts_used,    to_carried(hello.outcome)};
+  mark_proven(session);
   session.run_id = hello.run_id;
   session.node_id = hello.node_id;
   nodes_[hello.node_id] = info;
@@ -284,6 +332,8 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
   std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
   sessions_.erase(held);
+  gate_.closed(session.peer, session.proven);
+  session.hello_deadline.reset();
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
   configs_.erase(session.node_id);

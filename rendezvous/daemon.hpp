@@ -16,6 +16,7 @@
 
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
+#include "rendezvous/connection_gate.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
@@ -31,6 +32,9 @@ struct DaemonOptions {
   /// or the run's token derived from it (proto/auth.hpp). Empty: no authentication.
   std::string token;
   uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
+  /// How long a new connection has for its hello or status request before it is closed.
+  std::chrono::milliseconds hello_timeout{10000};
+  ConnectionLimits connection_limits;
 };
 
 class RendezvousDaemon {
@@ -67,6 +71,8 @@ class RendezvousDaemon {
 
   void accept_next();
   void accept_later(const boost::system::error_code& error);
+  void admit(boost::asio::ip::tcp::socket socket);
+  void mark_proven(ControlSession& session);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
@@ -91,6 +97,8 @@ class RendezvousDaemon {
   std::unique_ptr<Timer> timer_;
   std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
   AcceptBackoff accept_backoff_;
+  ConnectionGate gate_;
+  std::optional<SteadyTime> refusal_logged_;        ///< refused connections: one log line a second
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;

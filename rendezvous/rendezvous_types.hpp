@@ -27,13 +27,32 @@ struct RunConfig {
   bool operator==(const RunConfig&) const = default;
 };
 
+struct FailureReport {
+  int round = 0;
+  int rank = 0;
+  int local_rank = 0;
+  int exit_status = 1;      ///< the status the agents exit with (code, or 128 + signal)
+  std::string description;  ///< "exit code 7" / "signal 11 (SIGSEGV)"
+  std::string host;
+  std::string summary;  ///< the failing node's formatted failure summary
+};
+
+/// What a node rejoining a restarted daemon says of its last round: its workers ended there, and
+/// how (a failure, or success when `failure` is empty), reported to the daemon that died.
+struct CarriedOutcome {
+  int round = 0;
+  std::optional<FailureReport> failure;
+};
+
 struct NodeInfo {
   std::string node_id;  ///< unique per agent process: address, pid, random part
   std::string address;  ///< --local-addr or the host name, used exactly as given
   int local_world_size = 1;
   std::optional<int> rank_hint;  ///< --node-rank (static mode) or SLURM_NODEID
   int last_round = -1;           ///< the round it was in before a daemon restart, else -1
+  int last_round_nodes = 0;      ///< how many nodes that round had
   int restarts_used = 0;         ///< the job-wide count it last heard, for a restarted daemon
+  std::optional<CarriedOutcome> outcome;  ///< its workers ended in last_round, unacknowledged
 };
 
 struct Assignment {
@@ -45,16 +64,6 @@ struct Assignment {
   int base_rank = 0;  ///< global rank of the node's local rank 0
   int local_world_size = 0;
   int world_size = 0;
-};
-
-struct FailureReport {
-  int round = 0;
-  int rank = 0;
-  int local_rank = 0;
-  int exit_status = 1;      ///< the status the agents exit with (code, or 128 + signal)
-  std::string description;  ///< "exit code 7" / "signal 11 (SIGSEGV)"
-  std::string host;
-  std::string summary;  ///< the failing node's formatted failure summary
 };
 
 // Actions: what the state machine decided; the daemon turns them into messages and sockets.

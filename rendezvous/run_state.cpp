@@ -59,6 +59,7 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
   }
   restarts_used_ = std::max(restarts_used_, node.restarts_used);
   next_round_ = std::max(next_round_, node.last_round + 1);
+  if (current_round_ < 0) carried_.rejoined(node, now, config_.heartbeat_timeout);
   return admit(node, now);
 }
 
@@ -115,6 +116,7 @@ Actions RunState::node_lost(const std::string& node_id, const std::string& reaso
   Role role = found->second.role;
   std::string address = found->second.info.address;
   erase_node(found);
+  carried_.forget(node_id);
   if (phase_ == Phase::Running && role == Role::Member) {
     return restart_members(cat("node ", address, " lost: ", reason), now);
   }
@@ -127,6 +129,7 @@ Actions RunState::node_lost(const std::string& node_id, const std::string& reaso
 
 Actions RunState::worker_failed(const std::string& node_id, const FailureReport& report,
                                 TimePoint now) {
+  if (current_round_ < 0) return carry_late_report(node_id, {report.round, report}, now);
   auto found = nodes_.find(node_id);
   if (phase_ != Phase::Running || report.round != current_round_ || found == nodes_.end() ||
       found->second.role != Role::Member) {
@@ -134,6 +137,15 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
   }
   std::string reason =
       cat("worker rank ", report.rank, " on ", report.host, " failed with ", report.description);
+  if (Actions stop = spend_restart(report, reason, now); !stop.empty()) return stop;
+  return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
+                         now);
+}
+
+// Counts a worker failure against the budget: nothing when a restart may follow (after the
+// backoff), or the run's end when the budget is spent.
+Actions RunState::spend_restart(const FailureReport& report, const std::string& reason,
+                                TimePoint now) {
   RestartDecision decision = decide_restart(restarts_used_, config_.max_restarts);
   if (!decision.restart) {
     phase_ = Phase::Failed;
@@ -141,8 +153,7 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
   }
   ++restarts_used_;
   not_before_ = now + decision.delay;
-  return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
-                         now);
+  return {};
 }
 
 Actions RunState::cancel(int exit_status, const std::string& reason) {
@@ -152,7 +163,7 @@ Actions RunState::cancel(int exit_status, const std::string& reason) {
 }
 
 Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoint now) {
-  (void)now;
+  if (current_round_ < 0) return carry_late_report(node_id, {round, std::nullopt}, now);
   auto found = nodes_.find(node_id);
   if (phase_ != Phase::Running || round != current_round_ || found == nodes_.end() ||
       found->second.role != Role::Member) {
@@ -212,6 +223,7 @@ std::optional<TimePoint> RunState::next_deadline() const {
   if (!seen_.empty()) consider(*seen_.begin() + config_.heartbeat_timeout);
   if (phase_ == Phase::Forming) {
     consider(forming_since_ + config_.join_timeout);
+    if (auto carried = carried_.deadline()) consider(*carried);
     if (last_call_deadline_) consider(*last_call_deadline_);
     if (not_before_ > forming_since_) consider(not_before_);
   }
@@ -220,6 +232,13 @@ std::optional<TimePoint> RunState::next_deadline() const {
 }
 
 Actions RunState::try_close(TimePoint now, Report report, const std::string& cause) {
+  if (carried_.pending()) {  // no new round before the ruling on the last one
+    if (!carried_.ready(now)) {
+      if (report == Report::Nobody) return {};
+      return report_to(report == Report::Everyone ? nullptr : &cause, now);
+    }
+    if (Actions ruled = rule_on_carried_round(now); !ruled.empty()) return ruled;
+  }
   int pending = count(Role::Pending);
   bool ready = false;
   if (pending < config_.min_nodes) {
@@ -232,6 +251,35 @@ Actions RunState::try_close(TimePoint now, Report report, const std::string& cau
   if (ready && now >= not_before_) return form_round(now);
   if (report == Report::Nobody) return {};
   return report_to(report == Report::Everyone ? nullptr : &cause, now);
+}
+
+// A restarted daemon, before its first round: a report about the round it did not see end, from
+// a node whose workers were still running when it rejoined.
+Actions RunState::carry_late_report(const std::string& node_id, const CarriedOutcome& outcome,
+                                    TimePoint now) {
+  if (phase_ != Phase::Forming) return {};
+  carried_.reported(node_id, outcome, now, config_.heartbeat_timeout);
+  if (!carried_.pending()) return {};
+  return try_close(now, Report::Nobody);
+}
+
+// Every node of the round the daemon did not see end is back (or the wait is over): complete the
+// run, count the failure that happened while it was down, or go on to form a new round.
+Actions RunState::rule_on_carried_round(TimePoint now) {
+  switch (carried_.rule()) {
+    case CarriedRound::Verdict::Completed:
+      phase_ = Phase::Completed;
+      return {CompleteRun{all_ids()}};
+    case CarriedRound::Verdict::Failed: {
+      const FailureReport& failure = carried_.failure();
+      std::string reason = cat("worker rank ", failure.rank, " on ", failure.host, " failed with ",
+                               failure.description, " while the rendezvous was down");
+      return spend_restart(failure, reason, now);
+    }
+    case CarriedRound::Verdict::NewRound:
+      return {};
+  }
+  return {};
 }
 
 std::vector<RunState::Node*> RunState::ordered_pending() {

@@ -1,7 +1,8 @@
 // The rendezvous of one run as a pure state machine: nodes join, rounds form (at max nodes, after
 // the last call once min have joined, or at once when every survivor of a restart is back),
 // ranks are assigned, node loss and worker failures restart every member, one job-wide restart
-// budget, scale-up with waiting nodes and spares, completion. No I/O and no clock reads: time is
+// budget, scale-up with waiting nodes and spares, completion, and (after a daemon restart) the
+// outcomes the agents carried over. No I/O and no clock reads: time is
 // passed in, decisions come back as Actions, in O(log n) per event unless a round (re)starts.
 // Owned by the daemon; one thread.
 #pragma once
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/carried_round.hpp"
 #include "rendezvous/rendezvous_types.hpp"
 
 namespace cohort::rdzv {
@@ -80,6 +82,10 @@ class RunState {
 
   Actions admit(const NodeInfo& info, TimePoint now);
   Actions try_close(TimePoint now, Report report, const std::string& cause = {});
+  Actions rule_on_carried_round(TimePoint now);
+  Actions spend_restart(const FailureReport& report, const std::string& reason, TimePoint now);
+  Actions carry_late_report(const std::string& node_id, const CarriedOutcome& outcome,
+                            TimePoint now);
   Actions form_round(TimePoint now);
   Actions restart_members(const std::string& reason, TimePoint now);
   Actions expire_heartbeats(TimePoint now);
@@ -110,6 +116,7 @@ class RunState {
   TimePoint not_before_;  ///< restart backoff after a worker failure
   std::optional<TimePoint> last_call_deadline_;
   std::optional<TimePoint> scale_up_deadline_;
+  CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end
 };
 
 /// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.

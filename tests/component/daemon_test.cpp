@@ -27,7 +27,8 @@ struct DaemonThread {
   std::thread thread;
 
   explicit DaemonThread(std::string token = {})
-      : daemon(io, clock, DaemonOptions{"127.0.0.1", 0, 0, 0, std::move(token)}) {
+      : DaemonThread(DaemonOptions{"127.0.0.1", 0, 0, 0, std::move(token)}) {}
+  explicit DaemonThread(DaemonOptions options) : daemon(io, clock, std::move(options)) {
     REQUIRE_FALSE(daemon.start());
     thread = std::thread([this] { io.run(); });
   }
@@ -73,6 +74,13 @@ struct Client {
     }
     std::string problem;
     return proto::decode_message(payload, problem);
+  }
+  /// True when the daemon closes the connection before the receive timeout (5 s).
+  bool closed_by_daemon() {
+    char buffer[4096];
+    boost::system::error_code error;
+    while (!error) socket.read_some(boost::asio::buffer(buffer), error);
+    return error == boost::asio::error::eof || error == boost::asio::error::connection_reset;
   }
   template <typename T>
   T expect() {
@@ -123,6 +131,26 @@ struct Client {
     auto reply = receive();
     REQUIRE(reply);
     return *reply;
+  }
+};
+
+// A raw connection from `from` (a loopback address) that has not said hello.
+struct Stranger {
+  boost::asio::io_context io;
+  ip::tcp::socket socket;
+
+  Stranger(uint16_t port, const char* from)
+      : socket(io, ip::tcp::endpoint(ip::make_address(from), 0)) {
+    socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), port));
+    timeval timeout{5, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
+  /// True when the daemon sends its challenge; false when it closes the connection first.
+  bool challenged() {
+    char byte;
+    boost::system::error_code error;
+    socket.read_some(boost::asio::buffer(&byte, 1), error);
+    return !error;
   }
 };
 
@@ -393,4 +421,51 @@ TEST_CASE("a client that sends heartbeats but never reads is dropped; others are
   Client next(d.daemon.port());  // the daemon goes on serving
   next.hello("next", "n", 1);
   CHECK(next.expect<proto::RoundAssigned>().world_size == 2);
+}
+
+TEST_CASE("a connection that never says hello is closed at the hello timeout",
+          "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.hello_timeout = std::chrono::milliseconds(300);
+  DaemonThread d(options);
+  Client silent(d.daemon.port());
+  Client member(d.daemon.port());
+  member.hello("job", "m", 2);
+  CHECK(silent.closed_by_daemon());
+  member.send(proto::Heartbeat{});       // a proven connection has no such deadline
+  member.expect<proto::HeartbeatAck>();  // and is answered
+}
+
+TEST_CASE("connections that have not said hello are capped per address and in total",
+          "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.connection_limits = {2, 3, 100};
+  DaemonThread d(options);
+  uint16_t port = d.daemon.port();
+  Client member(port);
+  Stranger first(port, "127.0.0.1");
+  REQUIRE(first.challenged());
+  CHECK_FALSE(Stranger(port, "127.0.0.1").challenged());  // a third from the same address
+  Stranger elsewhere(port, "127.0.0.2");                  // another address has its own share
+  REQUIRE(elsewhere.challenged());
+  CHECK_FALSE(Stranger(port, "127.0.0.3").challenged());  // but the total is reached
+  member.hello("job", "m", 2);                            // proven: no longer counted
+  Stranger after_hello(port, "127.0.0.1");
+  CHECK(after_hello.challenged());
+}
+
+TEST_CASE("before hello, a frame over 64 KiB closes the connection; after it, 1 MiB is fine",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client stranger(d.daemon.port());
+  stranger.send_raw(std::string("\x00\x01\x00\x01", 4));  // announces 65,537 bytes
+  CHECK(stranger.expect<proto::Error>().message == "frame larger than the protocol's limit");
+  Client member(d.daemon.port());
+  member.hello("job", "m", 1);
+  auto round = member.expect<proto::RoundAssigned>();
+  std::string summary(512 << 10, 's');
+  member.send(proto::WorkerFailed{round.round, 0, 0, 7, "exit code 7", "host", summary});
+  auto stop = member.expect<proto::Stop>();
+  CHECK(stop.exit_status == 7);
+  CHECK(stop.summary.size() == summary.size());
 }

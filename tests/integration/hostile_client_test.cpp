@@ -7,6 +7,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <csignal>
+#include <fstream>
 #include <thread>
 
 #include "proto/control_frame.hpp"
@@ -37,7 +38,72 @@ std::string deep_frame() {
   return cohort::proto::encode_frame(std::string(20000, '[') + std::string(20000, ']'));
 }
 
+// A connection from `from` to 127.0.0.1:port that sends `bytes` and then nothing more.
+std::unique_ptr<ip::tcp::socket> stalled_connection(boost::asio::io_context& io, const char* from,
+                                                    int port, const std::string& bytes) {
+  auto socket = std::make_unique<ip::tcp::socket>(io, ip::tcp::endpoint(ip::make_address(from), 0));
+  socket->connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
+  boost::system::error_code refused;  // past the cap the daemon may close it while we write
+  boost::asio::write(*socket, boost::asio::buffer(bytes), refused);
+  return socket;
+}
+
+// Reads (discarding) until the peer closes, for at most `limit`; true when it closed.
+bool closed_by_peer(ip::tcp::socket& socket, std::chrono::seconds limit) {
+  timeval timeout{static_cast<time_t>(limit.count()), 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  char buffer[4096];
+  boost::system::error_code error;
+  while (!error) socket.read_some(boost::asio::buffer(buffer), error);
+  return error == boost::asio::error::eof || error == boost::asio::error::connection_reset;
+}
+
+long resident_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
 }  // namespace
+
+TEST_CASE("slow strangers are capped and timed out while a real run completes",
+          "[integration][security]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  boost::asio::io_context io;
+  // Each stranger announces a 64 KiB frame and sends all of it but the last byte.
+  std::string partial =
+      cohort::proto::encode_frame(std::string(cohort::proto::kMaxFirstFrameBytes, 'x'));
+  partial.pop_back();
+  std::vector<std::unique_ptr<ip::tcp::socket>> strangers;
+  for (const char* from : {"127.0.0.5", "127.0.0.6"}) {
+    for (int i = 0; i < 100; ++i)
+      strangers.push_back(stalled_connection(io, from, cluster.port(), partial));
+  }
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (const char* address : {"127.0.0.2", "127.0.0.3"}) {
+    nodes.push_back(cluster.node(address, {"--nnodes", "2", "--rdzv-id", "busy"},
+                                 {"--sleep-ms", "500", "--exit-code", "0"}));
+  }
+  for (auto& node : nodes) {
+    auto exit = node->wait(30s);
+    INFO(node->output());
+    REQUIRE(exit);
+    CHECK(exit->success());
+  }
+  CHECK(resident_kib(cluster.daemon().pid()) < 200 * 1024);
+  size_t closed = 0;
+  for (auto& stranger : strangers) closed += closed_by_peer(*stranger, 15s) ? 1 : 0;
+  CHECK(closed == strangers.size());  // past the per-address cap at once, the rest at the timeout
+  CHECK(contains(cluster.daemon().err(), "that have not said hello (64)"));
+  CHECK(contains(cluster.daemon().err(), "no hello within the hello timeout"));
+  CHECK(daemon_status(cluster.endpoint()).runs.empty());
+  CHECK(cluster.stop_daemon());
+}
 
 TEST_CASE("a frame nested 20,000 deep leaves cohortd and its runs alive",
           "[integration][security]") {

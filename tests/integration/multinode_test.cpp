@@ -253,6 +253,87 @@ TEST_CASE("cohortd killed and started again: the agents reconnect and form a new
   for (auto& node : nodes) CHECK(node->wait(10s));
 }
 
+namespace {
+
+// Workers that record env and pid per round and rank, then hang until a signal makes them exit
+// with `code`.
+std::vector<std::string> worker_exiting_on_signal(const Scratch& scratch, int code) {
+  std::vector<std::string> worker = hanging_worker(scratch);
+  worker.insert(worker.end(), {"--exit-on-signal", std::to_string(code)});
+  return worker;
+}
+
+// Two nodes on a running cohortd, once their round 0 runs.
+std::vector<std::unique_ptr<ChildProcess>> two_nodes_running(
+    Cluster& cluster, const std::vector<std::string>& flags,
+    const std::vector<std::string>& worker) {
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (size_t i = 0; i < 2; ++i) nodes.push_back(cluster.node(kAddresses[i], flags, worker));
+  REQUIRE(wait_until([&] { return round_running(cluster, 0, 4); }, 20s));
+  return nodes;
+}
+
+// Kills cohortd, then signals the round's workers of `group_rank` (-1: all) so that they end
+// while no daemon runs; returns once they are gone.
+void end_workers_while_daemon_down(Cluster& cluster, const Scratch& scratch, int round,
+                                   int group_rank) {
+  cluster.daemon().signal(SIGKILL);
+  REQUIRE(cluster.daemon().wait(5s));
+  std::vector<EnvDump> dumps = round_dumps(scratch, cluster, round);
+  std::vector<pid_t> ending;
+  for (int group : {0, 1}) {
+    if (group_rank >= 0 && group != group_rank) continue;
+    for (pid_t pid : pids_of_group(dumps, group)) ending.push_back(pid);
+  }
+  REQUIRE(ending.size() == (group_rank < 0 ? 4u : 2u));
+  for (pid_t pid : ending) ::kill(pid, SIGUSR1);
+  REQUIRE(wait_until([&] { return all_gone(ending); }, 10s));
+}
+
+}  // namespace
+
+TEST_CASE("workers that finish while cohortd is down: the restarted daemon completes the run once",
+          "[integration][multinode]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto nodes = two_nodes_running(cluster, elastic_flags(), worker_exiting_on_signal(scratch, 0));
+  end_workers_while_daemon_down(cluster, scratch, 0, -1);
+  cluster.start_daemon();
+  for (auto& node : nodes) {
+    auto status = node->wait(20s);
+    INFO(node->output());
+    REQUIRE(status);
+    CHECK(status->success());
+  }
+  CHECK(round_dumps(scratch, cluster, 1).empty());  // the job did not run again
+}
+
+TEST_CASE("a worker that fails while cohortd is down counts against the restart budget",
+          "[integration][multinode]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::vector<std::string> flags = elastic_flags();
+  flags.insert(flags.end(), {"--max-restarts", "1"});
+  auto nodes = two_nodes_running(cluster, flags, worker_exiting_on_signal(scratch, 9));
+  end_workers_while_daemon_down(cluster, scratch, 0, 0);
+  cluster.start_daemon();
+  REQUIRE(wait_until([&] { return round_running(cluster, 1, 4); }, 20s));
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].restarts_used == 1);  // the failure while it was down was counted
+  std::vector<pid_t> round1 = pids_of_group(round_dumps(scratch, cluster, 1), 1);
+  ::kill(round1.at(0), SIGUSR1);  // a second failure: the budget of 1 is spent
+  for (auto& node : nodes) {
+    auto exit = node->wait(20s);
+    INFO(node->output());
+    REQUIRE(exit);
+    CHECK(*exit == cohort::ExitStatus::exited(9));
+  }
+  CHECK(round_dumps(scratch, cluster, 2).empty());
+}
+
 TEST_CASE("a run that never reaches min fails every agent within the join timeout",
           "[integration][multinode]") {
   Scratch scratch;

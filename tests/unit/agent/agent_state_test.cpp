@@ -166,6 +166,34 @@ TEST_CASE("agent: a failure is reported with the root cause and its summary", "[
   CHECK(f.state.phase() == Phase::Reported);
 }
 
+TEST_CASE("agent: the reported outcome rides in every hello until the daemon answers",
+          "[unit][agent]") {
+  Fixture f;
+  CHECK(f.state.round_nodes() == 0);
+  f.run_round(3);
+  CHECK(f.state.round_nodes() == 2);
+  CHECK_FALSE(f.state.unanswered_outcome());  // workers running: nothing to carry
+  f.state.group_succeeded();
+  f.state.connection_lost(ConnectionLoss::Closed, "the daemon died");
+  std::optional<proto::CarriedOutcome> success = f.state.unanswered_outcome();
+  REQUIRE(success);
+  CHECK(success->round == 3);
+  CHECK_FALSE(success->failure);
+  f.state.complete();
+  CHECK_FALSE(f.state.unanswered_outcome());
+
+  Fixture g;
+  g.run_round(5);
+  g.state.group_failed(failures_of(3, ExitStatus::exited(7)));
+  std::optional<proto::CarriedOutcome> failure = g.state.unanswered_outcome();
+  REQUIRE(failure);
+  REQUIRE(failure->failure);
+  CHECK(failure->failure->exit_status == 7);
+  CHECK(failure->failure->round == 5);
+  g.state.restart("worker failed");  // the daemon's answer
+  CHECK_FALSE(g.state.unanswered_outcome());
+}
+
 TEST_CASE("agent: with the budget spent, stop prints the summary and exits with its status",
           "[unit][agent]") {
   Fixture f;

@@ -39,6 +39,19 @@ TEST_CASE("one byte at a time", "[unit][proto]") {
   CHECK(payload == "{\"type\":\"join\"}");
 }
 
+TEST_CASE("a decoder's frame limit can be lowered and raised", "[unit][proto]") {
+  std::string frame = encode_frame(std::string(100 << 10, 'x'));
+  std::string payload;
+  FrameDecoder first(kMaxFirstFrameBytes);
+  first.feed(frame.data(), frame.size());
+  CHECK(first.next(payload) == FrameDecoder::Status::Error);
+  FrameDecoder raised(kMaxFirstFrameBytes);
+  raised.set_max_frame_bytes(kMaxFrameBytes);
+  raised.feed(frame.data(), frame.size());
+  CHECK(raised.next(payload) == FrameDecoder::Status::Frame);
+  CHECK(payload.size() == (100 << 10));
+}
+
 TEST_CASE("an oversized length is an error before any allocation", "[unit][proto]") {
   FrameDecoder decoder;
   std::string payload;
@@ -99,6 +112,30 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
   auto w =
       std::get<Waiting>(*decode_message(encode_message(Waiting{1, 2, 2, std::nullopt}), error));
   CHECK_FALSE(w.last_call_in_ms);
+}
+
+TEST_CASE("a hello carries its last round's size and an unanswered outcome", "[unit][proto]") {
+  Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n";
+  hello.last_round = 3;
+  hello.last_round_nodes = 2;
+  hello.outcome = CarriedOutcome{3, WorkerFailed{3, 1, 0, 7, "exit code 7", "h", "S"}};
+  std::string error;
+  auto back = decode_message(encode_message(hello), error);
+  REQUIRE(back);
+  const Hello& h = std::get<Hello>(*back);
+  CHECK(h.last_round_nodes == 2);
+  REQUIRE(h.outcome);
+  REQUIRE(h.outcome->failure);
+  CHECK(h.outcome->failure->exit_status == 7);
+  hello.outcome = CarriedOutcome{3, std::nullopt};
+  CHECK_FALSE(std::get<Hello>(*decode_message(encode_message(hello), error)).outcome->failure);
+  hello.outcome = CarriedOutcome{4, std::nullopt};  // a round after its last one
+  CHECK_FALSE(decode_message(encode_message(hello), error));
+  CHECK(error == "bad \"hello\" message: outcome.round out of range");
+  hello.outcome = CarriedOutcome{3, WorkerFailed{2, 1, 0, 7, "", "", ""}};  // rounds disagree
+  CHECK_FALSE(decode_message(encode_message(hello), error));
 }
 
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {

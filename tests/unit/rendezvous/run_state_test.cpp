@@ -300,6 +300,87 @@ TEST_CASE("a restarted daemon continues the round count and the budget", "[unit]
   CHECK(f.run.restarts_used() == 2);
 }
 
+namespace {
+
+// A node rejoining a restarted daemon from `round` (of `nodes` nodes), perhaps with an outcome.
+NodeInfo rejoining(Fixture& f, const std::string& id, int round, int nodes,
+                   std::optional<CarriedOutcome> outcome = std::nullopt) {
+  NodeInfo info = f.node(id);
+  info.last_round = round;
+  info.last_round_nodes = nodes;
+  info.outcome = std::move(outcome);
+  return info;
+}
+
+}  // namespace
+
+TEST_CASE("a restarted daemon completes a run whose nodes all finished while it was down",
+          "[unit][rendezvous]") {
+  Fixture f(2, 2, 3);
+  CarriedOutcome success{4, std::nullopt};
+  Actions first = f.run.join(rejoining(f, "a", 4, 2, success), f.config, f.now);
+  CHECK(find<StartRound>(first) == std::nullopt);
+  std::optional<CompleteRun> complete =
+      find<CompleteRun>(f.run.join(rejoining(f, "b", 4, 2, success), f.config, f.now));
+  REQUIRE(complete);
+  CHECK(complete->node_ids.size() == 2);
+  CHECK(f.run.phase() == RunState::Phase::Completed);
+}
+
+TEST_CASE("a node still running when the daemon returns means a new round, unless it reports first",
+          "[unit][rendezvous]") {
+  Fixture f(2, 2, 3);
+  f.run.join(rejoining(f, "a", 4, 2, CarriedOutcome{4, std::nullopt}), f.config, f.now);
+  std::optional<StartRound> next =
+      find<StartRound>(f.run.join(rejoining(f, "b", 4, 2), f.config, f.now));
+  REQUIRE(next);  // b's workers still ran: the round cannot complete, a new one starts
+  CHECK(next->round == 5);
+
+  Fixture g(2, 2, 3);
+  g.run.join(rejoining(g, "b", 4, 2), g.config, g.now);
+  CHECK(g.run.node_succeeded("b", 4, g.now).empty());  // its workers ended since its hello
+  std::optional<CompleteRun> complete = find<CompleteRun>(
+      g.run.join(rejoining(g, "a", 4, 2, CarriedOutcome{4, std::nullopt}), g.config, g.now));
+  REQUIRE(complete);
+  CHECK(complete->node_ids.size() == 2);
+}
+
+TEST_CASE("a failure while the daemon was down counts against the budget", "[unit][rendezvous]") {
+  Fixture spent(2, 2, 0);
+  CarriedOutcome failed{4, failure(4, 7)};
+  spent.run.join(rejoining(spent, "a", 4, 2, failed), spent.config, spent.now);
+  std::optional<StopRun> stop =
+      find<StopRun>(spent.run.join(rejoining(spent, "b", 4, 2), spent.config, spent.now));
+  REQUIRE(stop);
+  CHECK(stop->exit_status == 7);
+  CHECK(stop->summary == "SUMMARY");
+  CHECK(stop->node_ids.size() == 2);
+
+  Fixture budget(2, 2, 3);
+  NodeInfo a = rejoining(budget, "a", 4, 2, failed);
+  a.restarts_used = 1;
+  budget.run.join(a, budget.config, budget.now);
+  budget.run.join(rejoining(budget, "b", 4, 2), budget.config, budget.now);
+  CHECK(budget.run.restarts_used() == 2);
+  std::optional<StartRound> next;
+  for (int i = 0; i < 50 && !next; ++i) next = find<StartRound>(budget.advance(100ms));  // backoff
+  REQUIRE(next);
+  CHECK(next->round == 5);
+  CHECK(next->members.size() == 2);
+}
+
+TEST_CASE("a node of the old round that never comes back: a new round after the wait",
+          "[unit][rendezvous]") {
+  Fixture f(1, 2, 3);
+  f.run.join(rejoining(f, "a", 4, 2, CarriedOutcome{4, std::nullopt}), f.config, f.now);
+  CHECK(f.run.next_deadline() <= f.now + f.config.heartbeat_timeout);
+  std::optional<StartRound> next;
+  for (int i = 0; i < 60 && !next; ++i) next = find<StartRound>(f.advance(100ms));
+  REQUIRE(next);
+  CHECK(next->round == 5);
+  CHECK(f.run.phase() == RunState::Phase::Running);
+}
+
 TEST_CASE("survivors below min wait for a replacement until the join timeout",
           "[unit][rendezvous]") {
   Fixture f(2, 2);
