@@ -95,6 +95,11 @@ Actions AgentState::connection_lost(ConnectionLoss kind, const std::string& reas
   if (kind == ConnectionLoss::CannotReach || kind == ConnectionLoss::Untrusted) {
     return end(kExitRendezvous, {Say{Level::Error, reason}}, SIGTERM);
   }
+  if (kind == ConnectionLoss::Stalled) {  // the workers run a round the others have left
+    return concat({Say{Level::Warn, reason + ": stopping the workers and rejoining as a new node"},
+                   Disconnect{}},
+                  restart_then(Next::Reconnect));
+  }
   return {Say{Level::Warn, reason + "; reconnecting (the workers keep running)"},
           ReconnectAfter{kReconnectDelay}};
 }

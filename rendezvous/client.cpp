@@ -127,8 +127,17 @@ bool RendezvousClient::welcome_proven(const proto::Welcome& welcome) const {
 }
 
 void RendezvousClient::arm_heartbeat() {
+  heartbeat_armed_at_ = clock_.now();
   heartbeat_timer_->start_after(options_.heartbeat_interval, [this] {
     if (closed_ || !connected()) return;
+    auto silent_for = clock_.now() - heartbeat_armed_at_;
+    if (silent_for > options_.heartbeat_timeout) {  // no heartbeat could go out meanwhile
+      return lost(ConnectionLoss::Stalled,
+                  cat("this agent did not run for ",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(silent_for).count(),
+                      " ms (stopped or starved), past the heartbeat timeout: the rendezvous has "
+                      "dropped it"));
+    }
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
       return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
     }

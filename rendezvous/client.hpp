@@ -68,6 +68,7 @@ class RendezvousClient {
   std::shared_ptr<ControlSession> session_;
   SteadyTime give_up_at_;
   SteadyTime last_heard_;
+  SteadyTime heartbeat_armed_at_;  ///< a timer that fires much later means this process stalled
   std::chrono::milliseconds retry_delay_{20};
   std::string last_error_;
   std::string challenge_;  ///< this connection's challenge, once the daemon sent it

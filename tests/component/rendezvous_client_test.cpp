@@ -22,12 +22,16 @@ struct ClientTest {
   boost::asio::io_context io;
   test::FakeClock clock;
   int losses = 0;
+  ConnectionLoss last_loss = ConnectionLoss::Closed;
 
   std::unique_ptr<RendezvousClient> client(uint16_t port) {
     ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, 1000ms};
     return std::make_unique<RendezvousClient>(
         io, clock, options, [](proto::ControlMessage) {},
-        [this](ConnectionLoss, const std::string&) { ++losses; });
+        [this](ConnectionLoss kind, const std::string&) {
+          ++losses;
+          last_loss = kind;
+        });
   }
   void settle() { test::settle(io); }
   bool run_until(const std::function<bool()>& condition) {
@@ -80,4 +84,19 @@ TEST_CASE("an absent daemon is retried until the connect deadline on the clock",
   CHECK(t.losses == 1);
   CHECK(t.clock.now() - started < 1000ms);  // gave up when the next retry would pass it
   CHECK_FALSE(client->connected());
+}
+
+TEST_CASE("an agent that did not run past the heartbeat timeout knows it was dropped",
+          "[rendezvous_client]") {
+  ClientTest t;
+  ip::tcp::acceptor acceptor(t.io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
+  ip::tcp::socket daemon(t.io);
+  acceptor.async_accept(daemon, [](const boost::system::error_code&) {});
+  auto client = t.client(acceptor.local_endpoint().port());
+  client->connect(proto::Hello{});
+  REQUIRE(t.run_until([&] { return client->connected() && daemon.is_open(); }));
+  t.clock.stall(6s);  // SIGSTOP: no timer ran, no heartbeat went out
+  t.clock.advance(0s);
+  CHECK(t.losses == 1);
+  CHECK(t.last_loss == ConnectionLoss::Stalled);
 }

@@ -1,7 +1,10 @@
 // Multi-node runs on one machine: a real cohortd and three cohort run agents acting as nodes
 // 127.0.0.2-127.0.0.4, two workers each, --nnodes 2:3 (DESIGN.md §3 and the rendezvous issue).
 #include <csignal>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "tests/integration/multinode_support.hpp"
 
@@ -74,6 +77,18 @@ std::vector<pid_t> pids_of_group(const std::vector<EnvDump>& dumps, int group_ra
     if (env_value(env, "GROUP_RANK") == std::to_string(group_rank)) pids.push_back(worker_pid(env));
   }
   return pids;
+}
+
+pid_t parent_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t after_name = text.rfind(')');
+  if (after_name == std::string::npos) return -1;
+  std::istringstream fields(text.substr(after_name + 2));
+  std::string state;
+  pid_t parent = -1;
+  fields >> state >> parent;
+  return parent;
 }
 
 bool all_gone(const std::vector<pid_t>& pids) {
@@ -332,6 +347,29 @@ TEST_CASE("a worker that fails while cohortd is down counts against the restart 
     CHECK(*exit == cohort::ExitStatus::exited(9));
   }
   CHECK(round_dumps(scratch, cluster, 2).empty());
+}
+
+TEST_CASE("an agent stopped past the heartbeat timeout stops its stale workers when it resumes",
+          "[integration][multinode]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto nodes = two_nodes_running(cluster, elastic_flags(), hanging_worker(scratch));
+  std::vector<pid_t> stale;
+  for (int group : {0, 1}) {
+    for (pid_t pid : pids_of_group(round_dumps(scratch, cluster, 0), group)) {
+      if (parent_of(pid) == nodes[1]->pid()) stale.push_back(pid);
+    }
+  }
+  REQUIRE(stale.size() == 2);
+  nodes[1]->signal(SIGSTOP);
+  std::this_thread::sleep_for(3500ms);  // past heartbeat_timeout=2: the daemon drops the node
+  nodes[1]->signal(SIGCONT);
+  REQUIRE(wait_until([&] { return all_gone(stale); }, 10s));
+  REQUIRE(wait_until([&] { return round_running(cluster, 1, 4); }, 20s));
+  CHECK(contains(nodes[1]->err(), "rejoining as a new node"));
+  for (auto& node : nodes) node->signal(SIGTERM);
+  for (auto& node : nodes) CHECK(node->wait(10s));
 }
 
 TEST_CASE("a run that never reaches min fails every agent within the join timeout",

@@ -20,6 +20,9 @@ class FakeClock final : public Clock {
 
   /// Moves time on by `delay`, firing every timer due by then (also those armed while firing).
   void advance(SteadyDuration delay);
+  /// Moves time on by `delay` without firing anything, as for a process that was stopped: the
+  /// timers that fell due fire, late, at the next advance.
+  void stall(SteadyDuration delay) { now_ += delay; }
   /// How many timers are armed.
   size_t armed() const { return waits_.size(); }
 

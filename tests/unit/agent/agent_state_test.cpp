@@ -369,6 +369,19 @@ TEST_CASE("agent: a lost connection is reconnected while the workers keep runnin
   CHECK(names(f.state.group_succeeded()) == Names{"Say", "ReportSuccess"});
 }
 
+TEST_CASE("agent: after a stall past the heartbeat timeout, the stale workers stop and it rejoins",
+          "[unit][agent]") {
+  Fixture f;
+  f.run_round();
+  Actions stalled = f.state.connection_lost(ConnectionLoss::Stalled, "did not run for 6000 ms");
+  CHECK(names(stalled) == Names{"Say", "Disconnect", "StopGroup"});
+  CHECK(said(stalled)[0] ==
+        "did not run for 6000 ms: stopping the workers and rejoining as a new node");
+  CHECK(f.state.phase() == Phase::Restarting);
+  CHECK(names(f.state.group_stopped()) == Names{"Connect"});
+  CHECK(f.state.phase() == Phase::Joining);
+}
+
 TEST_CASE("agent: an unreachable or untrusted rendezvous ends the run with exit code 3",
           "[unit][agent]") {
   Fixture f;
