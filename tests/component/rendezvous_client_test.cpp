@@ -39,6 +39,18 @@ struct ClientTest {
   }
 };
 
+// A listener on loopback that accepts one connection and never says a word.
+struct SilentDaemon {
+  ip::tcp::acceptor acceptor;
+  ip::tcp::socket socket;
+
+  explicit SilentDaemon(boost::asio::io_context& io)
+      : acceptor(io, ip::tcp::endpoint(ip::address_v4::loopback(), 0)), socket(io) {
+    acceptor.async_accept(socket, [](const boost::system::error_code&) {});
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+};
+
 uint16_t closed_port(boost::asio::io_context& io) {
   ip::tcp::acceptor acceptor(io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
   return acceptor.local_endpoint().port();
@@ -49,12 +61,10 @@ uint16_t closed_port(boost::asio::io_context& io) {
 TEST_CASE("a silent daemon is lost once the heartbeat timeout has passed on the clock",
           "[rendezvous_client]") {
   ClientTest t;
-  ip::tcp::acceptor acceptor(t.io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
-  ip::tcp::socket daemon(t.io);
-  acceptor.async_accept(daemon, [](const boost::system::error_code&) {});
-  auto client = t.client(acceptor.local_endpoint().port());
+  SilentDaemon daemon(t.io);
+  auto client = t.client(daemon.port());
   client->connect(proto::Hello{});
-  REQUIRE(t.run_until([&] { return client->connected() && daemon.is_open(); }));
+  REQUIRE(t.run_until([&] { return client->connected() && daemon.socket.is_open(); }));
 
   for (int second = 1; second <= 5; ++second) t.clock.advance(1s);  // 5 s silent: the limit
   t.settle();
@@ -89,12 +99,10 @@ TEST_CASE("an absent daemon is retried until the connect deadline on the clock",
 TEST_CASE("an agent that did not run past the heartbeat timeout knows it was dropped",
           "[rendezvous_client]") {
   ClientTest t;
-  ip::tcp::acceptor acceptor(t.io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
-  ip::tcp::socket daemon(t.io);
-  acceptor.async_accept(daemon, [](const boost::system::error_code&) {});
-  auto client = t.client(acceptor.local_endpoint().port());
+  SilentDaemon daemon(t.io);
+  auto client = t.client(daemon.port());
   client->connect(proto::Hello{});
-  REQUIRE(t.run_until([&] { return client->connected() && daemon.is_open(); }));
+  REQUIRE(t.run_until([&] { return client->connected() && daemon.socket.is_open(); }));
   t.clock.stall(6s);  // SIGSTOP: no timer ran, no heartbeat went out
   t.clock.advance(0s);
   CHECK(t.losses == 1);
