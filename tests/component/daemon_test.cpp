@@ -154,9 +154,9 @@ struct Stranger {
   }
 };
 
-bool store_answers(const std::string& host, int port) {
+bool store_answers(const std::string& host, int port, const char* from = "127.0.0.1") {
   boost::asio::io_context io;
-  ip::tcp::socket socket(io);
+  ip::tcp::socket socket(io, ip::tcp::endpoint(ip::make_address(from), 0));
   boost::system::error_code error;
   socket.connect(ip::tcp::endpoint(ip::make_address(host), static_cast<uint16_t>(port)), error);
   if (error) return false;
@@ -468,4 +468,13 @@ TEST_CASE("before hello, a frame over 64 KiB closes the connection; after it, 1 
   auto stop = member.expect<proto::Stop>();
   CHECK(stop.exit_status == 7);
   CHECK(stop.summary.size() == summary.size());
+}
+
+TEST_CASE("a round's worker store refuses an address that is no member's", "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  a.hello("job", "a", 1);
+  auto round = a.expect<proto::RoundAssigned>();
+  CHECK(store_answers(round.master_addr, round.master_port, "127.0.0.1"));  // the member's
+  CHECK_FALSE(store_answers(round.master_addr, round.master_port, "127.0.0.9"));
 }
