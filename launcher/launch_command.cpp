@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
 #include "launcher/launch/launch.hpp"
+#include "launcher/launch_token.hpp"
 #include "process/child_reaper.hpp"
 #include "process/posix_process_spawner.hpp"
 
@@ -43,11 +44,15 @@ int launch_command(const CLI::App& app, LaunchOptions& options) {
     std::cerr << "cohort launch: " << error << "\n";
     return kExitUsage;
   }
-  LaunchPlan plan = plan_launch(app, options, launch_context());
+  LaunchContext context = launch_context();
+  LaunchPlan plan = plan_launch(app, options, context);
+  TokenResult token = launch_token(options.run.token_file, context.env, plan.rdzv_endpoint.empty());
+  if (!token.error.empty()) plan.problems.push_back(token.error);
   if (!plan.problems.empty()) {
     for (const auto& problem : plan.problems) std::cerr << "cohort launch: " << problem << "\n";
     return kExitUsage;
   }
+  plan.token = plan.daemon.token = token.token;
   log::init(plan.log_level);
   boost::asio::io_context io;
   AsioClock clock(io);

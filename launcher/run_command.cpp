@@ -1,5 +1,7 @@
 #include "launcher/run_command.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <iostream>
@@ -10,6 +12,7 @@
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/launch_token.hpp"
 #include "launcher/run_environment.hpp"
 #include "launcher/run_validation.hpp"
 #include "launcher/slurm_defaults.hpp"
@@ -72,9 +75,24 @@ void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
   });
 }
 
+// The run's token: under cohort launch, the launcher's, which its first line on stdin carries
+// (read before anything else); else --token-file, COHORT_TOKEN, or in Slurm the job's.
+TokenResult run_token(const RunOptions& options, const TokenResult& launched,
+                      const std::map<std::string, std::string>& env) {
+  if (options.under_launch) return launched;
+  TokenResult token = load_token(options.token_file, env);
+  if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
+  return token;
+}
+
 }  // namespace
 
 int run_command(const CLI::App& app, RunOptions& options) {
+  TokenResult launched = options.under_launch ? read_token_line(STDIN_FILENO) : TokenResult{};
+  if (!launched.error.empty()) {
+    std::cerr << "cohort run: " << launched.error << "\n";
+    return kExitUsage;
+  }
   if (std::string error = take_command(command_words(*app.get_parent(), app), options);
       !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
@@ -93,8 +111,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
-  TokenResult token = load_token(options.token_file, machine.env);
-  if (token.token.empty() && token.error.empty()) token = slurm_job_token(machine.env);
+  TokenResult token = run_token(options, launched, machine.env);
   if (!token.error.empty()) {
     std::cerr << "cohort run: " << token.error << "\n";
     return kExitUsage;

@@ -12,8 +12,6 @@
 namespace cohort {
 namespace {
 
-constexpr size_t kMaxTokenBytes = 4096;
-
 std::string check_length(const std::string& token, const std::string& source) {
   if (token.size() < proto::kMinTokenBytes) {
     return cat(source, ": the token has ", token.size(), " bytes; at least ", proto::kMinTokenBytes,

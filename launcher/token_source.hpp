@@ -3,10 +3,14 @@
 // source is wrong. Main thread, at start.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 
 namespace cohort {
+
+/// Longer tokens are refused (a file of 4096 bytes is plenty for a secret).
+constexpr size_t kMaxTokenBytes = 4096;
 
 struct TokenResult {
   std::string token;  ///< empty: none configured

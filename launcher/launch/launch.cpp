@@ -12,6 +12,8 @@
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
+#include "launcher/launch_token.hpp"
+#include "process/output_pump.hpp"
 
 extern char** environ;
 
@@ -177,7 +179,7 @@ void Launch::start_hosts() {
     }
   }
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
-            " hosts");
+            " hosts, ", plan_.token.empty() ? "no token" : "token sent over ssh");
   warn_about_threads();
   hosts_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
@@ -195,7 +197,10 @@ void Launch::start_hosts() {
     if (!spawn(started, line, out, err, SshRole::Client)) {
       exit_codes_.push_back(kSshFailed);
       if (--hosts_left_ == 0) return finish(launch_exit_code(exit_codes_));
+      continue;
     }
+    // The agent's first line: the token, on no command line. A fresh pipe takes it at once.
+    write_all(started.stdin_fd, token_line(plan_.token));
   }
 }
 

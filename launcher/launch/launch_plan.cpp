@@ -12,12 +12,12 @@
 namespace cohort {
 namespace {
 
-// Run flags the launch sets itself on every host (or, for --store-ports, uses for its own
-// daemon), so they are not forwarded as given.
+// Run flags the launch sets itself on every host (or uses itself: --store-ports for its own
+// daemon, --token-file for the token it sends over ssh's stdin), so they are not forwarded.
 const std::set<std::string> kPlannedRunFlags = {
     "--nnodes",       "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
     "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
-    "--under-launch", "--master-addr",    "--master-port"};
+    "--under-launch", "--master-addr",    "--master-port",    "--token-file"};
 
 const std::set<std::string> kLaunchFlags = {"--hosts",         "--hostfile",   "--include",
                                             "--exclude",       "-x",           "--env-file",
@@ -76,6 +76,15 @@ void forward_environment(const LaunchOptions& options, const LaunchContext& cont
   ForwardedEnv forwarded = forwarded_env(context.env, text, origin, options.exports);
   plan.env = std::move(forwarded.vars);
   plan.problems.insert(plan.problems.end(), forwarded.problems.begin(), forwarded.problems.end());
+}
+
+// The token travels over ssh's stdin only: never in the remote command line's environment.
+void keep_token_off_command_lines(LaunchPlan& plan) {
+  if (plan.env.count("COHORT_TOKEN")) {
+    plan.problems.push_back(
+        "-x, --env-file: COHORT_TOKEN would show on every host's command line; cohort launch "
+        "sends the token over ssh itself (set COHORT_TOKEN or --token-file here only)");
+  }
 }
 
 // Every run flag the user gave, as given, but those the launch plans itself.
@@ -206,6 +215,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
   forward_environment(options, context, plan);
+  keep_token_off_command_lines(plan);
   reject_single_node_flags(app, options.run, plan);
   check_run_flags(options.run, context, plan);
   plan_nodes(app, options.run, plan);

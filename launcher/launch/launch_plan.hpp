@@ -57,7 +57,10 @@ struct LaunchPlan {
   std::string run_id;
   std::string rdzv_endpoint;  ///< a running cohortd (host:port); empty: the embedded daemon
   std::string rdzv_host;      ///< embedded: the address the hosts connect to
-  DaemonOptions daemon;       ///< embedded: where it listens
+  DaemonOptions daemon;       ///< embedded: where it listens (and its token, = `token`)
+  /// The run's token (the user's, or one launch_command generates for the embedded daemon):
+  /// the first line each host's ssh stdin carries (launcher/launch_token.*). Empty: none.
+  std::string token;
   std::chrono::milliseconds shutdown_timeout{30000};
   log::Level log_level = log::Level::Warn;
   std::vector<std::string> problems;  ///< each names its flag, or FILE:LINE

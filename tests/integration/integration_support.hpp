@@ -41,9 +41,10 @@ inline bool influences_launcher(const std::string& name) {
   for (const char* prefix : {"PET_", "TORCHELASTIC_", "TORCH_ELASTIC_", "SLURM_"}) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
-  for (const char* exact : {"LOGLEVEL", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                            "NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES", "PYTHON_EXEC",
-                            "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"}) {
+  for (const char* exact :
+       {"LOGLEVEL", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+        "NCCL_ASYNC_ERROR_HANDLING", "CUDA_VISIBLE_DEVICES", "PYTHON_EXEC", "MASTER_ADDR",
+        "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "COHORT_TOKEN"}) {
     if (name == exact) return true;
   }
   return false;

@@ -146,6 +146,25 @@ TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][l
                   "--rdzv-host: only for the embedded daemon"));
 }
 
+TEST_CASE("launch plan: the token stays off every command line", "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "a,b", "--token-file", "/secrets/token", "x.py"},
+                      {{"COHORT_TOKEN", "never-forwarded-0123456789"}})
+                     .plan;
+  REQUIRE(p.problems.empty());
+  RemoteCommand first = remote_command(p, 0, "login:4242");
+  for (const std::string& word : first.argv) {
+    CHECK(word != "--token-file");
+    CHECK(word != "/secrets/token");
+  }
+  for (const auto& [name, value] : first.env) CHECK(name != "COHORT_TOKEN");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"-H", "a", "-x", "COHORT_TOKEN=secret-0123456789abcdef", "x.py"},
+           {"-H", "a", "-x", "COHORT_TOKEN", "x.py"}}) {
+    CHECK(has_problem(plan(args, {{"COHORT_TOKEN", "x"}}).plan,
+                      "-x, --env-file: COHORT_TOKEN would show on every host's command line"));
+  }
+}
+
 TEST_CASE("launch exit code: the root cause, else success, else every host was lost",
           "[unit][launch_plan]") {
   CHECK(launch_exit_code({0, 0, 0}) == 0);
