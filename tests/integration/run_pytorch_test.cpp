@@ -1,6 +1,6 @@
 // `cohort run` with real peers: a real PyTorch job (Debian's python3-torch 1.13, Gloo on CPU)
 // trained end to end, and the worker environment compared variable by variable with the real
-// torchrun of that PyTorch (shared/tools/torchrun-debian.py).
+// torchrun of that PyTorch (tests/integration/torchrun_debian12.py).
 #include <catch2/catch.hpp>
 #include <set>
 
@@ -11,7 +11,7 @@ using namespace cohort::test;
 namespace {
 
 const std::string kWorker = kTestWorkerBin;
-const std::string kTorchrun = std::string(kSourceDir) + "/../shared/tools/torchrun-debian.py";
+const std::string kTorchrun = std::string(kSourceDir) + "/tests/integration/torchrun_debian12.py";
 
 }  // namespace
 

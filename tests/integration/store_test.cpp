@@ -28,7 +28,7 @@ TEST_CASE("Gloo through the hosted store; a restart gets a fresh store",
 
 TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
           "[integration][store][pytorch][torchrun]") {
-  const std::string torchrun = std::string(kSourceDir) + "/../shared/tools/torchrun-debian.py";
+  const std::string torchrun = std::string(kSourceDir) + "/tests/integration/torchrun_debian12.py";
   require_torch();
   require_prerequisite(file_exists(torchrun),
                        torchrun + " (the shared tools beside the repository)");
