@@ -60,7 +60,10 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
 Agent::~Agent() = default;
 
 int Agent::run() {
-  if (!keeper_.start()) log::warn("cannot start the process-group keeper: ", std::strerror(errno));
+  // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
+  auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
+  if (!keeper_.start(stale_limit))
+    log::warn("cannot start the process-group keeper: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && agent_env_.count("OMP_NUM_THREADS") == 0) {
     std::string warning =

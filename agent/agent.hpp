@@ -96,7 +96,7 @@ class Agent {
   EnvMap agent_env_;
   agent::AgentState state_;
   ChildReaper reaper_;
-  GroupKeeper keeper_;
+  GroupKeeper keeper_{io_};
   AsioClock clock_{io_};
   PosixProcessSpawner spawner_{io_, reaper_, &keeper_};
   LogLayout logs_;

@@ -58,10 +58,12 @@ WorkerGroup::~WorkerGroup() {
     if (!worker->child.status() && worker->child.pid() > 0)
       spawner_.signal_group(worker->child.pid(), SIGKILL);
   }
+  spawner_.close_container(container_);
 }
 
 void WorkerGroup::start(std::vector<WorkerPlan> plans, Done done) {
   done_ = std::move(done);
+  container_ = spawner_.open_container();
   for (auto& plan : plans) {
     workers_.push_back(std::make_unique<Worker>(io_));
     workers_.back()->plan = std::move(plan);
@@ -102,6 +104,7 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, int conso
 
 void WorkerGroup::start_worker(Worker& worker) {
   SpawnRequest& request = worker.plan.request;
+  request.container = container_;
   request.stdout_fd =
       open_stream(worker, worker.plan.out, STDOUT_FILENO, "stdout.log", SpawnedChild::Stream::Out);
   request.stderr_fd =
@@ -155,13 +158,21 @@ void WorkerGroup::forward_signal(int signal) {
 }
 
 void WorkerGroup::stop(int signal) {
-  if (stopping_) return forward_signal(SIGKILL);
+  if (stopping_ || signal == SIGKILL) {
+    stopping_ = true;
+    return kill_all();
+  }
   stopping_ = true;
   forward_signal(signal);
   grace_timer_->start_after(grace_, [this] {
     log::warn("workers did not stop within the shutdown timeout: sending SIGKILL");
-    forward_signal(SIGKILL);
+    kill_all();
   });
+}
+
+void WorkerGroup::kill_all() {
+  forward_signal(SIGKILL);
+  spawner_.kill_container(container_);
 }
 
 void WorkerGroup::maybe_finish() {
@@ -173,6 +184,12 @@ void WorkerGroup::maybe_finish() {
   }
   if (!all_exited) return;
   grace_timer_->cancel();
+  if (!container_killed_) {
+    // What the workers left running (a daemon in its own session, say) ends with them, and with
+    // it the pipes it still held.
+    container_killed_ = true;
+    spawner_.kill_container(container_);
+  }
   if (all_drained) return finish();
   // Exited, but something (an escaped grandchild) still holds a pipe: wait a little, then give up.
   drain_timer_->start_after(kDrainTimeout, [this] {

@@ -1,7 +1,9 @@
-// The local workers of one round: starts them through a ProcessSpawner, routes their output,
-// watches them by event (child exit), and stops them all when one fails or when asked: the
-// signal, then SIGKILL once the Clock passes the grace period, and every process reaped. Reports
-// one GroupOutcome. Owned by the agent, one per round; io thread only.
+// The local workers of one round: starts them through a ProcessSpawner, in one container,
+// routes their output, watches them by event (child exit), and stops them all when one fails or
+// when asked: the signal, then SIGKILL once the Clock passes the grace period, and every process
+// reaped. Once every worker has exited, the container is killed: nothing a worker started (in
+// its process group or not) outlives the group. Reports one GroupOutcome. Owned by the agent,
+// one per round; io thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -52,8 +54,8 @@ class WorkerGroup {
   void start(std::vector<WorkerPlan> plans, Done done);
   /// Sends `signal` to every live worker's process group and carries on.
   void forward_signal(int signal);
-  /// Sends `signal`, then SIGKILL after the grace period. The outcome is Stopped unless a worker
-  /// had already failed. A second call kills at once.
+  /// Sends `signal`, then SIGKILL (to the container too) after the grace period. The outcome is
+  /// Stopped unless a worker had already failed. A second call kills at once.
   void stop(int signal);
   bool stopping() const { return stopping_; }
 
@@ -65,6 +67,7 @@ class WorkerGroup {
                   SpawnedChild::Stream stream);
   void on_exit(Worker& worker, ExitStatus status);
   void record_failure(Worker& worker, ExitStatus status);
+  void kill_all();
   void maybe_finish();
   void finish();
 
@@ -77,6 +80,8 @@ class WorkerGroup {
   std::vector<WorkerFailure> failures_;
   std::vector<size_t> failed_workers_;  ///< index into workers_, parallel to failures_
   Done done_;
+  int container_ = 0;              ///< the spawner's, for every worker's SpawnRequest
+  bool container_killed_ = false;  ///< once every worker has exited
   bool stopping_ = false;
   bool finished_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

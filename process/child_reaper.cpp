@@ -2,8 +2,12 @@
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+
+#include "process/process_tree.hpp"
 
 namespace cohort {
 
@@ -23,16 +27,43 @@ void ChildReaper::arm() {
 }
 
 void ChildReaper::reap_now() {
+  bool orphan_reaped = false;
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;  // nothing more has exited (0), or no children left (-1, ECHILD)
+    if (pid <= 0) break;  // nothing more has exited (0), or no children left (-1, ECHILD)
     auto found = handlers_.find(pid);
-    if (found == handlers_.end()) continue;  // an orphaned grandchild or a helper: just reaped
+    if (found == handlers_.end()) {  // an orphaned grandchild or a helper: just reaped
+      orphan_reaped = true;
+      continue;
+    }
     ExitHandler handler = std::move(found->second);
     handlers_.erase(found);
     handler(ExitStatus::from_wait_status(status));
   }
+  // A dead orphan's own children are orphans now.
+  if (orphan_reaped && sweep_) sweep();
+}
+
+void ChildReaper::kill_orphans(std::vector<pid_t> spared) {
+  sweep_ = Sweep{std::move(spared), std::chrono::steady_clock::now() + kOrphanSweep};
+  sweep();
+}
+
+void ChildReaper::sweep() {
+  if (std::chrono::steady_clock::now() > sweep_->until) return sweep_.reset();
+  pid_t self = ::getpid();
+  std::vector<pid_t> orphans;
+  for (const ProcStat& process : scan_processes()) {
+    if (process.ppid != self || handlers_.count(process.pid)) continue;
+    const std::vector<pid_t>& spared = sweep_->spared;
+    if (std::find(spared.begin(), spared.end(), process.pid) != spared.end()) continue;
+    orphans.push_back(process.pid);
+  }
+  // None left: the sweep is over. Killed ones stay in the list until they are reaped (and their
+  // reaping sweeps again).
+  if (orphans.empty()) return sweep_.reset();
+  kill_trees(orphans);
 }
 
 }  // namespace cohort

@@ -1,51 +1,152 @@
 #include "process/group_keeper.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "process/process_tree.hpp"
+#include "process/worker_cgroups.hpp"
 
 namespace cohort {
 namespace {
 
-// Runs in the forked keeper: reads "+pgid" / "-pgid" lines until end of file, then kills every
-// group it still knows. Uses only async-signal-safe calls and plain reads.
-[[noreturn]] void keeper_main(int pipe_read) {
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE})
-    ::signal(signal, SIG_IGN);
-  std::set<pid_t> groups;
-  std::string pending;
-  char buffer[512];
-  for (;;) {
-    ssize_t got = ::read(pipe_read, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    pending.append(buffer, static_cast<size_t>(got));
-    size_t newline;
-    while ((newline = pending.find('\n')) != std::string::npos) {
-      pid_t group = static_cast<pid_t>(std::atol(pending.c_str() + 1));
-      if (pending[0] == '+') groups.insert(group);
-      if (pending[0] == '-') groups.erase(group);
-      pending.erase(0, newline + 1);
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kScanInterval{1};
+constexpr std::chrono::seconds kRemovalPatience{2};
+
+// The forked keeper. It is a whole process (forked while the agent had one thread), so it may
+// allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "c<cgroup directory>".
+class Keeper {
+ public:
+  Keeper(int pipe_read, pid_t agent, std::chrono::milliseconds stale_limit)
+      : pipe_read_(pipe_read), agent_(agent), self_(::getpid()), stale_limit_(stale_limit) {}
+
+  [[noreturn]] void run() {
+    Clock::time_point last_tick = Clock::now(), next_scan = Clock::now();
+    bool stale = false;
+    for (;;) {
+      Clock::time_point now = Clock::now();
+      if (!stale && now - last_tick >= stale_limit_) {
+        log::warn("the agent (pid ", agent_, ") has shown no sign of life for ",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick).count(),
+                  " ms (stopped or hung): killing its workers");
+        kill_everything(true);
+        stale = true;  // once, until it ticks again
+      }
+      if (cgroup_.empty() && now >= next_scan) {
+        remember_descendants();
+        next_scan = now + kScanInterval;
+      }
+      Clock::time_point wake = now + std::chrono::hours(1);
+      if (!stale) wake = std::min(wake, last_tick + stale_limit_);
+      if (cgroup_.empty()) wake = std::min(wake, next_scan);
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+      pollfd pipe{pipe_read_, POLLIN, 0};
+      int ready = ::poll(&pipe, 1, static_cast<int>(std::clamp<int64_t>(wait + 1, 0, 3600000)));
+      if (ready <= 0) continue;  // a timeout, or EINTR
+      char buffer[4096];
+      ssize_t got = ::read(pipe_read_, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // the agent is gone
+      pending_.append(buffer, static_cast<size_t>(got));
+      if (take_lines()) {
+        last_tick = Clock::now();
+        stale = false;
+      }
     }
+    kill_everything(false);
+    if (!cgroup_.empty()) {
+      auto give_up = Clock::now() + kRemovalPatience;
+      while (!remove_cgroup(cgroup_) && Clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    ::_exit(0);
   }
-  for (pid_t group : groups) ::kill(-group, SIGKILL);
-  ::_exit(0);
-}
+
+ private:
+  // Applies every complete line; true when one was a tick.
+  bool take_lines() {
+    bool ticked = false;
+    size_t newline;
+    while ((newline = pending_.find('\n')) != std::string::npos) {
+      std::string line = pending_.substr(0, newline);
+      pending_.erase(0, newline + 1);
+      if (line.empty()) continue;
+      pid_t group = static_cast<pid_t>(std::atol(line.c_str() + 1));
+      if (line[0] == '+' && group > 1) groups_.insert(group);
+      if (line[0] == '-') groups_.erase(group);
+      if (line[0] == 't') ticked = true;
+      if (line[0] == 'c') {
+        cgroup_ = line.substr(1);
+        descendants_.clear();  // the cgroups hold them all from now on
+      }
+    }
+    return ticked;
+  }
+
+  // Without cgroups: what is below the agent now, to find it again once the agent is dead (by
+  // then, what the workers left in other sessions has been re-parented away).
+  void remember_descendants() {
+    std::vector<ProcStat> table = scan_processes();
+    std::map<pid_t, uint64_t> started;
+    for (const ProcStat& process : table) started[process.pid] = process.start_time;
+    descendants_.clear();
+    for (pid_t pid : descendants(table, {agent_}, self_)) descendants_[pid] = started[pid];
+  }
+
+  // Every process below the agent (but this one), every known group, and the cgroups.
+  void kill_everything(bool agent_alive) {
+    std::vector<pid_t> roots;
+    if (agent_alive) {
+      for (const ProcStat& process : scan_processes()) {
+        if (process.ppid == agent_ && process.pid != self_) roots.push_back(process.pid);
+      }
+    } else {
+      for (const auto& [pid, start_time] : descendants_) {
+        auto now = read_proc_stat(pid);
+        if (now && now->start_time == start_time) roots.push_back(pid);  // not a reused pid
+      }
+    }
+    kill_trees(roots, self_);  // before the groups: a killed parent would set its children free
+    for (pid_t group : groups_) ::kill(-group, SIGKILL);
+    groups_.clear();
+    if (!cgroup_.empty()) kill_cgroup(cgroup_);
+  }
+
+  int pipe_read_;
+  pid_t agent_, self_;
+  std::chrono::milliseconds stale_limit_;
+  std::string pending_;
+  std::set<pid_t> groups_;
+  std::string cgroup_;
+  std::map<pid_t, uint64_t> descendants_;  ///< pid: start time, as last seen
+};
 
 }  // namespace
 
 GroupKeeper::~GroupKeeper() {
+  tick_timer_.cancel();
   if (pipe_write_ >= 0) ::close(pipe_write_);
 }
 
-bool GroupKeeper::start() {
+bool GroupKeeper::start(std::chrono::milliseconds stale_limit) {
+  stale_limit = std::max<std::chrono::milliseconds>(stale_limit, kMinStaleLimit);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  pid_t agent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -59,23 +160,49 @@ bool GroupKeeper::start() {
       if (fd != fds[0]) ::close(fd);
     }
     ::setpgid(0, 0);  // a terminal's Ctrl-C goes to the agent, which decides what happens
-    keeper_main(fds[0]);
+    // Not stopped by a terminal either (its stderr may be one, in the background).
+    for (int signal :
+         {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
+      ::signal(signal, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    Keeper(fds[0], agent, stale_limit).run();
   }
   ::close(fds[0]);
   pipe_write_ = fds[1];
   keeper_pid_ = pid;
+  tick();
   return true;
 }
 
-void GroupKeeper::add(pid_t process_group) { send('+', process_group); }
-void GroupKeeper::remove(pid_t process_group) { send('-', process_group); }
+void GroupKeeper::add(pid_t process_group) { send("+" + std::to_string(process_group) + "\n"); }
+void GroupKeeper::remove(pid_t process_group) { send("-" + std::to_string(process_group) + "\n"); }
 
-void GroupKeeper::send(char op, pid_t process_group) {
-  if (pipe_write_ < 0) return;
-  char line[32];
-  int length = std::snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(process_group));
-  while (::write(pipe_write_, line, static_cast<size_t>(length)) < 0 && errno == EINTR) {
+bool GroupKeeper::contain_in(const std::string& cgroup_directory) {
+  // One write of at most PIPE_BUF bytes: no worker's announcement can cut through it.
+  if (cgroup_directory.empty() || cgroup_directory.size() + 2 > PIPE_BUF ||
+      cgroup_directory.find('\n') != std::string::npos) {
+    return false;
   }
+  return send("c" + cgroup_directory + "\n");
+}
+
+void GroupKeeper::tick() {
+  send("t\n");
+  tick_timer_.expires_after(kTickInterval);
+  tick_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) tick();
+  });
+}
+
+bool GroupKeeper::send(std::string_view line) {
+  if (pipe_write_ < 0) return false;
+  ssize_t written;
+  do {
+    written = ::write(pipe_write_, line.data(), line.size());
+  } while (written < 0 && errno == EINTR);
+  return written == static_cast<ssize_t>(line.size());
 }
 
 }  // namespace cohort

@@ -10,6 +10,7 @@
 #include <csignal>
 
 #include "common/fd_limit.hpp"
+#include "common/log.hpp"
 
 namespace cohort {
 namespace bp2 = boost::process::v2;
@@ -51,6 +52,7 @@ struct WorkerSetup {
   std::vector<const char*> envp;
   pid_t parent_pid;
   int announce_fd;  ///< a GroupKeeper's pipe, or -1
+  int cgroup_fd;    ///< the cgroup.procs of the container's cgroup, or -1
 
   template <typename Launcher>
   bp2::error_code on_setup(Launcher& launcher, const bp2::filesystem::path&, const char* const*) {
@@ -60,6 +62,12 @@ struct WorkerSetup {
 
   template <typename Launcher>
   bp2::error_code on_exec_setup(Launcher&, const bp2::filesystem::path&, const char* const*) {
+    // First of all, so that everything the child ever starts is in the cgroup. Should it fail
+    // (it did not for the probe child), the orphan sweep is all there is for this one.
+    if (cgroup_fd >= 0) {
+      while (::write(cgroup_fd, "0", 1) < 0 && errno == EINTR) {
+      }
+    }
     if (request.new_process_group) {
       if (::setpgid(0, 0) != 0) return last_error();
       if (announce_fd >= 0) announce_group(announce_fd);
@@ -100,7 +108,12 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
   bool keep_group = keeper_ && request.new_process_group;
   // The child writes "+<its pid>" to the keeper before exec, so that its group is known before
   // the program can start children of its own.
-  WorkerSetup setup{request, {}, ::getpid(), keep_group ? keeper_->announce_fd() : -1};
+  int cgroup_fd = -1;
+  if (auto found = containers_.find(request.container);
+      found != containers_.end() && found->second > 0) {
+    cgroup_fd = cgroups_->open_procs(found->second);
+  }
+  WorkerSetup setup{request, {}, ::getpid(), keep_group ? keeper_->announce_fd() : -1, cgroup_fd};
   setup.envp.reserve(request.env.size() + 1);
   for (const auto& entry : request.env) setup.envp.push_back(entry.c_str());
   setup.envp.push_back(nullptr);
@@ -111,6 +124,7 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
   bp2::basic_process<boost::asio::any_io_executor> process = bp2::posix::default_launcher()(
       io_.get_executor(), launch_error, bp2::filesystem::path(request.executable), request.args,
       setup);
+  if (cgroup_fd >= 0) ::close(cgroup_fd);
   if (launch_error) {
     error = std::error_code(launch_error.value(), std::system_category());
     return -1;
@@ -133,5 +147,44 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
 void PosixProcessSpawner::signal_group(pid_t group, int signal) { ::kill(-group, signal); }
 
 void PosixProcessSpawner::signal_process(pid_t pid, int signal) { ::kill(pid, signal); }
+
+int PosixProcessSpawner::open_container() {
+  if (keeper_ == nullptr) return 0;
+  reaper_.stop_killing_orphans();  // those of an earlier container are dead; these are alive
+  if (!cgroups_tried_) {
+    cgroups_tried_ = true;
+    std::string why;
+    cgroups_ = WorkerCgroups::create(io_, why);
+    if (cgroups_ && !keeper_->contain_in(cgroups_->directory())) {
+      why = "the keeper cannot be told where the cgroups are";
+      cgroups_.reset();
+    }
+    if (cgroups_) {
+      log::debug("worker groups run in cgroups under ", cgroups_->directory());
+    } else {
+      log::debug("worker groups run without a cgroup (", why,
+                 "): what they leave behind is found as orphans of this subreaper");
+    }
+  }
+  int container = ++next_container_;
+  containers_[container] = cgroups_ ? cgroups_->make_group() : 0;
+  return container;
+}
+
+void PosixProcessSpawner::kill_container(int container) {
+  auto found = containers_.find(container);
+  if (found == containers_.end()) return;
+  if (found->second > 0) cgroups_->kill(found->second);
+  // Also with a cgroup: one that a worker failed to join, or left (root may), ends here.
+  reaper_.kill_orphans({keeper_->pid()});
+}
+
+void PosixProcessSpawner::close_container(int container) {
+  auto found = containers_.find(container);
+  if (found == containers_.end()) return;
+  kill_container(container);
+  if (found->second > 0) cgroups_->remove(found->second);
+  containers_.erase(found);
+}
 
 }  // namespace cohort

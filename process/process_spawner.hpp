@@ -1,5 +1,6 @@
 // The seam between the code that runs children (WorkerGroup, cohort launch) and the OS: start a
-// child from a SpawnRequest, hear once when it has ended, signal it or its process group.
+// child from a SpawnRequest, hear once when it has ended, signal it or its process group, and
+// kill a container of children with everything they started, however they detached.
 // PosixProcessSpawner is the real one; tests use FakeProcessSpawner
 // (tests/support/fake_process_spawner.hpp). Lent by reference by the owner; io thread only.
 #pragma once
@@ -25,6 +26,7 @@ struct SpawnRequest {
   int stderr_fd = -1;             ///< -1: inherit the agent's
   bool new_process_group = true;
   bool die_with_parent = true;  ///< PR_SET_PDEATHSIG(SIGKILL)
+  int container = 0;            ///< from ProcessSpawner::open_container; 0: none
 };
 
 class ProcessSpawner {
@@ -40,6 +42,15 @@ class ProcessSpawner {
   virtual void signal_group(pid_t group, int signal) = 0;
   /// kill(pid, signal): that process alone.
   virtual void signal_process(pid_t pid, int signal) = 0;
+
+  /// A container for the children of one worker group: whatever they start, in any session or
+  /// process group, can be killed with them. Returns its id for SpawnRequest::container, or 0
+  /// when this spawner keeps no containers (the default; cohort launch's ssh sessions).
+  virtual int open_container() { return 0; }
+  /// SIGKILLs every process of `container`: its children and all they started.
+  virtual void kill_container(int /*container*/) {}
+  /// Kills what is left of `container` and forgets it.
+  virtual void close_container(int /*container*/) {}
 };
 
 /// Resolves `name` like execvp: a name with a '/' is used as given, others are searched in PATH.

@@ -244,3 +244,53 @@ TEST_CASE("destroying a running group kills what still runs", "[worker_group]") 
   t.spawner.exit(pids[1], ExitStatus::killed_by(SIGKILL));  // reaped later: nothing reported
   CHECK(t.nothing_reported());
 }
+
+TEST_CASE("every worker of a group runs in the group's container, killed once all have exited",
+          "[worker_group][containment]") {
+  GroupTest t;
+  std::vector<pid_t> pids = t.start(2);
+  REQUIRE(t.spawner.containers_opened() == 1);
+  for (pid_t pid : pids) CHECK(t.spawner.child(pid).request.container == 1);
+  t.spawner.exit(pids[0], ExitStatus::exited(0));
+  CHECK(t.spawner.container_calls(1).empty());  // the other worker's daemons may be its own
+  t.spawner.exit(pids[1], ExitStatus::exited(0));
+  CHECK(t.spawner.container_calls(1) == std::vector<std::string>{"kill"});
+  REQUIRE(t.reported());
+  CHECK(t.outcome->kind == GroupOutcome::Kind::Succeeded);
+  t.group.reset();
+  CHECK(t.spawner.container_calls(1) == std::vector<std::string>{"kill", "close"});
+}
+
+TEST_CASE("the SIGKILL of a stop reaches the container too, at the timeout or a second stop",
+          "[worker_group][containment]") {
+  for (bool second_stop : {false, true}) {
+    INFO("second stop: " << second_stop);
+    GroupTest t;
+    std::vector<pid_t> pids = t.start(1);
+    t.group->stop(SIGTERM);
+    CHECK(t.spawner.container_calls(1).empty());  // SIGTERM is for the workers to handle
+    if (second_stop)
+      t.group->stop(SIGTERM);
+    else
+      t.clock.advance(kGrace);
+    CHECK(t.spawner.group_signals(pids[0]) == Signals{SIGTERM, SIGKILL});
+    CHECK(t.spawner.container_calls(1) == std::vector<std::string>{"kill"});
+    t.spawner.exit(pids[0], ExitStatus::killed_by(SIGKILL));
+    REQUIRE(t.reported());
+    CHECK(t.outcome->kind == GroupOutcome::Kind::Stopped);
+  }
+}
+
+TEST_CASE("each round's group has a container of its own", "[worker_group][containment]") {
+  GroupTest t;
+  std::vector<pid_t> first = t.start(1);
+  t.spawner.exit(first[0], ExitStatus::exited(1));
+  REQUIRE(t.reported());
+  t.group =
+      std::make_unique<WorkerGroup>(t.io, t.clock, t.spawner, std::chrono::milliseconds(kGrace));
+  CHECK(t.spawner.container_calls(1) == std::vector<std::string>{"kill", "close"});
+  std::vector<pid_t> second = t.start(1);
+  REQUIRE(second.size() == 2);
+  CHECK(t.spawner.child(second[1]).request.container == 2);
+  CHECK(t.spawner.container_calls(2).empty());
+}

@@ -1,12 +1,14 @@
 // test_worker: a scriptable stand-in for a training script, used by the integration tests.
 // Every action is a flag; actions run in this order: record pid, dump env, print lines,
-// spawn grandchild, write ready file, signal handling, fail-first-n-runs, sleep/hang, exit/crash.
+// spawn grandchild, spawn daemon, write ready file, signal handling, fail-first-n-runs,
+// sleep/hang, exit/crash.
 // --hang holds every worker except the one that is about to fail (so one rank can fail while
 // the others stay busy).
 // "Only on rank R" restricts the failure flags to the worker whose RANK is R. "{NAME}" in a
 // file path is replaced by the value of environment variable NAME, e.g. env_{RANK}.json.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,7 +30,8 @@ int g_exit_on_signal = -1;
 void usage() {
   std::fputs(
       "test_worker [--pid-file P] [--dump-env P] [--print TEXT] [--stderr TEXT] [--lines N]\n"
-      "            [--spawn-grandchild PIDFILE] [--ready-file P] [--ignore-sigterm]\n"
+      "            [--spawn-grandchild PIDFILE] [--spawn-daemon PIDFILE] [--ready-file P]\n"
+      "            [--ignore-sigterm]\n"
       "            [--record-signals P] [--exit-on-signal CODE] [--fail-first-n-runs N STATE]\n"
       "            [--only-rank R] [--write-error-file MSG] [--sleep-ms N] [--hang]\n"
       "            [--exit-code N] [--crash-signal SIG]\n",
@@ -127,6 +130,30 @@ void spawn_grandchild(const std::string& pid_file) {
   write_file(pid_file, std::to_string(pid));
 }
 
+// A daemon the classic way: fork, setsid (a new session and process group), fork again, and the
+// middle process exits, so the daemon is nobody's child but a subreaper's (or init's). It keeps
+// stdout and stderr open and pauses forever; its pid is in `pid_file` when this returns.
+void spawn_daemon(const std::string& pid_file) {
+  int ready[2];
+  if (::pipe(ready) != 0) std::exit(70);
+  pid_t middle = ::fork();
+  if (middle == 0) {
+    ::setsid();
+    if (::fork() == 0) {
+      write_file(pid_file, std::to_string(::getpid()));
+      ::close(ready[1]);
+      for (;;) ::pause();
+    }
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte;
+  while (::read(ready[0], &byte, 1) > 0) {  // end of file once the daemon wrote its pid
+  }
+  ::close(ready[0]);
+  ::waitpid(middle, nullptr, 0);
+}
+
 int runs_so_far(const std::string& state_file) {
   std::ifstream in(expand(state_file));
   int runs = 0;
@@ -159,7 +186,8 @@ int main(int argc, char** argv) {
   };
   int exit_code = 0, crash_signal = 0, sleep_ms = 0, only_rank = -1, fail_runs = 0, lines = 0;
   bool hang = false, ignore_sigterm = false;
-  std::string pid_file, env_file, ready_file, grandchild_file, state_file, error_message;
+  std::string pid_file, env_file, ready_file, grandchild_file, daemon_file, state_file;
+  std::string error_message;
   std::vector<std::string> prints, stderr_prints;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -187,6 +215,8 @@ int main(int argc, char** argv) {
       lines = std::atoi(value(i).c_str());
     else if (flag == "--spawn-grandchild")
       grandchild_file = value(i);
+    else if (flag == "--spawn-daemon")
+      daemon_file = value(i);
     else if (flag == "--record-signals")
       g_signal_log = expand(value(i));
     else if (flag == "--exit-on-signal")
@@ -214,6 +244,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   for (const auto& text : stderr_prints) std::fprintf(stderr, "%s\n", text.c_str());
   if (!grandchild_file.empty()) spawn_grandchild(grandchild_file);
+  if (!daemon_file.empty()) spawn_daemon(daemon_file);
 
   struct sigaction action {};
   action.sa_handler = on_signal;

@@ -49,6 +49,16 @@ void FakeProcessSpawner::signal_process(pid_t pid, int signal) {
   signals_.push_back({pid, signal, false});
 }
 
+int FakeProcessSpawner::open_container() { return ++next_container_; }
+
+void FakeProcessSpawner::kill_container(int container) {
+  container_calls_[container].push_back("kill");
+}
+
+void FakeProcessSpawner::close_container(int container) {
+  container_calls_[container].push_back("close");
+}
+
 void FakeProcessSpawner::write_stderr(pid_t pid, std::string_view text) {
   int fd = children_.at(pid).stderr_fd;
   if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))

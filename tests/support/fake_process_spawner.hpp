@@ -1,7 +1,7 @@
-// A ProcessSpawner that starts nothing: it records every spawn and signal, and a child "runs"
-// until the test ends it with exit(). Like a real child, a fake one holds its stdout and stderr
-// descriptors (duplicates) until it exits, and the test can write lines to them. Owned by the
-// test; test thread only.
+// A ProcessSpawner that starts nothing: it records every spawn, signal and container call, and a
+// child "runs" until the test ends it with exit(). Like a real child, a fake one holds its stdout
+// and stderr descriptors (duplicates) until it exits, and the test can write lines to them. Owned
+// by the test; test thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -37,6 +37,9 @@ class FakeProcessSpawner final : public ProcessSpawner {
   pid_t spawn(const SpawnRequest& request, ExitHandler on_exit, std::error_code& error) override;
   void signal_group(pid_t group, int signal) override;
   void signal_process(pid_t pid, int signal) override;
+  int open_container() override;
+  void kill_container(int container) override;
+  void close_container(int container) override;
 
   /// Spawning `executable` fails with ENOENT from now on.
   void fail_spawns_of(const std::string& executable) { missing_.insert(executable); }
@@ -51,6 +54,11 @@ class FakeProcessSpawner final : public ProcessSpawner {
   const std::vector<Signal>& signals() const { return signals_; }
   /// The signals sent to `group` with signal_group, in order.
   std::vector<int> group_signals(pid_t group) const;
+  /// Containers opened so far (ids 1, 2, ...), and what happened to each: "kill" and "close".
+  int containers_opened() const { return next_container_; }
+  const std::vector<std::string>& container_calls(int container) const {
+    return container_calls_[container];
+  }
 
  private:
   pid_t next_pid_ = 40000;
@@ -58,6 +66,8 @@ class FakeProcessSpawner final : public ProcessSpawner {
   std::vector<pid_t> order_;
   std::vector<Signal> signals_;
   std::set<std::string> missing_;
+  int next_container_ = 0;
+  mutable std::map<int, std::vector<std::string>> container_calls_;
 };
 
 }  // namespace cohort::test

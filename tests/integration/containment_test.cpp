@@ -1,0 +1,250 @@
+// `cohort run` on one node: what a worker starts outside its process group (a daemon: setsid and
+// a double fork) ends with the worker group, after a normal exit, after a failure's restart, and
+// when cohort is SIGKILLed; and a stopped (SIGSTOP) agent's workers are killed by its keeper once
+// the heartbeat timeout has passed. Each runs with the worker groups in cgroups (root here) and
+// with COHORT_NO_CGROUP=1 (the subreaper fallback). Real cohort, real test_worker processes.
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <thread>
+
+#include "process/worker_cgroups.hpp"
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+
+struct Mode {
+  std::string name;
+  bool cgroup = false;
+  std::map<std::string, std::string> env;
+};
+
+// The cgroup v2 directory this test (and so every cohort it starts) is in; empty if none.
+std::string own_cgroup_directory() {
+  std::string why;
+  std::string own = cohort::unified_cgroup_path(read_file("/proc/self/cgroup"), why);
+  if (own.empty()) return {};
+  return cohort::cgroup2_directory(read_file("/proc/self/mountinfo"), own, why);
+}
+
+bool cgroups_usable() {
+  std::string directory = own_cgroup_directory();
+  if (::geteuid() != 0 || directory.empty()) return false;
+  return ::access((directory + "/cgroup.procs").c_str(), W_OK) == 0;
+}
+
+// Both ways of containing workers: cgroups (the default as root), and the fallback.
+std::vector<Mode> modes() {
+  require_prerequisite(cgroups_usable(),
+                       "root and a cgroup v2 hierarchy (the cgroup2 mount of /proc/self/mountinfo)"
+                       " in which cohort can make cgroups");
+  return {Mode{"cgroup", true, {{"LOGLEVEL", "DEBUG"}}},
+          Mode{"fallback", false, {{"LOGLEVEL", "DEBUG"}, {"COHORT_NO_CGROUP", "1"}}}};
+}
+
+// The per-agent cgroup directory of the cohort whose pid is `agent`.
+std::string agent_cgroup(pid_t agent) {
+  return own_cgroup_directory() + "/cohort-" + std::to_string(agent);
+}
+
+bool exists(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+// The cgroup v2 path of `pid` ("0::" line of /proc/<pid>/cgroup).
+std::string cgroup_of(pid_t pid) {
+  std::string why;
+  return cohort::unified_cgroup_path(read_file("/proc/" + std::to_string(pid) + "/cgroup"), why);
+}
+
+// Checks that the debug line about containment names the mode, and that a process of the
+// workers is (or is not) in one of the agent's cgroups.
+void check_mode(const Mode& mode, const std::string& err, pid_t agent, pid_t worker_process) {
+  if (mode.cgroup) {
+    CHECK(contains(err, "worker groups run in cgroups under"));
+    CHECK(contains(cgroup_of(worker_process), "/cohort-" + std::to_string(agent) + "/group-"));
+  } else {
+    CHECK(contains(err, "worker groups run without a cgroup (COHORT_NO_CGROUP is set)"));
+    CHECK_FALSE(contains(cgroup_of(worker_process), "/cohort-"));
+  }
+}
+
+bool gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
+  return wait_until([&] { return !process_alive(pid); }, timeout);
+}
+
+// Waits for what the keeper scans once a second without cgroups: the agent's descendants, to be
+// found again once the agent is dead. Nothing shows that a scan happened; two periods do.
+void let_the_keeper_look() { std::this_thread::sleep_for(2500ms); }
+
+}  // namespace
+
+// A pid that no process has now: a child's, once reaped.
+pid_t dead_pid() {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST_CASE("a worker's daemon dies when the group ends after a normal exit",
+          "[integration][run][containment]") {
+  for (const Mode& mode : modes()) {
+    INFO("mode " << mode.name);
+    Scratch scratch;
+    // What an agent killed together with its keeper leaves (Slurm ends a step so): the next
+    // agent with cgroups removes it.
+    std::string abandoned = agent_cgroup(dead_pid());
+    REQUIRE(::mkdir(abandoned.c_str(), 0755) == 0);
+    REQUIRE(::mkdir((abandoned + "/group-1").c_str(), 0755) == 0);
+    auto cohort = scratch.start({"--nproc-per-node", "2", "--no-python", kWorker, "--spawn-daemon",
+                                 scratch.file("daemon_${local_rank}")},
+                                mode.env);
+    auto status = cohort->wait(60s);
+    INFO(cohort->output());
+    REQUIRE(status.has_value());
+    CHECK(status->shell_code() == 0);
+    for (int local_rank = 0; local_rank < 2; ++local_rank) {
+      pid_t daemon = read_pid(scratch.file("daemon_" + std::to_string(local_rank)));
+      INFO("daemon " << daemon << "\n" << describe_processes({daemon}));
+      REQUIRE(daemon > 0);
+      CHECK(gone(daemon));
+    }
+    CHECK(contains(cohort->err(), mode.cgroup ? "worker groups run in cgroups under"
+                                              : "worker groups run without a cgroup"));
+    CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
+    CHECK(exists(abandoned) != mode.cgroup);
+    cohort::remove_cgroup(abandoned);
+    CHECK(scratch.nothing_left());
+  }
+}
+
+TEST_CASE("a worker's daemon dies with its group when a failure restarts it; the next one lives",
+          "[integration][run][containment]") {
+  for (const Mode& mode : modes()) {
+    INFO("mode " << mode.name);
+    Scratch scratch;
+    // Round 0 starts a daemon and fails; round 1 starts another and hangs.
+    auto cohort = scratch.start(
+        {"--nproc-per-node", "1", "--max-restarts", "1", "--shutdown-timeout", "20", "--no-python",
+         kWorker, "--spawn-daemon", scratch.file("daemon_{TORCHELASTIC_RESTART_COUNT}"),
+         "--ready-file", scratch.file("ready_{TORCHELASTIC_RESTART_COUNT}"), "--fail-first-n-runs",
+         "1", scratch.file("runs"), "--exit-code", "1", "--hang"},
+        mode.env);
+    bool restarted = wait_until([&] { return file_exists(scratch.file("ready_1")); }, 30s);
+    INFO(cohort->output());
+    REQUIRE(restarted);
+    pid_t first = read_pid(scratch.file("daemon_0"));
+    pid_t second = read_pid(scratch.file("daemon_1"));
+    REQUIRE(first > 0);
+    REQUIRE(second > 0);
+    {
+      INFO(describe_processes({first}));
+      CHECK(gone(first));  // while cohort, its agent, runs on
+    }
+    CHECK(process_alive(second));  // the running group's own is left alone
+    check_mode(mode, cohort->err(), cohort->pid(), second);
+    if (mode.cgroup) {
+      CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid()) + "/group-1"); }));
+    }
+
+    cohort->signal(SIGTERM);
+    auto status = cohort->wait(30s);
+    REQUIRE(status.has_value());
+    CHECK(status->shell_code() == 143);
+    CHECK(gone(second));
+    CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
+    CHECK(scratch.nothing_left());
+  }
+}
+
+TEST_CASE("kill -9 of cohort takes the workers' daemons with it, through the keeper",
+          "[integration][run][containment]") {
+  for (const Mode& mode : modes()) {
+    INFO("mode " << mode.name);
+    Scratch scratch;
+    auto cohort = scratch.start(
+        {"--nproc-per-node", "2", "--no-python", kWorker, "--pid-file",
+         scratch.file("pid_${local_rank}"), "--spawn-daemon", scratch.file("daemon_${local_rank}"),
+         "--ready-file", scratch.file("ready_${local_rank}"), "--hang"},
+        mode.env);
+    bool ready = wait_until([&] {
+      return file_exists(scratch.file("ready_0")) && file_exists(scratch.file("ready_1"));
+    });
+    INFO(cohort->output());
+    REQUIRE(ready);
+    std::vector<pid_t> daemons{read_pid(scratch.file("daemon_0")),
+                               read_pid(scratch.file("daemon_1"))};
+    for (pid_t daemon : daemons) {
+      REQUIRE(process_alive(daemon));
+      CHECK(::getsid(daemon) != ::getsid(read_pid(scratch.file("pid_0"))));  // really detached
+      check_mode(mode, cohort->err(), cohort->pid(), daemon);
+    }
+    if (!mode.cgroup) let_the_keeper_look();
+    cohort->signal(SIGKILL);
+    REQUIRE(cohort->wait(10s).has_value());
+    for (pid_t daemon : daemons) {
+      INFO(describe_processes({daemon}));
+      CHECK(gone(daemon));
+    }
+    CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
+    CHECK(scratch.nothing_left());
+  }
+}
+
+TEST_CASE("a stopped agent's workers and their daemons are killed by the keeper",
+          "[integration][run][containment]") {
+  for (const Mode& mode : modes()) {
+    INFO("mode " << mode.name);
+    Scratch scratch;
+    // The stale limit is the heartbeat timeout, but at least 3 s.
+    auto cohort = scratch.start(
+        {"--nproc-per-node", "2", "--rdzv-conf", "heartbeat_interval=0.2,heartbeat_timeout=1",
+         "--shutdown-timeout", "20", "--no-python", kWorker, "--pid-file",
+         scratch.file("pid_${local_rank}"), "--spawn-daemon", scratch.file("daemon_${local_rank}"),
+         "--ready-file", scratch.file("ready_${local_rank}"), "--hang"},
+        mode.env);
+    bool ready = wait_until([&] {
+      return file_exists(scratch.file("ready_0")) && file_exists(scratch.file("ready_1"));
+    });
+    INFO(cohort->output());
+    REQUIRE(ready);
+    std::vector<pid_t> processes;
+    for (const char* stem : {"pid_0", "pid_1", "daemon_0", "daemon_1"}) {
+      processes.push_back(read_pid(scratch.file(stem)));
+      REQUIRE(process_alive(processes.back()));
+    }
+    cohort->signal(SIGSTOP);
+    auto stopped_at = std::chrono::steady_clock::now();
+    bool all_killed = wait_until(
+        [&] {
+          for (pid_t pid : processes) {
+            if (process_alive(pid)) return false;
+          }
+          return true;
+        },
+        15s);
+    auto after = std::chrono::steady_clock::now() - stopped_at;
+    INFO(describe_processes(processes));
+    CHECK(all_killed);
+    CHECK(after >= 2500ms);  // not before the stale limit
+    CHECK(wait_until([&] { return contains(cohort->err(), "has shown no sign of life"); }));
+    CHECK(process_alive(cohort->pid()));  // the keeper leaves the agent alone
+
+    cohort->signal(SIGCONT);  // it finds its workers gone; then it is told to stop
+    cohort->signal(SIGTERM);
+    auto status = cohort->wait(30s);
+    CHECK(status.has_value());
+    CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
+    CHECK(scratch.nothing_left());
+  }
+}
