@@ -5,6 +5,7 @@
 #include <csignal>
 #include <random>
 
+#include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/gpu_count.hpp"
@@ -149,6 +150,17 @@ std::chrono::milliseconds shutdown_timeout(const RunOptions& options, const RunE
   return kDefault;
 }
 
+// The run id names the log directory and the run at the daemon: one plain path component.
+std::string checked_run_id(const RunOptions& options, Problems& problems) {
+  if (options.standalone) return random_run_id();
+  if (std::string problem = run_id_problem(options.rdzv_id); !problem.empty()) {
+    std::string shown = escape_for_terminal(options.rdzv_id.substr(0, 40));
+    if (options.rdzv_id.size() > 40) shown += "...";
+    problems.push_back(cat("--rdzv-id '", shown, "': ", problem));
+  }
+  return options.rdzv_id;
+}
+
 void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   if (options.rdzv_backend != "static" && options.rdzv_backend != "c10d") {
     if (options.rdzv_backend.rfind("etcd", 0) == 0) {
@@ -195,7 +207,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   config.env.local_world_size = config.nproc;
   config.env.role = options.role;
   config.env.max_restarts = options.max_restarts;
-  config.env.run_id = options.standalone ? random_run_id() : options.rdzv_id;
+  config.env.run_id = checked_run_id(options, problems);
   config.shutdown_timeout = shutdown_timeout(options, machine, problems);
   config.log_dir = options.log_dir;
   parse_outputs(options, machine, config, problems);

@@ -106,6 +106,25 @@ TEST_CASE("--standalone makes a random run id", "[unit][launcher]") {
   CHECK(validate({"--rdzv-id", "job1", "t.py"}).config.env.run_id == "job1");
 }
 
+TEST_CASE("a run id must be one plain path component of at most 128 characters",
+          "[unit][launcher]") {
+  CHECK(validate({"--rdzv-id", "exp_4.1", "t.py"}).problems.empty());
+  CHECK(validate({"--rdzv-id", "slurm-12.0", "t.py"}).problems.empty());
+  CHECK(validate({"--rdzv-id", "../../escape", "t.py"}).problems ==
+        std::vector<std::string>{"--rdzv-id '../../escape': the run id contains '/'; only "
+                                 "letters, digits and . _ - : @ are allowed"});
+  CHECK(validate({"--rdzv-id", "", "t.py"}).problems ==
+        std::vector<std::string>{"--rdzv-id '': the run id is empty"});
+  std::vector<std::string> long_id =
+      validate({"--rdzv-id", std::string(10240, 'x'), "t.py"}).problems;
+  REQUIRE(long_id.size() == 1);
+  CHECK(long_id[0] == "--rdzv-id '" + std::string(40, 'x') +
+                          "...': the run id is 10240 characters long; at most 128 are allowed");
+  CHECK(mentions(validate({"--rdzv-id", "a\x1b[2J", "t.py"}).problems, "--rdzv-id"));
+  // --standalone's random id replaces whatever was given.
+  CHECK(validate({"--standalone", "--rdzv-id", "", "t.py"}).problems.empty());
+}
+
 TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--nproc-per-node", "abc", "t.py"}).problems, "--nproc-per-node"));
   CHECK(mentions(validate({"--nproc-per-node", "0", "t.py"}).problems, "--nproc-per-node"));

@@ -1,0 +1,89 @@
+// `cohort run` finds local configuration problems before anything starts: bad run ids. Each
+// exits 2 with a message naming the flag, at once (a multi-node node does not first wait out the
+// rendezvous), and writes nothing outside --log-dir. Real cohort binary.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+
+#include "common/free_port.hpp"
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+
+struct Case {
+  std::vector<std::string> flags;
+  std::string named;  ///< what the message must contain
+  std::map<std::string, std::string> env = {};
+};
+
+// Runs `cohort run FLAGS --no-python test_worker --dump-env started.json` and checks that it
+// exits 2 within 10 s naming `named`, and that no worker started.
+void check_refused(const Scratch& scratch, const Case& c) {
+  std::vector<std::string> args = c.flags;
+  for (const std::string& arg : {std::string("--no-python"), kWorker, std::string("--dump-env"),
+                                 scratch.file("started.json")}) {
+    args.push_back(arg);
+  }
+  auto start = std::chrono::steady_clock::now();
+  RunResult result = scratch.run(args, c.env, 30s);
+  auto took = std::chrono::steady_clock::now() - start;
+  INFO(Catch::Detail::stringify(args) << "\n" << result.out << result.err);
+  CHECK(result.status.shell_code() == 2);
+  CHECK(contains(result.err, c.named));
+  CHECK(took < 10s);
+  CHECK_FALSE(file_exists(scratch.file("started.json")));
+}
+
+// A multi-node c10d run whose agent would host the rendezvous on a free loopback port: before
+// this change a local problem surfaced only after the join timeout.
+std::vector<std::string> two_nodes(std::vector<std::string> flags) {
+  int port = cohort::pick_free_port("127.0.0.1");
+  REQUIRE(port > 0);
+  for (const std::string& flag :
+       {std::string("--nnodes"), std::string("2"), std::string("--rdzv-backend"),
+        std::string("c10d"), std::string("--rdzv-endpoint"), "127.0.0.1:" + std::to_string(port),
+        std::string("--rdzv-conf"), std::string("join_timeout=60")}) {
+    flags.push_back(flag);
+  }
+  return flags;
+}
+
+}  // namespace
+
+TEST_CASE("bad run ids are usage errors, and no log leaves --log-dir",
+          "[integration][run][config]") {
+  Scratch scratch;
+  std::string logs = scratch.file("a/b/logs");
+  const std::vector<Case> cases{
+      {{"--rdzv-id", "../../escape", "--log-dir", logs}, "--rdzv-id"},
+      {{"--rdzv-id", "", "--log-dir", logs}, "--rdzv-id '': the run id is empty"},
+      {{"--rdzv-id", ".hidden", "--log-dir", logs}, "--rdzv-id"},
+      {{"--rdzv-id", "a b", "--log-dir", logs}, "--rdzv-id"},
+      {{"--log-dir", logs}, "--rdzv-id", {{"PET_RDZV_ID", "../escape"}}},
+      {{"--log-dir", logs}, "at most 128", {{"PET_RDZV_ID", std::string(10240, 'x')}}},
+      {two_nodes({"--rdzv-id", std::string(10240, 'x'), "--log-dir", logs}), "--rdzv-id"},
+      // Slurm's slurm-<job>.<step>, from a job id that is not one.
+      {{"--log-dir", logs},
+       "--rdzv-id",
+       {{"SLURM_JOB_ID", "../../escape"}, {"SLURM_STEP_ID", "0"}}},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+  CHECK_FALSE(file_exists(scratch.file("a/escape")));
+  CHECK_FALSE(file_exists(scratch.file("a/b/escape")));
+  CHECK_FALSE(file_exists(logs));  // a refused command line creates nothing
+}
+
+TEST_CASE("a good run id names the run's log directory", "[integration][run][config]") {
+  Scratch scratch;
+  for (const std::string& id : {std::string("exp_4.1"), std::string("user@host:job-7")}) {
+    RunResult result = scratch.run({"--rdzv-id", id, "--log-dir", scratch.file("logs"),
+                                    "--no-python", kWorker, "--print", "hi"});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 0);
+    CHECK(std::filesystem::is_directory(scratch.file("logs/" + id + "/attempt_0/0")));
+  }
+}
