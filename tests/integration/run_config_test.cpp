@@ -1,6 +1,7 @@
-// `cohort run` finds local configuration problems before anything starts: bad run ids. Each
-// exits 2 with a message naming the flag, at once (a multi-node node does not first wait out the
-// rendezvous), and writes nothing outside --log-dir. Real cohort binary.
+// `cohort run` finds local configuration problems before anything starts: bad run ids, an
+// unwritable --log-dir. Each exits 2 with a message naming the flag, at once (a multi-node node
+// does not first wait out the rendezvous), and writes nothing outside --log-dir. Real cohort
+// binary.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -86,4 +87,19 @@ TEST_CASE("a good run id names the run's log directory", "[integration][run][con
     CHECK(result.status.shell_code() == 0);
     CHECK(std::filesystem::is_directory(scratch.file("logs/" + id + "/attempt_0/0")));
   }
+}
+
+TEST_CASE("an unwritable --log-dir is found before the rendezvous", "[integration][run][config]") {
+  Scratch scratch;
+  std::ofstream(scratch.file("plain")) << "a file, not a directory\n";
+  std::filesystem::create_directories(scratch.file("logs"));
+  std::ofstream(scratch.file("logs/job")) << "in the way of the run's directory\n";
+  const std::vector<Case> cases{
+      {{"--log-dir", scratch.file("plain/logs")}, "--log-dir " + scratch.file("plain/logs")},
+      {two_nodes({"--log-dir", scratch.file("plain/logs")}), "--log-dir"},
+      {two_nodes({"--log-dir", "/proc/self/logs"}), "--log-dir /proc/self/logs"},
+      {{"--log-dir", scratch.file("logs"), "--rdzv-id", "job"}, "is not a directory"},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+  CHECK(scratch.nothing_left());
 }
