@@ -1,7 +1,7 @@
 // `cohort run` finds local configuration problems before anything starts: bad run ids, an
-// unwritable --log-dir. Each exits 2 with a message naming the flag, at once (a multi-node node
-// does not first wait out the rendezvous), and writes nothing outside --log-dir. Real cohort
-// binary.
+// unwritable --log-dir, heartbeat settings below their floors. Each exits 2 with a message naming
+// the flag, at once (a multi-node node does not first wait out the rendezvous), and writes nothing
+// outside --log-dir. Real cohort binary.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -40,14 +40,14 @@ void check_refused(const Scratch& scratch, const Case& c) {
 }
 
 // A multi-node c10d run whose agent would host the rendezvous on a free loopback port: before
-// this change a local problem surfaced only after the join timeout.
+// this change a local problem surfaced only after the join timeout (600 s; check_refused's 30 s
+// bound ends the test first).
 std::vector<std::string> two_nodes(std::vector<std::string> flags) {
   int port = cohort::pick_free_port("127.0.0.1");
   REQUIRE(port > 0);
   for (const std::string& flag :
        {std::string("--nnodes"), std::string("2"), std::string("--rdzv-backend"),
-        std::string("c10d"), std::string("--rdzv-endpoint"), "127.0.0.1:" + std::to_string(port),
-        std::string("--rdzv-conf"), std::string("join_timeout=60")}) {
+        std::string("c10d"), std::string("--rdzv-endpoint"), "127.0.0.1:" + std::to_string(port)}) {
     flags.push_back(flag);
   }
   return flags;
@@ -102,4 +102,19 @@ TEST_CASE("an unwritable --log-dir is found before the rendezvous", "[integratio
   };
   for (const Case& c : cases) check_refused(scratch, c);
   CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("heartbeat settings below their floors are refused", "[integration][run][config]") {
+  Scratch scratch;
+  const std::vector<Case> cases{
+      {{"--rdzv-conf", "keep_alive_interval=0.001,heartbeat_timeout=0.002"},
+       "--rdzv-conf: keep_alive_interval=0.001: at least 0.05"},
+      {{"--rdzv-conf", "heartbeat_timeout=0.1,keep_alive_interval=0.05"},
+       "--rdzv-conf: heartbeat_timeout"},
+      {{"--rdzv-conf", "keep_alive_interval=1,heartbeat_timeout=1.5"},
+       "heartbeat_timeout (1.5 s) must be at least twice keep_alive_interval (1 s)"},
+      {two_nodes({"--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=1"}),
+       "keep_alive_max_attempt"},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
 }
