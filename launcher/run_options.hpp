@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ struct RunOptions {
   std::string master_addr;
   int master_port = 0;
   std::string local_addr;
-  double shutdown_timeout = -1;  ///< seconds; <0: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
+  std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
   std::string worker_store = "daemon";

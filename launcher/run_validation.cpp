@@ -136,10 +136,10 @@ void parse_signals(const RunOptions& options, AgentConfig& config, Problems& pro
 std::chrono::milliseconds shutdown_timeout(const RunOptions& options, const RunEnvironment& machine,
                                            Problems& problems) {
   constexpr std::chrono::milliseconds kDefault(30000);
-  if (!(options.shutdown_timeout < 0)) {  // given (NaN too)
-    if (auto timeout = seconds_to_ms(options.shutdown_timeout)) return *timeout;
+  if (options.shutdown_timeout) {
+    if (auto timeout = seconds_to_ms(*options.shutdown_timeout)) return *timeout;
     problems.push_back(cat("--shutdown-timeout: expected seconds between 0 and a year, got ",
-                           options.shutdown_timeout));
+                           *options.shutdown_timeout));
     return kDefault;
   }
   std::optional<std::string> env = machine.var("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
@@ -177,7 +177,12 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
     problems.push_back(cat("--start-method: expected spawn, fork or forkserver, got '",
                            options.start_method, "'"));
   }
-  if (options.monitor_interval <= 0) problems.push_back("--monitor-interval: must be > 0");
+  if (!(options.monitor_interval > 0) || !seconds_to_ms(options.monitor_interval)) {
+    problems.push_back(
+        cat("--monitor-interval: expected a positive number of seconds, at most a "
+            "year, got ",
+            options.monitor_interval));
+  }
   if (options.max_restarts < 0) problems.push_back("--max-restarts: must be >= 0");
   if (options.node_rank < 0) problems.push_back("--node-rank: must be >= 0");
   if (options.master_port < 0 || options.master_port > 65535) {

@@ -1,7 +1,7 @@
 // `cohort run` finds local configuration problems before anything starts: bad run ids, an
-// unwritable --log-dir, heartbeat settings below their floors. Each exits 2 with a message naming
-// the flag, at once (a multi-node node does not first wait out the rendezvous), and writes nothing
-// outside --log-dir. Real cohort binary.
+// unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds. Each
+// exits 2 with a message naming the flag, at once (a multi-node node does not first wait out the
+// rendezvous), and writes nothing outside --log-dir. Real cohort binary.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -117,4 +117,32 @@ TEST_CASE("heartbeat settings below their floors are refused", "[integration][ru
        "keep_alive_max_attempt"},
   };
   for (const Case& c : cases) check_refused(scratch, c);
+}
+
+TEST_CASE("negative, NaN and infinite seconds are refused for every float flag",
+          "[integration][run][config]") {
+  Scratch scratch;
+  const std::vector<Case> cases{
+      {{"--shutdown-timeout", "-5"}, "--shutdown-timeout"},
+      {{"--shutdown-timeout", "nan"}, "--shutdown-timeout"},
+      {{"--shutdown-timeout", "inf"}, "--shutdown-timeout"},
+      {{}, "--shutdown-timeout", {{"PET_SHUTDOWN_TIMEOUT", "-1"}}},
+      {{"--monitor-interval", "nan"}, "--monitor-interval"},
+      {{"--monitor-interval", "-0.5"}, "--monitor-interval"},
+      {{"--monitor-interval", "inf"}, "--monitor-interval"},
+      {{}, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "nan"}}},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+}
+
+TEST_CASE("--help shows the shutdown timeout's default as 30", "[integration][run][config]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--help"});
+  INFO(result.out);
+  CHECK(result.status.shell_code() == 0);
+  size_t flag = result.out.find("--shutdown-timeout");
+  REQUIRE(flag != std::string::npos);
+  std::string line = result.out.substr(flag, result.out.find('\n', flag) - flag);
+  CHECK(contains(line, "30"));
+  CHECK_FALSE(contains(line, "-1"));
 }

@@ -143,7 +143,11 @@ TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--local-ranks-filter", "4294967296", "t.py"}).problems,
                  "--local-ranks-filter"));
   CHECK(mentions(validate({"--tee", "4294967296:3", "t.py"}).problems, "--tee"));
-  CHECK(mentions(validate({"--monitor-interval", "0", "t.py"}).problems, "--monitor-interval"));
+  for (const char* bad : {"0", "-0.5", "nan", "inf", "-inf", "1e300"}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--monitor-interval", bad, "t.py"}).problems, "--monitor-interval"));
+  }
+  CHECK(validate({"--monitor-interval", "0.5", "t.py"}).problems.empty());
   CHECK(mentions(validate({"-m", "--no-python", "t.py"}).problems, "--module"));
   CHECK(mentions(validate({"--master-port", "70000", "t.py"}).problems, "--master-port"));
   CHECK(mentions(validate({"--store-ports", "0-10", "t.py"}).problems, "--store-ports"));
@@ -186,10 +190,14 @@ TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit]
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
   }
   // Values that would overflow a duration are errors, not a garbage timeout.
-  for (const char* bad : {"1e300", "inf", "nan", "31536001"}) {
+  for (const char* bad : {"1e300", "inf", "-inf", "nan", "31536001", "-5", "-1"}) {
     INFO(bad);
     CHECK(mentions(validate({"--shutdown-timeout", bad, "t.py"}).problems, "--shutdown-timeout"));
   }
+  // -1 is not a stand-in for the default any more: the flag given is the flag checked.
+  CHECK(validate({"--shutdown-timeout", "-1", "t.py"},
+                 test_machine({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}))
+            .problems.size() == 1);
   CHECK(validate({"--shutdown-timeout", "0", "t.py"}).config.shutdown_timeout ==
         std::chrono::milliseconds(0));
 }
