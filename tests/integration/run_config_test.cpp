@@ -1,7 +1,8 @@
-// `cohort run` finds local configuration problems before anything starts: bad run ids, an
-// unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds. Each
-// exits 2 with a message naming the flag, at once (a multi-node node does not first wait out the
-// rendezvous), and writes nothing outside --log-dir. Real cohort binary.
+// `cohort run` and `cohortd` find local configuration problems before anything starts: bad run ids,
+// an unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds, a
+// --port-file cohortd could not write. Each exits 2 with a message naming the flag, at once (a
+// multi-node node does not first wait out the rendezvous), and writes nothing outside --log-dir.
+// Real cohort and cohortd binaries.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -145,4 +146,22 @@ TEST_CASE("--help shows the shutdown timeout's default as 30", "[integration][ru
   std::string line = result.out.substr(flag, result.out.find('\n', flag) - flag);
   CHECK(contains(line, "30"));
   CHECK_FALSE(contains(line, "-1"));
+}
+
+TEST_CASE("cohortd refuses a --port-file it could not write, before listening",
+          "[integration][store][config]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  std::filesystem::create_directories(scratch.file("a_directory"));
+  std::ofstream(scratch.file("plain")) << "x";
+  for (const std::string& path :
+       {scratch.file("a_directory"), scratch.file("plain/port"), std::string("/proc/port")}) {
+    RunResult result = scratch.run_argv(
+        {kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--port-file", path}, options, 20s);
+    INFO(path << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, "--port-file"));
+    CHECK_FALSE(contains(result.out, "listening"));
+  }
 }
