@@ -80,6 +80,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--store-ports", o.store_ports,
               "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
               "29500-29599 (default: any free port)");
+  flag_option(app, "--store-quota", o.store_quota,
+              "Bytes each round's worker store may hold (keys, values, queues), with an optional "
+              "K, M or G suffix; for a daemon this agent hosts");
   app.add_option("--token-file", o.token_file,
                  "The run's shared secret, proven to the rendezvous (a file only its owner can "
                  "read; default: $COHORT_TOKEN)");

@@ -42,8 +42,9 @@ struct RunOptions {
   std::string event_log_handler = "null";
   std::string worker_store = "daemon";
   std::string store_ports;
-  std::string token_file;  ///< the run's shared secret (else $COHORT_TOKEN)
-  bool insecure = false;   ///< host a rendezvous beyond loopback without a token
+  std::string store_quota = "1G";  ///< per-round worker store quota of a daemon this agent hosts
+  std::string token_file;          ///< the run's shared secret (else $COHORT_TOKEN)
+  bool insecure = false;           ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
   bool under_launch = false;   ///< set by cohort launch on every host
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed

@@ -1,8 +1,8 @@
 // `cohort run` and `cohortd` find local configuration problems before anything starts: bad run ids,
 // an unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds, a
-// --port-file cohortd could not write. Each exits 2 with a message naming the flag, at once (a
-// multi-node node does not first wait out the rendezvous), and writes nothing outside --log-dir.
-// Real cohort and cohortd binaries.
+// --port-file cohortd could not write, a bad --store-quota. Each exits 2 with a message naming the
+// flag, at once (a multi-node node does not first wait out the rendezvous), and writes nothing
+// outside --log-dir. Real cohort and cohortd binaries.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -146,6 +146,36 @@ TEST_CASE("--help shows the shutdown timeout's default as 30", "[integration][ru
   std::string line = result.out.substr(flag, result.out.find('\n', flag) - flag);
   CHECK(contains(line, "30"));
   CHECK_FALSE(contains(line, "-1"));
+}
+
+TEST_CASE("cohort run --store-quota is checked and reaches the worker store it hosts",
+          "[integration][run][config]") {
+  Scratch scratch;
+  for (const Case& c : std::vector<Case>{{{"--store-quota", "0"}, "--store-quota"},
+                                         {{"--store-quota", "1T"}, "--store-quota"},
+                                         {{}, "--store-quota", {{"PET_STORE_QUOTA", "lots"}}}}) {
+    check_refused(scratch, c);
+  }
+  require_torch();
+  // A worker sets a 64 KiB value and reads it back: past a 16 KiB quota the store closes the
+  // connection, under 1M it fits.
+  const std::string script =
+      "import datetime, os, torch.distributed as d\n"
+      "s = d.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), 1, False,\n"
+      "               datetime.timedelta(seconds=20))\n"
+      "try:\n"
+      "    s.set('big', b'x' * 65536)\n"
+      "    s.get('big')\n"  // SET has no reply: the GET sees the closed connection
+      "    print('stored')\n"
+      "except Exception as e:\n"
+      "    print('refused:', e)\n";
+  for (const auto& [quota, expected] : {std::pair{std::string("16K"), std::string("refused")},
+                                        std::pair{std::string("1M"), std::string("stored")}}) {
+    RunResult result =
+        scratch.run({"--store-quota", quota, "--no-python", kPython, "-c", script}, {}, 60s);
+    INFO(quota << "\n" << result.out << result.err);
+    CHECK(contains(result.out, expected));
+  }
 }
 
 TEST_CASE("cohortd refuses a --port-file it could not write, before listening",

@@ -222,3 +222,13 @@ TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or 
   CHECK(validate_run_flags(options, test_machine()).problems ==
         std::vector<std::string>{"--max-restarts: must be >= 0"});
 }
+
+TEST_CASE("--store-quota reaches the daemon this agent hosts", "[unit][launcher]") {
+  CHECK(validate({"t.py"}).daemon.options.store_quota_bytes == uint64_t{1} << 30);
+  CHECK(validate({"--store-quota", "64K", "t.py"}).daemon.options.store_quota_bytes == 65536);
+  for (const char* bad : {"0", "1T", "-1", "lots", ""}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--store-quota", bad, "t.py"}).problems,
+                   "--store-quota: expected a positive number of bytes"));
+  }
+}
