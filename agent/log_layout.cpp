@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/run_id.hpp"
+
 namespace cohort {
 namespace fs = std::filesystem;
 
@@ -24,7 +26,8 @@ LogLayout::LogLayout(std::string base_dir, std::string run_id) : base_dir_(std::
     base_dir_ = pattern;
     temporary_ = true;
   }
-  run_dir_ = base_dir_ + "/" + run_id;
+  // The launcher refuses bad run ids; this keeps any other caller inside base_dir_ too.
+  run_dir_ = base_dir_ + "/" + run_id_path_component(run_id);
 }
 
 LogLayout::~LogLayout() {

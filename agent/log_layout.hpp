@@ -1,6 +1,8 @@
 // The per-run log directory: <log-dir>/<run-id>/attempt_<n>/<local_rank>/{stdout.log,
 // stderr.log,error.json}. Without --log-dir it lives in a fresh temporary directory that is
-// removed when the run ends; "/dev/null" turns files off. Owned by the agent; io thread only.
+// removed when the run ends; "/dev/null" turns files off. The run id is made one safe path
+// component (run_id_path_component), so logs never land outside the base directory. Owned by
+// the agent; io thread only.
 #pragma once
 
 #include <string>

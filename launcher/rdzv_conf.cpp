@@ -13,6 +13,25 @@ std::optional<std::chrono::milliseconds> seconds_value(const std::string& text) 
   return seconds_to_ms(*seconds);
 }
 
+double seconds_of(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000; }
+
+// The heartbeat timeout against its floors; `origin` says where it came from.
+void check_heartbeat(const RdzvConf& conf, const std::string& origin,
+                     std::vector<std::string>& problems) {
+  double timeout = seconds_of(conf.heartbeat_timeout);
+  if (timeout > kMaxSeconds) {
+    problems.push_back(
+        cat("--rdzv-conf: heartbeat_timeout (", timeout, " s", origin, ") must be at most a year"));
+  } else if (conf.heartbeat_timeout < kMinHeartbeatTimeout) {
+    problems.push_back(cat("--rdzv-conf: heartbeat_timeout (", timeout, " s", origin,
+                           ") must be at least ", seconds_of(kMinHeartbeatTimeout), " s"));
+  } else if (conf.heartbeat_timeout < 2 * conf.heartbeat_interval) {
+    problems.push_back(cat("--rdzv-conf: heartbeat_timeout (", timeout, " s", origin,
+                           ") must be at least twice keep_alive_interval (",
+                           seconds_of(conf.heartbeat_interval), " s)"));
+  }
+}
+
 std::optional<bool> bool_value(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (text == "1" || text == "true" || text == "yes") return true;
@@ -34,11 +53,14 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
     auto bad = [&](const char* expected) {
       problems.push_back(cat("--rdzv-conf: ", key, "=", value, ": expected ", expected));
     };
-    auto set_seconds = [&](std::chrono::milliseconds& field) {
-      if (auto parsed = seconds_value(value))
-        field = *parsed;
-      else
-        bad("a positive number of seconds, at most a year");
+    auto set_seconds = [&](std::chrono::milliseconds& field,
+                           std::chrono::milliseconds floor = std::chrono::milliseconds(1)) {
+      auto parsed = seconds_value(value);
+      if (!parsed) return bad("a positive number of seconds, at most a year");
+      if (*parsed < floor)
+        return problems.push_back(
+            cat("--rdzv-conf: ", key, "=", value, ": at least ", seconds_of(floor), " s"));
+      field = *parsed;
     };
     if (equals == std::string::npos) {
       problems.push_back(cat("--rdzv-conf: '", item, "' is not key=value"));
@@ -47,13 +69,13 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
     } else if (key == "last_call_timeout") {
       set_seconds(conf.last_call_timeout);
     } else if (key == "heartbeat_timeout") {
-      set_seconds(conf.heartbeat_timeout);
+      set_seconds(conf.heartbeat_timeout, kMinHeartbeatTimeout);
       timeout_given = true;
     } else if (key == "keep_alive_interval" || key == "heartbeat_interval") {
-      set_seconds(conf.heartbeat_interval);
+      set_seconds(conf.heartbeat_interval, kMinHeartbeatInterval);
     } else if (key == "keep_alive_max_attempt") {
       max_attempts = parse_int(value);
-      if (!max_attempts || *max_attempts < 1) bad("a positive count");
+      if (!max_attempts || *max_attempts < 1 || *max_attempts > 1000) bad("a count from 1 to 1000");
     } else if (key == "is_host") {
       conf.is_host = bool_value(value);
       if (!conf.is_host) bad("true or false");
@@ -66,11 +88,12 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
       problems.push_back(cat("--rdzv-conf: unknown key '", key, "'"));
     }
   }
-  if (max_attempts && !timeout_given)
+  std::string origin;
+  if (max_attempts && *max_attempts > 0 && !timeout_given) {
     conf.heartbeat_timeout = conf.heartbeat_interval * *max_attempts;
-  if (conf.heartbeat_interval >= conf.heartbeat_timeout) {
-    problems.push_back("--rdzv-conf: heartbeat_interval must be shorter than heartbeat_timeout");
+    origin = cat(": keep_alive_interval x keep_alive_max_attempt=", *max_attempts);
   }
+  check_heartbeat(conf, origin, problems);
   return conf;
 }
 

@@ -10,6 +10,11 @@
 
 namespace cohort {
 
+/// Floors of the heartbeat settings: faster heartbeats only load the daemon, and a timeout
+/// within a couple of intervals drops healthy nodes (0.001/0.002 s reconnected 15 times a second).
+constexpr std::chrono::milliseconds kMinHeartbeatInterval{50};
+constexpr std::chrono::milliseconds kMinHeartbeatTimeout{200};
+
 struct RdzvConf {
   std::chrono::milliseconds join_timeout{600'000};
   std::chrono::milliseconds last_call_timeout{2'000};
@@ -18,7 +23,9 @@ struct RdzvConf {
   std::optional<bool> is_host;  ///< force (or forbid) embedding the daemon
 };
 
-/// Parses `text`; each problem names --rdzv-conf and the key.
+/// Parses `text`; each problem names --rdzv-conf and the key. keep_alive_interval must be at
+/// least kMinHeartbeatInterval, heartbeat_timeout at least kMinHeartbeatTimeout and twice the
+/// interval.
 RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& problems);
 
 }  // namespace cohort

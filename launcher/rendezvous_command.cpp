@@ -1,5 +1,7 @@
 #include "launcher/rendezvous_command.hpp"
 
+#include <sys/stat.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cerrno>
@@ -46,9 +48,15 @@ bool write_port_file(const std::string& path, int port) {
   return std::rename(temporary.c_str(), path.c_str()) == 0;
 }
 
-// Checks before listening that a port file can be written there (a launcher waits on it).
+// Checks before listening that a port file can be written there (a launcher waits on it): its
+// temporary file can be created, and the rename onto `path` will not meet a directory.
 bool port_file_writable(const std::string& path) {
   if (path.empty()) return true;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    errno = EISDIR;
+    return false;
+  }
   std::string temporary = path + ".tmp";
   if (!std::ofstream(temporary)) return false;
   std::remove(temporary.c_str());

@@ -2,6 +2,7 @@
 
 #include "common/host_port.hpp"
 #include "common/text.hpp"
+#include "launcher/rendezvous_command.hpp"
 
 namespace cohort {
 namespace {
@@ -91,6 +92,14 @@ void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_
   auto [store_min, store_max] = store_port_range(options.store_ports, problems);
   daemon.options.store_port_min = store_min;
   daemon.options.store_port_max = store_max;
+  if (auto quota = parse_byte_size(options.store_quota)) {
+    daemon.options.store_quota_bytes = *quota;
+  } else {
+    problems.push_back(
+        cat("--store-quota: expected a positive number of bytes with an optional K, M or G suffix "
+            "(e.g. 512M), got '",
+            options.store_quota, "'"));
+  }
 }
 
 void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,

@@ -25,7 +25,8 @@ struct DaemonPlan {
 };
 
 /// What holds whatever the endpoint: the node range, the restart budget, --rdzv-conf's timeouts,
-/// --worker-store, and --store-ports for a daemon this agent may host. Problems name their flag.
+/// --worker-store, and --store-ports and --store-quota for a daemon this agent may host.
+/// Problems name their flag.
 void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_nodes,
                               const RdzvConf& conf, RendezvousSettings& settings,
                               DaemonPlan& daemon, std::vector<std::string>& problems);

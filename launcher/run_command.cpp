@@ -11,8 +11,10 @@
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
+#include "common/run_id.hpp"
 #include "launcher/command_words.hpp"
 #include "launcher/launch_token.hpp"
+#include "launcher/log_dir_check.hpp"
 #include "launcher/run_environment.hpp"
 #include "launcher/run_validation.hpp"
 #include "launcher/slurm_defaults.hpp"
@@ -25,17 +27,39 @@ extern char** environ;
 namespace cohort {
 namespace {
 
+// A daemon this agent may host must not be open to other hosts without a token.
+std::string open_daemon_problem(const DaemonPlan& plan) {
+  if (plan.embed == DaemonPlan::Embed::No || !plan.options.token.empty() || plan.insecure ||
+      is_loopback_address(plan.options.address)) {
+    return {};
+  }
+  return "hosting the rendezvous on " + plan.options.address +
+         ": without a token anyone who reaches it can join, read and stop the run; give "
+         "--token-file (or COHORT_TOKEN) on every node, or --insecure";
+}
+
+// What can only be found on this machine, before joining: the token, a daemon open to other
+// hosts without one, and --log-dir. Returns false after saying what is wrong.
+bool local_setup_ok(const RunOptions& options, const TokenResult& token, ValidatedRun& validated) {
+  validated.config.rendezvous.token = token.token;
+  validated.daemon.options.token = token.token;
+  validated.daemon.insecure = options.insecure;
+  std::string problem = token.error;
+  if (problem.empty()) problem = open_daemon_problem(validated.daemon);
+  if (problem.empty()) {
+    problem = log_dir_problem(validated.config.log_dir,
+                              run_id_path_component(validated.config.env.run_id));
+  }
+  if (problem.empty()) return true;
+  std::cerr << "cohort run: " << problem << "\n";
+  return false;
+}
+
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
 // but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
                            boost::asio::io_context& io, Clock& clock, AgentConfig& config) {
   if (plan.embed == DaemonPlan::Embed::No) return true;
-  if (plan.options.token.empty() && !plan.insecure && !is_loopback_address(plan.options.address)) {
-    std::cerr << "cohort run: hosting the rendezvous on " << plan.options.address
-              << ": without a token anyone who reaches it can join, read and stop the run; give "
-                 "--token-file (or COHORT_TOKEN) on every node, or --insecure\n";
-    return false;
-  }
   daemon = std::make_unique<RendezvousDaemon>(io, clock, plan.options);
   if (auto error = daemon->start()) {
     daemon.reset();
@@ -111,14 +135,9 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
-  TokenResult token = run_token(options, launched, machine.env);
-  if (!token.error.empty()) {
-    std::cerr << "cohort run: " << token.error << "\n";
+  if (!local_setup_ok(options, run_token(options, launched, machine.env), validated)) {
     return kExitUsage;
   }
-  validated.config.rendezvous.token = token.token;
-  validated.daemon.options.token = token.token;
-  validated.daemon.insecure = options.insecure;
   log::init(log_level_for(options));
   boost::asio::io_context io;
   AsioClock clock(io);

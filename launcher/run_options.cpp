@@ -67,7 +67,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--master-port", o.master_port, "Port of node rank 0 (static rendezvous)");
   flag_option(app, "--local-addr", o.local_addr, "Address this node advertises, used as given");
   flag_option(app, "--shutdown-timeout", o.shutdown_timeout,
-              "Seconds between the stop signal and SIGKILL (default 30)");
+              "Seconds between the stop signal and SIGKILL (default: "
+              "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
+      ->default_str("30");
   flag_option(app, "--signals-to-handle", o.signals_to_handle,
               "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
   flag_option(app, "--event-log-handler", o.event_log_handler,
@@ -78,6 +80,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--store-ports", o.store_ports,
               "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
               "29500-29599 (default: any free port)");
+  flag_option(app, "--store-quota", o.store_quota,
+              "Bytes each round's worker store may hold (keys, values, queues), with an optional "
+              "K, M or G suffix; for a daemon this agent hosts");
   app.add_option("--token-file", o.token_file,
                  "The run's shared secret, proven to the rendezvous (a file only its owner can "
                  "read; default: $COHORT_TOKEN)");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,14 @@ struct RunOptions {
   std::string master_addr;
   int master_port = 0;
   std::string local_addr;
-  double shutdown_timeout = -1;  ///< seconds; <0: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
+  std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
   std::string worker_store = "daemon";
   std::string store_ports;
-  std::string token_file;  ///< the run's shared secret (else $COHORT_TOKEN)
-  bool insecure = false;   ///< host a rendezvous beyond loopback without a token
+  std::string store_quota = "1G";  ///< per-round worker store quota of a daemon this agent hosts
+  std::string token_file;          ///< the run's shared secret (else $COHORT_TOKEN)
+  bool insecure = false;           ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
   bool under_launch = false;   ///< set by cohort launch on every host
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed

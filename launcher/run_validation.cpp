@@ -5,6 +5,7 @@
 #include <csignal>
 #include <random>
 
+#include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/gpu_count.hpp"
@@ -135,10 +136,10 @@ void parse_signals(const RunOptions& options, AgentConfig& config, Problems& pro
 std::chrono::milliseconds shutdown_timeout(const RunOptions& options, const RunEnvironment& machine,
                                            Problems& problems) {
   constexpr std::chrono::milliseconds kDefault(30000);
-  if (!(options.shutdown_timeout < 0)) {  // given (NaN too)
-    if (auto timeout = seconds_to_ms(options.shutdown_timeout)) return *timeout;
+  if (options.shutdown_timeout) {
+    if (auto timeout = seconds_to_ms(*options.shutdown_timeout)) return *timeout;
     problems.push_back(cat("--shutdown-timeout: expected seconds between 0 and a year, got ",
-                           options.shutdown_timeout));
+                           *options.shutdown_timeout));
     return kDefault;
   }
   std::optional<std::string> env = machine.var("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
@@ -147,6 +148,17 @@ std::chrono::milliseconds shutdown_timeout(const RunOptions& options, const RunE
   problems.push_back(
       cat("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: not a number of seconds up to a year: '", *env, "'"));
   return kDefault;
+}
+
+// The run id names the log directory and the run at the daemon: one plain path component.
+std::string checked_run_id(const RunOptions& options, Problems& problems) {
+  if (options.standalone) return random_run_id();
+  if (std::string problem = run_id_problem(options.rdzv_id); !problem.empty()) {
+    std::string shown = escape_for_terminal(options.rdzv_id.substr(0, 40));
+    if (options.rdzv_id.size() > 40) shown += "...";
+    problems.push_back(cat("--rdzv-id '", shown, "': ", problem));
+  }
+  return options.rdzv_id;
 }
 
 void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
@@ -165,7 +177,12 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
     problems.push_back(cat("--start-method: expected spawn, fork or forkserver, got '",
                            options.start_method, "'"));
   }
-  if (options.monitor_interval <= 0) problems.push_back("--monitor-interval: must be > 0");
+  if (!(options.monitor_interval > 0) || !seconds_to_ms(options.monitor_interval)) {
+    problems.push_back(
+        cat("--monitor-interval: expected a positive number of seconds, at most a "
+            "year, got ",
+            options.monitor_interval));
+  }
   if (options.max_restarts < 0) problems.push_back("--max-restarts: must be >= 0");
   if (options.node_rank < 0) problems.push_back("--node-rank: must be >= 0");
   if (options.master_port < 0 || options.master_port > 65535) {
@@ -195,7 +212,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   config.env.local_world_size = config.nproc;
   config.env.role = options.role;
   config.env.max_restarts = options.max_restarts;
-  config.env.run_id = options.standalone ? random_run_id() : options.rdzv_id;
+  config.env.run_id = checked_run_id(options, problems);
   config.shutdown_timeout = shutdown_timeout(options, machine, problems);
   config.log_dir = options.log_dir;
   parse_outputs(options, machine, config, problems);

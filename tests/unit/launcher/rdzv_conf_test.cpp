@@ -47,3 +47,33 @@ TEST_CASE("bad rdzv-conf entries name the key", "[unit][launcher]") {
   CHECK(problems[1].find("last_call_timeout=inf") != std::string::npos);
   CHECK(problems[2].find("heartbeat_timeout=nan") != std::string::npos);
 }
+
+TEST_CASE("heartbeat settings have floors", "[unit][launcher]") {
+  auto problems_of = [](const std::string& text) {
+    std::vector<std::string> problems;
+    parse_rdzv_conf(text, problems);
+    return problems;
+  };
+  CHECK(problems_of("keep_alive_interval=0.05,heartbeat_timeout=0.2").empty());
+  CHECK(problems_of("keep_alive_interval=0.1,heartbeat_timeout=0.2").empty());
+  CHECK(problems_of("keep_alive_interval=0.001,heartbeat_timeout=0.002") ==
+        std::vector<std::string>{"--rdzv-conf: keep_alive_interval=0.001: at least 0.05 s",
+                                 "--rdzv-conf: heartbeat_timeout=0.002: at least 0.2 s"});
+  CHECK(problems_of("heartbeat_interval=0.01") ==
+        std::vector<std::string>{"--rdzv-conf: heartbeat_interval=0.01: at least 0.05 s"});
+  CHECK(problems_of("keep_alive_interval=1,heartbeat_timeout=1.5") ==
+        std::vector<std::string>{"--rdzv-conf: heartbeat_timeout (1.5 s) must be at least twice "
+                                 "keep_alive_interval (1 s)"});
+  CHECK(problems_of("keep_alive_interval=1,keep_alive_max_attempt=1") ==
+        std::vector<std::string>{
+            "--rdzv-conf: heartbeat_timeout (1 s: keep_alive_interval x "
+            "keep_alive_max_attempt=1) must be at least twice keep_alive_interval (1 s)"});
+  CHECK(problems_of("keep_alive_interval=0.05,keep_alive_max_attempt=3") ==
+        std::vector<std::string>{"--rdzv-conf: heartbeat_timeout (0.15 s: keep_alive_interval x "
+                                 "keep_alive_max_attempt=3) must be at least 0.2 s"});
+  CHECK(problems_of("keep_alive_max_attempt=1001").size() == 1);
+  CHECK(problems_of("keep_alive_interval=31536000,keep_alive_max_attempt=1000") ==
+        std::vector<std::string>{"--rdzv-conf: heartbeat_timeout (3.1536e+10 s: "
+                                 "keep_alive_interval x keep_alive_max_attempt=1000) must be at "
+                                 "most a year"});
+}

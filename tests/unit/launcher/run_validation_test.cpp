@@ -106,6 +106,25 @@ TEST_CASE("--standalone makes a random run id", "[unit][launcher]") {
   CHECK(validate({"--rdzv-id", "job1", "t.py"}).config.env.run_id == "job1");
 }
 
+TEST_CASE("a run id must be one plain path component of at most 128 characters",
+          "[unit][launcher]") {
+  CHECK(validate({"--rdzv-id", "exp_4.1", "t.py"}).problems.empty());
+  CHECK(validate({"--rdzv-id", "slurm-12.0", "t.py"}).problems.empty());
+  CHECK(validate({"--rdzv-id", "../../escape", "t.py"}).problems ==
+        std::vector<std::string>{"--rdzv-id '../../escape': the run id contains '/'; only "
+                                 "letters, digits and . _ - : @ are allowed"});
+  CHECK(validate({"--rdzv-id", "", "t.py"}).problems ==
+        std::vector<std::string>{"--rdzv-id '': the run id is empty"});
+  std::vector<std::string> long_id =
+      validate({"--rdzv-id", std::string(10240, 'x'), "t.py"}).problems;
+  REQUIRE(long_id.size() == 1);
+  CHECK(long_id[0] == "--rdzv-id '" + std::string(40, 'x') +
+                          "...': the run id is 10240 characters long; at most 128 are allowed");
+  CHECK(mentions(validate({"--rdzv-id", "a\x1b[2J", "t.py"}).problems, "--rdzv-id"));
+  // --standalone's random id replaces whatever was given.
+  CHECK(validate({"--standalone", "--rdzv-id", "", "t.py"}).problems.empty());
+}
+
 TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--nproc-per-node", "abc", "t.py"}).problems, "--nproc-per-node"));
   CHECK(mentions(validate({"--nproc-per-node", "0", "t.py"}).problems, "--nproc-per-node"));
@@ -124,7 +143,11 @@ TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--local-ranks-filter", "4294967296", "t.py"}).problems,
                  "--local-ranks-filter"));
   CHECK(mentions(validate({"--tee", "4294967296:3", "t.py"}).problems, "--tee"));
-  CHECK(mentions(validate({"--monitor-interval", "0", "t.py"}).problems, "--monitor-interval"));
+  for (const char* bad : {"0", "-0.5", "nan", "inf", "-inf", "1e300"}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--monitor-interval", bad, "t.py"}).problems, "--monitor-interval"));
+  }
+  CHECK(validate({"--monitor-interval", "0.5", "t.py"}).problems.empty());
   CHECK(mentions(validate({"-m", "--no-python", "t.py"}).problems, "--module"));
   CHECK(mentions(validate({"--master-port", "70000", "t.py"}).problems, "--master-port"));
   CHECK(mentions(validate({"--store-ports", "0-10", "t.py"}).problems, "--store-ports"));
@@ -167,10 +190,14 @@ TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit]
         "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
   }
   // Values that would overflow a duration are errors, not a garbage timeout.
-  for (const char* bad : {"1e300", "inf", "nan", "31536001"}) {
+  for (const char* bad : {"1e300", "inf", "-inf", "nan", "31536001", "-5", "-1"}) {
     INFO(bad);
     CHECK(mentions(validate({"--shutdown-timeout", bad, "t.py"}).problems, "--shutdown-timeout"));
   }
+  // -1 is not a stand-in for the default any more: the flag given is the flag checked.
+  CHECK(validate({"--shutdown-timeout", "-1", "t.py"},
+                 test_machine({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}))
+            .problems.size() == 1);
   CHECK(validate({"--shutdown-timeout", "0", "t.py"}).config.shutdown_timeout ==
         std::chrono::milliseconds(0));
 }
@@ -194,4 +221,14 @@ TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or 
   options.max_restarts = -1;
   CHECK(validate_run_flags(options, test_machine()).problems ==
         std::vector<std::string>{"--max-restarts: must be >= 0"});
+}
+
+TEST_CASE("--store-quota reaches the daemon this agent hosts", "[unit][launcher]") {
+  CHECK(validate({"t.py"}).daemon.options.store_quota_bytes == uint64_t{1} << 30);
+  CHECK(validate({"--store-quota", "64K", "t.py"}).daemon.options.store_quota_bytes == 65536);
+  for (const char* bad : {"0", "1T", "-1", "lots", ""}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--store-quota", bad, "t.py"}).problems,
+                   "--store-quota: expected a positive number of bytes"));
+  }
 }

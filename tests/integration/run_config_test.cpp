@@ -1,0 +1,197 @@
+// `cohort run` and `cohortd` find local configuration problems before anything starts: bad run ids,
+// an unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds, a
+// --port-file cohortd could not write, a bad --store-quota. Each exits 2 with a message naming the
+// flag, at once (a multi-node node does not first wait out the rendezvous), and writes nothing
+// outside --log-dir. Real cohort and cohortd binaries.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+
+#include "common/free_port.hpp"
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kWorker = kTestWorkerBin;
+
+struct Case {
+  std::vector<std::string> flags;
+  std::string named;  ///< what the message must contain
+  std::map<std::string, std::string> env = {};
+};
+
+// Runs `cohort run FLAGS --no-python test_worker --dump-env started.json` and checks that it
+// exits 2 within 10 s naming `named`, and that no worker started.
+void check_refused(const Scratch& scratch, const Case& c) {
+  std::vector<std::string> args = c.flags;
+  for (const std::string& arg : {std::string("--no-python"), kWorker, std::string("--dump-env"),
+                                 scratch.file("started.json")}) {
+    args.push_back(arg);
+  }
+  auto start = std::chrono::steady_clock::now();
+  RunResult result = scratch.run(args, c.env, 30s);
+  auto took = std::chrono::steady_clock::now() - start;
+  INFO(Catch::Detail::stringify(args) << "\n" << result.out << result.err);
+  CHECK(result.status.shell_code() == 2);
+  CHECK(contains(result.err, c.named));
+  CHECK(took < 10s);
+  CHECK_FALSE(file_exists(scratch.file("started.json")));
+}
+
+// A multi-node c10d run whose agent would host the rendezvous on a free loopback port: before
+// this change a local problem surfaced only after the join timeout (600 s; check_refused's 30 s
+// bound ends the test first).
+std::vector<std::string> two_nodes(std::vector<std::string> flags) {
+  int port = cohort::pick_free_port("127.0.0.1");
+  REQUIRE(port > 0);
+  for (const std::string& flag :
+       {std::string("--nnodes"), std::string("2"), std::string("--rdzv-backend"),
+        std::string("c10d"), std::string("--rdzv-endpoint"), "127.0.0.1:" + std::to_string(port)}) {
+    flags.push_back(flag);
+  }
+  return flags;
+}
+
+}  // namespace
+
+TEST_CASE("bad run ids are usage errors, and no log leaves --log-dir",
+          "[integration][run][config]") {
+  Scratch scratch;
+  std::string logs = scratch.file("a/b/logs");
+  const std::vector<Case> cases{
+      {{"--rdzv-id", "../../escape", "--log-dir", logs}, "--rdzv-id"},
+      {{"--rdzv-id", "", "--log-dir", logs}, "--rdzv-id '': the run id is empty"},
+      {{"--rdzv-id", ".hidden", "--log-dir", logs}, "--rdzv-id"},
+      {{"--rdzv-id", "a b", "--log-dir", logs}, "--rdzv-id"},
+      {{"--log-dir", logs}, "--rdzv-id", {{"PET_RDZV_ID", "../escape"}}},
+      {{"--log-dir", logs}, "at most 128", {{"PET_RDZV_ID", std::string(10240, 'x')}}},
+      {two_nodes({"--rdzv-id", std::string(10240, 'x'), "--log-dir", logs}), "--rdzv-id"},
+      // Slurm's slurm-<job>.<step>, from a job id that is not one.
+      {{"--log-dir", logs},
+       "--rdzv-id",
+       {{"SLURM_JOB_ID", "../../escape"}, {"SLURM_STEP_ID", "0"}}},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+  CHECK_FALSE(file_exists(scratch.file("a/escape")));
+  CHECK_FALSE(file_exists(scratch.file("a/b/escape")));
+  CHECK_FALSE(file_exists(logs));  // a refused command line creates nothing
+}
+
+TEST_CASE("a good run id names the run's log directory", "[integration][run][config]") {
+  Scratch scratch;
+  for (const std::string& id : {std::string("exp_4.1"), std::string("user@host:job-7")}) {
+    RunResult result = scratch.run({"--rdzv-id", id, "--log-dir", scratch.file("logs"),
+                                    "--no-python", kWorker, "--print", "hi"});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 0);
+    CHECK(std::filesystem::is_directory(scratch.file("logs/" + id + "/attempt_0/0")));
+  }
+}
+
+TEST_CASE("an unwritable --log-dir is found before the rendezvous", "[integration][run][config]") {
+  Scratch scratch;
+  std::ofstream(scratch.file("plain")) << "a file, not a directory\n";
+  std::filesystem::create_directories(scratch.file("logs"));
+  std::ofstream(scratch.file("logs/job")) << "in the way of the run's directory\n";
+  const std::vector<Case> cases{
+      {{"--log-dir", scratch.file("plain/logs")}, "--log-dir " + scratch.file("plain/logs")},
+      {two_nodes({"--log-dir", scratch.file("plain/logs")}), "--log-dir"},
+      {two_nodes({"--log-dir", "/proc/self/logs"}), "--log-dir /proc/self/logs"},
+      {{"--log-dir", scratch.file("logs"), "--rdzv-id", "job"}, "is not a directory"},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("heartbeat settings below their floors are refused", "[integration][run][config]") {
+  Scratch scratch;
+  const std::vector<Case> cases{
+      {{"--rdzv-conf", "keep_alive_interval=0.001,heartbeat_timeout=0.002"},
+       "--rdzv-conf: keep_alive_interval=0.001: at least 0.05"},
+      {{"--rdzv-conf", "heartbeat_timeout=0.1,keep_alive_interval=0.05"},
+       "--rdzv-conf: heartbeat_timeout"},
+      {{"--rdzv-conf", "keep_alive_interval=1,heartbeat_timeout=1.5"},
+       "heartbeat_timeout (1.5 s) must be at least twice keep_alive_interval (1 s)"},
+      {two_nodes({"--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=1"}),
+       "keep_alive_max_attempt"},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+}
+
+TEST_CASE("negative, NaN and infinite seconds are refused for every float flag",
+          "[integration][run][config]") {
+  Scratch scratch;
+  const std::vector<Case> cases{
+      {{"--shutdown-timeout", "-5"}, "--shutdown-timeout"},
+      {{"--shutdown-timeout", "nan"}, "--shutdown-timeout"},
+      {{"--shutdown-timeout", "inf"}, "--shutdown-timeout"},
+      {{}, "--shutdown-timeout", {{"PET_SHUTDOWN_TIMEOUT", "-1"}}},
+      {{"--monitor-interval", "nan"}, "--monitor-interval"},
+      {{"--monitor-interval", "-0.5"}, "--monitor-interval"},
+      {{"--monitor-interval", "inf"}, "--monitor-interval"},
+      {{}, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "nan"}}},
+  };
+  for (const Case& c : cases) check_refused(scratch, c);
+}
+
+TEST_CASE("--help shows the shutdown timeout's default as 30", "[integration][run][config]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--help"});
+  INFO(result.out);
+  CHECK(result.status.shell_code() == 0);
+  size_t flag = result.out.find("--shutdown-timeout");
+  REQUIRE(flag != std::string::npos);
+  std::string line = result.out.substr(flag, result.out.find('\n', flag) - flag);
+  CHECK(contains(line, "30"));
+  CHECK_FALSE(contains(line, "-1"));
+}
+
+TEST_CASE("cohort run --store-quota is checked and reaches the worker store it hosts",
+          "[integration][run][config]") {
+  Scratch scratch;
+  for (const Case& c : std::vector<Case>{{{"--store-quota", "0"}, "--store-quota"},
+                                         {{"--store-quota", "1T"}, "--store-quota"},
+                                         {{}, "--store-quota", {{"PET_STORE_QUOTA", "lots"}}}}) {
+    check_refused(scratch, c);
+  }
+  require_torch();
+  // A worker sets a 64 KiB value and reads it back: past a 16 KiB quota the store closes the
+  // connection, under 1M it fits.
+  const std::string script =
+      "import datetime, os, torch.distributed as d\n"
+      "s = d.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), 1, False,\n"
+      "               datetime.timedelta(seconds=20))\n"
+      "try:\n"
+      "    s.set('big', b'x' * 65536)\n"
+      "    s.get('big')\n"  // SET has no reply: the GET sees the closed connection
+      "    print('stored')\n"
+      "except Exception as e:\n"
+      "    print('refused:', e)\n";
+  for (const auto& [quota, expected] : {std::pair{std::string("16K"), std::string("refused")},
+                                        std::pair{std::string("1M"), std::string("stored")}}) {
+    RunResult result =
+        scratch.run({"--store-quota", quota, "--no-python", kPython, "-c", script}, {}, 60s);
+    INFO(quota << "\n" << result.out << result.err);
+    CHECK(contains(result.out, expected));
+  }
+}
+
+TEST_CASE("cohortd refuses a --port-file it could not write, before listening",
+          "[integration][store][config]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  std::filesystem::create_directories(scratch.file("a_directory"));
+  std::ofstream(scratch.file("plain")) << "x";
+  for (const std::string& path :
+       {scratch.file("a_directory"), scratch.file("plain/port"), std::string("/proc/port")}) {
+    RunResult result = scratch.run_argv(
+        {kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--port-file", path}, options, 20s);
+    INFO(path << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, "--port-file"));
+    CHECK_FALSE(contains(result.out, "listening"));
+  }
+}
