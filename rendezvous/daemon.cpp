@@ -4,6 +4,7 @@
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
+#include "common/run_id.hpp"
 #include "proto/auth.hpp"
 
 namespace cohort {
@@ -266,9 +267,12 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     return session.close_after(proto::Error{hello.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
-  if (!session.node_id.empty() || hello.node_id.empty() || hello.run_id.empty() ||
+  if (!session.node_id.empty() || hello.node_id.empty() || hello.node_id.size() > 1024 ||
       nodes_.count(hello.node_id) > 0 || hello.local_world_size < 1) {
-    return session.close_after(proto::Error{"bad hello: node id, run id or size"}, "bad hello");
+    return session.close_after(proto::Error{"bad hello: node id or size"}, "bad hello");
+  }
+  if (std::string problem = hello_problem(hello); !problem.empty()) {
+    return session.close_after(proto::Error{"bad hello: " + problem}, "bad hello");
   }
   rdzv::RunConfig config = to_config(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id);
@@ -296,6 +300,19 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   schedule();
 }
 
+// What the launcher checks before it joins, checked again for a client that did not: a run id
+// that is one plain name, and a heartbeat timeout the daemon's timer can keep up with.
+std::string RendezvousDaemon::hello_problem(const proto::Hello& hello) {
+  if (std::string problem = run_id_problem(hello.run_id); !problem.empty()) {
+    return "run id: " + problem;
+  }
+  if (hello.config.heartbeat_timeout_ms < kMinHeartbeatTimeoutMs) {
+    return cat("heartbeat_timeout ", hello.config.heartbeat_timeout_ms, " ms is below ",
+               kMinHeartbeatTimeoutMs, " ms");
+  }
+  return {};
+}
+
 // The key whose proof the hello carries: the daemon's token, or the run's token derived from it
 // (a team that holds only its run's token can act on no other run). "" without a token;
 // nullopt when the proof is missing or wrong.
@@ -313,6 +330,11 @@ std::optional<std::string> RendezvousDaemon::proven_key(const ControlSession& se
 
 // Every run for the daemon's token; one run (request.run_id) for that run's token too.
 void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusRequest& request) {
+  if (!request.run_id.empty() && !run_id_problem(request.run_id).empty()) {
+    return session.close_after(
+        proto::Error{"bad status request: run id: " + run_id_problem(request.run_id)},
+        "bad status request");
+  }
   if (!options_.token.empty()) {
     bool proven = proto::proofs_equal(
         request.proof, proto::status_proof(options_.token, session.challenge, request.run_id));

@@ -37,6 +37,9 @@ struct DaemonOptions {
   ConnectionLimits connection_limits;
 };
 
+/// The shortest heartbeat timeout a run may ask for (the launcher's floor, checked again here).
+constexpr int64_t kMinHeartbeatTimeoutMs = 200;
+
 class RendezvousDaemon {
  public:
   RendezvousDaemon(boost::asio::io_context& io, Clock& clock, DaemonOptions options);
@@ -75,6 +78,7 @@ class RendezvousDaemon {
   void mark_proven(ControlSession& session);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
+  static std::string hello_problem(const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
   std::optional<std::string> proven_key(const ControlSession& session,
                                         const proto::Hello& hello) const;

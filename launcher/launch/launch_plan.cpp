@@ -130,6 +130,7 @@ void check_run_flags(const RunOptions& run, const LaunchContext& context, Launch
   plan.shutdown_timeout = validated.config.shutdown_timeout;
   plan.daemon.store_port_min = validated.daemon.options.store_port_min;
   plan.daemon.store_port_max = validated.daemon.options.store_port_max;
+  plan.daemon.store_quota_bytes = validated.daemon.options.store_quota_bytes;
 }
 
 void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {

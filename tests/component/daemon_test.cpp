@@ -478,3 +478,22 @@ TEST_CASE("a round's worker store refuses an address that is no member's", "[com
   CHECK(store_answers(round.master_addr, round.master_port, "127.0.0.1"));  // the member's
   CHECK_FALSE(store_answers(round.master_addr, round.master_port, "127.0.0.9"));
 }
+
+TEST_CASE("a hello with a run id that is no plain name, or a tiny heartbeat timeout, is refused",
+          "[component][daemon]") {
+  DaemonThread d;
+  auto refusal = [&](const std::string& run_id, int64_t heartbeat_timeout_ms) {
+    Client client(d.daemon.port());
+    proto::Hello hello;
+    hello.run_id = run_id;
+    hello.node_id = "n";
+    hello.config = {1, 1, 0, 100, 5000, heartbeat_timeout_ms};
+    client.send(hello);
+    return client.expect<proto::Error>().message;
+  };
+  CHECK(refusal("../../escape", 5000).find("bad hello: run id: ") == 0);
+  CHECK(refusal(std::string(10000, 'x'), 5000).find("bad hello: run id: ") == 0);
+  CHECK(refusal("job", 1) == "bad hello: heartbeat_timeout 1 ms is below 200 ms");
+  Client asker(d.daemon.port());
+  CHECK(std::get<proto::StatusReply>(asker.status()).runs.empty());
+}
