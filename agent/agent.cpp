@@ -177,15 +177,27 @@ void Agent::connect() {
   options.port = settings.port;
   options.heartbeat_interval = settings.heartbeat_interval;
   options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
-  options.connect_deadline = std::chrono::milliseconds(settings.config.join_timeout_ms);
+  options.connect_deadline = connect_deadline();
   options.token = settings.token;
   client_ = std::make_unique<RendezvousClient>(
       io_, clock_, options,
       [this](proto::ControlMessage message) { on_message(std::move(message)); },
       [this](ConnectionLoss kind, const std::string& reason) {
+        if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
         perform(state_.connection_lost(kind, reason));
       });
   client_->connect(make_hello());
+}
+
+// How long the next connection may take to be welcomed: what is left of the join timeout since
+// the agent last had a daemon that answered (or since it started), so that reconnecting to
+// something that never answers as a rendezvous ends instead of starting over each time.
+std::chrono::milliseconds Agent::connect_deadline() {
+  SteadyTime now = clock_.now();
+  if (!unanswered_since_) unanswered_since_ = now;
+  auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *unanswered_since_);
+  auto join_timeout = std::chrono::milliseconds(config_.rendezvous.config.join_timeout_ms);
+  return std::max(std::chrono::milliseconds(0), join_timeout - waited);
 }
 
 void Agent::reconnect_after(std::chrono::milliseconds delay) {

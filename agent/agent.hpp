@@ -86,6 +86,7 @@ class Agent {
   std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
   void report_failure(const agent::ReportFailure& failure);
   void reconnect_after(std::chrono::milliseconds delay);
+  std::chrono::milliseconds connect_deadline();
   void arm_signals();
   void watch_stdin();
   void finish(int exit_code);
@@ -98,6 +99,7 @@ class Agent {
   ChildReaper reaper_;
   GroupKeeper keeper_{io_};
   AsioClock clock_{io_};
+  std::optional<SteadyTime> unanswered_since_;  ///< since no daemon has welcomed this agent
   PosixProcessSpawner spawner_{io_, reaper_, &keeper_};
   LogLayout logs_;
   boost::asio::signal_set signals_;

@@ -100,8 +100,9 @@ Actions AgentState::connection_lost(ConnectionLoss kind, const std::string& reas
                    Disconnect{}},
                   restart_then(Next::Reconnect));
   }
-  return {Say{Level::Warn, reason + "; reconnecting (the workers keep running)"},
-          ReconnectAfter{kReconnectDelay}};
+  std::string going_on =
+      workers_alive() ? "; reconnecting (the workers keep running)" : "; reconnecting";
+  return {Say{Level::Warn, reason + going_on}, ReconnectAfter{kReconnectDelay}};
 }
 
 Actions AgentState::reconnect_due() {

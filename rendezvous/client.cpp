@@ -72,9 +72,10 @@ void RendezvousClient::on_connected() {
         last_heard_ = clock_.now();
         on_session_message(std::move(message));
       },
-      [this, alive = alive_](ControlSession&, const std::string& reason) {
-        if (*alive && !closed_)
-          lost(ConnectionLoss::Closed, "connection to the rendezvous closed: " + reason);
+      [this, alive = alive_](ControlSession& session, const std::string& reason) {
+        if (!*alive || closed_) return;
+        if (!welcomed_ && session.peer_broke_protocol()) return not_a_rendezvous(reason);
+        lost(ConnectionLoss::Closed, "connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
   last_heard_ = clock_.now();
@@ -126,6 +127,15 @@ bool RendezvousClient::welcome_proven(const proto::Welcome& welcome) const {
                              proto::welcome_proof(options_.token, challenge_, hello_.client_nonce));
 }
 
+// Whatever answers at the endpoint does not speak the control protocol (an sshd, a worker store):
+// no retry will change that.
+void RendezvousClient::not_a_rendezvous(const std::string& reason) {
+  lost(ConnectionLoss::Untrusted,
+       cat(options_.host, ":", options_.port, " is not a cohort rendezvous (", reason,
+           "): --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
+           "rendezvous, not a worker store (--tcpstore-port) or another service"));
+}
+
 void RendezvousClient::arm_heartbeat() {
   heartbeat_armed_at_ = clock_.now();
   heartbeat_timer_->start_after(options_.heartbeat_interval, [this] {
@@ -137,6 +147,13 @@ void RendezvousClient::arm_heartbeat() {
                       std::chrono::duration_cast<std::chrono::milliseconds>(silent_for).count(),
                       " ms (stopped or starved), past the heartbeat timeout: the rendezvous has "
                       "dropped it"));
+    }
+    if (clock_.now() - last_heard_ > options_.heartbeat_timeout && !welcomed_) {
+      // Silent since the connection opened: try again, but only until the connect deadline.
+      bool give_up = clock_.now() >= give_up_at_;
+      return lost(give_up ? ConnectionLoss::CannotReach : ConnectionLoss::HeartbeatTimeout,
+                  cat(options_.host, ":", options_.port,
+                      " accepted the connection but never answered as a cohort rendezvous"));
     }
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
       return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");

@@ -45,10 +45,13 @@ class RendezvousClient {
   /// Sends `last` if connected, then closes quietly (no loss is reported).
   void close(std::optional<proto::ControlMessage> last = std::nullopt);
   bool connected() const { return session_ && session_->open(); }
+  /// The daemon proved itself on this connection (its welcome came).
+  bool welcomed() const { return welcomed_; }
 
  private:
   void try_connect();
   void on_connected();
+  void not_a_rendezvous(const std::string& reason);
   void on_session_message(proto::ControlMessage message);
   void answer_challenge(const proto::Challenge& challenge);
   bool welcome_proven(const proto::Welcome& welcome) const;

@@ -48,11 +48,15 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
     auto status = decoder_.next(payload);
     if (status == proto::FrameDecoder::Status::NeedMore) break;
     if (status == proto::FrameDecoder::Status::Error) {
+      peer_broke_protocol_ = true;
       return close_after(proto::Error{"frame larger than the protocol's limit"}, "oversized frame");
     }
     std::string problem;
     std::optional<proto::ControlMessage> message = proto::decode_message(payload, problem);
-    if (!message) return close_after(proto::Error{problem}, "malformed frame: " + problem);
+    if (!message) {
+      peer_broke_protocol_ = true;
+      return close_after(proto::Error{problem}, "malformed frame: " + problem);
+    }
     on_message_(*this, std::move(*message));
     if (!open_ || closing_) return;
   }

@@ -39,6 +39,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// Closes at once, unsent messages and all; the owner hears `reason`.
   void close_now(const std::string& reason) { finish(reason); }
   bool open() const { return open_; }
+  /// The connection closed because the peer's bytes were no frame or no message of ours.
+  bool peer_broke_protocol() const { return peer_broke_protocol_; }
   /// The local address of the connection: the address the peer used to reach us.
   std::string local_address() const;
   std::string remote_address() const;
@@ -67,6 +69,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   std::string outbox_, in_flight_;
   bool open_ = true;
   bool closing_ = false;
+  bool peer_broke_protocol_ = false;
   std::string close_reason_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <functional>
 
@@ -18,27 +19,6 @@ namespace ip = boost::asio::ip;
 
 namespace {
 
-struct ClientTest {
-  boost::asio::io_context io;
-  test::FakeClock clock;
-  int losses = 0;
-  ConnectionLoss last_loss = ConnectionLoss::Closed;
-
-  std::unique_ptr<RendezvousClient> client(uint16_t port) {
-    ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, 1000ms};
-    return std::make_unique<RendezvousClient>(
-        io, clock, options, [](proto::ControlMessage) {},
-        [this](ConnectionLoss kind, const std::string&) {
-          ++losses;
-          last_loss = kind;
-        });
-  }
-  void settle() { test::settle(io); }
-  bool run_until(const std::function<bool()>& condition) {
-    return test::run_io_until(io, condition);
-  }
-};
-
 // A listener on loopback that accepts one connection and never says a word.
 struct SilentDaemon {
   ip::tcp::acceptor acceptor;
@@ -49,6 +29,38 @@ struct SilentDaemon {
     acceptor.async_accept(socket, [](const boost::system::error_code&) {});
   }
   uint16_t port() const { return acceptor.local_endpoint().port(); }
+};
+
+struct ClientTest {
+  boost::asio::io_context io;
+  test::FakeClock clock;
+  int losses = 0;
+  ConnectionLoss last_loss = ConnectionLoss::Closed;
+  std::string last_reason;
+
+  std::unique_ptr<RendezvousClient> client(uint16_t port,
+                                           std::chrono::milliseconds deadline = 1000ms) {
+    ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, deadline};
+    return std::make_unique<RendezvousClient>(
+        io, clock, options, [](proto::ControlMessage) {},
+        [this](ConnectionLoss kind, const std::string& reason) {
+          ++losses;
+          last_loss = kind;
+          last_reason = reason;
+        });
+  }
+  /// A client connected to `daemon` (which has accepted it), with this connect deadline.
+  std::unique_ptr<RendezvousClient> connected_to(SilentDaemon& daemon,
+                                                 std::chrono::milliseconds deadline = 1000ms) {
+    auto made = client(daemon.port(), deadline);
+    made->connect(proto::Hello{});
+    REQUIRE(run_until([&] { return made->connected() && daemon.socket.is_open(); }));
+    return made;
+  }
+  void settle() { test::settle(io); }
+  bool run_until(const std::function<bool()>& condition) {
+    return test::run_io_until(io, condition);
+  }
 };
 
 uint16_t closed_port(boost::asio::io_context& io) {
@@ -62,9 +74,7 @@ TEST_CASE("a silent daemon is lost once the heartbeat timeout has passed on the 
           "[rendezvous_client]") {
   ClientTest t;
   SilentDaemon daemon(t.io);
-  auto client = t.client(daemon.port());
-  client->connect(proto::Hello{});
-  REQUIRE(t.run_until([&] { return client->connected() && daemon.socket.is_open(); }));
+  auto client = t.connected_to(daemon);
 
   for (int second = 1; second <= 5; ++second) t.clock.advance(1s);  // 5 s silent: the limit
   t.settle();
@@ -100,11 +110,36 @@ TEST_CASE("an agent that did not run past the heartbeat timeout knows it was dro
           "[rendezvous_client]") {
   ClientTest t;
   SilentDaemon daemon(t.io);
-  auto client = t.client(daemon.port());
-  client->connect(proto::Hello{});
-  REQUIRE(t.run_until([&] { return client->connected() && daemon.socket.is_open(); }));
+  auto client = t.connected_to(daemon);
   t.clock.stall(6s);  // SIGSTOP: no timer ran, no heartbeat went out
   t.clock.advance(0s);
   CHECK(t.losses == 1);
   CHECK(t.last_loss == ConnectionLoss::Stalled);
+}
+
+TEST_CASE("a service that is no rendezvous is reported as such at once, not retried",
+          "[rendezvous_client]") {
+  ClientTest t;
+  SilentDaemon sshd(t.io);
+  auto client = t.client(sshd.port());
+  client->connect(proto::Hello{});
+  REQUIRE(t.run_until([&] { return sshd.socket.is_open(); }));
+  boost::asio::write(sshd.socket, boost::asio::buffer(std::string("SSH-2.0-OpenSSH_9.2\r\n")));
+  REQUIRE(t.run_until([&] { return t.losses == 1; }));
+  CHECK(t.last_loss == ConnectionLoss::Untrusted);
+  CHECK(t.last_reason.find("is not a cohort rendezvous (oversized frame)") != std::string::npos);
+}
+
+TEST_CASE("a silent service past the connect deadline cannot be reached; before it, is retried",
+          "[rendezvous_client]") {
+  ClientTest t;
+  SilentDaemon silent(t.io);
+  auto early = t.connected_to(silent, 10000ms);
+  t.clock.advance(6s);  // past the heartbeat timeout, within the deadline: try again
+  CHECK(t.last_loss == ConnectionLoss::HeartbeatTimeout);
+  SilentDaemon again(t.io);
+  auto late = t.connected_to(again, 0ms);  // what is left of the deadline across reconnects
+  t.clock.advance(6s);
+  CHECK(t.last_loss == ConnectionLoss::CannotReach);
+  CHECK(t.last_reason.find("never answered as a cohort rendezvous") != std::string::npos);
 }

@@ -369,6 +369,15 @@ TEST_CASE("agent: a lost connection is reconnected while the workers keep runnin
   CHECK(names(f.state.group_succeeded()) == Names{"Say", "ReportSuccess"});
 }
 
+TEST_CASE("agent: a lost connection before any round says only that it reconnects",
+          "[unit][agent]") {
+  AgentState state(Settings{});
+  state.start();
+  Actions lost = state.connection_lost(ConnectionLoss::HeartbeatTimeout, "never answered");
+  CHECK(names(lost) == Names{"Say", "ReconnectAfter"});
+  CHECK(said(lost)[0] == "never answered; reconnecting");
+}
+
 TEST_CASE("agent: after a stall past the heartbeat timeout, the stale workers stop and it rejoins",
           "[unit][agent]") {
   Fixture f;
