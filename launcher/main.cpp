@@ -6,6 +6,7 @@
 
 #include "agent/worker_env.hpp"
 #include "common/exit_codes.hpp"
+#include "launcher/did_you_mean.hpp"
 #include "launcher/launch_command.hpp"
 #include "launcher/rendezvous_command.hpp"
 #include "launcher/run_command.hpp"
@@ -29,6 +30,28 @@ int status_command(StatusQuery query, const std::string& token_file) {
   }
   query.token = token.token;
   return run_status_command(query);
+}
+
+// A first word that names no command ("cohort runn"): says so, with the closest command.
+bool unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  std::vector<std::string> commands;
+  for (const CLI::App* command : app.get_subcommands({})) commands.push_back(command->get_name());
+  if (std::find(commands.begin(), commands.end(), argv[1]) != commands.end()) return false;
+  std::string close = closest_name(argv[1], commands);
+  std::cerr << "cohort: unknown command '" << argv[1] << "'"
+            << (close.empty() ? "" : " (did you mean '" + close + "'?)")
+            << "; the commands are run, launch, rendezvous and status (cohort --help)\n";
+  return true;
+}
+
+// Words a command without a script of its own did not take ("cohort status --rdzv-endpiont").
+bool refused_extras(const CLI::App& command) {
+  if (!command.parsed() || command.remaining().empty()) return false;
+  std::cerr << "cohort " << command.get_name() << ": "
+            << unknown_argument(command.remaining().front(), flag_names(command)) << " (cohort "
+            << command.get_name() << " --help)\n";
+  return true;
 }
 
 }  // namespace
@@ -67,6 +90,7 @@ int main(int argc, char** argv) {
                      "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status->add_flag("--json", status_query.json, "Print the raw JSON");
 
+  if (unknown_command(app, argc, argv)) return kExitUsage;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -74,6 +98,7 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return run_command(*run, run_options);
   if (launch->parsed()) return launch_command(*launch, launch_options);
+  if (refused_extras(*rendezvous) || refused_extras(*status)) return kExitUsage;
   if (!app.remaining().empty()) {
     std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ")
               << "\n";

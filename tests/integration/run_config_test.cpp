@@ -195,3 +195,25 @@ TEST_CASE("cohortd refuses a --port-file it could not write, before listening",
     CHECK_FALSE(contains(result.out, "listening"));
   }
 }
+
+TEST_CASE("a mistyped command or flag is refused with the closest name, doing nothing",
+          "[integration][config]") {
+  Scratch scratch;
+  struct Case {
+    std::vector<std::string> argv;
+    std::string said;
+  };
+  std::vector<Case> cases{
+      {{kCohortBin, "status", "--rdzv-endpiont", "127.0.0.1:29460"},
+       "cohort status: unknown argument '--rdzv-endpiont' (did you mean --rdzv-endpoint?)"},
+      {{kCohortBin, "rendezvous", "--prot", "29461"},
+       "cohort rendezvous: unknown argument '--prot' (did you mean --port?)"},
+      {{kCohortBin, "runn", "train.py"}, "cohort: unknown command 'runn' (did you mean 'run'?)"}};
+  for (const Case& c : cases) {
+    RunResult result = scratch.run_argv(c.argv, scratch.options(), 20s);
+    INFO(c.argv[1] << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, c.said));
+    CHECK_FALSE(contains(result.out + result.err, "listening"));
+  }
+}
