@@ -18,11 +18,6 @@ std::chrono::milliseconds AcceptBackoff::next_delay() {
   return delay_;
 }
 
-bool AcceptBackoff::time_to_log(std::chrono::steady_clock::time_point now) {
-  if (ever_logged_ && now - logged_ < kLogInterval) return false;
-  ever_logged_ = true;
-  logged_ = now;
-  return true;
-}
+bool AcceptBackoff::time_to_log(std::chrono::steady_clock::time_point now) { return log_.due(now); }
 
 }  // namespace cohort

@@ -7,6 +7,8 @@
 #include <boost/system/error_code.hpp>
 #include <chrono>
 
+#include "common/log_throttle.hpp"
+
 namespace cohort {
 
 class AcceptBackoff {
@@ -27,8 +29,7 @@ class AcceptBackoff {
 
  private:
   std::chrono::milliseconds delay_{0};
-  std::chrono::steady_clock::time_point logged_{};
-  bool ever_logged_ = false;
+  LogThrottle log_{kLogInterval};
 };
 
 }  // namespace cohort

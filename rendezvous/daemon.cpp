@@ -130,7 +130,10 @@ void RendezvousDaemon::stop() {
   acceptor_.close(ignored);
   timer_->cancel();
   accept_retry_->cancel();
-  for (const auto& session : sessions_) session->abandon();
+  for (const auto& session : sessions_) {
+    session->hello_deadline.reset();  // its callback must not outlive the daemon
+    session->abandon();
+  }
   sessions_.clear();
   runs_.clear();
 }
@@ -173,8 +176,7 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   auto remote = socket.remote_endpoint(error);
   std::string peer = error ? std::string("?") : remote.address().to_string();
   if (std::string refusal = gate_.admit(peer); !refusal.empty()) {
-    if (!refusal_logged_ || clock_.now() - *refusal_logged_ >= std::chrono::seconds(1)) {
-      refusal_logged_ = clock_.now();
+    if (refusal_log_.due(clock_.now())) {
       log::warn("rendezvous: refusing a connection from ", peer, ": ", refusal);
     }
     socket.close(error);

@@ -16,6 +16,7 @@
 
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
+#include "common/log_throttle.hpp"
 #include "rendezvous/connection_gate.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/run_state.hpp"
@@ -102,7 +103,7 @@ class RendezvousDaemon {
   std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
   AcceptBackoff accept_backoff_;
   ConnectionGate gate_;
-  std::optional<SteadyTime> refusal_logged_;        ///< refused connections: one log line a second
+  LogThrottle refusal_log_;                         ///< refused connections: one log line a second
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;

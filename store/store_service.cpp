@@ -16,19 +16,10 @@ using boost::system::error_code;
 
 constexpr size_t kReadBufferBytes = 64 * 1024;
 // Lines about refused accepts: at most one per this interval.
-constexpr std::chrono::seconds kLogInterval{1};
 
 asio::ip::address unmapped(const asio::ip::address& address) {
   if (address.is_v6() && address.to_v6().is_v4_mapped()) return address.to_v6().to_v4();
   return address;
-}
-
-// True at most once per kLogInterval for each `last` (which it updates).
-bool time_to_log(std::chrono::steady_clock::time_point& last) {
-  auto now = std::chrono::steady_clock::now();
-  if (now - last < kLogInterval) return false;
-  last = now;
-  return true;
 }
 
 }  // namespace
@@ -119,7 +110,7 @@ void StoreService::on_accept(const error_code& error, tcp::socket socket) {
 }
 
 // The pending connection stays in the backlog, so accepting again at once would fail again at
-// once: wait, longer each time, and say so at most once per kLogInterval.
+// once: wait, longer each time, and say so at most once a second.
 void StoreService::accept_later(const error_code& error) {
   std::chrono::milliseconds delay = backoff_.next_delay();
   if (backoff_.time_to_log(std::chrono::steady_clock::now())) {
@@ -133,7 +124,7 @@ void StoreService::accept_later(const error_code& error) {
 }
 
 // Whether the peer of a new connection may use the store; logs a refusal (at most once per
-// kLogInterval, counting the others).
+// a second, counting the others).
 bool StoreService::allowed(tcp::socket& socket) {
   if (!options_.allowed_peers) return true;
   error_code error;
@@ -142,14 +133,11 @@ bool StoreService::allowed(tcp::socket& socket) {
   auto address = unmapped(peer.address());
   const auto& peers = *options_.allowed_peers;
   if (std::find(peers.begin(), peers.end(), address) != peers.end()) return true;
-  if (time_to_log(refusal_logged_)) {
+  if (refusal_log_.due(std::chrono::steady_clock::now())) {
+    size_t left_out = refusal_log_.suppressed();
     log::warn("store: refused a connection from ", address.to_string(),
               ": not a node of this round",
-              refusals_unlogged_ > 0 ? cat(" (", refusals_unlogged_, " more since the last line)")
-                                     : std::string());
-    refusals_unlogged_ = 0;
-  } else {
-    ++refusals_unlogged_;
+              left_out > 0 ? cat(" (", left_out, " more since the last line)") : std::string());
   }
   return false;
 }

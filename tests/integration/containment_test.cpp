@@ -86,8 +86,6 @@ bool gone(pid_t pid, std::chrono::milliseconds timeout = 10s) {
 // found again once the agent is dead. Nothing shows that a scan happened; two periods do.
 void let_the_keeper_look() { std::this_thread::sleep_for(2500ms); }
 
-}  // namespace
-
 // A pid that no process has now: a child's, once reaped.
 pid_t dead_pid() {
   pid_t child = ::fork();
@@ -95,6 +93,25 @@ pid_t dead_pid() {
   ::waitpid(child, nullptr, 0);
   return child;
 }
+
+// cohort with two hanging workers that have each started a daemon (setsid, double fork), once
+// both are ready: `extra` flags go before the worker command.
+std::unique_ptr<ChildProcess> start_two_with_daemons(const Scratch& scratch, const Mode& mode,
+                                                     std::vector<std::string> extra) {
+  std::vector<std::string> args{"--nproc-per-node", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--no-python", kWorker, "--pid-file", scratch.file("pid_${local_rank}"),
+                           "--spawn-daemon", scratch.file("daemon_${local_rank}"), "--ready-file",
+                           scratch.file("ready_${local_rank}"), "--hang"});
+  auto cohort = scratch.start(args, mode.env);
+  bool ready = wait_until(
+      [&] { return file_exists(scratch.file("ready_0")) && file_exists(scratch.file("ready_1")); });
+  INFO(cohort->output());
+  REQUIRE(ready);
+  return cohort;
+}
+
+}  // namespace
 
 TEST_CASE("a worker's daemon dies when the group ends after a normal exit",
           "[integration][run][containment]") {
@@ -172,16 +189,7 @@ TEST_CASE("kill -9 of cohort takes the workers' daemons with it, through the kee
   for (const Mode& mode : modes()) {
     INFO("mode " << mode.name);
     Scratch scratch;
-    auto cohort = scratch.start(
-        {"--nproc-per-node", "2", "--no-python", kWorker, "--pid-file",
-         scratch.file("pid_${local_rank}"), "--spawn-daemon", scratch.file("daemon_${local_rank}"),
-         "--ready-file", scratch.file("ready_${local_rank}"), "--hang"},
-        mode.env);
-    bool ready = wait_until([&] {
-      return file_exists(scratch.file("ready_0")) && file_exists(scratch.file("ready_1"));
-    });
-    INFO(cohort->output());
-    REQUIRE(ready);
+    auto cohort = start_two_with_daemons(scratch, mode, {});
     std::vector<pid_t> daemons{read_pid(scratch.file("daemon_0")),
                                read_pid(scratch.file("daemon_1"))};
     for (pid_t daemon : daemons) {
@@ -207,17 +215,9 @@ TEST_CASE("a stopped agent's workers and their daemons are killed by the keeper"
     INFO("mode " << mode.name);
     Scratch scratch;
     // The stale limit is the heartbeat timeout, but at least 3 s.
-    auto cohort = scratch.start(
-        {"--nproc-per-node", "2", "--rdzv-conf", "heartbeat_interval=0.2,heartbeat_timeout=1",
-         "--shutdown-timeout", "20", "--no-python", kWorker, "--pid-file",
-         scratch.file("pid_${local_rank}"), "--spawn-daemon", scratch.file("daemon_${local_rank}"),
-         "--ready-file", scratch.file("ready_${local_rank}"), "--hang"},
-        mode.env);
-    bool ready = wait_until([&] {
-      return file_exists(scratch.file("ready_0")) && file_exists(scratch.file("ready_1"));
-    });
-    INFO(cohort->output());
-    REQUIRE(ready);
+    auto cohort = start_two_with_daemons(
+        scratch, mode,
+        {"--rdzv-conf", "heartbeat_interval=0.2,heartbeat_timeout=1", "--shutdown-timeout", "20"});
     std::vector<pid_t> processes;
     for (const char* stem : {"pid_0", "pid_1", "daemon_0", "daemon_1"}) {
       processes.push_back(read_pid(scratch.file(stem)));
