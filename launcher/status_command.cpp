@@ -36,9 +36,11 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
 namespace {
 
 // The next message on a blocking socket; nullopt (with `problem` set) on a read error, a timeout
-// or a malformed frame.
+// (each read's, or `deadline` for the whole: a peer that drips bytes cannot hold us longer) or a
+// malformed frame.
 std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& socket,
                                                   proto::FrameDecoder& decoder,
+                                                  std::chrono::steady_clock::time_point deadline,
                                                   std::string& problem) {
   std::string payload;
   char buffer[4096];
@@ -48,6 +50,10 @@ std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& 
     if (status == proto::FrameDecoder::Status::Frame) break;
     if (status == proto::FrameDecoder::Status::Error) {
       problem = "a frame larger than the protocol's limit";
+      return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      problem = "no whole answer within the timeout";
       return std::nullopt;
     }
     size_t got = socket.read_some(boost::asio::buffer(buffer), error);
@@ -85,7 +91,8 @@ int run_status_command(const StatusQuery& query) {
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   proto::FrameDecoder decoder(proto::kMaxStatusFrameBytes);
   std::string problem;
-  std::optional<proto::ControlMessage> message = read_message(socket, decoder, problem);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(query.timeout_ms);
+  std::optional<proto::ControlMessage> message = read_message(socket, decoder, deadline, problem);
   auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
   if (challenge != nullptr) {
     proto::StatusRequest request{query.run_id, ""};
@@ -94,7 +101,7 @@ int run_status_command(const StatusQuery& query) {
     }
     boost::asio::write(
         socket, boost::asio::buffer(proto::encode_frame(proto::encode_message(request))), error);
-    message = error ? std::nullopt : read_message(socket, decoder, problem);
+    message = error ? std::nullopt : read_message(socket, decoder, deadline, problem);
   }
   auto* reply = message ? std::get_if<proto::StatusReply>(&*message) : nullptr;
   if (reply == nullptr) {
