@@ -244,6 +244,7 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
     plan.local_rank = local_rank;
     plan.rank = round.base_rank + local_rank;
     plan.error_file = logs_.error_file(round.round, local_rank);
+    plan.error_file_kept = !logs_.temporary();
     plan.log_dir = logs_.rank_dir(round.round, local_rank);
     plan.out = route_stream(config_.output, local_rank, kStdout);
     plan.err = route_stream(config_.output, local_rank, kStderr);

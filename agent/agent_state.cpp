@@ -6,6 +6,7 @@
 #include "agent/failure_summary.hpp"
 #include "common/exit_codes.hpp"
 #include "common/signal_names.hpp"
+#include "common/text.hpp"
 
 namespace cohort::agent {
 namespace {
@@ -176,9 +177,9 @@ Actions AgentState::signal(int signal) {
   stop_signal_ = signal;
   Actions actions{Leave{"stopped by " + signal_name(signal)}};
   if (workers_alive()) {
-    actions.push_back(Say{Level::Warn, cat("received ", signal_name(signal),
-                                           ": stopping the workers (shutdown timeout ",
-                                           settings_.shutdown_timeout.count(), " ms)")});
+    actions.push_back(Say{
+        Level::Warn, cat("received ", signal_name(signal), ": stopping the workers (SIGKILL after ",
+                         format_duration(settings_.shutdown_timeout), ", --shutdown-timeout)")});
   }
   return concat(std::move(actions), end(128 + signal, {}, signal));
 }

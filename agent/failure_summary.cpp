@@ -32,6 +32,27 @@ std::string indent(const std::string& text, const std::string& pad) {
   return out;
 }
 
+std::string error_file_line(const WorkerFailure& failure) {
+  if (!failure.error_file_written) return "<N/A>";
+  if (failure.error_file_kept) return failure.error_file;
+  return failure.error_file + " (removed at exit; --log-dir keeps it)";
+}
+
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of("\n");
+  if (end == std::string::npos) return {};
+  size_t newline = text.find_last_of('\n', end);
+  size_t from = newline == std::string::npos ? 0 : newline + 1;
+  return text.substr(from, end + 1 - from);
+}
+
+// An uncaught Python exception prints the traceback the error file holds to stderr as well: the
+// summary quotes it once.
+bool stderr_repeats_traceback(const WorkerFailure& failure) {
+  if (failure.traceback.empty() || failure.stderr_tail.empty()) return false;
+  return failure.stderr_tail.back() == last_line(failure.traceback);
+}
+
 void append_entry(std::ostringstream& out, size_t index, const std::string& host,
                   const WorkerFailure& failure) {
   const ExitStatus& status = failure.status;
@@ -45,7 +66,7 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   } else {
     out << "  exitcode  : " << status.code << " (pid: " << failure.pid << ")\n";
   }
-  out << "  error_file: " << (failure.error_file_written ? failure.error_file : "<N/A>") << "\n";
+  out << "  error_file: " << error_file_line(failure) << "\n";
   const std::string pad = "              ";
   if (!failure.error_message.empty()) {
     out << "  error     : " << indent(failure.error_message, pad) << "\n";
@@ -58,7 +79,9 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   } else {
     out << "  traceback : <none: the worker wrote no error file>\n";
   }
-  if (!failure.stderr_tail.empty()) {
+  if (stderr_repeats_traceback(failure)) {
+    out << "  stderr    : (ends with the traceback above)\n";
+  } else if (!failure.stderr_tail.empty()) {
     out << "  stderr    : (last " << failure.stderr_tail.size() << " lines)\n";
     for (const auto& line : failure.stderr_tail) out << "    " << line << "\n";
   }

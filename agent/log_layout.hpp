@@ -18,6 +18,8 @@ class LogLayout {
   LogLayout& operator=(const LogLayout&) = delete;
 
   bool enabled() const { return enabled_; }
+  /// No --log-dir: the directory is removed when the run ends.
+  bool temporary() const { return temporary_; }
   /// Creates attempt_<attempt>/<0..nproc-1>. Returns an error message, empty on success.
   std::string prepare_attempt(int attempt, int nproc);
   std::string rank_dir(int attempt, int local_rank) const;

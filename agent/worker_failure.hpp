@@ -20,8 +20,9 @@ struct WorkerFailure {
   std::chrono::system_clock::time_point time;  ///< from the error file if it has one
   std::string error_file;                      ///< path given to the worker
   bool error_file_written = false;
-  std::string error_message;  ///< "ExceptionType: text" from the error file
-  std::string traceback;      ///< py_callstack from the error file
+  bool error_file_kept = true;  ///< false: it is removed when the run ends (no --log-dir)
+  std::string error_message;    ///< "ExceptionType: text" from the error file
+  std::string traceback;        ///< py_callstack from the error file
   std::vector<std::string> stderr_tail;
 };
 

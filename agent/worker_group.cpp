@@ -146,6 +146,7 @@ void WorkerGroup::record_failure(Worker& worker, ExitStatus status) {
   failure.status = status;
   failure.time = std::chrono::system_clock::now();
   failure.error_file = worker.plan.error_file;
+  failure.error_file_kept = worker.plan.error_file_kept;
   failures_.push_back(std::move(failure));
   failed_workers_.push_back(worker.index);
 }

@@ -31,7 +31,8 @@ struct WorkerPlan {
   StreamRoute out, err;
   std::string log_dir;  ///< where stdout.log / stderr.log go when a route has a file
   std::string error_file;
-  std::string prefix;  ///< console line prefix (empty in raw mode)
+  bool error_file_kept = true;  ///< false: the log directory is removed when the run ends
+  std::string prefix;           ///< console line prefix (empty in raw mode)
 };
 
 struct GroupOutcome {

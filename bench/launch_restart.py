@@ -5,7 +5,7 @@ Measures, in one run, the median wall time of:
   - bare:     a shell that spawns 8 /bin/true processes and waits for them;
   - cohort:   cohort run --standalone --no-python --nproc-per-node 8 /bin/true;
   - torchrun: torchrun --standalone --no_python --nproc_per_node 8 --monitor_interval 0.1 /bin/true
-              (Debian's PyTorch 1.13 torchrun, through shared/tools/torchrun-debian.py);
+              (Debian's PyTorch 1.13 torchrun, through tests/integration/torchrun_debian12.py);
 and the restart cost: the same launch with 2 workers where rank 0 fails once (--max-restarts 1),
 minus the same launch where nothing fails. Also cohort's peak RSS (GNU time's %M).
 
@@ -21,7 +21,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCHRUN = os.path.join(ROOT, "..", "shared", "tools", "torchrun-debian.py")
+TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
 
 
 def timed(argv, env=None):

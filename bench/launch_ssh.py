@@ -12,7 +12,7 @@ directory), then measures, interleaved per iteration, the median of:
               --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:P --rdzv_id ID --rdzv_conf is_host=false
               --monitor_interval 0.1 --no_python WORKER DIR'`, the c10d store served by
               `cohortd --host 127.0.0.1 --tcpstore-port 0` (Debian's PyTorch 1.13 torchrun, through
-              shared/tools/torchrun-debian.py), i.e. what users do today without a launcher.
+              tests/integration/torchrun_debian12.py), i.e. what users do today without a launcher.
 WORKER is a /bin/sh script that writes `date +%s%N` into DIR/$RANK and exits 0. Two figures each:
 from the command's start to the LAST of the 8 workers running (the floor: to the last remote
 `date`), and from the command's start to its exit (every ssh gone).
@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCHRUN = os.path.normpath(os.path.join(ROOT, "..", "shared", "tools", "torchrun-debian.py"))
+TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
 SLOTS = 2
 WORKERS = len(HOSTS) * SLOTS

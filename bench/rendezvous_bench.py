@@ -6,8 +6,8 @@ Measures, in one run:
   latency   N = 2, 4, 8 agents, --nnodes N fixed, 1 worker each (/bin/true, --no-python): the time
             from starting the N agents at once until every agent exited 0 (rendezvous, spawn and
             completion). cohort: `cohort run` agents against a cohortd started beforehand (outside
-            the timed part); torchrun: Debian's PyTorch 1.13 torchrun (shared/tools/
-            torchrun-debian.py, --rdzv_backend c10d, the first agent hosts the store,
+            the timed part); torchrun: Debian's PyTorch 1.13 torchrun (tests/integration/
+            torchrun_debian12.py, --rdzv_backend c10d, the first agent hosts the store,
             --monitor_interval 0.1). A second series uses a tiny C worker that writes its start
             time (CLOCK_MONOTONIC) to a file, to report the time until every worker had started.
   recovery  3 cohort agents x 2 hanging test_workers, --nnodes 2:3; SIGKILL one agent; the time
@@ -38,7 +38,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCHRUN = os.path.join(ROOT, "..", "shared", "tools", "torchrun-debian.py")
+TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
 TORCH_PYTHON = "/usr/bin/python3"
 RUN_TIMEOUT_S = 180
 

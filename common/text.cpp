@@ -1,5 +1,6 @@
 #include "common/text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -72,6 +73,16 @@ std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text) {
   auto seconds = parse_double(text);
   if (!seconds) return std::nullopt;
   return seconds_to_ms(*seconds);
+}
+
+std::string format_duration(std::chrono::milliseconds duration) {
+  int64_t ms = std::max<int64_t>(0, duration.count());
+  if (ms < 10'000) return cat(ms / 1000, ".", ms % 1000 / 100, "s");
+  int64_t seconds = (ms + 500) / 1000;
+  if (seconds < 60) return cat(seconds, "s");
+  auto padded = [](int64_t n) { return cat(n < 10 ? "0" : "", n); };
+  if (seconds < 3600) return cat(seconds / 60, "m", padded(seconds % 60), "s");
+  return cat(seconds / 3600, "h", padded(seconds / 60 % 60), "m");
 }
 
 std::string substitute(std::string text, std::string_view name, std::string_view value) {

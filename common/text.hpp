@@ -33,6 +33,9 @@ constexpr double kMaxSeconds = 365.0 * 24 * 3600;
 std::optional<std::chrono::milliseconds> seconds_to_ms(double seconds);
 /// parse_double, then seconds_to_ms.
 std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
+/// A duration as a person reads it: "0.4s", "12s", "9m50s", "2h05m" (shorter units dropped once
+/// hours are shown).
+std::string format_duration(std::chrono::milliseconds duration);
 /// Replaces every "${name}" in text with its value.
 std::string substitute(std::string text, std::string_view name, std::string_view value);
 /// Text from elsewhere (a worker's output, a peer's message) made safe to print on a terminal:

@@ -2,10 +2,18 @@
 
 #include <boost/asio/connect.hpp>
 
+#include "common/log.hpp"
 #include "common/text.hpp"
 #include "proto/auth.hpp"
 
 namespace cohort {
+namespace {
+
+const char* const kNotTheControlPort =
+    "; --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
+    "rendezvous, not a worker store (--tcpstore-port) or another service";
+
+}  // namespace
 
 RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
                                    MessageHandler on_message, LostHandler on_lost)
@@ -27,8 +35,11 @@ RendezvousClient::~RendezvousClient() {
 void RendezvousClient::connect(proto::Hello hello) {
   hello_ = std::move(hello);
   give_up_at_ = clock_.now() + options_.connect_deadline;
+  progress_.emplace(endpoint(), clock_.now(), give_up_at_);
   try_connect();
 }
+
+std::string RendezvousClient::endpoint() const { return cat(options_.host, ":", options_.port); }
 
 void RendezvousClient::try_connect() {
   resolver_.async_resolve(
@@ -36,35 +47,44 @@ void RendezvousClient::try_connect() {
       [this, alive = alive_](const boost::system::error_code& error,
                              boost::asio::ip::tcp::resolver::results_type results) {
         if (!*alive || closed_) return;
-        auto retry = [this](const std::string& why) {
-          last_error_ = why;
-          if (clock_.now() + retry_delay_ > give_up_at_) {
-            return lost(ConnectionLoss::CannotReach,
-                        cat("cannot reach the rendezvous at ", options_.host, ":", options_.port,
-                            ": ", last_error_));
-          }
-          retry_timer_->start_after(retry_delay_, [this] {
-            if (!closed_) try_connect();
-          });
-          retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(1000));
-        };
-        if (error) return retry(error.message());
-        boost::asio::async_connect(
-            socket_, results,
-            [this, alive, retry](const boost::system::error_code& connect_error,
-                                 const boost::asio::ip::tcp::endpoint&) {
-              if (!*alive || closed_) return;
-              if (connect_error) {
-                socket_ = boost::asio::ip::tcp::socket(io_);
-                return retry(connect_error.message());
-              }
-              on_connected();
-            });
+        if (error) return attempt_failed(error.message(), Attempt::Unresolvable);
+        boost::asio::async_connect(socket_, results,
+                                   [this, alive](const boost::system::error_code& connect_error,
+                                                 const boost::asio::ip::tcp::endpoint&) {
+                                     if (!*alive || closed_) return;
+                                     if (connect_error) {
+                                       socket_ = boost::asio::ip::tcp::socket(io_);
+                                       return attempt_failed(connect_error.message(),
+                                                             Attempt::Refused);
+                                     }
+                                     on_connected();
+                                   });
       });
 }
 
+// An attempt that got no welcome (no address, no connection, or a connection closed or silent
+// before the welcome): try again with backoff until the deadline, saying so as ConnectProgress
+// decides, then report the endpoint unreachable.
+void RendezvousClient::attempt_failed(const std::string& why, Attempt attempt) {
+  if (session_) session_->abandon();
+  session_.reset();
+  heartbeat_timer_->cancel();
+  SteadyTime now = clock_.now();
+  if (now >= give_up_at_) {
+    return lost(ConnectionLoss::CannotReach,
+                cat("cannot reach the rendezvous at ", endpoint(), ": ", why,
+                    attempt == Attempt::NotAnswering ? kNotTheControlPort : ""));
+  }
+  bool unresolvable = attempt == Attempt::Unresolvable;
+  if (auto line = progress_->attempt_failed(now, why, unresolvable)) log::warn(*line);
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_at_ - now);
+  retry_timer_->start_after(std::min(retry_delay_, left), [this] {  // the last try at the deadline
+    if (!closed_) try_connect();
+  });
+  retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(1000));
+}
+
 void RendezvousClient::on_connected() {
-  retry_delay_ = std::chrono::milliseconds(20);
   session_ = std::make_shared<ControlSession>(
       std::move(socket_),
       [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
@@ -75,6 +95,11 @@ void RendezvousClient::on_connected() {
       [this, alive = alive_](ControlSession& session, const std::string& reason) {
         if (!*alive || closed_) return;
         if (!welcomed_ && session.peer_broke_protocol()) return not_a_rendezvous(reason);
+        if (!welcomed_) {
+          return attempt_failed(
+              "it closed the connection without answering as a cohort rendezvous: " + reason,
+              Attempt::NotAnswering);
+        }
         lost(ConnectionLoss::Closed, "connection to the rendezvous closed: " + reason);
       });
   socket_ = boost::asio::ip::tcp::socket(io_);
@@ -107,6 +132,7 @@ void RendezvousClient::on_session_message(proto::ControlMessage message) {
                       " did not prove that it holds the token"));
     }
     welcomed_ = true;
+    retry_delay_ = std::chrono::milliseconds(20);
   }
   on_message_(std::move(message));
 }
@@ -131,9 +157,10 @@ bool RendezvousClient::welcome_proven(const proto::Welcome& welcome) const {
 // no retry will change that.
 void RendezvousClient::not_a_rendezvous(const std::string& reason) {
   lost(ConnectionLoss::Untrusted,
-       cat(options_.host, ":", options_.port, " is not a cohort rendezvous (", reason,
-           "): --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
-           "rendezvous, not a worker store (--tcpstore-port) or another service"));
+       cat(endpoint(),
+           " is not a cohort rendezvous: the first bytes it sent were not a cohort "
+           "frame (",
+           reason, ")", kNotTheControlPort));
 }
 
 void RendezvousClient::arm_heartbeat() {
@@ -149,11 +176,8 @@ void RendezvousClient::arm_heartbeat() {
                       "dropped it"));
     }
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout && !welcomed_) {
-      // Silent since the connection opened: try again, but only until the connect deadline.
-      bool give_up = clock_.now() >= give_up_at_;
-      return lost(give_up ? ConnectionLoss::CannotReach : ConnectionLoss::HeartbeatTimeout,
-                  cat(options_.host, ":", options_.port,
-                      " accepted the connection but never answered as a cohort rendezvous"));
+      return attempt_failed("it accepted the connection but never answered as a cohort rendezvous",
+                            Attempt::NotAnswering);
     }
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
       return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/clock.hpp"
+#include "rendezvous/connect_progress.hpp"
 #include "rendezvous/connection_loss.hpp"
 #include "rendezvous/control_session.hpp"
 
@@ -49,7 +50,10 @@ class RendezvousClient {
   bool welcomed() const { return welcomed_; }
 
  private:
+  std::string endpoint() const;  ///< "host:port", as given
   void try_connect();
+  enum class Attempt { Unresolvable, Refused, NotAnswering };
+  void attempt_failed(const std::string& why, Attempt attempt);
   void on_connected();
   void not_a_rendezvous(const std::string& reason);
   void on_session_message(proto::ControlMessage message);
@@ -70,6 +74,7 @@ class RendezvousClient {
   std::unique_ptr<Timer> heartbeat_timer_;
   std::shared_ptr<ControlSession> session_;
   SteadyTime give_up_at_;
+  std::optional<ConnectProgress> progress_;
   SteadyTime last_heard_;
   SteadyTime heartbeat_armed_at_;  ///< a timer that fires much later means this process stalled
   std::chrono::milliseconds retry_delay_{20};

@@ -242,7 +242,7 @@ TEST_CASE("every node succeeding completes the run", "[component][daemon]") {
   b.expect<proto::Complete>();
 }
 
-TEST_CASE("runs with different ids are isolated; mismatched settings are refused",
+TEST_CASE("runs with different ids are isolated, mismatched settings are refused",
           "[component][daemon]") {
   DaemonThread d;
   Client a(d.daemon.port()), b(d.daemon.port()), c(d.daemon.port());
@@ -321,7 +321,7 @@ TEST_CASE("status lists runs and nodes", "[component][daemon]") {
   CHECK_FALSE(run.nodes[0].succeeded);
 }
 
-TEST_CASE("with a token, hello and status must prove it; a wrong or missing proof is refused",
+TEST_CASE("with a token, hello and status must prove it, a wrong or missing proof is refused",
           "[component][daemon][auth]") {
   const std::string token = "the daemon's token, 32 bytes...";
   DaemonThread d(token);
@@ -399,7 +399,7 @@ TEST_CASE("a forged worker_failed from a connection without the token changes no
   b.expect<proto::Complete>();
 }
 
-TEST_CASE("a client that sends heartbeats but never reads is dropped; others are served",
+TEST_CASE("a client that sends heartbeats but never reads is dropped, others are served",
           "[component][daemon]") {
   DaemonThread d;
   Client flooder(d.daemon.port());
@@ -454,7 +454,7 @@ TEST_CASE("connections that have not said hello are capped per address and in to
   CHECK(after_hello.challenged());
 }
 
-TEST_CASE("before hello, a frame over 64 KiB closes the connection; after it, 1 MiB is fine",
+TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, 1 MiB is fine",
           "[component][daemon]") {
   DaemonThread d;
   Client stranger(d.daemon.port());

@@ -145,7 +145,7 @@ TEST_CASE("a worker's daemon dies when the group ends after a normal exit",
   }
 }
 
-TEST_CASE("a worker's daemon dies with its group when a failure restarts it; the next one lives",
+TEST_CASE("a worker's daemon dies with its group when a failure restarts it, the next one lives",
           "[integration][run][containment]") {
   for (const Mode& mode : modes()) {
     INFO("mode " << mode.name);

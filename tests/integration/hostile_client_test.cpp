@@ -151,7 +151,7 @@ TEST_CASE("a frame nested 20,000 deep leaves an agent that hosts the rendezvous 
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("cohortd without a token listens on loopback only; beyond it needs --insecure",
+TEST_CASE("cohortd without a token listens on loopback only, beyond it needs --insecure",
           "[integration][security][auth]") {
   Scratch scratch;
   RunResult refused =

@@ -220,6 +220,21 @@ class Scratch {
     return run_to_end(argv, std::move(options), timeout);
   }
 
+  /// `cohortd` on loopback with a plain TCPStore (--tcpstore-port) on a free port; sets
+  /// `endpoint` to "127.0.0.1:PORT" of that store. The guard kills it at scope exit.
+  std::unique_ptr<ChildProcess> start_tcpstore_daemon(std::string& endpoint) const {
+    std::string port_file = file("tcpstore_port");
+    ChildOptions daemon_options = options();
+    daemon_options.name = "cohortd";
+    auto daemon = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kCohortdBin, "--host", "127.0.0.1", "--port", "0",
+                                 "--tcpstore-port", "0", "--tcpstore-port-file", port_file},
+        daemon_options);
+    REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
+    endpoint = "127.0.0.1:" + std::to_string(std::atoi(read_file(port_file).c_str()));
+    return daemon;
+  }
+
   /// `cohort run ARGS...` in the background; the guard kills its process group at scope exit.
   std::unique_ptr<ChildProcess> start(const std::vector<std::string>& args,
                                       const std::map<std::string, std::string>& env = {}) const {

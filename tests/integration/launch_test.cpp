@@ -277,7 +277,7 @@ TEST_CASE("launch: a worker failure ends every host with the root cause's exit c
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
+TEST_CASE("launch: Ctrl-C stops every host's workers, nothing is left anywhere",
           "[integration][launch]") {
   require_ssh();
   Scratch scratch;
@@ -299,7 +299,7 @@ TEST_CASE("launch: Ctrl-C stops every host's workers; nothing is left anywhere",
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("launch: --rdzv-endpoint uses a running cohortd; Ctrl-C closes the ssh connections",
+TEST_CASE("launch: --rdzv-endpoint uses a running cohortd, Ctrl-C closes the ssh connections",
           "[integration][launch]") {
   require_ssh();
   Scratch scratch;
@@ -335,7 +335,7 @@ TEST_CASE("launch: --rdzv-endpoint uses a running cohortd; Ctrl-C closes the ssh
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("launch: a host killed mid-run with --nnodes 2:3; the other two finish the job",
+TEST_CASE("launch: a host killed mid-run with --nnodes 2:3, the other two finish the job",
           "[integration][launch]") {
   require_ssh();
   require_torch();

@@ -172,7 +172,7 @@ TEST_CASE("a SIGSTOPped agent is dropped after the heartbeat timeout and not tak
   }
 }
 
-TEST_CASE("a node joining a running job scales it up; a lost node rejoins",
+TEST_CASE("a node joining a running job scales it up, a lost node rejoins",
           "[integration][multinode]") {
   Scratch scratch;
   Cluster cluster(scratch);

@@ -1,12 +1,16 @@
-// `cohort run` pointed at an endpoint where no cohort rendezvous answers: a service that speaks
-// something else (an sshd's banner) ends the run at once with exit 3, and one that accepts and
-// stays silent ends it once the join timeout has passed, however often the agent reconnected.
+// `cohort run` pointed at an endpoint where no cohort rendezvous answers. Each way ends with exit 3
+// and a message naming the endpoint and the cause: a service that speaks something else (an sshd's
+// banner) at once; a worker store, a silent service, a name that does not resolve and a port where
+// nothing listens once the join timeout has passed (counted once, however often the agent tried
+// again), saying so within a second or two and then every ten seconds.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <list>
 #include <thread>
+
+#include "common/free_port.hpp"
 
 #include "tests/integration/integration_support.hpp"
 
@@ -51,13 +55,41 @@ class ForeignService {
   std::thread thread_;
 };
 
-std::vector<std::string> run_against(const std::string& endpoint) {
-  return {"--rdzv-backend",  "c10d",
-          "--rdzv-endpoint", endpoint,
-          "--rdzv-id",       "x",
-          "--rdzv-conf",     "join_timeout=3,heartbeat_timeout=1,keep_alive_interval=0.2",
-          "--no-python",     kTestWorkerBin,
-          "--exit-code",     "0"};
+std::vector<std::string> run_against(const std::string& endpoint, int join_timeout = 3) {
+  return {"--rdzv-backend",
+          "c10d",
+          "--rdzv-endpoint",
+          endpoint,
+          "--rdzv-id",
+          "x",
+          "--rdzv-conf",
+          "is_host=false,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
+              std::to_string(join_timeout),
+          "--no-python",
+          kTestWorkerBin,
+          "--exit-code",
+          "0"};
+}
+
+struct TimedRun {
+  RunResult result;
+  std::chrono::milliseconds took;
+};
+
+TimedRun timed_run(Scratch& scratch, const std::vector<std::string>& args) {
+  auto started = std::chrono::steady_clock::now();
+  RunResult result = scratch.run(args, {}, 60s);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  return {std::move(result), took};
+}
+
+// Ended by the join timeout: not before it, and not long after.
+void check_ended_at_join_timeout(const TimedRun& run, std::chrono::seconds join_timeout) {
+  INFO(run.result.err);
+  CHECK(run.result.status.shell_code() == 3);
+  CHECK(run.took >= join_timeout - 500ms);
+  CHECK(run.took < join_timeout + 3s);
 }
 
 }  // namespace
@@ -69,7 +101,9 @@ TEST_CASE("an endpoint that speaks another protocol ends the run at once with ex
   RunResult result = scratch.run(run_against(sshd.endpoint()), {}, 30s);
   INFO(result.err);
   CHECK(result.status.shell_code() == 3);
-  CHECK(contains(result.err, sshd.endpoint() + " is not a cohort rendezvous"));
+  CHECK(contains(result.err, sshd.endpoint() +
+                                 " is not a cohort rendezvous: the first bytes it sent were not a "
+                                 "cohort frame"));
   CHECK(contains(result.err, "--tcpstore-port"));
   CHECK_FALSE(contains(result.err, "reconnecting"));
   CHECK(scratch.nothing_left());
@@ -79,9 +113,69 @@ TEST_CASE("an endpoint that accepts and stays silent ends the run after the join
           "[integration][run][endpoint]") {
   Scratch scratch;
   ForeignService silent("");
-  RunResult result = scratch.run(run_against(silent.endpoint()), {}, 30s);
-  INFO(result.err);
-  CHECK(result.status.shell_code() == 3);
-  CHECK(contains(result.err, "never answered as a cohort rendezvous"));
+  TimedRun run = timed_run(scratch, run_against(silent.endpoint()));
+  check_ended_at_join_timeout(run, 3s);
+  CHECK(contains(run.result.err, "cannot reach the rendezvous at " + silent.endpoint() +
+                                     ": it accepted the connection but never answered as a "
+                                     "cohort rendezvous"));
+  CHECK_FALSE(contains(run.result.err, "reconnecting"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a worker store named as the endpoint ends the run after the join timeout, named",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  {
+    std::string store;
+    auto daemon = scratch.start_tcpstore_daemon(store);
+    TimedRun run = timed_run(scratch, run_against(store));
+    check_ended_at_join_timeout(run, 3s);
+    CHECK(contains(run.result.err, "cannot reach the rendezvous at " + store +
+                                       " (it closed the connection without answering as a "
+                                       "cohort rendezvous"));
+    CHECK(contains(run.result.err, "not a worker store (--tcpstore-port)"));
+  }
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a name that does not resolve is said at once, then every ten seconds, until the end",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  TimedRun run = timed_run(scratch, run_against("no-such-host.invalid:29400", 12));
+  check_ended_at_join_timeout(run, 12s);
+  CHECK(contains(run.result.err,
+                 "cannot reach the rendezvous at no-such-host.invalid:29400 (Host not found"));
+  CHECK(contains(run.result.err, "giving up in 12s (join_timeout)"));
+  CHECK(contains(run.result.err, "still trying no-such-host.invalid:29400 (Host not found"));
+  CHECK(contains(run.result.err,
+                 "cohort error: cannot reach the rendezvous at "
+                 "no-such-host.invalid:29400: Host not found"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a port where nothing listens ends the run after the join timeout",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  std::string nobody = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  TimedRun run = timed_run(scratch, run_against(nobody));
+  check_ended_at_join_timeout(run, 3s);
+  CHECK(contains(run.result.err, "cannot reach the rendezvous at " + nobody +
+                                     " (Connection refused); trying again, giving up in"));
+  CHECK(contains(run.result.err, "cohort error: cannot reach the rendezvous at " + nobody +
+                                     ": Connection refused"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("static mode with nobody at the master address ends after the join timeout",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  int port = cohort::pick_free_port("127.0.0.1");
+  TimedRun run =
+      timed_run(scratch, {"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.1",
+                          "--master-port", std::to_string(port), "--rdzv-conf", "join_timeout=3",
+                          "--no-python", kTestWorkerBin, "--exit-code", "0"});
+  check_ended_at_join_timeout(run, 3s);
+  CHECK(contains(run.result.err, "cannot reach the rendezvous at 127.0.0.1:" +
+                                     std::to_string(port) + ": Connection refused"));
   CHECK(scratch.nothing_left());
 }

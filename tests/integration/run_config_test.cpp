@@ -136,7 +136,7 @@ TEST_CASE("negative, NaN and infinite seconds are refused for every float flag",
   for (const Case& c : cases) check_refused(scratch, c);
 }
 
-TEST_CASE("--help shows the shutdown timeout's default as 30", "[integration][run][config]") {
+TEST_CASE("flag --help shows the shutdown timeout's default as 30", "[integration][run][config]") {
   Scratch scratch;
   RunResult result = scratch.run({"--help"});
   INFO(result.out);

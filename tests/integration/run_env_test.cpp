@@ -76,7 +76,7 @@ TEST_CASE("every worker gets torchrun's environment", "[integration][run][env]")
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("--role and --local-addr reach the workers; inherited values are kept",
+TEST_CASE("flag --role and --local-addr reach the workers, inherited values are kept",
           "[integration][run][env]") {
   Scratch scratch;
   RunResult result =
@@ -99,7 +99,7 @@ TEST_CASE("--role and --local-addr reach the workers; inherited values are kept"
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("--worker-store rank0: worker rank 0 hosts the store, as with torchrun 1.13",
+TEST_CASE("flag --worker-store rank0: worker rank 0 hosts the store, as with torchrun 1.13",
           "[integration][run][env]") {
   Scratch scratch;
   RunResult result =
@@ -122,7 +122,7 @@ TEST_CASE("one worker gets no OMP_NUM_THREADS", "[integration][run][env]") {
   CHECK(env_value(env, "WORLD_SIZE") == "1");
 }
 
-TEST_CASE("--standalone makes a random uuid-like run id per run", "[integration][run][env]") {
+TEST_CASE("flag --standalone makes a random uuid-like run id per run", "[integration][run][env]") {
   Scratch scratch;
   std::vector<std::string> ids;
   for (int run = 0; run < 2; ++run) {
@@ -154,7 +154,7 @@ TEST_CASE("workers read /dev/null, not cohort's stdin", "[integration][run][env]
   for (const EnvDump& env : load_dumps(scratch, 2)) CHECK(env_value(env, "__stdin") == "/dev/null");
 }
 
-TEST_CASE("--nproc-per-node: both spellings, PET_NPROC_PER_NODE, and the command line wins",
+TEST_CASE("flag --nproc-per-node: both spellings, PET_NPROC_PER_NODE, and the command line wins",
           "[integration][run][env]") {
   struct Case {
     std::vector<std::string> flags;
@@ -183,7 +183,7 @@ TEST_CASE("--nproc-per-node: both spellings, PET_NPROC_PER_NODE, and the command
   }
 }
 
-TEST_CASE("--nproc-per-node cpu starts one worker per online CPU", "[integration][run][env]") {
+TEST_CASE("flag --nproc-per-node cpu starts one worker per online CPU", "[integration][run][env]") {
   Scratch scratch;
   int cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   RunResult result = scratch.run(with({"--nproc-per-node", "cpu"}, dump_args()));
@@ -193,7 +193,7 @@ TEST_CASE("--nproc-per-node cpu starts one worker per online CPU", "[integration
   CHECK(env_value(dumps[0], "LOCAL_WORLD_SIZE") == std::to_string(cpus));
 }
 
-TEST_CASE("--nproc-per-node gpu without a GPU is a usage error naming the flag",
+TEST_CASE("flag --nproc-per-node gpu without a GPU is a usage error naming the flag",
           "[integration][run][env]") {
   Scratch scratch;
   std::vector<std::map<std::string, std::string>> environments{{{"CUDA_VISIBLE_DEVICES", ""}}};

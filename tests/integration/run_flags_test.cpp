@@ -83,7 +83,7 @@ TEST_CASE("cohort run --help lists the flags", "[integration][run][flags]") {
   CHECK(contains(result.out, "--max-restarts"));
 }
 
-TEST_CASE("'--' ends cohort's flags, as with torchrun; a later '--' belongs to the script",
+TEST_CASE("a '--' ends cohort's flags, as with torchrun, a later '--' belongs to the script",
           "[integration][run][flags]") {
   Scratch scratch;
   RunResult result = scratch.run({"--no-python", "--", "/bin/echo", "hi", "--", "--nnodes"});

@@ -64,7 +64,7 @@ TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the prefix", "[integration
   CHECK_FALSE(contains(result.out, "[trainer"));
 }
 
-TEST_CASE("--raw-output prints worker lines unprefixed", "[integration][run][output]") {
+TEST_CASE("flag --raw-output prints worker lines unprefixed", "[integration][run][output]") {
   Scratch scratch;
   RunResult result = scratch.run(
       {"--nproc-per-node", "2", "--raw-output", "--no-python", kWorker, "--print", "plain line"});
@@ -73,7 +73,8 @@ TEST_CASE("--raw-output prints worker lines unprefixed", "[integration][run][out
   CHECK(split_lines(result.out) == std::vector<std::string>{"plain line", "plain line"});
 }
 
-TEST_CASE("--redirects 3 sends both streams to per-rank files only", "[integration][run][output]") {
+TEST_CASE("flag --redirects 3 sends both streams to per-rank files only",
+          "[integration][run][output]") {
   Scratch scratch;
   std::string logs = scratch.file("logs");
   RunResult result = scratch.run({"--nproc-per-node", "2", "--redirects", "3", "--log-dir", logs,
@@ -91,7 +92,7 @@ TEST_CASE("--redirects 3 sends both streams to per-rank files only", "[integrati
   CHECK_FALSE(contains(result.err, "err of"));
 }
 
-TEST_CASE("--tee 1 writes stdout to the file and prints it prefixed",
+TEST_CASE("flag --tee 1 writes stdout to the file and prints it prefixed",
           "[integration][run][output]") {
   Scratch scratch;
   std::string logs = scratch.file("logs");
@@ -110,7 +111,7 @@ TEST_CASE("--tee 1 writes stdout to the file and prints it prefixed",
   }
 }
 
-TEST_CASE("--local-ranks-filter 1 shows only local rank 1", "[integration][run][output]") {
+TEST_CASE("flag --local-ranks-filter 1 shows only local rank 1", "[integration][run][output]") {
   Scratch scratch;
   RunResult result =
       scratch.run({"--nproc-per-node", "3", "--local-ranks-filter", "1", "--no-python", kWorker,

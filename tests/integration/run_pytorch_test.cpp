@@ -123,8 +123,7 @@ void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvD
 TEST_CASE("workers get the same environment from cohort as from the real torchrun",
           "[integration][run][pytorch][compat]") {
   require_torch();
-  require_prerequisite(file_exists(kTorchrun),
-                       kTorchrun + " (the shared tools beside the repository)");
+  require_prerequisite(file_exists(kTorchrun), kTorchrun + " (in the repository)");
   Scratch scratch;
   RunResult ours = scratch.run({"--standalone", "--nproc-per-node", "2", "--no-python",
                                 "--max-restarts", "0", "--role", "trainer", kWorker, "--dump-env",

@@ -69,7 +69,7 @@ std::vector<std::string> concat(std::vector<std::string> first,
 
 }  // namespace
 
-TEST_CASE("SIGTERM and SIGINT to cohort reach every worker; cohort exits 128 + signal",
+TEST_CASE("SIGTERM and SIGINT to cohort reach every worker, cohort exits 128 + signal",
           "[integration][run][signals]") {
   struct Case {
     int signal;
@@ -118,7 +118,7 @@ TEST_CASE("a worker that ignores SIGTERM is SIGKILLed after --shutdown-timeout",
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("--signals-to-handle SIGUSR1: forwarded to the workers, which keep running",
+TEST_CASE("flag --signals-to-handle SIGUSR1: forwarded to the workers, which keep running",
           "[integration][run][signals]") {
   Scratch scratch;
   auto cohort = scratch.start(concat({"--nproc-per-node", "2", "--signals-to-handle",

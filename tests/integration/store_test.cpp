@@ -9,7 +9,7 @@
 
 using namespace cohort::test;
 
-TEST_CASE("Gloo through the hosted store; a restart gets a fresh store",
+TEST_CASE("Gloo through the hosted store, a restart gets a fresh store",
           "[integration][store][pytorch]") {
   require_torch();
   for (int workers : {2, 4}) {
@@ -30,17 +30,10 @@ TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
           "[integration][store][pytorch][torchrun]") {
   const std::string torchrun = std::string(kSourceDir) + "/tests/integration/torchrun_debian12.py";
   require_torch();
-  require_prerequisite(file_exists(torchrun),
-                       torchrun + " (the shared tools beside the repository)");
+  require_prerequisite(file_exists(torchrun), torchrun + " (in the repository)");
   Scratch scratch;
-  std::string port_file = scratch.file("tcpstore_port");
-  ChildOptions daemon_options = scratch.options();
-  daemon_options.name = "cohortd";
-  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--tcpstore-port", "0",
-                       "--tcpstore-port-file", port_file},
-                      daemon_options);
-  REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
-  std::string endpoint = "127.0.0.1:" + std::to_string(std::atoi(read_file(port_file).c_str()));
+  std::string endpoint;
+  auto daemon = scratch.start_tcpstore_daemon(endpoint);
   std::vector<std::unique_ptr<ChildProcess>> agents;
   for (int node = 0; node < 3; ++node) {
     std::vector<std::string> argv{kPython,
@@ -69,7 +62,7 @@ TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
   }
   for (auto& agent : agents) {
     auto status = agent->wait(120s);
-    INFO(agent->output() << daemon.output());
+    INFO(agent->output() << daemon->output());
     REQUIRE(status);
     CHECK(status->success());
   }
@@ -78,8 +71,8 @@ TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
     CHECK(env_value(env, "WORLD_SIZE") == "3");
     CHECK(env_value(env, "TORCHELASTIC_RUN_ID") == "external");
   }
-  daemon.signal(SIGTERM);
-  CHECK(daemon.wait(10s) == cohort::ExitStatus::exited(143));
+  daemon->signal(SIGTERM);
+  CHECK(daemon->wait(10s) == cohort::ExitStatus::exited(143));
 }
 
 TEST_CASE("the hosted store holds more connections than the user's open-file limit",

@@ -309,12 +309,13 @@ TEST_CASE("agent: signals before the first round exit at once with 128 + signal"
   CHECK(f.state.signal(SIGTERM).empty());
 }
 
-TEST_CASE("agent: a signal stops the workers with it; a second one kills them", "[unit][agent]") {
+TEST_CASE("agent: a signal stops the workers with it, a second one kills them", "[unit][agent]") {
   Fixture f;
   f.run_round();
   Actions first = f.state.signal(SIGTERM);
   CHECK(names(first) == Names{"Leave", "Say", "StopGroup"});
-  CHECK(said(first)[0] == "received SIGTERM: stopping the workers (shutdown timeout 30000 ms)");
+  CHECK(said(first)[0] ==
+        "received SIGTERM: stopping the workers (SIGKILL after 30s, --shutdown-timeout)");
   CHECK(find<StopGroup>(first)->signal == SIGTERM);
   CHECK(f.state.phase() == Phase::Ending);
 

@@ -81,3 +81,14 @@ TEST_CASE("no single byte survives escaping as a control", "[unit][common][termi
     }
   }
 }
+
+TEST_CASE("durations read as a person writes them", "[unit][common]") {
+  CHECK(format_duration(milliseconds(0)) == "0.0s");
+  CHECK(format_duration(milliseconds(-5)) == "0.0s");
+  CHECK(format_duration(milliseconds(2450)) == "2.4s");
+  CHECK(format_duration(milliseconds(9999)) == "9.9s");
+  CHECK(format_duration(milliseconds(12'400)) == "12s");
+  CHECK(format_duration(milliseconds(590'000)) == "9m50s");
+  CHECK(format_duration(milliseconds(605'000)) == "10m05s");
+  CHECK(format_duration(milliseconds(7'500'000)) == "2h05m");
+}

@@ -100,7 +100,7 @@ TEST_CASE("an endpoint on this machine: an address is bound as given, a name on 
   CHECK(elsewhere.settings.port == 29400);
 }
 
-TEST_CASE("--rdzv-conf is_host forces or forbids hosting", "[unit][launcher]") {
+TEST_CASE("flag --rdzv-conf is_host forces or forbids hosting", "[unit][launcher]") {
   RunOptions forced = c10d("192.0.2.77:29411");
   forced.rdzv_conf = "is_host=1";
   CHECK(plan(forced, 2, 2).daemon.embed == DaemonPlan::Embed::Yes);

@@ -58,7 +58,7 @@ TEST_CASE("the script runs through python -u with its arguments", "[unit][launch
   CHECK(run.config.host_name == "node7");
 }
 
-TEST_CASE("PYTHON_EXEC names the interpreter; without python3 on PATH the bare name is used",
+TEST_CASE("PYTHON_EXEC names the interpreter, without python3 on PATH the bare name is used",
           "[unit][launcher]") {
   CHECK(
       validate({"t.py"}, test_machine({{"PYTHON_EXEC", "/opt/py/bin/python"}})).config.executable ==
@@ -68,12 +68,12 @@ TEST_CASE("PYTHON_EXEC names the interpreter; without python3 on PATH the bare n
   CHECK(validate({"t.py"}, bare).config.executable == "python3");
 }
 
-TEST_CASE("-m runs a module", "[unit][launcher]") {
+TEST_CASE("flag -m runs a module", "[unit][launcher]") {
   CHECK(validate({"-m", "pkg.train", "x"}).config.args ==
         std::vector<std::string>{"-u", "-m", "pkg.train", "x"});
 }
 
-TEST_CASE("--no-python runs the executable itself, found in PATH", "[unit][launcher]") {
+TEST_CASE("flag --no-python runs the executable itself, found in PATH", "[unit][launcher]") {
   ValidatedRun run = validate({"--no-python", "true", "a"});
   REQUIRE(run.problems.empty());
   CHECK(run.config.executable == "/bin/true");
@@ -84,7 +84,8 @@ TEST_CASE("--no-python runs the executable itself, found in PATH", "[unit][launc
         std::vector<std::string>{"--no-python: './nothing' is not an executable file"});
 }
 
-TEST_CASE("--nproc-per-node cpu, gpu and auto count this machine's devices", "[unit][launcher]") {
+TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices",
+          "[unit][launcher]") {
   CHECK(validate({"--nproc-per-node", "cpu", "t.py"}).config.nproc == 8);
   CHECK(validate({"--nproc-per-node", "gpu", "t.py"}, test_machine({}, 4)).config.nproc == 4);
   CHECK(validate({"--nproc-per-node", "gpu", "t.py"},
@@ -97,7 +98,7 @@ TEST_CASE("--nproc-per-node cpu, gpu and auto count this machine's devices", "[u
   CHECK(validate({"--nproc-per-node", "3", "t.py"}).config.env.local_world_size == 3);
 }
 
-TEST_CASE("--standalone makes a random run id", "[unit][launcher]") {
+TEST_CASE("flag --standalone makes a random run id", "[unit][launcher]") {
   std::string first = validate({"--standalone", "t.py"}).config.env.run_id;
   std::string second = validate({"--standalone", "t.py"}).config.env.run_id;
   CHECK(first.size() == 36);
@@ -223,7 +224,7 @@ TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or 
         std::vector<std::string>{"--max-restarts: must be >= 0"});
 }
 
-TEST_CASE("--store-quota reaches the daemon this agent hosts", "[unit][launcher]") {
+TEST_CASE("flag --store-quota reaches the daemon this agent hosts", "[unit][launcher]") {
   CHECK(validate({"t.py"}).daemon.options.store_quota_bytes == uint64_t{1} << 30);
   CHECK(validate({"--store-quota", "64K", "t.py"}).daemon.options.store_quota_bytes == 65536);
   for (const char* bad : {"0", "1T", "-1", "lots", ""}) {

@@ -55,7 +55,7 @@ TEST_CASE("outside a Slurm step the flags stay as they are", "[unit][launcher][s
   CHECK_FALSE(applied.options.in_slurm_step);
 }
 
-TEST_CASE("--standalone and --master-addr keep Slurm's endpoint and run id out",
+TEST_CASE("flag --standalone and --master-addr keep Slurm's endpoint and run id out",
           "[unit][launcher][slurm]") {
   Applied standalone = apply({"--standalone", "t.py"}, kStep);
   CHECK(standalone.options.rdzv_endpoint.empty());

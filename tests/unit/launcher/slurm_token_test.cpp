@@ -22,7 +22,7 @@ TEST_CASE("a Slurm job's token is derived from a private per-user secret and the
   CHECK(slurm_job_token({{"SLURM_JOB_ID", "43"}, {"HOME", home.path()}}).token != first.token);
 }
 
-TEST_CASE("outside Slurm there is no derived token; a shared secret file is refused",
+TEST_CASE("outside Slurm there is no derived token, a shared secret file is refused",
           "[unit][launcher][auth]") {
   test::TempDir home;
   TokenResult outside = slurm_job_token({{"HOME", home.path()}});

@@ -6,7 +6,7 @@
 
 using namespace cohort;
 
-TEST_CASE("strangers are capped per address; proving or closing frees the place",
+TEST_CASE("strangers are capped per address, proving or closing frees the place",
           "[unit][rendezvous]") {
   ConnectionGate gate({2, 10, 100});
   CHECK(gate.admit("10.0.0.1").empty());

@@ -399,7 +399,7 @@ TEST_CASE("survivors below min wait for a replacement until the join timeout",
   CHECK(f.run.phase() == RunState::Phase::Failed);
 }
 
-TEST_CASE("a join reports progress to the joiner; waiting_status covers everyone",
+TEST_CASE("a join reports progress to the joiner, waiting_status covers everyone",
           "[unit][rendezvous]") {
   Fixture f(3, 3);
   f.join("a");

@@ -4,7 +4,7 @@
 
 using namespace cohort;
 
-TEST_CASE("the usual prefixes travel; CUDA_VISIBLE_DEVICES and the rest do not",
+TEST_CASE("the usual prefixes travel, CUDA_VISIBLE_DEVICES and the rest do not",
           "[unit][forwarded_env]") {
   EnvVars local{{"NCCL_DEBUG", "INFO"},   {"GLOO_SOCKET_IFNAME", "eth0"},
                 {"CUDA_HOME", "/cuda"},   {"CUDA_VISIBLE_DEVICES", "0"},

@@ -46,7 +46,7 @@ TEST_CASE("hostfile: every bad line is reported with its number", "[unit][hostfi
         std::vector<std::string>{"empty: no hosts in the hostfile"});
 }
 
-TEST_CASE("-H lists: host:slots, slots 1 by default, duplicates and junk rejected",
+TEST_CASE("flag -H lists: host:slots, slots 1 by default, duplicates and junk rejected",
           "[unit][hostfile]") {
   HostSelection selection = parse_host_list("n1:4, n2,10.0.0.3:2");
   REQUIRE(selection.problems.empty());
@@ -64,7 +64,7 @@ TEST_CASE("-H lists: host:slots, slots 1 by default, duplicates and junk rejecte
         std::vector<std::string>{"-H: 'n;rm' is not a host name"});
 }
 
-TEST_CASE("--include keeps hosts and slots; filtered slots become CUDA_VISIBLE_DEVICES",
+TEST_CASE("flag --include keeps hosts and slots, filtered slots become CUDA_VISIBLE_DEVICES",
           "[unit][hostfile]") {
   HostSelection selection = four_hosts();
   filter_hosts(selection, "a:0,2@c", "");
@@ -76,7 +76,7 @@ TEST_CASE("--include keeps hosts and slots; filtered slots become CUDA_VISIBLE_D
   CHECK(visible_devices(selection.hosts[1]).empty());
 }
 
-TEST_CASE("--exclude drops whole hosts or some of their slots", "[unit][hostfile]") {
+TEST_CASE("flag --exclude drops whole hosts or some of their slots", "[unit][hostfile]") {
   HostSelection selection = four_hosts();
   filter_hosts(selection, "", "b@a:1@c:0");
   REQUIRE(selection.problems.empty());
@@ -87,7 +87,7 @@ TEST_CASE("--exclude drops whole hosts or some of their slots", "[unit][hostfile
   CHECK(selection.hosts[2].workers() == 1);
 }
 
-TEST_CASE("--include/--exclude errors name the flag", "[unit][hostfile]") {
+TEST_CASE("flag --include/--exclude errors name the flag", "[unit][hostfile]") {
   auto problems = [](const std::string& include, const std::string& exclude) {
     HostSelection selection = four_hosts();
     filter_hosts(selection, include, exclude);

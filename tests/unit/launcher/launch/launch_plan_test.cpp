@@ -83,7 +83,7 @@ TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and 
                        {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[n2:${rank}]:"}});
 }
 
-TEST_CASE("launch plan: loopback hosts use a loopback daemon; --nproc-per-node overrides slots",
+TEST_CASE("launch plan: loopback hosts use a loopback daemon, --nproc-per-node overrides slots",
           "[unit][launch_plan]") {
   LaunchPlan p = plan({"-H", "127.0.0.2:2,127.0.0.3:2", "--nnodes", "1:2", "--nproc-per-node",
                        "gpu", "--exclude", "127.0.0.2:0", "x.py"})
