@@ -128,9 +128,20 @@ std::vector<Case> cases() {
        0,
        "",
        [](const ValidatedRun& run) {
+         // One node: cohort's private daemon, whatever --master-addr/--master-port say.
          CHECK(run.config.nproc == 4);
+         CHECK(run.daemon.embed == DaemonPlan::Embed::Yes);
+       }},
+      {"test_launch_user_script_python_caffe2_bc, on two nodes",
+       script_args({"--nnodes=2", "--nproc_per_node=4", "--master_addr=localhost",
+                    "--master_port=29517", "--node_rank=1"}),
+       {},
+       0,
+       "",
+       [](const ValidatedRun& run) {
          CHECK(run.config.rendezvous.host == "localhost");
          CHECK(run.config.rendezvous.port == 29517);
+         CHECK(run.config.rendezvous.rank_hint == 1);
        }},
       {"test_launch_user_script_bash: --no_python with --module",
        script_args(with(c10d, {"--no_python", "--module"}), true),
@@ -219,7 +230,6 @@ std::vector<Case> cases() {
        "",
        [](const ValidatedRun& run) {
          CHECK(run.config.args.back() == "--init_method=tcp://localhost:29533");
-         CHECK(run.config.rendezvous.port == 29533);
        }},
       {"test_min_max_nodes_parse: 2:20:30", script_args({"--nnodes=2:20:30"}), {}, 0, "--nnodes"},
       {"--start_method choices", script_args({"--start_method=thread"}), {}, 0, "--start-method"},
