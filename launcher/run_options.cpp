@@ -139,8 +139,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   add_static_flags(app, o);
   add_cohort_flags(app, o);
   app.prefix_command();
+  // No leading newline: CLI11 already ends the options with one more, for the hidden group.
   app.footer(
-      "\nSCRIPT and everything after it are the training script and its arguments; "
+      "SCRIPT and everything after it are the training script and its arguments; "
       "'${local_rank}'\nin them becomes each worker's local rank. Every flag has both spellings "
       "(--max-restarts,\n--max_restarts), reads PET_<NAME> (PET_MAX_RESTARTS) as its default, and "
       "may be shortened\nto an unambiguous prefix (--max-r).");
