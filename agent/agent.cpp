@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "agent/console_events.hpp"
 #include "agent/error_file.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
@@ -59,6 +60,10 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
 
 Agent::~Agent() = default;
 
+void Agent::event(const std::string& line) const {
+  if (config_.console_events) write_all(STDERR_FILENO, line);
+}
+
 int Agent::run() {
   // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
@@ -73,6 +78,7 @@ int Agent::run() {
   }
   arm_signals();
   if (config_.under_launch) watch_stdin();
+  event(events::run_started(config_.env.run_id, config_.host_name, config_.nproc));
   perform(state_.start());
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -104,6 +110,7 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::Disconnect>) {
           client_->close();
         } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
+          event(events::round_complete(config_.env.run_id, typed.round));
           start_group(typed.round);
         } else if constexpr (std::is_same_v<T, agent::StopGroup>) {
           if (group_ && !group_->stopping()) group_->stop(typed.signal);
@@ -215,9 +222,10 @@ void Agent::on_message(proto::ControlMessage message) {
           perform(state_.waiting(typed, std::chrono::steady_clock::now()));
         else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
           perform(state_.round_assigned(typed));
-        else if constexpr (std::is_same_v<T, proto::Restart>)
+        else if constexpr (std::is_same_v<T, proto::Restart>) {
+          event(events::restarting(config_.env.run_id, typed.reason));
           perform(state_.restart(typed.reason));
-        else if constexpr (std::is_same_v<T, proto::Stop>)
+        } else if constexpr (std::is_same_v<T, proto::Stop>)
           perform(state_.stop(typed));
         else if constexpr (std::is_same_v<T, proto::Error>)
           perform(state_.error(typed));
@@ -250,8 +258,13 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
     plan.err = route_stream(config_.output, local_rank, kStderr);
     if (!logs_.enabled()) plan.out.file = plan.err.file = false;
     if (!config_.output.raw) {
-      plan.prefix =
-          line_prefix(config_.output.prefix_template, config_.env.role, local_rank, plan.rank);
+      plan.prefix = line_prefix(config_.output.prefix_template, config_.env.role, local_rank,
+                                plan.rank, config_.host_name);
+    }
+    if (logs_.enabled()) {
+      std::string attempt_dir = logs_.attempt_dir(round.round);
+      plan.out_copy = {attempt_dir + "/filtered_stdout.log", config_.output.stdout_filters};
+      plan.err_copy = {attempt_dir + "/filtered_stderr.log", config_.output.stderr_filters};
     }
     plan.request.executable = config_.executable;
     for (const auto& arg : config_.args) {
@@ -276,6 +289,7 @@ void Agent::on_group_done(GroupOutcome outcome) {
 }
 
 void Agent::report_failure(const agent::ReportFailure& failure) {
+  event(events::worker_failed(config_.env.run_id, state_.round(), failure.root_cause));
   auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
   if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
     write_root_cause_file(own_error_file->second, failure.root_cause);
@@ -286,6 +300,7 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
 void Agent::finish(int exit_code) {
   if (exit_code_) return;
   exit_code_ = exit_code;
+  event(events::run_ended(config_.env.run_id, exit_code));
   signals_.cancel();
   reconnect_timer_.cancel();
   if (stdin_) stdin_->close();

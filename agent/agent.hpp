@@ -63,6 +63,7 @@ struct AgentConfig {
   /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
   /// host's failure) is left to the launcher's console at info level.
   bool under_launch = false;
+  bool console_events = false;  ///< --event-log-handler console: a line per event on stderr
 };
 
 class Agent {
@@ -90,6 +91,7 @@ class Agent {
   void arm_signals();
   void watch_stdin();
   void finish(int exit_code);
+  void event(const std::string& line) const;
   int rank0_port() const;
 
   boost::asio::io_context& io_;

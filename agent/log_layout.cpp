@@ -47,8 +47,12 @@ std::string LogLayout::prepare_attempt(int attempt, int nproc) {
   return {};
 }
 
+std::string LogLayout::attempt_dir(int attempt) const {
+  return run_dir_ + "/attempt_" + std::to_string(attempt);
+}
+
 std::string LogLayout::rank_dir(int attempt, int local_rank) const {
-  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
+  return attempt_dir(attempt) + "/" + std::to_string(local_rank);
 }
 
 std::string LogLayout::error_file(int attempt, int local_rank) const {

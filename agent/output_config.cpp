@@ -43,10 +43,28 @@ StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream)
 }
 
 std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,
-                        int rank) {
+                        int rank, const std::string& host_name) {
   std::string prefix = substitute(prefix_template, "role_name", role);
   prefix = substitute(prefix, "local_rank", std::to_string(local_rank));
+  prefix = substitute(prefix, "hostname", host_name);
   return substitute(prefix, "rank", std::to_string(rank));
+}
+
+std::vector<std::string> parse_filter_list(const std::string& text) {
+  std::vector<std::string> filters;
+  std::string item;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else if (i == text.size() || text[i] == ',') {
+      if (!item.empty()) filters.push_back(item);
+      item.clear();
+    } else {
+      item += text[i];
+    }
+  }
+  return filters;
 }
 
 }  // namespace cohort

@@ -1,12 +1,14 @@
 // Where each worker stream goes, in torchrun's terms: --redirects (to files only), --tee (files and
-// console), --local-ranks-filter (which ranks reach the console), the console line prefix, and
-// cohort's raw mode (no prefix, streams inherited). Plain data and pure functions; any thread.
+// console), --local-ranks-filter (which ranks reach the console), --duplicate-*-filters (lines
+// also copied to filtered_std*.log), the console line prefix, and cohort's raw mode (no prefix,
+// streams inherited). Plain data and pure functions; any thread.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace cohort {
 
@@ -28,6 +30,8 @@ struct OutputConfig {
   std::set<int> console_ranks;  ///< empty: every local rank
   bool raw = false;             ///< no prefix; streams inherited where no file is written
   std::string prefix_template = "[${role_name}${local_rank}]:";
+  std::vector<std::string> stdout_filters;  ///< --duplicate-stdout-filters; empty: no copy
+  std::vector<std::string> stderr_filters;
 };
 
 struct StreamRoute {
@@ -37,8 +41,12 @@ struct StreamRoute {
 
 StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream);
 
-/// The console prefix of one worker, from the template's ${role_name}, ${local_rank}, ${rank}.
+/// The console prefix of one worker, from the template's ${role_name}, ${local_rank}, ${rank}
+/// and ${hostname}; ${pid} is left for the output pump, which knows the worker's pid.
 std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,
-                        int rank);
+                        int rank, const std::string& host_name);
+
+/// torchrun's filter list: "a,b" -> {a, b}, ",," is a literal comma; empty items are dropped.
+std::vector<std::string> parse_filter_list(const std::string& text);
 
 }  // namespace cohort

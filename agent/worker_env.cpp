@@ -1,5 +1,7 @@
 #include "agent/worker_env.hpp"
 
+#include "common/text.hpp"
+
 namespace cohort {
 namespace {
 
@@ -19,6 +21,14 @@ EnvMap parse_environ(char** environ_block) {
     env.emplace(text.substr(0, equals), text.substr(equals + 1));
   }
   return env;
+}
+
+std::string virtual_visible_device(const EnvMap& agent_env, int local_rank) {
+  auto visible = agent_env.find("CUDA_VISIBLE_DEVICES");
+  if (visible == agent_env.end()) return std::to_string(local_rank);
+  auto devices = split(visible->second, ',');
+  if (local_rank >= static_cast<int>(devices.size())) return {};
+  return std::string(trim(devices[static_cast<size_t>(local_rank)]));
 }
 
 EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
@@ -48,6 +58,10 @@ EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& roun
   };
   if (settings.local_world_size > 1 && agent_env.count("OMP_NUM_THREADS") == 0) {
     vars["OMP_NUM_THREADS"] = "1";
+  }
+  if (settings.virtual_local_rank) {
+    vars["LOCAL_RANK"] = "0";
+    vars["CUDA_VISIBLE_DEVICES"] = virtual_visible_device(agent_env, local_rank);
   }
   return vars;
 }

@@ -1,6 +1,7 @@
 // The environment of every worker, exactly as torchrun sets it: ranks, world sizes, master
 // address and port, restart count, run id, agent-store mode, error file, NCCL async error
-// handling and the OMP_NUM_THREADS rule, on top of the agent's own environment. Pure; any thread.
+// handling, the OMP_NUM_THREADS rule and --virtual-local-rank's one-GPU view, on top of the
+// agent's own environment. Pure; any thread.
 #pragma once
 
 #include <map>
@@ -28,9 +29,15 @@ struct WorkerEnvSettings {
   int max_restarts = 0;
   std::string run_id;
   std::string signals_to_handle;
+  bool virtual_local_rank = false;  ///< LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = this worker's GPU
 };
 
 using EnvMap = std::map<std::string, std::string>;
+
+/// --virtual-local-rank: the one device local rank `local_rank` may see, the entry at its index
+/// in the agent's CUDA_VISIBLE_DEVICES (its index itself when that is unset); empty when the list
+/// is too short.
+std::string virtual_visible_device(const EnvMap& agent_env, int local_rank);
 
 EnvMap parse_environ(char** environ_block);
 

@@ -80,8 +80,8 @@ void WorkerGroup::start(std::vector<WorkerPlan> plans, Done done) {
 }
 
 // Returns the fd the child gets for one stream, and sets up a pump when the agent must read it.
-int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, int console_fd,
-                             const char* file, SpawnedChild::Stream stream) {
+int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, const StreamCopy& copy,
+                             int console_fd, const char* file, SpawnedChild::Stream stream) {
   const WorkerPlan& plan = worker.plan;
   int file_fd = -1;
   if (route.file) {
@@ -93,22 +93,31 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, int conso
     return worker.child.for_child(::open("/dev/null", O_WRONLY | O_CLOEXEC));
   }
   if (plan.prefix.empty() && file_fd < 0) return -1;  // raw console: inherit the agent's stream
-  int child_end = worker.child.pipe_to(stream, PumpTarget{console_fd, file_fd, plan.prefix});
+  PumpTarget target{console_fd, file_fd, plan.prefix};
+  if (!copy.path.empty() && !copy.filters.empty()) {
+    target.copy_fd = open_log_file(copy.path);
+    if (target.copy_fd < 0) log::warn("cannot open ", copy.path, ": ", std::strerror(errno));
+    target.copy_filters = copy.filters;
+  }
+  int copy_fd = target.copy_fd;
+  int child_end = worker.child.pipe_to(stream, std::move(target));
   if (child_end < 0) {
     worker.child.for_child(file_fd);
+    worker.child.for_child(copy_fd);
     return -1;
   }
-  worker.child.keep(file_fd);  // the pump writes it as long as the worker lives
+  worker.child.keep(file_fd);  // the pump writes them as long as the worker lives
+  worker.child.keep(copy_fd);
   return child_end;
 }
 
 void WorkerGroup::start_worker(Worker& worker) {
   SpawnRequest& request = worker.plan.request;
   request.container = container_;
-  request.stdout_fd =
-      open_stream(worker, worker.plan.out, STDOUT_FILENO, "stdout.log", SpawnedChild::Stream::Out);
-  request.stderr_fd =
-      open_stream(worker, worker.plan.err, STDERR_FILENO, "stderr.log", SpawnedChild::Stream::Err);
+  request.stdout_fd = open_stream(worker, worker.plan.out, worker.plan.out_copy, STDOUT_FILENO,
+                                  "stdout.log", SpawnedChild::Stream::Out);
+  request.stderr_fd = open_stream(worker, worker.plan.err, worker.plan.err_copy, STDERR_FILENO,
+                                  "stderr.log", SpawnedChild::Stream::Err);
 
   SpawnedChild::Events events{[this, &worker](ExitStatus status) { on_exit(worker, status); },
                               [this] { maybe_finish(); }};

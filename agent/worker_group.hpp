@@ -24,11 +24,19 @@
 
 namespace cohort {
 
+/// Lines of a console stream that contain a filter, also appended to a file every worker of the
+/// attempt shares (torchrun's --duplicate-*-filters); no path: none.
+struct StreamCopy {
+  std::string path;
+  std::vector<std::string> filters;
+};
+
 struct WorkerPlan {
   int local_rank = 0;
   int rank = 0;
   SpawnRequest request;  ///< stdout/stderr are filled in by the group from the routes
   StreamRoute out, err;
+  StreamCopy out_copy, err_copy;
   std::string log_dir;  ///< where stdout.log / stderr.log go when a route has a file
   std::string error_file;
   bool error_file_kept = true;  ///< false: the log directory is removed when the run ends
@@ -64,8 +72,8 @@ class WorkerGroup {
   struct Worker;
 
   void start_worker(Worker& worker);
-  int open_stream(Worker& worker, const StreamRoute& route, int console_fd, const char* file,
-                  SpawnedChild::Stream stream);
+  int open_stream(Worker& worker, const StreamRoute& route, const StreamCopy& copy, int console_fd,
+                  const char* file, SpawnedChild::Stream stream);
   void on_exit(Worker& worker, ExitStatus status);
   void record_failure(Worker& worker, ExitStatus status);
   void kill_all();

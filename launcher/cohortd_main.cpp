@@ -1,12 +1,27 @@
 // cohortd: the standalone rendezvous daemon (and optionally a plain TCPStore).
+#include <iostream>
+
+#include "launcher/flag_abbreviations.hpp"
+#include "launcher/help_format.hpp"
 #include "launcher/rendezvous_command.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"cohortd: cohort's rendezvous daemon; serves many runs at once"};
+  CLI::App app{"cohortd: cohort's rendezvous daemon; serves many runs at once", "cohortd"};
   cohort::DaemonCommand command;
   cohort::add_daemon_flags(app, command);
+  app.failure_message([](const CLI::App*, const CLI::Error& error) {
+    return cohort::parse_error_message("cohortd", error);
+  });
+  std::vector<std::string> flags(argv + 1, argv + argc);
+  cohort::ExpandedWords expanded = cohort::expand_abbreviations(flags, cohort::flag_specs(app));
+  if (!expanded.error.empty()) {
+    std::cerr << "cohortd: " << expanded.error << " (cohortd --help)\n";
+    return 2;
+  }
+  std::vector<char*> args{argv[0]};
+  for (std::string& word : expanded.words) args.push_back(word.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }

@@ -7,6 +7,8 @@
 #include "agent/worker_env.hpp"
 #include "common/exit_codes.hpp"
 #include "launcher/did_you_mean.hpp"
+#include "launcher/flag_abbreviations.hpp"
+#include "launcher/help_format.hpp"
 #include "launcher/launch_command.hpp"
 #include "launcher/rendezvous_command.hpp"
 #include "launcher/run_command.hpp"
@@ -54,10 +56,35 @@ bool refused_extras(const CLI::App& command) {
   return true;
 }
 
+// The command named by argv[1] ("cohort run"), or "cohort".
+std::string command_name(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "cohort";
+  return "cohort " + app.get_subcommand(argv[1])->get_name();
+}
+
+// argv with the command's abbreviated flags written out (--max-r: --max-restarts). Empty, after
+// saying why, when one is ambiguous.
+std::vector<std::string> expanded_words(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> words(argv, argv + argc);
+  if (argc < 3 || argv[1][0] == '-') return words;
+  const CLI::App& command = *app.get_subcommand(argv[1]);
+  std::vector<std::string> flags(words.begin() + 2, words.end());
+  ExpandedWords expanded = expand_abbreviations(flags, flag_specs(command));
+  if (!expanded.error.empty()) {
+    std::cerr << command_name(app, argc, argv) << ": " << expanded.error << " ("
+              << command_name(app, argc, argv) << " --help)\n";
+    return {};
+  }
+  words.resize(2);
+  words.insert(words.end(), expanded.words.begin(), expanded.words.end());
+  return words;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training"};
+  CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training",
+               "cohort"};
   app.require_subcommand(1);
   app.allow_extras();  // "cohort run -- script args": after "--" the words land here
   app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION);
@@ -65,11 +92,13 @@ int main(int argc, char** argv) {
   RunOptions run_options;
   CLI::App* run =
       app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
+  run->formatter(std::make_shared<ScriptUsageFormatter>());
   add_run_flags(*run, run_options);
 
   LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
       "launch", "Run `cohort run` on several hosts over ssh, from this machine (like mpirun)");
+  launch->formatter(std::make_shared<ScriptUsageFormatter>());
   add_launch_flags(*launch, launch_options);
 
   DaemonCommand daemon_command;
@@ -91,8 +120,16 @@ int main(int argc, char** argv) {
   status->add_flag("--json", status_query.json, "Print the raw JSON");
 
   if (unknown_command(app, argc, argv)) return kExitUsage;
+  std::string command = command_name(app, argc, argv);
+  app.failure_message([command](const CLI::App*, const CLI::Error& error) {
+    return parse_error_message(command, error);
+  });
+  std::vector<std::string> words = expanded_words(app, argc, argv);
+  if (words.empty()) return kExitUsage;
+  std::vector<char*> args;
+  for (std::string& word : words) args.push_back(word.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
   }

@@ -124,10 +124,13 @@ int run_command(const CLI::App& app, RunOptions& options) {
   }
   RunEnvironment machine = machine_run_environment(environ);
   std::vector<std::string> slurm_problems;
-  std::vector<std::string> from_slurm =
+  std::vector<std::string> from_env =
       apply_slurm_defaults(app, options, machine.env, slurm_problems);
+  for (auto& line : apply_torch_env_defaults(app, options, machine.env)) {
+    from_env.push_back(std::move(line));
+  }
   if (options.verbose > 0) {
-    for (const auto& line : from_slurm) std::cerr << "cohort run: " << line << "\n";
+    for (const auto& line : from_env) std::cerr << "cohort run: " << line << "\n";
   }
   ValidatedRun validated = validate_run_options(options, machine);
   validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
@@ -139,6 +142,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
     return kExitUsage;
   }
   log::init(log_level_for(options));
+  for (const auto& warning : validated.warnings) log::warn(warning);
   boost::asio::io_context io;
   AsioClock clock(io);
   std::unique_ptr<RendezvousDaemon> daemon;

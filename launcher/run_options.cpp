@@ -5,42 +5,38 @@
 namespace cohort {
 namespace {
 
-// "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node"; env PET_NPROC_PER_NODE.
-std::string both_spellings(const std::string& dashed) {
+// "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node", with a short name first if any.
+std::string names_of(const std::string& dashed, const std::string& short_name) {
   std::string underscored = dashed;
   for (size_t i = 2; i < underscored.size(); ++i) {
     if (underscored[i] == '-') underscored[i] = '_';
   }
-  return underscored == dashed ? dashed : dashed + "," + underscored;
-}
-
-std::string pet_name(const std::string& dashed) {
-  std::string name = "PET_";
-  for (char c : dashed.substr(2)) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
-  return name;
+  std::string names = underscored == dashed ? dashed : dashed + "," + underscored;
+  return short_name.empty() ? names : short_name + "," + names;
 }
 
 template <typename T>
 CLI::Option* flag_option(CLI::App& app, const std::string& dashed, T& value,
                          const std::string& help, const std::string& short_name = "") {
-  std::string names =
-      short_name.empty() ? both_spellings(dashed) : short_name + "," + both_spellings(dashed);
-  return app.add_option(names, value, help)->envname(pet_name(dashed))->capture_default_str();
+  return app.add_option(names_of(dashed, short_name), value, help)
+      ->envname(pet_name(dashed))
+      ->capture_default_str();
 }
 
-CLI::Option* bool_flag(CLI::App& app, const std::string& dashed, bool& value,
-                       const std::string& help, const std::string& short_name = "") {
-  std::string names =
-      short_name.empty() ? both_spellings(dashed) : short_name + "," + both_spellings(dashed);
-  return app.add_flag(names, value, help)->envname(pet_name(dashed));
+template <typename T>
+CLI::Option* bool_flag(CLI::App& app, const std::string& dashed, T& value, const std::string& help,
+                       const std::string& short_name = "") {
+  return app.add_flag(names_of(dashed, short_name), value, help)->envname(pet_name(dashed));
 }
 
-}  // namespace
+// An internal flag: accepted (cohort launch and Slurm set it), not shown by --help.
+CLI::Option* hidden(CLI::Option* option) { return option->group(""); }
 
-void add_run_flags(CLI::App& app, RunOptions& o) {
+void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--nnodes", o.nnodes, "Number of nodes, N or MIN:MAX");
   flag_option(app, "--nproc-per-node", o.nproc_per_node,
-              "Workers per node: a number, 'gpu', 'cpu' or 'auto'");
+              "Workers per node: a number, 'gpu', 'cpu', 'auto', or an accelerator (xpu, hpu, "
+              "npu, ...) counted from its visible-devices variable");
   flag_option(app, "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static");
   flag_option(app, "--rdzv-endpoint", o.rdzv_endpoint, "Rendezvous endpoint, host[:port]");
   flag_option(app, "--rdzv-id", o.rdzv_id, "Run id shared by every node of the job");
@@ -50,11 +46,30 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--max-restarts", o.max_restarts, "Failure restarts before the run fails");
   flag_option(app, "--monitor-interval", o.monitor_interval,
               "Accepted for torchrun compatibility; cohort reacts to worker exits at once");
-  flag_option(app, "--start-method", o.start_method, "Accepted for torchrun compatibility");
+  flag_option(app, "--start-method", o.start_method,
+              "Accepted for torchrun compatibility (spawn, fork or forkserver)");
+  flag_option(app, "--event-log-handler", o.event_log_handler,
+              "null, console (events on stderr, a line each) or dynamic_rendezvous (as null)");
   flag_option(app, "--role", o.role, "Worker role name (ROLE_NAME, log prefix)");
+}
+
+void add_worker_flags(CLI::App& app, RunOptions& o) {
   bool_flag(app, "--module", o.module, "Run the script as 'python -m MODULE'", "-m");
   bool_flag(app, "--no-python", o.no_python, "Execute the script directly, not through python");
   bool_flag(app, "--run-path", o.run_path, "Accepted for torchrun compatibility (runs the script)");
+  bool_flag(app, "--virtual-local-rank", o.virtual_local_rank,
+            "Every worker gets LOCAL_RANK=0 and sees only its own GPU (CUDA_VISIBLE_DEVICES)");
+  flag_option(app, "--numa-binding", o.numa_binding,
+              "node, socket, exclusive or core-complex: accepted, not applied yet (a warning)");
+  flag_option(app, "--shutdown-timeout", o.shutdown_timeout,
+              "Seconds between the stop signal and SIGKILL (default: "
+              "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
+      ->default_str("30");
+  flag_option(app, "--signals-to-handle", o.signals_to_handle,
+              "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
+}
+
+void add_output_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--log-dir", o.log_dir,
               "Base directory of per-attempt, per-rank log files and error files");
   flag_option(app, "--redirects", o.redirects,
@@ -62,57 +77,96 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--tee", o.tee, "Streams to files and the console; same values", "-t");
   flag_option(app, "--local-ranks-filter", o.local_ranks_filter,
               "Only these local ranks reach the console, e.g. 0,1");
+  flag_option(app, "--duplicate-stdout-filters", o.duplicate_stdout_filters,
+              "Also copy stdout lines containing any of these (comma list, ',,' for a comma) to "
+              "filtered_stdout.log in the attempt's log directory");
+  flag_option(app, "--duplicate-stderr-filters", o.duplicate_stderr_filters,
+              "The same for stderr (filtered_stderr.log)");
+  flag_option(
+      app, "--log-line-prefix-template", o.log_line_prefix_template,
+      "Console line prefix: ${role_name}, ${rank}, ${local_rank}, ${hostname}, ${pid} "
+      "(default: $TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [${role_name}${local_rank}]:)");
+  flag_option(app, "--logs-specs", o.logs_specs,
+              "A torchrun Python log plugin: accepted and ignored (a warning)");
+  bool_flag(app, "--raw-output", o.raw_output,
+            "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
+}
+
+void add_static_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--node-rank", o.node_rank, "Node rank (static rendezvous)");
   flag_option(app, "--master-addr", o.master_addr, "Address of node rank 0 (static rendezvous)");
   flag_option(app, "--master-port", o.master_port, "Port of node rank 0 (static rendezvous)");
   flag_option(app, "--local-addr", o.local_addr, "Address this node advertises, used as given");
-  flag_option(app, "--shutdown-timeout", o.shutdown_timeout,
-              "Seconds between the stop signal and SIGKILL (default: "
-              "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
-      ->default_str("30");
-  flag_option(app, "--signals-to-handle", o.signals_to_handle,
-              "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
-  flag_option(app, "--event-log-handler", o.event_log_handler,
-              "Accepted for torchrun compatibility");
+}
+
+void add_cohort_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--worker-store", o.worker_store,
               "Where the workers' TCPStore lives: 'daemon' (a fresh one per round, hosted by the "
-              "rendezvous) or 'rank0' (worker rank 0 binds MASTER_PORT)");
+              "rendezvous) or 'rank0' (worker rank 0 binds MASTER_PORT; also "
+              "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)");
   flag_option(app, "--store-ports", o.store_ports,
               "Ports for the per-round worker stores of a daemon this agent hosts, e.g. "
               "29500-29599 (default: any free port)");
   flag_option(app, "--store-quota", o.store_quota,
               "Bytes each round's worker store may hold (keys, values, queues), with an optional "
               "K, M or G suffix; for a daemon this agent hosts");
-  app.add_option("--token-file", o.token_file,
-                 "The run's shared secret, proven to the rendezvous (a file only its owner can "
-                 "read; default: $COHORT_TOKEN)");
-  app.add_flag("--insecure", o.insecure,
-               "Host a rendezvous that other hosts reach without a token (anyone who reaches it "
-               "can steer the run)");
-  app.add_flag("--node-rank-hint", o.node_rank_hint,
-               "With c10d, take --node-rank as this node's preferred rank (cohort launch sets it)");
-  app.add_flag("--under-launch", o.under_launch,
-               "Set by cohort launch on every host: stop when stdin (the ssh connection) closes, "
-               "and leave what every host would repeat to the launcher");
-  app.add_flag("--raw-output", o.raw_output,
-               "Worker output unprefixed and unbuffered (inherits cohort's stdout/stderr)");
-  app.add_flag("-v,--verbose", o.verbose, "More of cohort's own messages (-vv: debug)");
-  app.add_flag("-q,--quiet", o.quiet, "Only errors from cohort itself");
-  app.prefix_command();
-  app.footer(
-      "\nEverything from the first non-flag argument on is the training script and its "
-      "arguments;\n'${local_rank}' in them becomes each worker's local rank.");
+  flag_option(app, "--token-file", o.token_file,
+              "The run's shared secret, proven to the rendezvous (a file only its owner can "
+              "read; default: $COHORT_TOKEN)");
+  bool_flag(app, "--insecure", o.insecure,
+            "Host a rendezvous that other hosts reach without a token (anyone who reaches it "
+            "can steer the run)");
+  hidden(bool_flag(app, "--node-rank-hint", o.node_rank_hint,
+                   "With c10d, take --node-rank as this node's preferred rank"));
+  hidden(bool_flag(app, "--under-launch", o.under_launch,
+                   "Set by cohort launch on every host: stop when stdin closes"));
+  bool_flag(app, "--verbose", o.verbose, "More of cohort's own messages (-vv: debug)", "-v");
+  bool_flag(app, "--quiet", o.quiet, "Only errors from cohort itself", "-q");
 }
 
-std::string take_command(const std::vector<std::string>& remaining, RunOptions& options) {
+}  // namespace
+
+std::string pet_name(const std::string& dashed) {
+  std::string name = "PET_";
+  for (char c : dashed.substr(2)) name += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return name;
+}
+
+void add_run_flags(CLI::App& app, RunOptions& o) {
+  add_size_and_rendezvous_flags(app, o);
+  add_worker_flags(app, o);
+  add_output_flags(app, o);
+  add_static_flags(app, o);
+  add_cohort_flags(app, o);
+  app.prefix_command();
+  // No leading newline: CLI11 already ends the options with one more, for the hidden group.
+  app.footer(
+      "SCRIPT and everything after it are the training script and its arguments; "
+      "'${local_rank}'\nin them becomes each worker's local rank. Every flag has both spellings "
+      "(--max-restarts,\n--max_restarts), reads PET_<NAME> (PET_MAX_RESTARTS) as its default, and "
+      "may be shortened\nto an unambiguous prefix (--max-r).");
+}
+
+std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
+                         const std::string& command_name) {
   std::vector<std::string> command = remaining;
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  if (command.empty()) return "missing the training script: cohort run [flags] SCRIPT [ARGS...]";
+  if (command.empty()) {
+    return "missing the training script: cohort " + command_name + " [OPTIONS] SCRIPT [ARGS...]";
+  }
   if (command.front().size() > 1 && command.front()[0] == '-' && remaining.front() != "--") {
-    return "unknown flag '" + command.front() + "' (see cohort run --help)";
+    return "unknown flag '" + command.front() + "' (see cohort " + command_name + " --help)";
   }
   options.command = std::move(command);
   return {};
+}
+
+std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOptions& options,
+                                                  const std::map<std::string, std::string>& env) {
+  auto share = env.find("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+  if (share == env.end() || share->second != "1" || app.count("--worker-store") > 0) return {};
+  options.worker_store = "rank0";
+  return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: --worker-store rank0"};
 }
 
 log::Level log_level_for(const RunOptions& options) {

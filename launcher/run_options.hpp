@@ -1,10 +1,12 @@
-// `cohort run`'s command line: every torchrun flag in both spellings (--nproc-per-node and
-// --nproc_per_node), PET_* environment defaults (CLI11 reads them while parsing), and cohort's
-// own additions. Parsing fills the raw RunOptions; run_validation turns them into an AgentConfig
-// or a list of problems. Main thread, at start.
+// `cohort run`'s command line: every torchrun flag and cohort's own, each in both spellings
+// (--nproc-per-node and --nproc_per_node) with a PET_* environment default (CLI11 reads them while
+// parsing); internal flags (cohort launch's) are accepted but hidden from --help. Parsing fills
+// the raw RunOptions; run_validation turns them into an AgentConfig or a list of problems. Main
+// thread, at start.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,14 +34,20 @@ struct RunOptions {
   std::string redirects = "0";
   std::string tee = "0";
   std::string local_ranks_filter;
+  std::string duplicate_stdout_filters;  ///< torchrun's comma list (",," escapes a comma)
+  std::string duplicate_stderr_filters;
+  std::string log_line_prefix_template;  ///< empty: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
   int node_rank = 0;
   bool node_rank_hint = false;  ///< use node_rank as a hint under c10d too (Slurm's SLURM_NODEID)
-  std::string master_addr;
-  int master_port = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
   std::string local_addr;
   std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
+  std::string logs_specs;           ///< a Python plugin's name: accepted, ignored with a warning
+  std::string numa_binding;         ///< accepted and validated; not applied yet (a warning)
+  bool virtual_local_rank = false;  ///< every worker LOCAL_RANK=0 and only its own GPU
   std::string worker_store = "daemon";
   std::string store_ports;
   std::string store_quota = "1G";  ///< per-round worker store quota of a daemon this agent hosts
@@ -57,8 +65,18 @@ struct RunOptions {
 void add_run_flags(CLI::App& app, RunOptions& options);
 
 /// Takes the training script and its arguments from what CLI11 left unparsed. Returns an error
-/// message (an unknown flag, no script) or an empty string.
-std::string take_command(const std::vector<std::string>& remaining, RunOptions& options);
+/// message (an unknown flag, no script) or an empty string; `command` names the subcommand in it
+/// ("run", "launch").
+std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
+                         const std::string& command = "run");
+
+/// "--nproc-per-node" -> "PET_NPROC_PER_NODE": the environment default of a flag.
+std::string pet_name(const std::string& dashed);
+
+/// torchrun's environment switches that stand for a flag left unset (on the command line and in
+/// PET_*): TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 is --worker-store rank0. Returns what it set.
+std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOptions& options,
+                                                  const std::map<std::string, std::string>& env);
 
 /// cohort's own log level: -q, -v, -vv, else LOGLEVEL, else warnings.
 log::Level log_level_for(const RunOptions& options);

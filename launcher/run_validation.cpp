@@ -8,6 +8,7 @@
 #include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
+#include "launcher/accelerator_count.hpp"
 #include "launcher/gpu_count.hpp"
 #include "launcher/rdzv_conf.hpp"
 #include "proto/control_messages.hpp"
@@ -20,6 +21,19 @@ using Problems = std::vector<std::string>;
 int visible_gpus(const RunEnvironment& machine) {
   std::optional<std::string> visible = machine.var("CUDA_VISIBLE_DEVICES");
   return visible_gpu_count(machine.gpu_count(), visible ? visible->c_str() : nullptr);
+}
+
+// --nproc-per-node xpu (hpu, ...): the devices its visible-devices variable lists.
+int accelerator_nproc(const std::string& name, const RunEnvironment& machine, Problems& problems) {
+  std::string variable = accelerator_devices_variable(name);
+  int count = listed_device_count(machine.var(variable).value_or(""));
+  if (count == 0) {
+    problems.push_back(cat("--nproc-per-node ", name, ": cannot count ", name,
+                           " devices: ", variable,
+                           " is unset or empty (cohort counts them from it; set it, or "
+                           "give a number)"));
+  }
+  return count;
 }
 
 int resolve_nproc(const std::string& text, const RunEnvironment& machine, Problems& problems) {
@@ -37,10 +51,14 @@ int resolve_nproc(const std::string& text, const RunEnvironment& machine, Proble
     }
     return count;
   }
+  if (!accelerator_devices_variable(text).empty())
+    return accelerator_nproc(text, machine, problems);
   auto number = parse_int(text);
   if (!number || *number < 1 || *number > 4096) {
-    problems.push_back(cat(
-        "--nproc-per-node: expected a positive number, 'cpu', 'gpu' or 'auto', got '", text, "'"));
+    problems.push_back(
+        cat("--nproc-per-node: expected a positive number, 'cpu', 'gpu', 'auto' or "
+            "an accelerator (",
+            accelerator_names(), "), got '", text, "'"));
     return 1;
   }
   return static_cast<int>(*number);
@@ -110,8 +128,57 @@ void parse_outputs(const RunOptions& options, const RunEnvironment& machine, Age
     }
   }
   config.output.raw = options.raw_output;
-  if (auto prefix = machine.var("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+  if (!options.log_line_prefix_template.empty()) {
+    config.output.prefix_template = options.log_line_prefix_template;
+  } else if (auto prefix = machine.var("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
     config.output.prefix_template = *prefix;
+  }
+  config.output.stdout_filters = parse_filter_list(options.duplicate_stdout_filters);
+  config.output.stderr_filters = parse_filter_list(options.duplicate_stderr_filters);
+  bool filters = !config.output.stdout_filters.empty() || !config.output.stderr_filters.empty();
+  if (filters && options.raw_output) {
+    problems.push_back(
+        "--duplicate-stdout-filters/--duplicate-stderr-filters: cohort must read the output to "
+        "filter it; not with --raw-output");
+  }
+}
+
+// Flags cohort accepts for torchrun's sake without (fully) applying them.
+void check_accepted_flags(const RunOptions& options, ValidatedRun& run) {
+  const std::string& numa = options.numa_binding;
+  if (!numa.empty() && numa != "node" && numa != "socket" && numa != "exclusive" &&
+      numa != "core-complex") {
+    run.problems.push_back(
+        cat("--numa-binding: expected node, socket, exclusive or core-complex, "
+            "got '",
+            numa, "'"));
+  } else if (!numa.empty()) {
+    run.warnings.push_back(
+        cat("--numa-binding ", numa, ": accepted but not applied yet; workers are not bound"));
+  }
+  if (!options.logs_specs.empty()) {
+    run.warnings.push_back(cat("--logs-specs ", options.logs_specs,
+                               ": a torchrun Python plugin; cohort has no plugins and ignores it "
+                               "(its own log layout applies)"));
+  }
+  const std::string& handler = options.event_log_handler;
+  if (handler != "null" && handler != "console" && handler != "dynamic_rendezvous") {
+    run.problems.push_back(
+        cat("--event-log-handler: expected null, console or dynamic_rendezvous, "
+            "got '",
+            handler, "'"));
+  }
+}
+
+// --virtual-local-rank: every worker needs a device of its own in CUDA_VISIBLE_DEVICES.
+void check_virtual_local_rank(const RunOptions& options, const RunEnvironment& machine,
+                              AgentConfig& config, Problems& problems) {
+  config.env.virtual_local_rank = options.virtual_local_rank;
+  if (!options.virtual_local_rank || config.nproc < 1) return;
+  if (virtual_visible_device(machine.env, config.nproc - 1).empty()) {
+    problems.push_back(cat("--virtual-local-rank: ", config.nproc,
+                           " workers, but CUDA_VISIBLE_DEVICES lists fewer devices ('",
+                           machine.var("CUDA_VISIBLE_DEVICES").value_or(""), "')"));
   }
 }
 
@@ -217,6 +284,9 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   config.log_dir = options.log_dir;
   parse_outputs(options, machine, config, problems);
   parse_signals(options, config, problems);
+  check_accepted_flags(options, checked.run);
+  check_virtual_local_rank(options, machine, config, problems);
+  config.console_events = options.event_log_handler == "console";
   config.under_launch = options.under_launch;
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
   plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,

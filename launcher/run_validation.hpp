@@ -17,6 +17,7 @@ struct ValidatedRun {
   AgentConfig config;
   DaemonPlan daemon;
   std::vector<std::string> problems;  ///< each starts with the flag it is about
+  std::vector<std::string> warnings;  ///< accepted, but not (fully) applied; each names its flag
 };
 
 /// The checks that need neither a rendezvous endpoint nor the training script: every flag's

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+
+#include "common/text.hpp"
 
 namespace cohort {
 
@@ -24,8 +27,9 @@ void write_all(int fd, std::string_view data) {
 OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target)
     : pipe_(io, pipe_read), target_(std::move(target)), buffer_(64 * 1024) {}
 
-void OutputPump::start(std::function<void()> on_eof) {
+void OutputPump::start(std::function<void()> on_eof, int pid) {
   on_eof_ = std::move(on_eof);
+  if (pid > 0) target_.prefix = substitute(target_.prefix, "pid", std::to_string(pid));
   read_more();
 }
 
@@ -79,6 +83,11 @@ void OutputPump::emit(std::string_view line) {
     console_batch_.append(line).push_back('\n');
   }
   if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
+  if (target_.copy_fd >= 0 &&
+      std::any_of(target_.copy_filters.begin(), target_.copy_filters.end(),
+                  [line](const std::string& filter) { return line.find(filter) != line.npos; })) {
+    copy_batch_.append(target_.prefix).append(line).push_back('\n');
+  }
   tail_.emplace_back(line.substr(0, 1024));
   if (tail_.size() > kTailLines) tail_.pop_front();
 }
@@ -86,8 +95,10 @@ void OutputPump::emit(std::string_view line) {
 void OutputPump::write_out() {
   if (!console_batch_.empty()) write_all(target_.console_fd, console_batch_);
   if (!file_batch_.empty()) write_all(target_.file_fd, file_batch_);
+  if (!copy_batch_.empty()) write_all(target_.copy_fd, copy_batch_);
   console_batch_.clear();
   file_batch_.clear();
+  copy_batch_.clear();
 }
 
 }  // namespace cohort

@@ -1,6 +1,8 @@
 // Copies one worker stream (a pipe) line by line to the console, with a prefix, and/or to a log
-// file, and keeps the last lines for the failure summary. A line is written with one write(2),
-// so lines of different workers never split or interleave. Owned by WorkerGroup; io thread only.
+// file, the lines that contain a filter also to a shared "filtered" file (torchrun's
+// --duplicate-*-filters), and keeps the last lines for the failure summary. A line is written with
+// one write(2), so lines of different workers never split or interleave. Owned by WorkerGroup; io
+// thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -20,6 +22,8 @@ struct PumpTarget {
   /// Lines that already start with this (when not empty) reach the console without `prefix`
   /// (cohort launch: a remote worker's "[host:rank]:" lines, but not the agent's own messages).
   std::string prefixed_marker;
+  int copy_fd = -1;                       ///< -1: none; else lines matching a filter, prefixed
+  std::vector<std::string> copy_filters;  ///< substrings; a line containing one is copied
 };
 
 class OutputPump : public std::enable_shared_from_this<OutputPump> {
@@ -29,7 +33,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
 
   /// Takes ownership of `pipe_read`. `on_eof` runs once the writer side is closed everywhere.
   OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target);
-  void start(std::function<void()> on_eof);
+  /// Starts reading; "${pid}" in the prefix becomes `pid` (the worker's, known only now).
+  void start(std::function<void()> on_eof, int pid = 0);
   /// Stops reading (used when a worker's stray children keep the pipe open too long).
   void close();
   const std::deque<std::string>& tail() const { return tail_; }
@@ -48,6 +53,7 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   std::string partial_;
   std::string console_batch_;
   std::string file_batch_;
+  std::string copy_batch_;
   std::deque<std::string> tail_;
 };
 

@@ -50,10 +50,12 @@ bool SpawnedChild::spawn(ProcessSpawner& spawner, const SpawnRequest& request, E
   for (auto* pump : {&out_, &err_}) {
     if (!*pump) continue;
     ++open_pumps_;
-    (*pump)->start([this, alive = alive_] {
-      if (!*alive) return;
-      if (--open_pumps_ == 0 && events_.drained) events_.drained();
-    });
+    (*pump)->start(
+        [this, alive = alive_] {
+          if (!*alive) return;
+          if (--open_pumps_ == 0 && events_.drained) events_.drained();
+        },
+        pid_);
   }
   return true;
 }

@@ -79,6 +79,41 @@ TEST_CASE("streams are routed to files and the console", "[unit][agent]") {
 }
 
 TEST_CASE("line prefixes come from the template", "[unit][agent]") {
-  CHECK(line_prefix("[${role_name}${local_rank}]:", "default", 3, 11) == "[default3]:");
-  CHECK(line_prefix("${rank}|${local_rank} ", "r", 1, 9) == "9|1 ");
+  CHECK(line_prefix("[${role_name}${local_rank}]:", "default", 3, 11, "h") == "[default3]:");
+  CHECK(line_prefix("${rank}|${local_rank} ", "r", 1, 9, "h") == "9|1 ");
+  CHECK(line_prefix("${hostname}:${rank}:", "r", 1, 9, "node4") == "node4:9:");
+  // ${pid} is the worker's: the output pump fills it in once the worker runs.
+  CHECK(line_prefix("[${pid}]", "r", 1, 9, "node4") == "[${pid}]");
+}
+
+TEST_CASE("--duplicate-*-filters lists: commas split, ',,' is a comma", "[unit][agent]") {
+  CHECK(parse_filter_list("apple,orange") == std::vector<std::string>{"apple", "orange"});
+  CHECK(parse_filter_list("a,,b,c") == std::vector<std::string>{"a,b", "c"});
+  CHECK(parse_filter_list("").empty());
+  CHECK(parse_filter_list("loss,") == std::vector<std::string>{"loss"});
+}
+
+TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and one device per worker", "[unit][agent]") {
+  WorkerEnvSettings settings{"default", 2, 0, "none", ""};
+  settings.virtual_local_rank = true;
+  RoundInfo round;
+  round.base_rank = 4;
+  SECTION("no CUDA_VISIBLE_DEVICES: the local rank's own device") {
+    EnvMap vars = worker_variables(settings, round, 1, "", {});
+    CHECK(vars["LOCAL_RANK"] == "0");
+    CHECK(vars["RANK"] == "5");
+    CHECK(vars["CUDA_VISIBLE_DEVICES"] == "1");
+  }
+  SECTION("through the agent's CUDA_VISIBLE_DEVICES") {
+    EnvMap agent_env{{"CUDA_VISIBLE_DEVICES", "3, 6"}};
+    CHECK(worker_variables(settings, round, 0, "", agent_env)["CUDA_VISIBLE_DEVICES"] == "3");
+    CHECK(worker_variables(settings, round, 1, "", agent_env)["CUDA_VISIBLE_DEVICES"] == "6");
+    CHECK(virtual_visible_device(agent_env, 2).empty());
+  }
+  SECTION("off: LOCAL_RANK is the local rank and CUDA_VISIBLE_DEVICES is inherited") {
+    settings.virtual_local_rank = false;
+    EnvMap vars = worker_variables(settings, round, 1, "", {{"CUDA_VISIBLE_DEVICES", "3,6"}});
+    CHECK(vars["LOCAL_RANK"] == "1");
+    CHECK(vars.count("CUDA_VISIBLE_DEVICES") == 0);
+  }
 }

@@ -233,3 +233,78 @@ TEST_CASE("flag --store-quota reaches the daemon this agent hosts", "[unit][laun
                    "--store-quota: expected a positive number of bytes"));
   }
 }
+
+TEST_CASE("--nproc-per-node with an accelerator counts its visible devices", "[unit][launcher]") {
+  ValidatedRun xpu =
+      validate({"--nproc-per-node", "xpu", "t.py"}, test_machine({{"ZE_AFFINITY_MASK", "0,1,2"}}));
+  REQUIRE(xpu.problems.empty());
+  CHECK(xpu.config.nproc == 3);
+  ValidatedRun hpu = validate({"--nproc-per-node", "hpu", "t.py"},
+                              test_machine({{"HABANA_VISIBLE_MODULES", "4,5"}}));
+  REQUIRE(hpu.problems.empty());
+  CHECK(hpu.config.nproc == 2);
+  ValidatedRun unset = validate({"--nproc-per-node", "xpu", "t.py"});
+  REQUIRE(unset.problems.size() == 1);
+  CHECK(unset.problems[0].find("--nproc-per-node xpu") == 0);
+  CHECK(unset.problems[0].find("ZE_AFFINITY_MASK") != std::string::npos);
+  ValidatedRun unknown = validate({"--nproc-per-node", "tpu", "t.py"});
+  REQUIRE(unknown.problems.size() == 1);
+  CHECK(unknown.problems[0].find("--nproc-per-node") == 0);
+  CHECK(unknown.problems[0].find("xpu") != std::string::npos);
+}
+
+TEST_CASE("torchrun flags cohort accepts without applying: validated, and a warning",
+          "[unit][launcher]") {
+  for (const char* mode : {"node", "socket", "exclusive", "core-complex"}) {
+    ValidatedRun run = validate({"--numa-binding", mode, "t.py"});
+    CHECK(run.problems.empty());
+    REQUIRE(run.warnings.size() == 1);
+    CHECK(run.warnings[0].find("--numa-binding") == 0);
+  }
+  CHECK(mentions(validate({"--numa-binding", "cpu", "t.py"}).problems, "--numa-binding"));
+  ValidatedRun specs = validate({"--logs-specs", "fancy", "t.py"});
+  CHECK(specs.problems.empty());
+  REQUIRE(specs.warnings.size() == 1);
+  CHECK(specs.warnings[0].find("--logs-specs fancy") == 0);
+  CHECK(validate({"t.py"}).warnings.empty());
+}
+
+TEST_CASE("--event-log-handler: null, console or dynamic_rendezvous", "[unit][launcher]") {
+  CHECK_FALSE(validate({"t.py"}).config.console_events);
+  CHECK(validate({"--event-log-handler", "console", "t.py"}).config.console_events);
+  CHECK(validate({"--event-log-handler", "dynamic_rendezvous", "t.py"}).problems.empty());
+  CHECK(mentions(validate({"--event-log-handler", "splunk", "t.py"}).problems,
+                 "--event-log-handler"));
+}
+
+TEST_CASE("--virtual-local-rank needs a device per worker in CUDA_VISIBLE_DEVICES",
+          "[unit][launcher]") {
+  ValidatedRun run = validate({"--virtual-local-rank", "--nproc-per-node", "2", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.env.virtual_local_rank);
+  CHECK(validate({"--virtual-local-rank", "--nproc-per-node", "2", "t.py"},
+                 test_machine({{"CUDA_VISIBLE_DEVICES", "5,7"}}))
+            .problems.empty());
+  CHECK(mentions(validate({"--virtual-local-rank", "--nproc-per-node", "3", "t.py"},
+                          test_machine({{"CUDA_VISIBLE_DEVICES", "5,7"}}))
+                     .problems,
+                 "--virtual-local-rank"));
+}
+
+TEST_CASE("the line prefix: the flag, else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
+          "[unit][launcher]") {
+  RunEnvironment machine = test_machine({{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "env:"}});
+  CHECK(validate({"t.py"}, machine).config.output.prefix_template == "env:");
+  CHECK(validate({"--log-line-prefix-template", "${hostname}:", "t.py"}, machine)
+            .config.output.prefix_template == "${hostname}:");
+}
+
+TEST_CASE("--duplicate-*-filters become filter lists; not with --raw-output", "[unit][launcher]") {
+  ValidatedRun run = validate({"--duplicate-stdout-filters", "loss,,acc,nan",
+                               "--duplicate-stderr-filters", "NCCL", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.output.stdout_filters == std::vector<std::string>{"loss,acc", "nan"});
+  CHECK(run.config.output.stderr_filters == std::vector<std::string>{"NCCL"});
+  CHECK(mentions(validate({"--duplicate-stdout-filters", "x", "--raw-output", "t.py"}).problems,
+                 "--duplicate-stdout-filters"));
+}

@@ -1,0 +1,35 @@
+// argparse's abbreviations, as torchrun accepts them: a long flag may be shortened to any prefix
+// that names one flag (--max-r for --max-restarts, --master_p for --master_port); a prefix that
+// names several is an error that lists them. Rewrites a command's words before CLI11 parses
+// them, up to the training script. Pure functions (one reads a CLI11 command's flags); main
+// thread at start.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+/// One flag of a command: its long names with "--" ("--nproc-per-node", "--nproc_per_node"),
+/// its short names with "-", and whether it takes a value.
+struct FlagSpec {
+  std::vector<std::string> long_names;
+  std::vector<std::string> short_names;
+  bool takes_value = false;
+};
+
+struct ExpandedWords {
+  std::vector<std::string> words;
+  std::string error;  ///< "ambiguous option: --ma could match --master-addr, --max-restarts"
+};
+
+/// `words` (what follows the command's name) with every abbreviated long flag written out in
+/// full, up to the first word that is not a flag or a flag's value (the script) or "--".
+ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
+                                   const std::vector<FlagSpec>& flags);
+
+/// The flags of a CLI11 command.
+std::vector<FlagSpec> flag_specs(const CLI::App& command);
+
+}  // namespace cohort

@@ -1,0 +1,102 @@
+// Every command's --help tells the truth and every parse error points at its own --help: the
+// usage line shows the script where there is one, defaults are the real ones, internal flags are
+// hidden yet accepted. Real cohort and cohortd binaries.
+#include <catch2/catch.hpp>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+RunResult run_binary(const Scratch& scratch, std::vector<std::string> argv) {
+  return scratch.run_argv(argv, scratch.options(), 30s);
+}
+
+}  // namespace
+
+TEST_CASE("cohort run --help: the script, real defaults, no internal flags",
+          "[integration][help]") {
+  Scratch scratch;
+  RunResult result = run_binary(scratch, {kCohortBin, "run", "--help"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "Usage: cohort run [OPTIONS] SCRIPT [ARGS...]"));
+  CHECK(contains(result.out, "--master-port,--master_port INT=29500"));
+  CHECK(contains(result.out, "--master-addr,--master_addr TEXT=127.0.0.1"));
+  CHECK(contains(result.out, "--raw-output,--raw_output"));
+  CHECK(contains(result.out, "PET_RAW_OUTPUT"));
+  CHECK_FALSE(contains(result.out, "--node-rank-hint"));
+  CHECK_FALSE(contains(result.out, "--under-launch"));
+}
+
+TEST_CASE("cohort launch --help shows the script and hides cohort run's internal flags",
+          "[integration][help]") {
+  Scratch scratch;
+  RunResult result = run_binary(scratch, {kCohortBin, "launch", "--help"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "Usage: cohort launch [OPTIONS] SCRIPT [ARGS...]"));
+  CHECK(contains(result.out, "--hostfile"));
+  CHECK_FALSE(contains(result.out, "--under-launch"));
+}
+
+TEST_CASE("cohort, status, rendezvous and cohortd --help name themselves", "[integration][help]") {
+  Scratch scratch;
+  struct Case {
+    std::vector<std::string> argv;
+    std::string usage;
+  };
+  const std::vector<Case> cases{
+      {{kCohortBin, "--help"}, "Usage: cohort [OPTIONS] SUBCOMMAND"},
+      {{kCohortBin, "status", "--help"}, "Usage: cohort status [OPTIONS]"},
+      {{kCohortBin, "rendezvous", "--help"}, "Usage: cohort rendezvous [OPTIONS]"},
+      {{kCohortdBin, "--help"}, "Usage: cohortd [OPTIONS]"},
+  };
+  for (const Case& c : cases) {
+    RunResult result = run_binary(scratch, c.argv);
+    INFO(Catch::Detail::stringify(c.argv) << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 0);
+    CHECK(contains(result.out, c.usage));
+    CHECK_FALSE(contains(result.out, "SCRIPT"));
+  }
+}
+
+TEST_CASE("each command's errors point at its own --help", "[integration][help]") {
+  Scratch scratch;
+  struct Case {
+    std::vector<std::string> argv;
+    std::string pointer;
+  };
+  const std::vector<Case> cases{
+      {{kCohortBin, "run", "--bogus", "t.py"}, "cohort run --help"},
+      {{kCohortBin, "launch", "--bogus", "t.py"}, "cohort launch --help"},
+      {{kCohortBin, "launch", "--hostfile"}, "cohort launch --help"},
+      {{kCohortBin, "status", "--bogus"}, "cohort status --help"},
+      {{kCohortBin, "rendezvous", "--port", "x"}, "cohort rendezvous --help"},
+      {{kCohortBin, "run", "--ma", "1", "t.py"}, "cohort run --help"},
+      {{kCohortdBin, "--bogus"}, "cohortd --help"},
+      {{kCohortdBin, "--port", "70000"}, "cohortd --help"},
+  };
+  for (const Case& c : cases) {
+    RunResult result = run_binary(scratch, c.argv);
+    INFO(Catch::Detail::stringify(c.argv) << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, c.pointer));
+    if (c.pointer != "cohort run --help") CHECK_FALSE(contains(result.err, "cohort run --help"));
+  }
+}
+
+TEST_CASE("internal flags are accepted though hidden; --raw_output and PET_RAW_OUTPUT work",
+          "[integration][help]") {
+  Scratch scratch;
+  RunResult hint =
+      scratch.run({"--node-rank-hint", "--no-python", kTestWorkerBin, "--print", "hi"});
+  INFO(hint.out << hint.err);
+  CHECK(hint.status.shell_code() == 0);
+  RunResult raw = scratch.run({"--raw_output", "--no-python", kTestWorkerBin, "--print", "hi"});
+  CHECK(raw.out == "hi\n");
+  RunResult env =
+      scratch.run({"--no-python", kTestWorkerBin, "--print", "hi"}, {{"PET_RAW_OUTPUT", "1"}});
+  CHECK(env.out == "hi\n");
+}
