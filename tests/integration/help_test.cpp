@@ -87,7 +87,7 @@ TEST_CASE("each command's errors point at its own --help", "[integration][help]"
   }
 }
 
-TEST_CASE("internal flags are accepted though hidden; --raw_output and PET_RAW_OUTPUT work",
+TEST_CASE("internal flags are accepted though hidden, --raw_output and PET_RAW_OUTPUT work",
           "[integration][help]") {
   Scratch scratch;
   RunResult hint =

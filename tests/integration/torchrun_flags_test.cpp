@@ -29,7 +29,7 @@ size_t occurrences(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-TEST_CASE("--log-line-prefix-template fills in ${hostname} and the worker's ${pid}",
+TEST_CASE("flag --log-line-prefix-template fills in ${hostname} and the worker's ${pid}",
           "[integration][run][torchrun]") {
   Scratch scratch;
   RunResult result = scratch.run({"--log_line_prefix_template", "${hostname}/${pid}/${rank}|",
@@ -40,7 +40,7 @@ TEST_CASE("--log-line-prefix-template fills in ${hostname} and the worker's ${pi
   CHECK(contains(result.out, host_name() + "/" + pid + "/0|hi\n"));
 }
 
-TEST_CASE("--duplicate-*-filters copy matching lines to the attempt's filtered files",
+TEST_CASE("flag --duplicate-*-filters copy matching lines to the attempt's filtered files",
           "[integration][run][torchrun]") {
   Scratch scratch;
   std::string logs = scratch.file("logs");
@@ -78,7 +78,7 @@ TEST_CASE("--duplicate-*-filters copy matching lines to the attempt's filtered f
   CHECK(contains(result.out, "[default0]:plain\n"));  // the console still gets everything
 }
 
-TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and one GPU per worker",
+TEST_CASE("flag --virtual-local-rank: LOCAL_RANK=0 and one GPU per worker",
           "[integration][run][torchrun]") {
   Scratch scratch;
   RunResult result = scratch.run({"--nproc-per-node", "2", "--virtual-local-rank", "--no-python",
@@ -94,7 +94,7 @@ TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and one GPU per worker",
   }
 }
 
-TEST_CASE("--event-log-handler console prints a line per event on stderr",
+TEST_CASE("flag --event-log-handler console prints a line per event on stderr",
           "[integration][run][torchrun]") {
   Scratch scratch;
   SECTION("a run that succeeds") {
@@ -131,7 +131,7 @@ TEST_CASE("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 makes worker rank 0 host the sto
   CHECK(env_value(load_env(scratch.file("env.json")), "TORCHELASTIC_USE_AGENT_STORE") == "False");
 }
 
-TEST_CASE("flags may be abbreviated as argparse allows; an ambiguous prefix is an error",
+TEST_CASE("flags may be abbreviated as argparse allows, an ambiguous prefix is an error",
           "[integration][run][torchrun]") {
   Scratch scratch;
   RunResult ok = scratch.run(
@@ -146,7 +146,7 @@ TEST_CASE("flags may be abbreviated as argparse allows; an ambiguous prefix is a
   CHECK(contains(ambiguous.err, "--master-port"));
 }
 
-TEST_CASE("--nproc-per-node xpu counts ZE_AFFINITY_MASK's devices",
+TEST_CASE("flag --nproc-per-node xpu counts ZE_AFFINITY_MASK's devices",
           "[integration][run][torchrun]") {
   Scratch scratch;
   RunResult ok =
@@ -161,7 +161,7 @@ TEST_CASE("--nproc-per-node xpu counts ZE_AFFINITY_MASK's devices",
   CHECK(contains(missing.err, "ZE_AFFINITY_MASK"));
 }
 
-TEST_CASE("--numa-binding and --logs-specs are accepted, each with one warning",
+TEST_CASE("flag --numa-binding and --logs-specs are accepted, each with one warning",
           "[integration][run][torchrun]") {
   Scratch scratch;
   RunResult result = scratch.run({"--numa-binding", "node", "--logs_specs", "custom",

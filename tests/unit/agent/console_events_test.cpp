@@ -4,7 +4,7 @@
 
 using namespace cohort;
 
-TEST_CASE("--event-log-handler console: one line per event", "[unit][agent]") {
+TEST_CASE("flag --event-log-handler console: one line per event", "[unit][agent]") {
   CHECK(events::run_started("job", "node1", 4) ==
         "cohort event: agent.start run_id=job host=node1 local_world_size=4\n");
   proto::RoundAssigned round;

@@ -86,14 +86,14 @@ TEST_CASE("line prefixes come from the template", "[unit][agent]") {
   CHECK(line_prefix("[${pid}]", "r", 1, 9, "node4") == "[${pid}]");
 }
 
-TEST_CASE("--duplicate-*-filters lists: commas split, ',,' is a comma", "[unit][agent]") {
+TEST_CASE("flag --duplicate-*-filters lists: commas split, ',,' is a comma", "[unit][agent]") {
   CHECK(parse_filter_list("apple,orange") == std::vector<std::string>{"apple", "orange"});
   CHECK(parse_filter_list("a,,b,c") == std::vector<std::string>{"a,b", "c"});
   CHECK(parse_filter_list("").empty());
   CHECK(parse_filter_list("loss,") == std::vector<std::string>{"loss"});
 }
 
-TEST_CASE("--virtual-local-rank: LOCAL_RANK=0 and one device per worker", "[unit][agent]") {
+TEST_CASE("flag --virtual-local-rank: LOCAL_RANK=0 and one device per worker", "[unit][agent]") {
   WorkerEnvSettings settings{"default", 2, 0, "none", ""};
   settings.virtual_local_rank = true;
   RoundInfo round;

@@ -234,7 +234,8 @@ TEST_CASE("flag --store-quota reaches the daemon this agent hosts", "[unit][laun
   }
 }
 
-TEST_CASE("--nproc-per-node with an accelerator counts its visible devices", "[unit][launcher]") {
+TEST_CASE("flag --nproc-per-node with an accelerator counts its visible devices",
+          "[unit][launcher]") {
   ValidatedRun xpu =
       validate({"--nproc-per-node", "xpu", "t.py"}, test_machine({{"ZE_AFFINITY_MASK", "0,1,2"}}));
   REQUIRE(xpu.problems.empty());
@@ -269,7 +270,7 @@ TEST_CASE("torchrun flags cohort accepts without applying: validated, and a warn
   CHECK(validate({"t.py"}).warnings.empty());
 }
 
-TEST_CASE("--event-log-handler: null, console or dynamic_rendezvous", "[unit][launcher]") {
+TEST_CASE("flag --event-log-handler: null, console or dynamic_rendezvous", "[unit][launcher]") {
   CHECK_FALSE(validate({"t.py"}).config.console_events);
   CHECK(validate({"--event-log-handler", "console", "t.py"}).config.console_events);
   CHECK(validate({"--event-log-handler", "dynamic_rendezvous", "t.py"}).problems.empty());
@@ -277,7 +278,7 @@ TEST_CASE("--event-log-handler: null, console or dynamic_rendezvous", "[unit][la
                  "--event-log-handler"));
 }
 
-TEST_CASE("--virtual-local-rank needs a device per worker in CUDA_VISIBLE_DEVICES",
+TEST_CASE("flag --virtual-local-rank needs a device per worker in CUDA_VISIBLE_DEVICES",
           "[unit][launcher]") {
   ValidatedRun run = validate({"--virtual-local-rank", "--nproc-per-node", "2", "t.py"});
   REQUIRE(run.problems.empty());
@@ -299,7 +300,8 @@ TEST_CASE("the line prefix: the flag, else TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
             .config.output.prefix_template == "${hostname}:");
 }
 
-TEST_CASE("--duplicate-*-filters become filter lists; not with --raw-output", "[unit][launcher]") {
+TEST_CASE("flag --duplicate-*-filters become filter lists, not with --raw-output",
+          "[unit][launcher]") {
   ValidatedRun run = validate({"--duplicate-stdout-filters", "loss,,acc,nan",
                                "--duplicate-stderr-filters", "NCCL", "t.py"});
   REQUIRE(run.problems.empty());
