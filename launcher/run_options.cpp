@@ -70,6 +70,21 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
               "Seconds between the stop signal and SIGKILL (default: "
               "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")
       ->default_str("30");
+  // Hang detection (README: "Hangs and stragglers").
+  flag_option(app, "--hang-timeout", o.hang_timeout,
+              "Seconds without a sign of life (a heartbeat, an output line) after which a worker "
+              "is hung: its stacks are taken and it fails (0: off)");
+  flag_option(app, "--hang-first-timeout", o.hang_first_timeout,
+              "Seconds a worker may take to its first sign of life (default: 10 x --hang-timeout)")
+      ->default_str("10 x --hang-timeout");
+  flag_option(app, "--max-same-failures", o.max_same_failures,
+              "The same failure (exit status and last stderr line) this many times in a row ends "
+              "the run, whatever restarts are left (0: off)");
+  flag_option(app, "--no-restart-exit-codes", o.no_restart_exit_codes,
+              "Exit codes that end the run at once, e.g. 2,3 (a bad configuration, not a crash)");
+  flag_option(app, "--min-uptime", o.min_uptime,
+              "Seconds: a worker failing sooner after its start is reported as a start-up "
+              "failure (0: off)");
   flag_option(app, "--signals-to-handle", o.signals_to_handle,
               "Signals forwarded to the workers; INT, TERM, HUP, QUIT also stop them");
   flag_option(app, "--event-log-handler", o.event_log_handler,

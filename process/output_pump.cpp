@@ -30,6 +30,7 @@ void OutputPump::start(std::function<void()> on_eof) {
 }
 
 void OutputPump::close() {
+  target_.on_output = nullptr;  // a read that completed before the close must not reach the owner
   boost::system::error_code ignored;
   pipe_.close(ignored);
 }
@@ -48,6 +49,7 @@ void OutputPump::read_more() {
 }
 
 void OutputPump::consume(const char* data, size_t size) {
+  if (target_.on_output) target_.on_output();
   std::string_view chunk(data, size);
   for (;;) {
     size_t newline = chunk.find('\n');
@@ -79,6 +81,8 @@ void OutputPump::emit(std::string_view line) {
     console_batch_.append(line).push_back('\n');
   }
   if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
+  if (capturing_ && captured_.size() + line.size() < kMaxCaptureBytes)
+    captured_.append(line).push_back('\n');
   tail_.emplace_back(line.substr(0, 1024));
   if (tail_.size() > kTailLines) tail_.pop_front();
 }
