@@ -5,6 +5,8 @@
 // test_worker processes; each run is bounded in time.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
+#include <map>
 #include <regex>
 
 #include "tests/integration/integration_support.hpp"
@@ -14,6 +16,7 @@ using namespace cohort::test;
 namespace {
 
 const std::string kHangWorker = std::string(kSourceDir) + "/tests/integration/hang_worker.py";
+const std::map<std::string, std::string> kPythonEnv{{"PYTHON_EXEC", kPython}};
 
 /// The seconds of silence in "made no progress for S s", or -1.
 double silence_in(const std::string& text) {
@@ -31,7 +34,8 @@ TEST_CASE("a worker that heartbeats and then wedges is found, named and restarte
   auto started = std::chrono::steady_clock::now();
   RunResult result =
       scratch.run({"--nproc-per-node", "2", "--hang-timeout", "2", "--max-restarts", "1",
-                   "--log-dir", logs, "--rdzv-id", "hang", kHangWorker, "heartbeat-hang", "1"});
+                   "--log-dir", logs, "--rdzv-id", "hang", kHangWorker, "heartbeat-hang", "1"},
+                  kPythonEnv);
   auto took = std::chrono::steady_clock::now() - started;
   INFO(result.out << result.err);
   CHECK(result.status.shell_code() == 0);  // the second attempt finished
@@ -58,7 +62,8 @@ TEST_CASE("the failure summary of a hang says who, for how long, and where it hu
           "[integration][run][hang]") {
   Scratch scratch;
   RunResult result = scratch.run(
-      {"--nproc-per-node", "2", "--hang-timeout", "1.5", kHangWorker, "heartbeat-hang", "0"});
+      {"--nproc-per-node", "2", "--hang-timeout", "1.5", kHangWorker, "heartbeat-hang", "0"},
+      kPythonEnv);
   INFO(result.out << result.err);
   CHECK(result.status.shell_code() == 128 + SIGABRT);
   std::string summary = failure_summary(result.err);
@@ -117,8 +122,9 @@ TEST_CASE("a FileTimerClient scope that runs out kills its worker, as under torc
           "[integration][run][hang][pytorch]") {
   require_torch();
   Scratch scratch;
-  RunResult result = scratch.run({"--nproc-per-node", "1", kHangWorker, "file-timer"},
-                                 {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}});
+  RunResult result =
+      scratch.run({"--nproc-per-node", "1", kHangWorker, "file-timer"},
+                  {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"PYTHON_EXEC", kPython}});
   double ended =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   INFO(result.out << result.err);
