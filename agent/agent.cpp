@@ -5,6 +5,7 @@
 #include <array>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "agent/console_events.hpp"
@@ -12,6 +13,7 @@
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
 #include "common/log.hpp"
+#include "common/signal_names.hpp"
 
 extern char** environ;
 
@@ -24,8 +26,25 @@ std::string random_suffix() {
 }
 
 agent::Settings machine_settings(const AgentConfig& config) {
-  return {config.entrypoint_name, config.host_name, config.under_launch, config.shutdown_timeout,
-          config.absorbed_signals};
+  return {config.entrypoint_name,  config.host_name,        config.under_launch,
+          config.shutdown_timeout, config.absorbed_signals, config.crash_loop};
+}
+
+std::string temp_directory() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+// Where the cohort_heartbeat Python module is (the source tree's python/), if it is there.
+std::string python_helper_dir() {
+  std::error_code error;
+  return std::filesystem::exists(COHORT_PYTHON_DIR "/cohort_heartbeat.py", error)
+             ? COHORT_PYTHON_DIR
+             : "";
+}
+
+bool is_python(const std::string& executable) {
+  return std::filesystem::path(executable).filename().string().rfind("python", 0) == 0;
 }
 
 RoundInfo round_info(const proto::RoundAssigned& assigned, bool rank0_store) {
@@ -56,6 +75,10 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   for (int signal : config_.extra_signals) signals_.add(signal);
   for (int signal : config_.absorbed_signals) signals_.add(signal);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
+  if (config_.hang.enabled()) {  // a hung native worker's stacks, when elfutils is installed
+    auto path = agent_env_.find("PATH");
+    stack_tool_ = find_executable("eu-stack", path == agent_env_.end() ? "" : path->second);
+  }
 }
 
 Agent::~Agent() = default;
@@ -77,6 +100,7 @@ int Agent::run() {
     config_.under_launch ? log::info(warning) : log::warn(warning);  // the launcher says it once
   }
   arm_signals();
+  start_file_timer();
   if (config_.under_launch) watch_stdin();
   event(events::run_started(config_.env.run_id, config_.host_name, config_.nproc));
   perform(state_.start());
@@ -130,6 +154,37 @@ void Agent::perform(const agent::Action& action) {
         }
       },
       action);
+}
+
+// torchrun's FileTimer server, when TORCHELASTIC_ENABLE_FILE_TIMER=1: the pipe is at
+// TORCHELASTIC_TIMER_FILE if set, else a fresh path in $TMPDIR (workers get it either way).
+void Agent::start_file_timer() {
+  auto enabled = agent_env_.find("TORCHELASTIC_ENABLE_FILE_TIMER");
+  if (enabled == agent_env_.end() || enabled->second != "1") return;
+  std::string path =
+      agent_env_.count("TORCHELASTIC_TIMER_FILE")
+          ? agent_env_["TORCHELASTIC_TIMER_FILE"]
+          : cat(temp_directory(), "/watchdog_timer_", ::getpid(), "_", random_suffix());
+  file_timer_ = std::make_unique<FileTimerServer>(
+      io_, path, [this](const ExpiredTimer& expired) { on_timer_expired(expired); });
+  if (std::string error = file_timer_->start(); !error.empty()) {
+    log::warn(error, ": FileTimer requests are not served");
+    file_timer_.reset();
+    return;
+  }
+  agent_env_["TORCHELASTIC_TIMER_FILE"] = path;  // what every worker inherits
+  log::info("serving FileTimer requests at ", path);
+}
+
+void Agent::on_timer_expired(const ExpiredTimer& expired) {
+  std::string why = cat("FileTimer scope '", expired.scope, "' expired; killed with ",
+                        signal_name(expired.signal));
+  if (group_ && group_->expire_timer(expired.pid, expired.signal, why)) {
+    log::warn("worker pid=", expired.pid, ": ", why);
+    return;
+  }
+  log::warn("FileTimer scope '", expired.scope, "' of pid ", expired.pid,
+            " expired, but that pid is not a worker of this node: left alone");
 }
 
 void Agent::arm_signals() {
@@ -240,7 +295,9 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
   if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
     return perform(state_.group_start_failed(error));
   }
-  group_ = std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout);
+  if (file_timer_) file_timer_->clear();  // the last round's workers are gone
+  group_ =
+      std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout, config_.hang);
   group_->start(plan_workers(round),
                 [this](GroupOutcome outcome) { on_group_done(std::move(outcome)); });
 }
@@ -271,6 +328,17 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       plan.request.args.push_back(substitute(arg, "local_rank", std::to_string(local_rank)));
     }
     EnvMap vars = worker_variables(config_.env, round, local_rank, plan.error_file, agent_env_);
+    if (std::string python_dir = python_helper_dir(); !python_dir.empty())
+      vars["PYTHONPATH"] = python_path_with(python_dir, agent_env_);
+    if (config_.hang.enabled()) {
+      std::string attempt_dir = logs_.attempt_dir(round.round);
+      vars.merge(hang_variables(attempt_dir, agent_env_));
+      plan.nccl_dump_pipe = nccl_dump_pipe(vars, plan.rank);
+      plan.python = is_python(config_.executable);
+      plan.stack_tool = stack_tool_;
+      if (!attempt_dir.empty())
+        plan.hang_file = attempt_dir + "/hang-rank" + std::to_string(plan.rank) + ".txt";
+    }
     plan.request.env = merge_env(agent_env_, vars);
     plans.push_back(std::move(plan));
   }
@@ -305,6 +373,7 @@ void Agent::finish(int exit_code) {
   reconnect_timer_.cancel();
   if (stdin_) stdin_->close();
   group_.reset();
+  file_timer_.reset();
   if (client_) client_->close();
   auto done = [this] {
     client_.reset();

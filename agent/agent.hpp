@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "agent/agent_state.hpp"
+#include "agent/file_timer_server.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
+#include "agent/progress_deadlines.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
 #include "common/clock.hpp"
@@ -48,6 +50,8 @@ struct AgentConfig {
   int nproc = 1;
   WorkerEnvSettings env;
   std::chrono::milliseconds shutdown_timeout{30000};
+  HangSettings hang;               ///< --hang-timeout, --hang-first-timeout; off by default
+  CrashLoopSettings crash_loop;    ///< --max-same-failures, --no-restart-exit-codes, --min-uptime
   std::vector<int> extra_signals;  ///< forwarded without stopping (SIGUSR1, ...)
   /// Caught but not forwarded: inside a Slurm step, Slurm signals every process of the step
   /// itself (SIGUSR1/SIGUSR2 of --signal), so forwarding would deliver them twice.
@@ -88,6 +92,8 @@ class Agent {
   void report_failure(const agent::ReportFailure& failure);
   void reconnect_after(std::chrono::milliseconds delay);
   std::chrono::milliseconds connect_deadline();
+  void start_file_timer();
+  void on_timer_expired(const ExpiredTimer& expired);
   void arm_signals();
   void watch_stdin();
   void finish(int exit_code);
@@ -107,10 +113,12 @@ class Agent {
   boost::asio::signal_set signals_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> stdin_;  ///< under cohort launch
   boost::asio::steady_timer reconnect_timer_;
-  std::unique_ptr<RendezvousClient> client_;  ///< from the first Connect to the exit
-  std::unique_ptr<WorkerGroup> group_;        ///< the current round's; kept after it ends
-  int connection_ = 0;                        ///< numbers this agent's connections (node ids)
+  std::unique_ptr<RendezvousClient> client_;     ///< from the first Connect to the exit
+  std::unique_ptr<WorkerGroup> group_;           ///< the current round's; kept after it ends
+  std::unique_ptr<FileTimerServer> file_timer_;  ///< TORCHELASTIC_ENABLE_FILE_TIMER=1 only
+  int connection_ = 0;                           ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
+  std::string stack_tool_;        ///< eu-stack, when hang detection is on and it is installed
   std::optional<int> exit_code_;  ///< set once, by finish
 };
 

@@ -4,6 +4,7 @@
 #include <csignal>
 
 #include "agent/failure_summary.hpp"
+#include "agent/hang_report.hpp"
 #include "common/exit_codes.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -24,6 +25,17 @@ std::string progress_line(const proto::Waiting& waiting) {
   return line + "\n";
 }
 
+// "worker rank=R failed with ...", and why cohort stopped it when it did (a hang, a timer).
+std::string failure_line(const WorkerFailure& root) {
+  std::string line = cat("worker rank=", root.rank, " failed with ", root.status.describe());
+  if (!root.timer_expired.empty()) line += ": " + root.timer_expired;
+  if (!root.hang) return line;
+  line += ": " + hang_line(root, *root.hang);
+  if (!root.hang->frames.empty()) line += "; hung in " + root.hang->frames.front();
+  if (!root.hang->stacks_file.empty()) line += "; stacks in " + root.hang->stacks_file;
+  return line;
+}
+
 Actions concat(Actions first, Actions second) {
   first.insert(first.end(), std::make_move_iterator(second.begin()),
                std::make_move_iterator(second.end()));
@@ -32,7 +44,8 @@ Actions concat(Actions first, Actions second) {
 
 }  // namespace
 
-AgentState::AgentState(Settings settings) : settings_(std::move(settings)) {}
+AgentState::AgentState(Settings settings)
+    : settings_(std::move(settings)), crash_loop_(settings_.crash_loop) {}
 
 Actions AgentState::start() {
   phase_ = Phase::Joining;
@@ -119,16 +132,21 @@ Actions AgentState::group_start_failed(const std::string& error) {
 Actions AgentState::group_succeeded() {
   if (phase_ != Phase::Running) return workers_gone();
   phase_ = Phase::Reported;
+  crash_loop_.succeeded();
   reported_ = {round_, std::nullopt};
   return {Say{Level::Info, "the workers of this node finished; waiting for the other nodes"},
           ReportSuccess{round_}};
 }
 
-Actions AgentState::group_failed(const std::vector<WorkerFailure>& failures) {
+Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
   if (phase_ != Phase::Running) return workers_gone();
   if (failures.empty()) return group_stopped();
+  for (WorkerFailure& failure : failures)
+    failure.startup_failure = crash_loop_.startup_failure(failure);
   const WorkerFailure& root = failures[root_cause_index(failures)];
+  std::string final_reason = crash_loop_.judge(root);
   sent_summary_ = format_failure_summary(settings_.entrypoint_name, settings_.host_name, failures);
+  if (!final_reason.empty()) sent_summary_ += "cohort: not restarting: " + final_reason + "\n";
   phase_ = Phase::Reported;
   proto::WorkerFailed report{round_,
                              root.rank,
@@ -136,15 +154,15 @@ Actions AgentState::group_failed(const std::vector<WorkerFailure>& failures) {
                              root.status.shell_code(),
                              root.status.describe(),
                              settings_.host_name,
-                             sent_summary_};
+                             sent_summary_,
+                             final_reason};
   reported_ = {round_, report};
   std::string& carried_summary = reported_.failure->summary;
   if (carried_summary.size() > proto::kMaxCarriedSummaryBytes) {
     carried_summary.resize(proto::kMaxCarriedSummaryBytes);
     carried_summary += "\n  (cut short)\n";
   }
-  return {Say{Level::Warn, cat("worker rank=", root.rank, " failed with ", root.status.describe())},
-          ReportFailure{std::move(report), root}};
+  return {Say{Level::Warn, failure_line(root)}, ReportFailure{std::move(report), root}};
 }
 
 std::optional<proto::CarriedOutcome> AgentState::unanswered_outcome() const {

@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "agent/crash_loop.hpp"
 #include "agent/worker_failure.hpp"
 #include "common/log.hpp"
 #include "proto/control_messages.hpp"
@@ -31,6 +32,7 @@ struct Settings {
   bool under_launch = false;  ///< cohort launch's console gets what every host would repeat
   Ms shutdown_timeout{30000};
   std::vector<int> absorbed_signals;  ///< caught, not forwarded (Slurm signals the workers)
+  CrashLoopSettings crash_loop;       ///< failures not worth a restart
 };
 
 // Actions: what the machine decided; the Agent turns them into sockets, processes and output.
@@ -122,7 +124,8 @@ class AgentState {
   // The workers of the current round.
   Actions group_start_failed(const std::string& error);
   Actions group_succeeded();
-  Actions group_failed(const std::vector<WorkerFailure>& failures);
+  /// The crash-loop rule may make the failure final (the report says why).
+  Actions group_failed(std::vector<WorkerFailure> failures);
   Actions group_stopped();
 
   // The outside: signals to cohort, and (under cohort launch) the end of stdin.
@@ -153,6 +156,7 @@ class AgentState {
   Actions farewell_for(const proto::Stop& stop) const;
 
   Settings settings_;
+  CrashLoopRule crash_loop_;
   Phase phase_ = Phase::Joining;
   Next next_ = Next::Rejoin;         ///< in Restarting
   proto::RoundAssigned next_round_;  ///< for Next::StartRound

@@ -3,6 +3,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "agent/hang_report.hpp"
 #include "common/signal_names.hpp"
 
 namespace cohort {
@@ -53,6 +54,23 @@ bool stderr_repeats_traceback(const WorkerFailure& failure) {
   return failure.stderr_tail.back() == last_line(failure.traceback);
 }
 
+// Why cohort stopped this worker itself (a hang, and where it was stuck; an expired timer), or
+// that it failed while starting.
+void append_hang(std::ostringstream& out, const WorkerFailure& failure) {
+  if (!failure.timer_expired.empty()) out << "  timer     : " << failure.timer_expired << "\n";
+  if (failure.startup_failure) {
+    out << "  start-up  : failed " << failure.uptime.count() / 1000.0
+        << " s after it started (within --min-uptime): a start-up failure\n";
+  }
+  if (!failure.hang) return;
+  const HangReport& hang = *failure.hang;
+  out << "  hang      : " << hang_line(failure, hang) << "\n";
+  for (size_t i = 0; i < hang.frames.size(); ++i)
+    out << (i == 0 ? "  hung in   : " : "              ") << hang.frames[i] << "\n";
+  if (!hang.stacks_file.empty()) out << "  stacks    : " << hang.stacks_file << "\n";
+  if (!hang.note.empty()) out << "  stacks    : " << hang.note << "\n";
+}
+
 void append_entry(std::ostringstream& out, size_t index, const std::string& host,
                   const WorkerFailure& failure) {
   const ExitStatus& status = failure.status;
@@ -79,6 +97,7 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   } else {
     out << "  traceback : <none: the worker wrote no error file>\n";
   }
+  append_hang(out, failure);
   if (stderr_repeats_traceback(failure)) {
     out << "  stderr    : (ends with the traceback above)\n";
   } else if (!failure.stderr_tail.empty()) {

@@ -55,6 +55,10 @@ std::string LogLayout::rank_dir(int attempt, int local_rank) const {
   return attempt_dir(attempt) + "/" + std::to_string(local_rank);
 }
 
+std::string LogLayout::attempt_dir(int attempt) const {
+  return enabled_ ? run_dir_ + "/attempt_" + std::to_string(attempt) : std::string();
+}
+
 std::string LogLayout::error_file(int attempt, int local_rank) const {
   return enabled_ ? rank_dir(attempt, local_rank) + "/error.json" : std::string();
 }

@@ -1,8 +1,9 @@
 // The per-run log directory: <log-dir>/<run-id>/attempt_<n>/<local_rank>/{stdout.log,
-// stderr.log,error.json}, and attempt_<n>/filtered_{stdout,stderr}.log (--duplicate-*-filters).
-// Without --log-dir it lives in a fresh temporary directory that is removed when the run ends;
-// "/dev/null" turns files off. The run id is made one safe path component (run_id_path_component),
-// so logs never land outside the base directory. Owned by the agent; io thread only.
+// stderr.log,error.json}, attempt_<n>/filtered_{stdout,stderr}.log (--duplicate-*-filters) and
+// attempt_<n>/hang-rank<R>.txt for a hung worker's stacks. Without --log-dir it lives in a fresh
+// temporary directory that is removed when the run ends; "/dev/null" turns files off. The run id
+// is made one safe path component (run_id_path_component), so logs never land outside the base
+// directory. Owned by the agent; io thread only.
 #pragma once
 
 #include <string>
@@ -24,6 +25,9 @@ class LogLayout {
   std::string prepare_attempt(int attempt, int nproc);
   std::string attempt_dir(int attempt) const;
   std::string rank_dir(int attempt, int local_rank) const;
+  /// attempt_<attempt>, which holds the rank dirs and a hung worker's hang-rank<R>.txt; empty
+  /// when files are off.
+  std::string attempt_dir(int attempt) const;
   std::string error_file(int attempt, int local_rank) const;
   const std::string& run_dir() const { return run_dir_; }
 

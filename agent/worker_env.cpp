@@ -66,6 +66,34 @@ EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& roun
   return vars;
 }
 
+EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env) {
+  EnvMap vars{
+      {"PYTHONFAULTHANDLER", inherited_or(agent_env, "PYTHONFAULTHANDLER", "1")},
+      {"TORCH_NCCL_DUMP_ON_TIMEOUT", inherited_or(agent_env, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1")},
+      {"TORCH_NCCL_TRACE_BUFFER_SIZE",
+       inherited_or(agent_env, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")}};
+  if (!attempt_dir.empty()) {
+    std::string dumps = attempt_dir + "/nccl_trace_rank_";
+    vars["TORCH_FR_DUMP_TEMP_FILE"] = inherited_or(agent_env, "TORCH_FR_DUMP_TEMP_FILE", dumps);
+    vars["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] =
+        inherited_or(agent_env, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", dumps);
+    vars["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] = inherited_or(
+        agent_env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", attempt_dir + "/nccl_pipe_rank_");
+  }
+  return vars;
+}
+
+std::string python_path_with(const std::string& python_dir, const EnvMap& agent_env) {
+  std::string inherited = inherited_or(agent_env, "PYTHONPATH", "");
+  return inherited.empty() ? python_dir : inherited + ":" + python_dir;
+}
+
+std::string nccl_dump_pipe(const EnvMap& vars, int rank) {
+  auto stem = vars.find("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
+  if (stem == vars.end() || stem->second.empty()) return {};
+  return stem->second + std::to_string(rank) + ".pipe";
+}
+
 std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables) {
   EnvMap merged = agent_env;
   for (const auto& [name, value] : variables) merged[name] = value;

@@ -45,6 +45,19 @@ EnvMap parse_environ(char** environ_block);
 EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
                         const std::string& error_file, const EnvMap& agent_env);
 
+/// With hang detection on, what helps explain a hang, unless the user set it: Python's
+/// faulthandler (PYTHONFAULTHANDLER=1), and NCCL's flight recorder (trace buffer, dump on
+/// timeout, dump files and the debug-info pipe under `attempt_dir`, when not empty).
+EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env);
+
+/// PYTHONPATH with `python_dir` (where the cohort_heartbeat module is) added at its end, so
+/// that the user's own modules win.
+std::string python_path_with(const std::string& python_dir, const EnvMap& agent_env);
+
+/// The pipe NCCL's flight recorder of global rank `rank` reads (TORCH_NCCL_DEBUG_INFO_PIPE_FILE
+/// is a stem: PyTorch adds the rank and ".pipe"); empty when `vars` has no stem.
+std::string nccl_dump_pipe(const EnvMap& vars, int rank);
+
 /// agent_env overlaid with variables, as "NAME=value" entries.
 std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables);
 

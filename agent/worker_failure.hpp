@@ -5,12 +5,24 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/exit_status.hpp"
 
 namespace cohort {
+
+/// Why a worker was stopped for making no progress, and what it showed when stopped.
+struct HangReport {
+  std::chrono::milliseconds silent_for{0};  ///< no signal for this long when declared hung
+  std::optional<int64_t> step;              ///< the last step a heartbeat reported
+  std::optional<std::chrono::system_clock::time_point> last_signal;  ///< none: never signalled
+  std::string stacks_file;          ///< where its stacks (a Python traceback, eu-stack) were saved
+  std::vector<std::string> frames;  ///< the innermost frames of the stuck thread
+  std::string note;                 ///< when no stacks could be had: how to get them
+};
 
 struct WorkerFailure {
   int local_rank = 0;
@@ -24,6 +36,10 @@ struct WorkerFailure {
   std::string error_message;    ///< "ExceptionType: text" from the error file
   std::string traceback;        ///< py_callstack from the error file
   std::vector<std::string> stderr_tail;
+  std::optional<HangReport> hang;       ///< stopped by cohort for making no progress
+  std::string timer_expired;            ///< stopped by cohort: a FileTimer scope it set ran out
+  std::chrono::milliseconds uptime{0};  ///< from its start to its failure
+  bool startup_failure = false;         ///< failed within --min-uptime of its start
 };
 
 }  // namespace cohort

@@ -1,6 +1,7 @@
 #include "agent/worker_group.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <fstream>
 
 #include "agent/error_file.hpp"
+#include "agent/hang_report.hpp"
+#include "agent/heartbeat_channel.hpp"
 #include "common/log.hpp"
 
 namespace cohort {
@@ -21,11 +24,39 @@ struct WorkerGroup::Worker {
   size_t index = 0;
   SpawnedChild child;
   std::deque<std::string> spawn_error;
+  std::shared_ptr<HeartbeatChannel> heartbeat;
+  std::optional<HangReport> hang;  ///< declared hung; stopped with SIGABRT
+  std::string timer_expired;       ///< stopped for an expired FileTimer scope
+  SteadyTime hang_declared{};
+  SteadyTime started{};
+  bool native_stacks = false;  ///< eu-stack wrote them to plan.hang_file
+  bool aborted = false;        ///< SIGABRT sent
 };
 
 namespace {
 
 constexpr std::chrono::seconds kDrainTimeout{2};
+/// How long a hung worker has, after SIGABRT, to print its stacks and die before SIGKILL.
+constexpr std::chrono::seconds kAbortWait{5};
+constexpr const char* kHeartbeatVariable = "COHORT_HEARTBEAT_FD";
+
+void set_variable(std::vector<std::string>& env, const std::string& name,
+                  const std::string& value) {
+  std::string prefix = name + "=";
+  std::erase_if(env, [&](const std::string& entry) { return entry.rfind(prefix, 0) == 0; });
+  env.push_back(prefix + value);
+}
+
+// Asks NCCL's flight recorder for a dump: any write to the pipe the worker's process group
+// opened (only if the worker made one, so never blocks).
+void request_nccl_dump(const std::string& pipe) {
+  struct stat info {};
+  if (pipe.empty() || ::stat(pipe.c_str(), &info) != 0 || !S_ISFIFO(info.st_mode)) return;
+  int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;
+  write_all(fd, "1\n");
+  ::close(fd);
+}
 
 std::vector<std::string> read_last_lines(const std::string& path, size_t count) {
   std::ifstream in(path);
@@ -45,15 +76,21 @@ int open_log_file(const std::string& path) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner,
-                         std::chrono::milliseconds grace)
+                         std::chrono::milliseconds grace, HangSettings hang)
     : io_(io),
       spawner_(spawner),
       grace_(grace),
+      clock_(clock),
+      progress_(hang),
+      hang_timer_(clock.make_timer()),
       grace_timer_(clock.make_timer()),
       drain_timer_(clock.make_timer()) {}
 
 WorkerGroup::~WorkerGroup() {
   *alive_ = false;
+  for (auto& worker : workers_) {
+    if (worker->heartbeat) worker->heartbeat->close();
+  }
   for (auto& worker : workers_) {
     if (!worker->child.status() && worker->child.pid() > 0)
       spawner_.signal_group(worker->child.pid(), SIGKILL);
@@ -76,6 +113,7 @@ void WorkerGroup::start(std::vector<WorkerPlan> plans, Done done) {
     }
     start_worker(*worker);
   }
+  arm_hang_timer();
   maybe_finish();
 }
 
@@ -88,11 +126,14 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, const Str
     file_fd = open_log_file(plan.log_dir + "/" + file);
     if (file_fd < 0) log::warn("cannot open ", plan.log_dir, "/", file, ": ", std::strerror(errno));
   }
+  bool watched = progress_.settings().enabled();  // output is a sign of life: it must be read
   if (!route.console) {
-    if (file_fd >= 0) return worker.child.for_child(file_fd);
-    return worker.child.for_child(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!watched && file_fd >= 0) return worker.child.for_child(file_fd);
+    if (!watched) return worker.child.for_child(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    console_fd = -1;
   }
-  if (plan.prefix.empty() && file_fd < 0) return -1;  // raw console: inherit the agent's stream
+  // Raw console: inherit the agent's stream.
+  if (plan.prefix.empty() && file_fd < 0 && !watched) return -1;
   PumpTarget target{console_fd, file_fd, plan.prefix};
   if (!copy.path.empty() && !copy.filters.empty()) {
     target.copy_fd = open_log_file(copy.path);
@@ -100,6 +141,7 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, const Str
     target.copy_filters = copy.filters;
   }
   int copy_fd = target.copy_fd;
+  if (watched) target.on_output = [this, &worker] { on_progress(worker, std::nullopt); };
   int child_end = worker.child.pipe_to(stream, std::move(target));
   if (child_end < 0) {
     worker.child.for_child(file_fd);
@@ -118,6 +160,11 @@ void WorkerGroup::start_worker(Worker& worker) {
                                   "stdout.log", SpawnedChild::Stream::Out);
   request.stderr_fd = open_stream(worker, worker.plan.err, worker.plan.err_copy, STDERR_FILENO,
                                   "stderr.log", SpawnedChild::Stream::Err);
+  worker.heartbeat = std::make_shared<HeartbeatChannel>(io_);
+  if (worker.heartbeat->write_fd() >= 0) {
+    request.inherit_fds = {worker.heartbeat->write_fd()};
+    set_variable(request.env, kHeartbeatVariable, std::to_string(worker.heartbeat->write_fd()));
+  }
 
   SpawnedChild::Events events{[this, &worker](ExitStatus status) { on_exit(worker, status); },
                               [this] { maybe_finish(); }};
@@ -132,6 +179,11 @@ void WorkerGroup::start_worker(Worker& worker) {
     stop(SIGTERM);
     return;
   }
+  worker.heartbeat->close_write_end();
+  worker.heartbeat->start(
+      [this, &worker](std::optional<int64_t> step) { on_progress(worker, step); });
+  worker.started = clock_.now();
+  progress_.started(worker.index, worker.started);
   log::debug("started worker local_rank=", worker.plan.local_rank, " rank=", worker.plan.rank,
              " pid=", worker.child.pid());
 }
@@ -140,9 +192,12 @@ void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
   spawner_.signal_group(worker.child.pid(), SIGKILL);  // whatever the worker left in its group
   log::debug("worker local_rank=", worker.plan.local_rank, " pid=", worker.child.pid(),
              " ended with ", status.describe());
-  if (!status.success() && !stopping_) {
+  progress_.forget(worker.index);
+  // A worker cohort stopped (hung, or its FileTimer ran out) failed, even if others failed first.
+  bool stopped_by_cohort = worker.hang || !worker.timer_expired.empty();
+  if (!status.success() && (!stopping_ || stopped_by_cohort)) {
     record_failure(worker, status);
-    stop(SIGTERM);
+    if (!stopping_) stop(SIGTERM);
   }
   maybe_finish();
 }
@@ -154,10 +209,131 @@ void WorkerGroup::record_failure(Worker& worker, ExitStatus status) {
   failure.pid = std::max(worker.child.pid(), 0);
   failure.status = status;
   failure.time = std::chrono::system_clock::now();
+  if (worker.hang) {  // it failed when it was found hung, before the others were stopped
+    failure.time -= std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        clock_.now() - worker.hang_declared);
+  }
   failure.error_file = worker.plan.error_file;
   failure.error_file_kept = worker.plan.error_file_kept;
+  failure.hang = worker.hang;
+  if (worker.child.pid() > 0) {
+    failure.uptime =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - worker.started);
+  }
+  failure.timer_expired = worker.timer_expired;
   failures_.push_back(std::move(failure));
   failed_workers_.push_back(worker.index);
+}
+
+// A worker's first sign of life may move its deadline earlier (the first-signal allowance is
+// longer than the timeout): the timer follows. Later ones only move deadlines later.
+void WorkerGroup::on_progress(Worker& worker, std::optional<int64_t> step) {
+  if (progress_.signal(worker.index, clock_.now(), step)) arm_hang_timer();
+}
+
+// One timer for the group, at the earliest deadline. Signals after a worker's first only move
+// deadlines later, so it is not re-armed for each: when it fires early it finds nobody hung and
+// waits for the new earliest.
+void WorkerGroup::arm_hang_timer() {
+  if (stopping_) return;
+  if (auto due = progress_.next_deadline())
+    hang_timer_->start_at(*due, [this] { on_hang_timer(); });
+}
+
+void WorkerGroup::on_hang_timer() {
+  if (stopping_) return;
+  auto hung = progress_.first_hung(clock_.now());
+  if (!hung) return arm_hang_timer();
+  declare_hang(*workers_[*hung]);
+}
+
+// Takes the hung worker's stacks (and the NCCL flight recorder's dumps), then stops it with
+// SIGABRT; its exit is the group's failure. SIGKILL if it is still there after kAbortWait.
+void WorkerGroup::declare_hang(Worker& worker) {
+  SteadyTime now = clock_.now();
+  HangReport hang;
+  const ProgressRecord& record = progress_.record(worker.index);
+  hang.silent_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+      progress_.silent_for(worker.index, now));
+  hang.step = record.step;
+  if (record.last_signal) {
+    hang.last_signal =
+        std::chrono::system_clock::now() -
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(now - *record.last_signal);
+  }
+  worker.hang = hang;
+  worker.hang_declared = now;
+  progress_.forget_all();
+  log::warn("worker rank=", worker.plan.rank, " pid=", worker.child.pid(), " made no progress for ",
+            hang.silent_for.count() / 1000.0, " s: taking its stacks and stopping it");
+  for (auto& each : workers_) request_nccl_dump(each->plan.nccl_dump_pipe);
+  if (const auto& err = worker.child.pump(SpawnedChild::Stream::Err)) err->start_capture();
+  if (!worker.plan.python && take_native_stacks(worker)) return;  // SIGABRT once they are taken
+  abort_hung(worker);
+}
+
+// eu-stack -p PID into the worker's hang file; the worker is stopped when it is done (or after
+// kAbortWait, should it take longer). False when it cannot be run.
+bool WorkerGroup::take_native_stacks(Worker& worker) {
+  if (worker.plan.stack_tool.empty() || worker.plan.hang_file.empty()) return false;
+  int fd = ::open(worker.plan.hang_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  SpawnRequest request;
+  request.executable = worker.plan.stack_tool;
+  request.args = {"-p", std::to_string(worker.child.pid())};
+  request.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  request.stdout_fd = request.stderr_fd = fd;
+  Worker* hung = &worker;
+  std::error_code error;
+  pid_t tool = spawner_.spawn(
+      request,
+      [this, hung, alive = alive_](ExitStatus) {
+        if (*alive) abort_hung(*hung);
+      },
+      error);
+  ::close(fd);
+  if (tool < 0) return false;
+  worker.native_stacks = true;
+  hang_timer_->start_after(kAbortWait, [this, hung] { abort_hung(*hung); });
+  return true;
+}
+
+// SIGABRT to the hung worker (Python prints every thread's traceback); SIGKILL to its group if
+// it is still there after kAbortWait.
+void WorkerGroup::abort_hung(Worker& worker) {
+  if (worker.aborted || worker.child.status()) return;
+  worker.aborted = true;
+  spawner_.signal_process(worker.child.pid(), SIGABRT);
+  pid_t group = worker.child.pid();
+  hang_timer_->start_after(kAbortWait, [this, group] { spawner_.signal_group(group, SIGKILL); });
+}
+
+// Saves what the hung worker printed once stopped (its traceback) next to its logs, and quotes
+// where it was stuck.
+void WorkerGroup::save_stacks(const Worker& worker, WorkerFailure& failure) const {
+  HangReport& hang = *failure.hang;
+  const auto& err = worker.child.pump(SpawnedChild::Stream::Err);
+  std::string printed = err ? err->captured() : std::string();
+  if (worker.native_stacks) {  // eu-stack's, in the file already; then what the worker printed
+    std::ifstream in(worker.plan.hang_file);
+    std::string stacks((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    hang.frames = innermost_frames(stacks);
+    std::ofstream(worker.plan.hang_file, std::ios::app) << printed;
+    hang.stacks_file = worker.plan.hang_file;
+    return;
+  }
+  hang.frames = innermost_frames(printed);
+  if (printed.empty()) {
+    hang.note = worker.plan.python
+                    ? "none printed (Python prints every thread's traceback on SIGABRT with "
+                      "PYTHONFAULTHANDLER=1, which cohort sets unless you did)"
+                    : "install elfutils (eu-stack) to have cohort take a native worker's stacks";
+    return;
+  }
+  if (worker.plan.hang_file.empty()) return;
+  std::ofstream out(worker.plan.hang_file);
+  out << printed;
+  if (out.good()) hang.stacks_file = worker.plan.hang_file;
 }
 
 void WorkerGroup::forward_signal(int signal) {
@@ -167,7 +343,18 @@ void WorkerGroup::forward_signal(int signal) {
   }
 }
 
+bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
+  for (auto& worker : workers_) {
+    if (worker->child.pid() != pid || worker->child.status()) continue;
+    if (worker->timer_expired.empty()) worker->timer_expired = why;
+    spawner_.signal_process(pid, signal);
+    return true;
+  }
+  return false;
+}
+
 void WorkerGroup::stop(int signal) {
+  hang_timer_->cancel();  // no more hangs to find, nor a hung worker's abort to wait for
   if (stopping_ || signal == SIGKILL) {
     stopping_ = true;
     return kill_all();
@@ -224,6 +411,7 @@ void WorkerGroup::finish() {
     failure.stderr_tail.insert(failure.stderr_tail.end(), worker.spawn_error.begin(),
                                worker.spawn_error.end());
     load_error_file(failure);
+    if (failure.hang) save_stacks(worker, failure);
     outcome.failures.push_back(std::move(failure));
   }
   if (!outcome.failures.empty())

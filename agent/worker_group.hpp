@@ -1,9 +1,13 @@
 // The local workers of one round: starts them through a ProcessSpawner, in one container,
 // routes their output, watches them by event (child exit), and stops them all when one fails or
 // when asked: the signal, then SIGKILL once the Clock passes the grace period, and every process
-// reaped. Once every worker has exited, the container is killed: nothing a worker started (in
-// its process group or not) outlives the group. Reports one GroupOutcome. Owned by the agent,
-// one per round; io thread only.
+// reaped. With hang detection on, every sign of life (a heartbeat on COHORT_HEARTBEAT_FD, an
+// output line) moves the worker's deadline (ProgressDeadlines) and one timer waits for the
+// earliest; a worker past it is hung: its stacks are taken (SIGABRT: Python's faulthandler
+// prints every thread; eu-stack for native ones), NCCL is asked for a flight-recorder dump, and
+// it counts as failed. Once every worker has exited, the container is killed: nothing a worker
+// started (in its process group or not) outlives the group. Reports one GroupOutcome. Owned by the
+// agent, one per round; io thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "agent/output_config.hpp"
+#include "agent/progress_deadlines.hpp"
 #include "agent/worker_failure.hpp"
 #include "common/clock.hpp"
 #include "process/process_spawner.hpp"
@@ -41,6 +46,10 @@ struct WorkerPlan {
   std::string error_file;
   bool error_file_kept = true;  ///< false: the log directory is removed when the run ends
   std::string prefix;           ///< console line prefix (empty in raw mode)
+  std::string hang_file;        ///< where its stacks go if it hangs; empty: nowhere
+  std::string nccl_dump_pipe;   ///< its TORCH_NCCL_DEBUG_INFO_PIPE_FILE pipe; empty: none
+  bool python = false;          ///< a Python interpreter: SIGABRT makes it print its stacks
+  std::string stack_tool;       ///< eu-stack, for the stacks of a native worker; empty: none
 };
 
 struct GroupOutcome {
@@ -54,7 +63,7 @@ class WorkerGroup {
   using Done = std::function<void(GroupOutcome)>;
 
   WorkerGroup(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner,
-              std::chrono::milliseconds grace);
+              std::chrono::milliseconds grace, HangSettings hang = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -67,6 +76,9 @@ class WorkerGroup {
   /// Stopped unless a worker had already failed. A second call kills at once.
   void stop(int signal);
   bool stopping() const { return stopping_; }
+  /// Stops the worker `pid` with `signal` because a FileTimer scope it set expired; it counts
+  /// as failed, with `why` in the summary. False when no live worker has that pid.
+  bool expire_timer(pid_t pid, int signal, const std::string& why);
 
  private:
   struct Worker;
@@ -76,6 +88,13 @@ class WorkerGroup {
                   const char* file, SpawnedChild::Stream stream);
   void on_exit(Worker& worker, ExitStatus status);
   void record_failure(Worker& worker, ExitStatus status);
+  void on_progress(Worker& worker, std::optional<int64_t> step);
+  void arm_hang_timer();
+  void on_hang_timer();
+  void declare_hang(Worker& worker);
+  bool take_native_stacks(Worker& worker);
+  void abort_hung(Worker& worker);
+  void save_stacks(const Worker& worker, WorkerFailure& failure) const;
   void kill_all();
   void maybe_finish();
   void finish();
@@ -83,6 +102,9 @@ class WorkerGroup {
   boost::asio::io_context& io_;
   ProcessSpawner& spawner_;
   std::chrono::milliseconds grace_;
+  Clock& clock_;
+  ProgressDeadlines progress_;
+  std::unique_ptr<Timer> hang_timer_;  ///< at the earliest deadline; after a hang, the abort wait
   std::unique_ptr<Timer> grace_timer_;
   std::unique_ptr<Timer> drain_timer_;
   std::vector<std::unique_ptr<Worker>> workers_;

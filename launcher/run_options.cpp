@@ -99,6 +99,24 @@ void add_static_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--local-addr", o.local_addr, "Address this node advertises, used as given");
 }
 
+// Hang detection and crash loops (README: "Hangs and stragglers").
+void add_hang_flags(CLI::App& app, RunOptions& o) {
+  flag_option(app, "--hang-timeout", o.hang_timeout,
+              "Seconds without a sign of life (a heartbeat, an output line) after which a worker "
+              "is hung: its stacks are taken and it fails (0: off)");
+  flag_option(app, "--hang-first-timeout", o.hang_first_timeout,
+              "Seconds a worker may take to its first sign of life (default: 10 x --hang-timeout)")
+      ->default_str("10 x --hang-timeout");
+  flag_option(app, "--max-same-failures", o.max_same_failures,
+              "The same failure (exit status and last stderr line) this many times in a row ends "
+              "the run, whatever restarts are left (0: off)");
+  flag_option(app, "--no-restart-exit-codes", o.no_restart_exit_codes,
+              "Exit codes that end the run at once, e.g. 2,3 (a bad configuration, not a crash)");
+  flag_option(app, "--min-uptime", o.min_uptime,
+              "Seconds: a worker failing sooner after its start is reported as a start-up "
+              "failure (0: off)");
+}
+
 void add_cohort_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--worker-store", o.worker_store,
               "Where the workers' TCPStore lives: 'daemon' (a fresh one per round, hosted by the "
@@ -137,6 +155,7 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   add_worker_flags(app, o);
   add_output_flags(app, o);
   add_static_flags(app, o);
+  add_hang_flags(app, o);
   add_cohort_flags(app, o);
   app.prefix_command();
   // No leading newline: CLI11 already ends the options with one more, for the hidden group.

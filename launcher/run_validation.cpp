@@ -263,6 +263,52 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   }
 }
 
+void parse_hang_timeouts(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  auto timeout = seconds_to_ms(options.hang_timeout);
+  if (!timeout) {
+    problems.push_back(cat("--hang-timeout: expected seconds between 0 (off) and a year, got ",
+                           options.hang_timeout));
+    return;
+  }
+  config.hang.timeout = *timeout;
+  config.hang.first_timeout = *timeout * 10;
+  if (!options.hang_first_timeout) return;
+  auto first = seconds_to_ms(*options.hang_first_timeout);
+  if (!first || *first <= std::chrono::milliseconds(0)) {
+    problems.push_back(
+        cat("--hang-first-timeout: expected a positive number of seconds, at most "
+            "a year, got ",
+            *options.hang_first_timeout));
+  } else if (options.hang_timeout == 0) {
+    problems.push_back("--hang-first-timeout: needs --hang-timeout");
+  } else {
+    config.hang.first_timeout = *first;
+  }
+}
+
+void parse_crash_loop(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  if (options.max_same_failures < 0)
+    problems.push_back(cat("--max-same-failures: must be >= 0, got ", options.max_same_failures));
+  config.crash_loop.max_same_failures = options.max_same_failures;
+  if (!options.no_restart_exit_codes.empty()) {
+    for (const auto& item : split(options.no_restart_exit_codes, ',')) {
+      auto code = parse_int(trim(item));
+      if (!code || *code < 1 || *code > 255) {
+        problems.push_back(cat("--no-restart-exit-codes: expected exit codes 1-255 like 2,3, got '",
+                               options.no_restart_exit_codes, "'"));
+        break;
+      }
+      config.crash_loop.final_exit_codes.insert(static_cast<int>(*code));
+    }
+  }
+  if (auto uptime = seconds_to_ms(options.min_uptime)) {
+    config.crash_loop.min_uptime = *uptime;
+  } else {
+    problems.push_back(
+        cat("--min-uptime: expected seconds between 0 (off) and a year, got ", options.min_uptime));
+  }
+}
+
 // validate_run_flags, keeping --rdzv-conf for the rendezvous plan that may follow.
 struct CheckedFlags {
   ValidatedRun run;
@@ -287,6 +333,8 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   check_accepted_flags(options, checked.run);
   check_virtual_local_rank(options, machine, config, problems);
   config.console_events = options.event_log_handler == "console";
+  parse_hang_timeouts(options, config, problems);
+  parse_crash_loop(options, config, problems);
   config.under_launch = options.under_launch;
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
   plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,

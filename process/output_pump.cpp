@@ -34,6 +34,7 @@ void OutputPump::start(std::function<void()> on_eof, int pid) {
 }
 
 void OutputPump::close() {
+  target_.on_output = nullptr;  // a read that completed before the close must not reach the owner
   boost::system::error_code ignored;
   pipe_.close(ignored);
 }
@@ -52,6 +53,7 @@ void OutputPump::read_more() {
 }
 
 void OutputPump::consume(const char* data, size_t size) {
+  if (target_.on_output) target_.on_output();
   std::string_view chunk(data, size);
   for (;;) {
     size_t newline = chunk.find('\n');
@@ -88,6 +90,8 @@ void OutputPump::emit(std::string_view line) {
                   [line](const std::string& filter) { return line.find(filter) != line.npos; })) {
     copy_batch_.append(target_.prefix).append(line).push_back('\n');
   }
+  if (capturing_ && captured_.size() + line.size() < kMaxCaptureBytes)
+    captured_.append(line).push_back('\n');
   tail_.emplace_back(line.substr(0, 1024));
   if (tail_.size() > kTailLines) tail_.pop_front();
 }

@@ -24,6 +24,8 @@ struct PumpTarget {
   std::string prefixed_marker;
   int copy_fd = -1;                       ///< -1: none; else lines matching a filter, prefixed
   std::vector<std::string> copy_filters;  ///< substrings; a line containing one is copied
+  /// Runs for every read that brought output (a sign of life for hang detection); may be empty.
+  std::function<void()> on_output;
 };
 
 class OutputPump : public std::enable_shared_from_this<OutputPump> {
@@ -38,6 +40,11 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   /// Stops reading (used when a worker's stray children keep the pipe open too long).
   void close();
   const std::deque<std::string>& tail() const { return tail_; }
+  /// From now on keeps every line (up to kMaxCaptureBytes), not only the tail: what a hung
+  /// worker prints while it is stopped (a Python traceback of every thread).
+  void start_capture() { capturing_ = true; }
+  const std::string& captured() const { return captured_; }
+  static constexpr size_t kMaxCaptureBytes = 1024 * 1024;
 
  private:
   void read_more();
@@ -55,6 +62,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   std::string file_batch_;
   std::string copy_batch_;
   std::deque<std::string> tail_;
+  bool capturing_ = false;
+  std::string captured_;
 };
 
 /// Writes all of `data` to `fd`, retrying on EINTR and short writes.

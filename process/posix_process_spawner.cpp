@@ -90,6 +90,10 @@ struct WorkerSetup {
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return last_error();
     if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return last_error();
     close_on_exec_from(STDERR_FILENO + 1);  // up to the agent's limit, which may be raised
+    for (int fd : request.inherit_fds) {    // a heartbeat pipe
+      int flags = ::fcntl(fd, F_GETFD);
+      if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+    }
     restore_inherited_fd_limit();
     return {};
   }

@@ -24,6 +24,7 @@ struct SpawnRequest {
   int stdin_fd = -1;              ///< -1: /dev/null
   int stdout_fd = -1;             ///< -1: inherit the agent's
   int stderr_fd = -1;             ///< -1: inherit the agent's
+  std::vector<int> inherit_fds;   ///< kept open in the child under the same numbers
   bool new_process_group = true;
   bool die_with_parent = true;  ///< PR_SET_PDEATHSIG(SIGKILL)
   int container = 0;            ///< from ProcessSpawner::open_container; 0: none

@@ -14,8 +14,27 @@ using json = nlohmann::json;
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
                                    join_timeout_ms, heartbeat_timeout_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailed, round, rank, local_rank, exit_status, description,
-                                   host, summary)
+// WorkerFailed: every field required, but final_reason (absent from older agents) optional.
+void to_json(json& out, const WorkerFailed& m) {
+  out = json{{"round", m.round},
+             {"rank", m.rank},
+             {"local_rank", m.local_rank},
+             {"exit_status", m.exit_status},
+             {"description", m.description},
+             {"host", m.host},
+             {"summary", m.summary}};
+  if (!m.final_reason.empty()) out["final_reason"] = m.final_reason;
+}
+void from_json(const json& in, WorkerFailed& m) {
+  in.at("round").get_to(m.round);
+  in.at("rank").get_to(m.rank);
+  in.at("local_rank").get_to(m.local_rank);
+  in.at("exit_status").get_to(m.exit_status);
+  in.at("description").get_to(m.description);
+  in.at("host").get_to(m.host);
+  in.at("summary").get_to(m.summary);
+  if (in.contains("final_reason")) in.at("final_reason").get_to(m.final_reason);
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof)

@@ -41,6 +41,9 @@ struct WorkerFailed {
   std::string description;
   std::string host;
   std::string summary;
+  /// Not empty: the failure must end the run, whatever restarts are left (a crash loop, an exit
+  /// code listed in --no-restart-exit-codes); says why.
+  std::string final_reason;
 };
 /// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
 /// daemon may have died before it read the report). The daemon's next word about the run is the

@@ -26,7 +26,7 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
 
 rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
   return {failed.round,       failed.rank, failed.local_rank, failed.exit_status,
-          failed.description, failed.host, failed.summary};
+          failed.description, failed.host, failed.summary,    failed.final_reason};
 }
 
 std::optional<rdzv::CarriedOutcome> to_carried(const std::optional<proto::CarriedOutcome>& wire) {

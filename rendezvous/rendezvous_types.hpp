@@ -34,7 +34,8 @@ struct FailureReport {
   int exit_status = 1;      ///< the status the agents exit with (code, or 128 + signal)
   std::string description;  ///< "exit code 7" / "signal 11 (SIGSEGV)"
   std::string host;
-  std::string summary;  ///< the failing node's formatted failure summary
+  std::string summary;       ///< the failing node's formatted failure summary
+  std::string final_reason;  ///< not empty: end the run now (a crash loop), whatever is left
 };
 
 /// What a node rejoining a restarted daemon says of its last round: its workers ended there, and

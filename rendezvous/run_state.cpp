@@ -147,6 +147,11 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
 Actions RunState::spend_restart(const FailureReport& report, const std::string& reason,
                                 TimePoint now) {
   RestartDecision decision = decide_restart(restarts_used_, config_.max_restarts);
+  if (!report.final_reason.empty()) {  // the agent's crash-loop rule: no restart helps
+    phase_ = Phase::Failed;
+    return {StopRun{all_ids(), report.exit_status, reason + ": " + report.final_reason,
+                    report.summary}};
+  }
   if (!decision.restart) {
     phase_ = Phase::Failed;
     return {StopRun{all_ids(), report.exit_status, reason, report.summary}};

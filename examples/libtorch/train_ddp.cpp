@@ -36,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include "cohort/heartbeat.hpp"  // include/: heartbeats for cohort run --hang-timeout
+
 namespace {
 
 // The collectives' common base: c10d::ProcessGroup in PyTorch 1.x, c10d::Backend from 2.0 on.
@@ -488,6 +490,7 @@ int train(const Options& options) {
     }
     average_gradients(*collectives, params, cap_bytes, worker.world_size);
     optimizer.step();
+    cohort::heartbeat::beat(state.step);  // a sign of life for cohort run --hang-timeout
 
     state.loss = all_reduce_sum(*collectives, local_loss, device) / worker.world_size;
     if (step_log.is_open()) {

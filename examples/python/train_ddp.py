@@ -29,6 +29,11 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+try:  # cohort puts it on PYTHONPATH; under another launcher, heartbeats are skipped
+    import cohort_heartbeat
+except ImportError:
+    cohort_heartbeat = None
+
 IN_FEATURES = 16
 TEACHER_HIDDEN = 32
 
@@ -255,6 +260,8 @@ def train(args, stop, device, local_rank):
                     f.write(f"{restart_count} {step} {last_loss:.9g} {world_size}\n")
             if rank == 0 and (step % args.log_every == 0 or step == total_steps - 1):
                 print(f"epoch {epoch} step {step} loss {last_loss:.6f}", flush=True)
+            if cohort_heartbeat:  # a sign of life for cohort run --hang-timeout
+                cohort_heartbeat.beat(step)
             step += 1
             if step % args.checkpoint_every == 0:
                 checkpoint()

@@ -72,6 +72,8 @@ const std::vector<std::string> kTorchrunVariables{
 //   Both must be one of the two.
 // - TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCHELASTIC_SIGNALS_TO_HANDLE: PyTorch 2.x torchrun sets
 //   them, 1.13 does not; cohort follows 2.x. When torchrun sets them, the values must agree.
+// - COHORT_HEARTBEAT_FD (cohort's heartbeat descriptor, a number) and PYTHONPATH (cohort adds
+//   the directory of its cohort_heartbeat module at the end): cohort's own additions.
 void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvDump& theirs,
                            int local_rank) {
   auto set_by = [&](const EnvDump& dump) {
@@ -107,6 +109,11 @@ void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvD
     } else if (name == "TORCHELASTIC_ERROR_FILE") {
       CHECK(ends_with(cohort, "/attempt_0/" + lr + "/error.json"));
       CHECK(ends_with(torchrun, "/attempt_0/" + lr + "/error.json"));
+    } else if (name == "COHORT_HEARTBEAT_FD") {
+      CHECK(is_port(cohort));  // a small number
+      CHECK(torchrun == "<unset>");
+    } else if (name == "PYTHONPATH") {
+      CHECK(ends_with(cohort, "/python"));
     } else if ((name == "TORCH_NCCL_ASYNC_ERROR_HANDLING" ||
                 name == "TORCHELASTIC_SIGNALS_TO_HANDLE") &&
                torchrun == "<unset>") {

@@ -178,19 +178,39 @@ TEST_CASE("kill -9 of cohort takes every worker and grandchild with it",
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("workers inherit no file descriptor of cohort beyond 0 1 2",
+namespace {
+
+std::vector<std::string> split_nul(const std::string& block) {
+  std::vector<std::string> entries;
+  size_t start = 0;
+  for (size_t end; (end = block.find('\0', start)) != std::string::npos; start = end + 1)
+    entries.push_back(block.substr(start, end - start));
+  return entries;
+}
+
+}  // namespace
+
+TEST_CASE("workers inherit no file descriptor of cohort beyond 0 1 2 (and the heartbeat pipe)",
           "[integration][run][hygiene]") {
   Scratch scratch;
   auto cohort = scratch.start(
       concat({"--standalone", "--nproc-per-node", "2", "--tee", "1", "--shutdown-timeout", "20"},
              hanging_worker(scratch, {"--exit-on-signal", "0"})));
   REQUIRE(all_ready(scratch, 2));
-  // Listening and store sockets (--standalone), log files (--tee), pipes: none may leak.
+  // Listening and store sockets (--standalone), log files (--tee), pipes: none may leak. The one
+  // exception is the worker's heartbeat pipe, named by COHORT_HEARTBEAT_FD.
   for (pid_t worker : read_pids(scratch, "pid", 2)) {
     std::string dir = "/proc/" + std::to_string(worker) + "/fd";
+    std::string environ_block = read_file("/proc/" + std::to_string(worker) + "/environ");
+    std::string heartbeat;
+    for (const std::string& entry : split_nul(environ_block)) {
+      if (entry.rfind("COHORT_HEARTBEAT_FD=", 0) == 0) heartbeat = entry.substr(20);
+    }
+    CHECK_FALSE(heartbeat.empty());
     std::string extra;
     for (const std::string& fd : entries_starting_with(dir, "")) {
-      if (fd == "." || fd == ".." || fd == "0" || fd == "1" || fd == "2") continue;
+      if (fd == "." || fd == ".." || fd == "0" || fd == "1" || fd == "2" || fd == heartbeat)
+        continue;
       char target[256] = {};
       ssize_t length = ::readlink((dir + "/" + fd).c_str(), target, sizeof target - 1);
       extra += " " + fd + "->" + std::string(target, length > 0 ? static_cast<size_t>(length) : 0);

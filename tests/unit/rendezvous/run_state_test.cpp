@@ -264,6 +264,21 @@ TEST_CASE("with the budget spent every node stops with the root cause", "[unit][
   CHECK(find<DropNode>(f.join("late")));
 }
 
+TEST_CASE("a failure the agent made final ends the run with restarts left",
+          "[unit][rendezvous][crash-loop]") {
+  Fixture f(1, 1, 5);
+  f.join("a");
+  FailureReport report = failure(0);
+  report.final_reason = "a crash loop: the same failure 3 times in a row (exit code 7)";
+  std::optional<StopRun> stop = find<StopRun>(f.run.worker_failed("a", report, f.now));
+  REQUIRE(stop);
+  CHECK(stop->exit_status == 7);
+  CHECK(stop->reason.find(": a crash loop: the same failure 3 times") != std::string::npos);
+  CHECK(stop->summary == "SUMMARY");
+  CHECK(f.run.restarts_used() == 0);
+  CHECK(f.run.phase() == RunState::Phase::Failed);
+}
+
 TEST_CASE("a failure report from an earlier round is ignored", "[unit][rendezvous]") {
   Fixture f(1, 1, 3);
   f.join("a");

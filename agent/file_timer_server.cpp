@@ -1,0 +1,93 @@
+#include "agent/file_timer_server.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace cohort {
+namespace {
+
+constexpr size_t kMaxLine = 4096;  // PIPE_BUF: a client's request is one atomic write
+
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+FileTimerServer::FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired)
+    : path_(std::move(path)), expired_(std::move(expired)), pipe_(io), timer_(io) {}
+
+FileTimerServer::~FileTimerServer() {
+  *alive_ = false;
+  timer_.cancel();
+  boost::system::error_code ignored;
+  pipe_.close(ignored);
+  if (keep_open_ >= 0) ::close(keep_open_);
+  ::unlink(path_.c_str());
+}
+
+std::string FileTimerServer::start() {
+  ::unlink(path_.c_str());  // torchrun's server replaces what is there too
+  if (::mkfifo(path_.c_str(), 0600) != 0)
+    return "cannot make the FileTimer pipe " + path_ + ": " + std::strerror(errno);
+  int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "cannot open the FileTimer pipe " + path_ + ": " + std::strerror(errno);
+  keep_open_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  pipe_.assign(fd);
+  read_more();
+  return {};
+}
+
+void FileTimerServer::clear() {
+  timers_.clear();
+  timer_.cancel();
+}
+
+void FileTimerServer::read_more() {
+  pipe_.async_read_some(
+      boost::asio::buffer(buffer_),
+      [this, alive = alive_](const boost::system::error_code& error, size_t size) {
+        if (!*alive) return;
+        if (size > 0) consume(std::string_view(buffer_, size));
+        if (!error) read_more();
+      });
+}
+
+void FileTimerServer::consume(std::string_view bytes) {
+  for (char c : bytes) {
+    if (c != '\n') {
+      if (partial_.size() < kMaxLine) partial_.push_back(c);
+      continue;
+    }
+    std::string error;
+    if (auto request = parse_timer_request(partial_, error)) {
+      timers_.apply(*request);
+    } else {
+      log::warn("FileTimer pipe: ignoring a request (", error, ")");
+    }
+    partial_.clear();
+  }
+  arm();
+}
+
+// One timer, at the earliest expiration; the protocol's times are the wall clock's.
+void FileTimerServer::arm() {
+  auto next = timers_.next_expiration();
+  if (!next) return (void)timer_.cancel();
+  auto delay = std::chrono::duration<double>(std::max(0.0, *next - wall_seconds()));
+  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(delay));
+  timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
+    if (error || !*alive) return;
+    for (const ExpiredTimer& expired : timers_.take_expired(wall_seconds())) expired_(expired);
+    arm();
+  });
+}
+
+}  // namespace cohort

@@ -1,0 +1,101 @@
+// WorkerGroup's hang detection with a fake spawner and a fake clock: the first-signal allowance,
+// an output line as a sign of life, the worker silent first found hung (SIGABRT to it alone, then
+// SIGKILL to its group after the abort wait), and its failure carrying the hang report.
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <optional>
+
+#include "agent/worker_group.hpp"
+#include "tests/support/fake_clock.hpp"
+#include "tests/support/fake_process_spawner.hpp"
+#include "tests/support/io_steps.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct HangTest {
+  boost::asio::io_context io;
+  test::FakeClock clock;
+  test::FakeProcessSpawner spawner;
+  WorkerGroup group{io, clock, spawner, 30000ms, HangSettings{2s, 10s}};
+  std::optional<GroupOutcome> outcome;
+
+  std::vector<pid_t> start(int workers) {
+    std::vector<WorkerPlan> plans;
+    for (int i = 0; i < workers; ++i) {
+      WorkerPlan plan;
+      plan.local_rank = i;
+      plan.rank = 10 + i;
+      plan.request.executable = "/opt/train";
+      plans.push_back(plan);
+    }
+    group.start(std::move(plans), [this](GroupOutcome reported) { outcome = std::move(reported); });
+    return spawner.pids();
+  }
+  // The signals sent to `pid` alone (signal_process).
+  std::vector<int> process_signals(pid_t pid) const {
+    std::vector<int> signals;
+    for (const auto& sent : spawner.signals()) {
+      if (sent.target == pid && !sent.group) signals.push_back(sent.signal);
+    }
+    return signals;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the worker silent first is found hung at its deadline and stopped with SIGABRT",
+          "[worker_group][hang]") {
+  HangTest t;
+  std::vector<pid_t> pids = t.start(2);
+  REQUIRE(pids.size() == 2);
+  CHECK(t.spawner.child(pids[0]).request.inherit_fds.size() == 1);  // the heartbeat pipe
+  t.clock.advance(9s);
+  t.spawner.write_stderr(pids[0], "loading data\n");  // worker 0: a sign of life at 9 s
+  test::settle(t.io);
+  t.clock.advance(999ms);
+  CHECK(t.process_signals(pids[1]).empty());  // within the first-signal allowance
+  t.clock.advance(1ms);                       // 10 s: worker 1 never gave a sign of life
+  CHECK(t.process_signals(pids[1]) == std::vector<int>{SIGABRT});
+  CHECK(t.process_signals(pids[0]).empty());  // one hang at a time: the others are stopped
+
+  t.spawner.exit(pids[1], ExitStatus::killed_by(SIGABRT));
+  CHECK(t.spawner.group_signals(pids[0]) == std::vector<int>{SIGTERM});
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGTERM));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+  REQUIRE(t.outcome->failures.size() == 1);
+  const WorkerFailure& failure = t.outcome->failures[0];
+  CHECK(failure.rank == 11);
+  REQUIRE(failure.hang);
+  CHECK(failure.hang->silent_for == 10s);
+  CHECK_FALSE(failure.hang->last_signal);
+  CHECK_FALSE(failure.hang->note.empty());  // no stacks printed, and a native worker
+}
+
+TEST_CASE("a line moves the deadline, a hung worker that ignores SIGABRT is killed 5 s later",
+          "[worker_group][hang]") {
+  HangTest t;
+  std::vector<pid_t> pids = t.start(1);
+  t.spawner.write_stderr(pids[0], "step 1\n");
+  test::settle(t.io);
+  t.clock.advance(1900ms);
+  t.spawner.write_stderr(pids[0], "step 2\n");
+  test::settle(t.io);
+  t.clock.advance(1900ms);  // 3.8 s: 1.9 s since the last line
+  CHECK(t.process_signals(pids[0]).empty());
+  t.clock.advance(100ms);
+  CHECK(t.process_signals(pids[0]) == std::vector<int>{SIGABRT});
+  t.clock.advance(4999ms);
+  CHECK(t.spawner.group_signals(pids[0]).empty());
+  t.clock.advance(1ms);
+  CHECK(t.spawner.group_signals(pids[0]) == std::vector<int>{SIGKILL});
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGKILL));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+  REQUIRE(t.outcome->failures.size() == 1);
+  REQUIRE(t.outcome->failures[0].hang);
+  CHECK(t.outcome->failures[0].hang->silent_for == 2s);
+  CHECK(t.outcome->failures[0].hang->last_signal);
+}

@@ -1,0 +1,189 @@
+// `cohort run` with hang detection: a worker that heartbeats through the shipped Python module
+// and then wedges is found within the timeout, named with the function it hung in, and restarted;
+// a worker that only prints and then goes quiet is found too; torchrun's FileTimer pipe is served
+// (a FileTimerClient scope that runs out kills its worker). Real cohort, real Python and
+// test_worker processes; each run is bounded in time.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <regex>
+
+#include "tests/integration/integration_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kHangWorker = std::string(kSourceDir) + "/tests/integration/hang_worker.py";
+const std::map<std::string, std::string> kPythonEnv{{"PYTHON_EXEC", kPython}};
+
+/// The seconds of silence in "made no progress for S s", or -1.
+double silence_in(const std::string& text) {
+  std::smatch match;
+  if (!std::regex_search(text, match, std::regex(R"(made no progress for ([0-9.]+) s)"))) return -1;
+  return std::stod(match[1]);
+}
+
+}  // namespace
+
+TEST_CASE("a worker that heartbeats and then wedges is found, named and restarted",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  std::string logs = scratch.file("logs");
+  auto started = std::chrono::steady_clock::now();
+  RunResult result =
+      scratch.run({"--nproc-per-node", "2", "--hang-timeout", "2", "--max-restarts", "1",
+                   "--log-dir", logs, "--rdzv-id", "hang", kHangWorker, "heartbeat-hang", "1"},
+                  kPythonEnv);
+  auto took = std::chrono::steady_clock::now() - started;
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);  // the second attempt finished
+  CHECK(file_exists(scratch.file("attempt_1.rank0")));
+  CHECK(file_exists(scratch.file("attempt_1.rank1")));
+  // Found within the timeout + 1 s of its last heartbeat, step 4.
+  double silence = silence_in(result.err);
+  CHECK(silence >= 2.0);
+  CHECK(silence <= 3.0);
+  CHECK(contains(result.err, "rank 1 (local rank 1, pid "));
+  CHECK(contains(result.err, "(last signal: step 4 at "));
+  CHECK(contains(result.err, "; hung in File \"" + kHangWorker));
+  CHECK(contains(result.err, "in wedged_in_allreduce"));
+  std::string stacks = logs + "/hang/attempt_0/hang-rank1.txt";
+  CHECK(contains(result.err, "; stacks in " + stacks));
+  REQUIRE(file_exists(stacks));
+  CHECK(contains(read_file(stacks), "in wedged_in_allreduce"));
+  CHECK(contains(read_file(stacks), "in heartbeat_hang"));
+  CHECK(took < std::chrono::seconds(30));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("the failure summary of a hang says who, for how long, and where it hung",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  RunResult result = scratch.run(
+      {"--nproc-per-node", "2", "--hang-timeout", "1.5", kHangWorker, "heartbeat-hang", "0"},
+      kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "hang      : rank 0 (local rank 0, pid "));
+  CHECK(contains(summary, "made no progress for "));
+  CHECK(contains(summary, "hung in   : File \"" + kHangWorker));
+  CHECK(contains(summary, "in wedged_in_allreduce"));
+  CHECK(contains(summary, "stacks    : "));
+  CHECK(contains(summary, "signal    : SIGABRT"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a worker that only prints and then goes quiet is found", "[integration][run][hang]") {
+  Scratch scratch;
+  auto started = std::chrono::steady_clock::now();
+  RunResult result = scratch.run({"--nproc-per-node", "1", "--hang-timeout", "1", "--no-python",
+                                  kTestWorkerBin, "--print", "loading data", "--hang"});
+  auto took = std::chrono::steady_clock::now() - started;
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  CHECK(contains(result.out, "loading data"));
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "hang      : rank 0 (local rank 0, pid "));
+  CHECK(contains(summary, "(last signal: at "));  // a line, no step
+  double silence = silence_in(summary);
+  CHECK(silence >= 1.0);
+  CHECK(silence <= 2.0);
+  // A native worker prints no traceback: eu-stack takes its stacks, or the summary says how to.
+  if (std::system("command -v eu-stack >/dev/null") == 0) {
+    CHECK(contains(summary, "hung in   : #0 "));
+    CHECK(contains(summary, "/attempt_0/hang-rank0.txt"));
+  } else {
+    CHECK(contains(summary, "install elfutils (eu-stack)"));
+  }
+  CHECK(took < std::chrono::seconds(20));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a worker silent from the start is found after the first-signal allowance",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  RunResult result =
+      scratch.run({"--nproc-per-node", "1", "--hang-timeout", "0.5", "--hang-first-timeout", "1.5",
+                   "--no-python", kTestWorkerBin, "--hang"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "(last signal: none since it started)"));
+  double silence = silence_in(summary);
+  CHECK(silence >= 1.5);
+  CHECK(silence <= 2.5);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a FileTimerClient scope that runs out kills its worker, as under torchrun",
+          "[integration][run][hang][pytorch]") {
+  require_torch();
+  Scratch scratch;
+  RunResult result =
+      scratch.run({"--nproc-per-node", "1", kHangWorker, "file-timer"},
+                  {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"PYTHON_EXEC", kPython}});
+  double ended =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGKILL);
+  CHECK_FALSE(contains(result.out, "the timer did not fire"));
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "timer     : FileTimer scope 'long_sleep' expired; killed with SIGKILL"));
+  // Killed about 1 s after the scope was entered (the sleep was 30 s); cohort then exits.
+  REQUIRE(file_exists(scratch.file("timer_set")));
+  double scope_entered = std::stod(read_file(scratch.file("timer_set")));
+  CHECK(ended - scope_entered >= 1.0);
+  CHECK(ended - scope_entered < 3.0);
+  CHECK(scratch.nothing_left());
+}
+
+namespace {
+
+// A worker that records each attempt (attempt_<N>) and then runs test_worker with `args`.
+std::string attempt_recorder(const Scratch& scratch) {
+  std::string script = scratch.file("record_attempt.sh");
+  write_script(script, "touch \"" + scratch.path() +
+                           "/attempt_${TORCHELASTIC_RESTART_COUNT}\"\nexec '" +
+                           std::string(kTestWorkerBin) + "' \"$@\"\n");
+  return script;
+}
+
+}  // namespace
+
+TEST_CASE("a crash loop ends after 3 identical failures, with restarts left",
+          "[integration][run][crash-loop]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--nproc-per-node", "1", "--max-restarts", "10", "--no-python",
+                                  attempt_recorder(scratch), "--stderr", "RuntimeError: boom",
+                                  "--exit-code", "1"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 1);
+  CHECK(file_exists(scratch.file("attempt_2")));
+  CHECK_FALSE(file_exists(scratch.file("attempt_3")));
+  CHECK(contains(result.err,
+                 "cohort: not restarting: a crash loop: the same failure 3 times in a row "
+                 "(exit code 1: RuntimeError: boom)"));
+  CHECK(contains(failure_summary(result.err), "exitcode  : 1"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE(
+    "an exit code listed in --no-restart-exit-codes is final at once, --min-uptime labels "
+    "a start-up failure",
+    "[integration][run][crash-loop]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--nproc-per-node", "1", "--max-restarts", "5",
+                                  "--no-restart-exit-codes", "2,3", "--min-uptime", "30",
+                                  "--no-python", attempt_recorder(scratch), "--exit-code", "3"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 3);
+  CHECK(file_exists(scratch.file("attempt_0")));
+  CHECK_FALSE(file_exists(scratch.file("attempt_1")));
+  CHECK(contains(result.err,
+                 "cohort: not restarting: exit code 3 is final (--no-restart-exit-codes)"));
+  CHECK(contains(failure_summary(result.err), "a start-up failure"));
+  CHECK(scratch.nothing_left());
+}
