@@ -5,6 +5,7 @@
 
 #include "agent/hang_report.hpp"
 #include "common/signal_names.hpp"
+#include "common/text.hpp"
 
 namespace cohort {
 namespace {
@@ -47,11 +48,14 @@ std::string last_line(const std::string& text) {
   return text.substr(from, end + 1 - from);
 }
 
-// An uncaught Python exception prints the traceback the error file holds to stderr as well: the
-// summary quotes it once.
+// An uncaught Python exception prints the traceback the error file holds to stderr as well, and
+// a hung Python worker's stacks end with the frames quoted as "hung in": the summary quotes them
+// once.
 bool stderr_repeats_traceback(const WorkerFailure& failure) {
-  if (failure.traceback.empty() || failure.stderr_tail.empty()) return false;
-  return failure.stderr_tail.back() == last_line(failure.traceback);
+  if (failure.stderr_tail.empty()) return false;
+  std::string_view last = trim(failure.stderr_tail.back());
+  if (!failure.traceback.empty() && last == trim(last_line(failure.traceback))) return true;
+  return failure.hang && !failure.hang->frames.empty() && last == trim(failure.hang->frames.back());
 }
 
 // Why cohort stopped this worker itself (a hang, and where it was stuck; an expired timer), or
@@ -99,7 +103,7 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   }
   append_hang(out, failure);
   if (stderr_repeats_traceback(failure)) {
-    out << "  stderr    : (ends with the traceback above)\n";
+    out << "  stderr    : (ends with the frames above)\n";
   } else if (!failure.stderr_tail.empty()) {
     out << "  stderr    : (last " << failure.stderr_tail.size() << " lines)\n";
     for (const auto& line : failure.stderr_tail) out << "    " << line << "\n";

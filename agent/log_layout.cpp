@@ -47,12 +47,8 @@ std::string LogLayout::prepare_attempt(int attempt, int nproc) {
   return {};
 }
 
-std::string LogLayout::attempt_dir(int attempt) const {
-  return run_dir_ + "/attempt_" + std::to_string(attempt);
-}
-
 std::string LogLayout::rank_dir(int attempt, int local_rank) const {
-  return attempt_dir(attempt) + "/" + std::to_string(local_rank);
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
 }
 
 std::string LogLayout::attempt_dir(int attempt) const {

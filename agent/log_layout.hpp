@@ -23,7 +23,6 @@ class LogLayout {
   bool temporary() const { return temporary_; }
   /// Creates attempt_<attempt>/<0..nproc-1>. Returns an error message, empty on success.
   std::string prepare_attempt(int attempt, int nproc);
-  std::string attempt_dir(int attempt) const;
   std::string rank_dir(int attempt, int local_rank) const;
   /// attempt_<attempt>, which holds the rank dirs and a hung worker's hang-rank<R>.txt; empty
   /// when files are off.

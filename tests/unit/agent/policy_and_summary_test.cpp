@@ -66,3 +66,27 @@ TEST_CASE("a single failure says there are no others and shows its stderr", "[un
   CHECK(text.find("error     : ValueError: boom") != std::string::npos);
   CHECK(text.find("    ValueError: boom") != std::string::npos);
 }
+
+TEST_CASE("a traceback is quoted once, and a temporary error file says it will be removed",
+          "[unit][agent]") {
+  WorkerFailure python = failure(1, ExitStatus::exited(1), 5);
+  python.error_file = "/tmp/cohort_x/run/attempt_0/1/error.json";
+  python.error_file_written = true;
+  python.error_file_kept = false;
+  python.error_message = "ValueError: boom";
+  python.traceback =
+      "Traceback (most recent call last):\n  File \"t.py\", line 3\nValueError: boom\n";
+  python.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 3",
+                        "ValueError: boom"};
+  std::string text = format_failure_summary("t.py", "h", {python});
+  CHECK(text.find("error_file: /tmp/cohort_x/run/attempt_0/1/error.json (removed at exit; "
+                  "--log-dir keeps it)") != std::string::npos);
+  CHECK(text.find("stderr    : (ends with the frames above)") != std::string::npos);
+  size_t first = text.find("line 3");
+  REQUIRE(first != std::string::npos);
+  CHECK(text.find("line 3", first + 1) == std::string::npos);
+
+  python.stderr_tail.push_back("and a last word of its own");  // not the traceback: quoted
+  CHECK(format_failure_summary("t.py", "h", {python}).find("    and a last word of its own") !=
+        std::string::npos);
+}

@@ -311,27 +311,28 @@ TEST_CASE("flag --duplicate-*-filters become filter lists, not with --raw-output
   CHECK(run.config.output.stderr_filters == std::vector<std::string>{"NCCL"});
   CHECK(mentions(validate({"--duplicate-stdout-filters", "x", "--raw-output", "t.py"}).problems,
                  "--duplicate-stdout-filters"));
-  TEST_CASE("flag --hang-timeout: off by default, first allowance 10 x, both spellings, validated",
-            "[unit][launcher][hang]") {
-    using namespace std::chrono_literals;
-    CHECK_FALSE(validate({"t.py"}).config.hang.enabled());
-    ValidatedRun run = validate({"--hang-timeout", "2.5", "t.py"});
-    REQUIRE(run.problems.empty());
-    CHECK(run.config.hang.timeout == 2500ms);
-    CHECK(run.config.hang.first_timeout == 25s);
-    run = validate({"--hang_timeout", "3", "--hang_first_timeout", "60", "t.py"});
-    REQUIRE(run.problems.empty());
-    CHECK(run.config.hang.timeout == 3s);
-    CHECK(run.config.hang.first_timeout == 60s);
-    CHECK(mentions(validate({"--hang-timeout", "-1", "t.py"}).problems, "--hang-timeout"));
-    CHECK(mentions(validate({"--hang-timeout", "1", "--hang-first-timeout", "0", "t.py"}).problems,
-                   "--hang-first-timeout"));
-    CHECK(
-        mentions(validate({"--hang-first-timeout", "5", "t.py"}).problems, "--hang-first-timeout"));
-  }
+}
 
-  TEST_CASE("PET_HANG_TIMEOUT sets --hang-timeout", "[unit][launcher][hang]") {
-    test::EnvGuard env;
-    env.set("PET_HANG_TIMEOUT", "4");
-    CHECK(validate({"t.py"}).config.hang.timeout == std::chrono::seconds(4));
-  }
+TEST_CASE("flag --hang-timeout: off by default, first allowance 10 x, both spellings, validated",
+          "[unit][launcher][hang]") {
+  using namespace std::chrono_literals;
+  CHECK_FALSE(validate({"t.py"}).config.hang.enabled());
+  ValidatedRun run = validate({"--hang-timeout", "2.5", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.hang.timeout == 2500ms);
+  CHECK(run.config.hang.first_timeout == 25s);
+  run = validate({"--hang_timeout", "3", "--hang_first_timeout", "60", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.hang.timeout == 3s);
+  CHECK(run.config.hang.first_timeout == 60s);
+  CHECK(mentions(validate({"--hang-timeout", "-1", "t.py"}).problems, "--hang-timeout"));
+  CHECK(mentions(validate({"--hang-timeout", "1", "--hang-first-timeout", "0", "t.py"}).problems,
+                 "--hang-first-timeout"));
+  CHECK(mentions(validate({"--hang-first-timeout", "5", "t.py"}).problems, "--hang-first-timeout"));
+}
+
+TEST_CASE("PET_HANG_TIMEOUT sets --hang-timeout", "[unit][launcher][hang]") {
+  test::EnvGuard env;
+  env.set("PET_HANG_TIMEOUT", "4");
+  CHECK(validate({"t.py"}).config.hang.timeout == std::chrono::seconds(4));
+}
