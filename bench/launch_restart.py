@@ -6,10 +6,12 @@ Measures, in one run, the median wall time of:
   - cohort:   cohort run --standalone --no-python --nproc-per-node 8 /bin/true;
   - torchrun: torchrun --standalone --no_python --nproc_per_node 8 --monitor_interval 0.1 /bin/true
               (Debian's PyTorch 1.13 torchrun, through tests/integration/torchrun_debian12.py);
+  - with --torch2, also torchrun 2.6 (Debian 13's, in the root scripts/setup makes, started
+              through scripts/in-torch2) and, for what entering the root costs, in-torch2 /bin/true;
 and the restart cost: the same launch with 2 workers where rank 0 fails once (--max-restarts 1),
 minus the same launch where nothing fails. Also cohort's peak RSS (GNU time's %M).
 
-Usage: bench/launch_restart.py [--build build] [--runs 30] [--torchrun-runs 5]
+Usage: bench/launch_restart.py [--build build] [--runs 30] [--torchrun-runs 5] [--torch2]
 Prints a Markdown table (paste it into docs/BENCHMARKS.md).
 """
 import argparse
@@ -22,6 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
+IN_TORCH2 = os.path.join(ROOT, "scripts", "in-torch2")
 
 
 def timed(argv, env=None):
@@ -54,20 +57,28 @@ def main():
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--torchrun-runs", type=int, default=5)
+    parser.add_argument("--torch2", action="store_true",
+                        help="also torchrun 2.6 from the root of scripts/in-torch2")
     args = parser.parse_args()
     cohort = os.path.join(args.build, "bin", "cohort")
     worker = os.path.join(args.build, "bin", "test_worker")
-    torchrun = ["/usr/bin/python3", TORCHRUN, "--standalone", "--monitor_interval", "0.1"]
+    flags = ["--standalone", "--monitor_interval", "0.1"]
+    torchruns = {"torchrun": ["/usr/bin/python3", TORCHRUN] + flags}
+    if args.torch2:
+        torchruns["torchrun 2.6"] = [IN_TORCH2, "/usr/bin/torchrun"] + flags
 
     bare = ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait"]
     cohort_launch = [cohort, "run", "--standalone", "--no-python", "--nproc-per-node", "8",
                      "/bin/true"]
-    torchrun_launch = torchrun + ["--no_python", "--nproc_per_node", "8", "/bin/true"]
 
     results = {}
     results["bare"] = median_ms(bare, args.runs)
     results["cohort"] = median_ms(cohort_launch, args.runs)
-    results["torchrun"] = median_ms(torchrun_launch, args.torchrun_runs)
+    for name, torchrun in torchruns.items():
+        torchrun_launch = torchrun + ["--no_python", "--nproc_per_node", "8", "/bin/true"]
+        results[name] = median_ms(torchrun_launch, args.torchrun_runs)
+    if args.torch2:
+        results["in-torch2"] = median_ms([IN_TORCH2, "/bin/true"], args.runs)
 
     state_dir = tempfile.mkdtemp(prefix="cohort_bench_")
     state = os.path.join(state_dir, "runs")
@@ -82,11 +93,12 @@ def main():
 
     fail_once = [worker, "--only-rank", "0", "--fail-first-n-runs", "1", state, "--exit-code", "3"]
     restart = {}
-    for name, prefix, runs in (
-            ("cohort", [cohort, "run", "--standalone", "--no-python", "--nproc-per-node", "2",
-                        "--max-restarts", "1"], args.runs),
-            ("torchrun", torchrun + ["--no_python", "--nproc_per_node", "2", "--max_restarts", "1"],
-             args.torchrun_runs)):
+    launchers = [("cohort", [cohort, "run", "--standalone", "--no-python", "--nproc-per-node", "2",
+                             "--max-restarts", "1"], args.runs)]
+    for name, torchrun in torchruns.items():
+        launchers.append((name, torchrun + ["--no_python", "--nproc_per_node", "2",
+                                            "--max_restarts", "1"], args.torchrun_runs))
+    for name, prefix, runs in launchers:
         with_failure = median_ms(prefix + fail_once, runs, setup=fresh_state)
         without = median_ms(prefix + fail_once, runs, setup=spent_state)
         restart[name] = (with_failure, without, with_failure - without)
@@ -98,6 +110,11 @@ def main():
     print(f"| launch 8 x /bin/true | {results['bare']:.1f} ms | {results['cohort']:.1f} ms | "
           f"{results['torchrun']:.0f} ms | {results['torchrun'] / results['cohort']:.0f}x | "
           f"{results['cohort'] / results['bare']:.2f}x |")
+    if args.torch2:
+        t2 = results["torchrun 2.6"]
+        print(f"| launch 8 x /bin/true, torchrun 2.6 | | {results['cohort']:.1f} ms | {t2:.0f} ms "
+              f"(in-torch2 /bin/true: {results['in-torch2']:.0f} ms) | "
+              f"{t2 / results['cohort']:.0f}x | |")
     print()
     print(f"| restart (2 workers, rank 0 fails once) | with failure | without | restart adds |")
     print(f"|---|---|---|---|")

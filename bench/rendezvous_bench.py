@@ -8,7 +8,9 @@ Measures, in one run:
             completion). cohort: `cohort run` agents against a cohortd started beforehand (outside
             the timed part); torchrun: Debian's PyTorch 1.13 torchrun (tests/integration/
             torchrun_debian12.py, --rdzv_backend c10d, the first agent hosts the store,
-            --monitor_interval 0.1). A second series uses a tiny C worker that writes its start
+            --monitor_interval 0.1); with --torch2 also torchrun 2.6 (Debian 13's, in the root
+            scripts/setup makes, each agent started through scripts/in-torch2, whose own cost is
+            reported: `in-torch2 /bin/true`). A second series uses a tiny C worker that writes its start
             time (CLOCK_MONOTONIC) to a file, to report the time until every worker had started.
   recovery  3 cohort agents x 2 hanging test_workers, --nnodes 2:3; SIGKILL one agent; the time
             until every survivor's workers of round 1 wrote their pid files. (torchrun has no
@@ -19,7 +21,7 @@ Measures, in one run:
 
 Usage: bench/rendezvous_bench.py [--build build] [--runs 10] [--torchrun-runs 3]
            [--recovery-runs 7] [--sim-runs 3] [--sim-agents 1000,10000] [--skip-torchrun]
-           [--only latency,recovery,simulated] [--cohortd PATH (another daemon build)]
+           [--only latency,recovery,simulated] [--cohortd PATH (another daemon build)] [--torch2]
 Prints Markdown tables (paste them into docs/BENCHMARKS.md). Every process it starts is killed
 at the end (agents run in their own sessions; anything left in those sessions is SIGKILLed).
 """
@@ -40,6 +42,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
 TORCH_PYTHON = "/usr/bin/python3"
+IN_TORCH2 = os.path.join(ROOT, "scripts", "in-torch2")
+TORCHRUNS = {"torchrun": [TORCH_PYTHON, TORCHRUN],
+             "torchrun 2.6": [IN_TORCH2, "/usr/bin/torchrun"]}
 RUN_TIMEOUT_S = 180
 
 STAMP_SOURCE = r"""
@@ -229,11 +234,11 @@ def cohort_agents(build, port, run_id, nodes, worker):
              "--local-addr", f"127.0.0.{2 + i}", "--no-python"] + worker for i in range(nodes)]
 
 
-def torchrun_agents(port, run_id, nodes, worker):
+def torchrun_agents(torchrun, port, run_id, nodes, worker):
     argvs = []
     for i in range(nodes):
         host = "true" if i == 0 else "false"
-        argvs.append([TORCH_PYTHON, TORCHRUN, "--nnodes", str(nodes), "--nproc_per_node", "1",
+        argvs.append(TORCHRUNS[torchrun] + ["--nnodes", str(nodes), "--nproc_per_node", "1",
                       "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
                       "--rdzv_id", run_id, "--rdzv_conf", f"is_host={host}",
                       "--monitor_interval", "0.1", "--no_python"] + worker)
@@ -248,8 +253,10 @@ def latency(args, procs, scratch, stamp):
     daemon, port = start_cohortd(procs, args, scratch, "cohortd_latency")
     sequence = 0
     for nodes in args.nodes:
-        for launcher in ("cohort", "torchrun"):
-            if launcher == "torchrun" and args.skip_torchrun:
+        for launcher in ("cohort", "torchrun", "torchrun 2.6"):
+            if launcher != "cohort" and args.skip_torchrun:
+                continue
+            if launcher == "torchrun 2.6" and not args.torch2:
                 continue
             runs = args.runs if launcher == "cohort" else args.torchrun_runs
             entry = results.setdefault((launcher, nodes), {"exit": [], "started": [],
@@ -261,7 +268,7 @@ def latency(args, procs, scratch, stamp):
                     if launcher == "cohort":
                         argvs = cohort_agents(args.build, port, run_id, nodes, worker)
                     else:
-                        argvs = torchrun_agents(free_port(), run_id, nodes, worker)
+                        argvs = torchrun_agents(launcher, free_port(), run_id, nodes, worker)
                     exited, started = one_launch(procs, argvs,
                                                  stamp_dir if key == "stamp" else None, nodes,
                                                  launcher)
@@ -274,6 +281,13 @@ def latency(args, procs, scratch, stamp):
                   f"workers started {statistics.median(entry['started']):.1f} ms",
                   file=sys.stderr)
     stop(daemon)
+    if args.torch2:
+        samples = []
+        for _ in range(args.runs):
+            start = monotonic()
+            subprocess.run([IN_TORCH2, "/bin/true"], check=True)
+            samples.append((monotonic() - start) * 1000)
+        results["in-torch2"] = samples
     return results
 
 
@@ -390,6 +404,24 @@ def print_tables(args, lat, rec, sim):
                   f"{median(lat[('torchrun', n)]['stamp_exit']):.0f}" for n in args.nodes) + " ms")
               + f" for {', '.join(map(str, args.nodes))} agents)")
         print()
+        if args.torch2 and not args.skip_torchrun:
+            print("| agents (1 x /bin/true each) | cohort: all exited 0 | torchrun 2.6: all exited 0 "
+                  "| torchrun 2.6: all workers started | torchrun 2.6 / cohort | "
+                  "torchrun 2.6 / torchrun 1.13 |")
+            print("|---|---|---|---|---|---|")
+            for nodes in args.nodes:
+                c, t, t2 = (lat[(name, nodes)] for name in ("cohort", "torchrun", "torchrun 2.6"))
+                print(f"| {nodes} | {median(c['exit']):.1f} ms | {median(t2['exit']):.0f} ms | "
+                      f"{median(t2['started']):.0f} ms | "
+                      f"{median(t2['exit']) / median(c['exit']):.0f}x | "
+                      f"{median(t2['exit']) / median(t['exit']):.2f}x |")
+            print()
+            print(f"torchrun 2.6 agents start through scripts/in-torch2: `in-torch2 /bin/true` took "
+                  f"{median(lat['in-torch2']):.0f} ms (median of {args.runs}); all exited 0 in "
+                  "the timestamp series: " + ", ".join(
+                      f"{median(lat[('torchrun 2.6', n)]['stamp_exit']):.0f}" for n in args.nodes)
+                  + " ms")
+            print()
     if rec:
         print("| recovery: 3 agents x 2 hanging workers, --nnodes 2:3, SIGKILL one agent | "
               "median | min | max |")
@@ -432,6 +464,8 @@ def main():
     parser.add_argument("--nodes", default="2,4,8")
     parser.add_argument("--sim-agents", default="1000,10000")
     parser.add_argument("--skip-torchrun", action="store_true")
+    parser.add_argument("--torch2", action="store_true",
+                        help="also torchrun 2.6 from the root of scripts/in-torch2 (latency)")
     parser.add_argument("--only", default="latency,recovery,simulated")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)

@@ -35,6 +35,6 @@ dist.barrier()
 if round_ == 0 and rank == world - 1:
     sys.exit(3)  # one failure: every worker restarts in a fresh round
 if rank == 0:
-    print(f"ok round={round_} world={world} sum={value.item():.0f} keys={raw.num_keys()}",
-          flush=True)
+    print(f"ok round={round_} world={world} sum={value.item():.0f} keys={raw.num_keys()} "
+          f"torch={torch.__version__}", flush=True)
 dist.destroy_process_group()
