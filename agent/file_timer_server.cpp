@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace cohort {
 namespace {
@@ -67,10 +68,13 @@ void FileTimerServer::consume(std::string_view bytes) {
       continue;
     }
     std::string error;
-    if (auto request = parse_timer_request(partial_, error)) {
-      timers_.apply(*request);
-    } else {
-      log::warn("FileTimer pipe: ignoring a request (", error, ")");
+    auto request = parse_timer_request(partial_, error);
+    if (request && !timers_.apply(*request)) {
+      error = cat("more than ", FileTimers::kMaxTimers, " scopes at once");
+    }
+    if (!error.empty() && refusals_.due(std::chrono::steady_clock::now())) {
+      log::warn("FileTimer pipe: ignoring a request (", error, ")",
+                refusals_.suppressed() ? cat("; ", refusals_.suppressed(), " more left out") : "");
     }
     partial_.clear();
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent/file_timers.hpp"
+#include "common/log_throttle.hpp"
 
 namespace cohort {
 
@@ -44,6 +45,7 @@ class FileTimerServer {
   boost::asio::steady_timer timer_;
   FileTimers timers_;
   std::string partial_;
+  LogThrottle refusals_;  ///< one warning a second for requests it ignores
   char buffer_[4096];
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< for handlers run after us
 };

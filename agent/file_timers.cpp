@@ -39,13 +39,15 @@ std::optional<TimerRequest> parse_timer_request(std::string_view line, std::stri
   return request;
 }
 
-void FileTimers::apply(const TimerRequest& request) {
+bool FileTimers::apply(const TimerRequest& request) {
   auto key = std::make_pair(request.pid, request.scope);
   if (request.expiration_time < 0) {
     timers_.erase(key);
-  } else {
-    timers_[key] = request;
+    return true;
   }
+  if (timers_.size() >= kMaxTimers && timers_.count(key) == 0) return false;
+  timers_[key] = request;
+  return true;
 }
 
 std::optional<double> FileTimers::next_expiration() const {

@@ -36,7 +36,12 @@ std::optional<TimerRequest> parse_timer_request(std::string_view line, std::stri
 
 class FileTimers {
  public:
-  void apply(const TimerRequest& request);
+  /// More scopes than any training loop holds at once; a writer past it is refused, so a flood
+  /// of distinct scopes cannot grow the agent without bound.
+  static constexpr size_t kMaxTimers = 4096;
+
+  /// Arms, moves or releases a scope; false (and nothing done) for a new scope past kMaxTimers.
+  bool apply(const TimerRequest& request);
   /// Forgets every timer (a new round: the old workers are gone).
   void clear() { timers_.clear(); }
   /// The earliest expiration of a timer that reaps, if any.

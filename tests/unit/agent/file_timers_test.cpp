@@ -75,3 +75,16 @@ TEST_CASE("FileTimers: acquiring a scope again moves its expiration", "[unit][ag
   CHECK(timers.take_expired(15.0).empty());
   CHECK(timers.take_expired(20.0).size() == 1);
 }
+
+TEST_CASE("FileTimers: a flood of distinct scopes is refused past the cap",
+          "[unit][agent][timer]") {
+  FileTimers timers;
+  for (size_t i = 0; i < FileTimers::kMaxTimers; ++i) {
+    REQUIRE(timers.apply({100, "scope" + std::to_string(i), 50.0, 9}));
+  }
+  CHECK_FALSE(timers.apply({100, "one too many", 10.0, 9}));
+  CHECK(timers.next_expiration() == 50.0);        // nothing of the refused one kept
+  CHECK(timers.apply({100, "scope0", 60.0, 9}));  // a known scope still moves
+  CHECK(timers.apply({100, "scope1", -1, 0}));    // and is released
+  CHECK(timers.apply({100, "now there is room", 70.0, 9}));
+}
