@@ -1,6 +1,7 @@
 // Parsing JSON that someone else wrote (a peer's control frame, a daemon's status reply, a
-// worker's error file), with the nesting depth limited while the parser runs: no input can make
-// the parser, a later walk over the value or its destructor recurse past kMaxJsonDepth.
+// worker's error file), with the nesting depth checked before the parser runs: no input can make
+// the parser, a later walk over the value or its destructor recurse past kMaxJsonDepth, and
+// the time taken grows linearly with the text.
 // Pure; any thread.
 #pragma once
 
