@@ -2,6 +2,7 @@
 // that maps it to cohort's own exit code (code, or 128 + signal). Plain value type.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 
 namespace cohort {
@@ -23,5 +24,8 @@ struct ExitStatus {
 
   bool operator==(const ExitStatus&) const = default;
 };
+
+/// Prints describe(), so that a failed comparison in a test says which status it saw.
+std::ostream& operator<<(std::ostream& out, const ExitStatus& status);
 
 }  // namespace cohort
