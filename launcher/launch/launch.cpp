@@ -230,6 +230,8 @@ void Launch::on_host_ended(Remote& remote) {
       tear_down(kExitUnreachable, cat(remote.name, " was lost and ", left, " hosts are left; ",
                                       "--nnodes ", plan_.nnodes, " needs ", plan_.min_nodes));
     }
+  } else if (code != 0 && !tearing_down_) {
+    log::warn(remote.name, ": cohort run ended with ", status.describe());
   } else {
     log::info(remote.name, ": ended with ", status.describe());
   }
