@@ -1,0 +1,134 @@
+#include "observe/timeline.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace cohort::observe {
+namespace {
+
+std::string text_of(const nlohmann::json& event, const char* key) {
+  auto found = event.find(key);
+  return found != event.end() && found->is_string() ? found->get<std::string>() : "";
+}
+
+int64_t number_of(const nlohmann::json& event, const char* key, int64_t otherwise = 0) {
+  auto found = event.find(key);
+  return found != event.end() && found->is_number() ? found->get<int64_t>() : otherwise;
+}
+
+// Builds the timeline event by event; the open round is closed by the next one or the end.
+class TimelineBuilder {
+ public:
+  TimelineBuilder(const std::string& run_id, int64_t now_ms) : now_ms_(now_ms) {
+    timeline_.run_id = run_id;
+    timeline_.outcome = "running";
+  }
+
+  void add(const nlohmann::json& event) {
+    int64_t t = number_of(event, "t_ms");
+    if (timeline_.start_ms == 0 || t < timeline_.start_ms) timeline_.start_ms = t;
+    std::string name = text_of(event, "event");
+    std::string node = text_of(event, "node");
+    if (!node.empty() && name != "run.created") see_node(node);
+    if (name == "round.started") return start_round(event, t);
+    if (name == "worker.failed") {
+      return mark(TimelineMark::Kind::Failure, t, node,
+                  "rank " + std::to_string(number_of(event, "rank", -1)) + ": " +
+                      text_of(event, "status") + " " + text_of(event, "summary"));
+    }
+    if (name == "node.lost") {
+      recovery_from(t);
+      return mark(TimelineMark::Kind::Lost, t, node, "lost: " + text_of(event, "reason"));
+    }
+    if (name == "hang.detected") {
+      return mark(TimelineMark::Kind::Hang, t, node,
+                  "rank " + std::to_string(number_of(event, "rank", -1)) + " hung");
+    }
+    if (name == "straggler") return mark(TimelineMark::Kind::Straggler, t, node, "straggler");
+    if (name == "node.unhealthy")
+      return mark(TimelineMark::Kind::Unhealthy, t, node, text_of(event, "reason"));
+    if (name == "restart.decided") {
+      recovery_from(t);
+      return mark(TimelineMark::Kind::Restart, t, "", "restart: " + text_of(event, "reason"));
+    }
+    if (name == "run.completed" || name == "run.failed" || name == "run.stopped") end(name, t);
+  }
+
+  Timeline finish() {
+    close_round(ended_ ? timeline_.end_ms : now_ms_);
+    if (!ended_) timeline_.end_ms = std::max(now_ms_, timeline_.start_ms);
+    return std::move(timeline_);
+  }
+
+ private:
+  void see_node(const std::string& node) {
+    if (std::find(timeline_.nodes.begin(), timeline_.nodes.end(), node) == timeline_.nodes.end())
+      timeline_.nodes.push_back(node);
+  }
+
+  void start_round(const nlohmann::json& event, int64_t t) {
+    close_round(t);
+    TimelineRound round;
+    round.round = static_cast<int>(number_of(event, "round"));
+    round.start_ms = t;
+    round.world_size = static_cast<int>(number_of(event, "world_size"));
+    auto members = event.find("members");
+    if (members != event.end() && members->is_array()) {
+      for (const auto& member : *members) {
+        if (!member.is_object()) continue;
+        TimelineMember seen{text_of(member, "node"),
+                            static_cast<int>(number_of(member, "group_rank", -1)),
+                            static_cast<int>(number_of(member, "local_world_size"))};
+        see_node(seen.node);
+        round.members.push_back(std::move(seen));
+      }
+    }
+    timeline_.rounds.push_back(std::move(round));
+    round_open_ = true;
+    if (recovering_since_) {
+      timeline_.recoveries.push_back({*recovering_since_, t});
+      recovering_since_.reset();
+    }
+  }
+
+  void close_round(int64_t t) {
+    if (round_open_) timeline_.rounds.back().end_ms = std::max(t, timeline_.rounds.back().start_ms);
+    round_open_ = false;
+  }
+
+  void recovery_from(int64_t t) {
+    if (!recovering_since_ && !timeline_.rounds.empty()) recovering_since_ = t;
+  }
+
+  void mark(TimelineMark::Kind kind, int64_t t, const std::string& node, std::string text) {
+    timeline_.marks.push_back({kind, t, node, std::move(text)});
+  }
+
+  void end(const std::string& name, int64_t t) {
+    close_round(t);
+    ended_ = true;
+    timeline_.end_ms = t;
+    timeline_.outcome = name.substr(4);  // "completed", "failed", "stopped"
+    recovering_since_.reset();
+    mark(TimelineMark::Kind::End, t, "", timeline_.outcome);
+  }
+
+  Timeline timeline_;
+  int64_t now_ms_;
+  bool round_open_ = false;
+  bool ended_ = false;
+  std::optional<int64_t> recovering_since_;
+};
+
+}  // namespace
+
+Timeline build_timeline(const std::string& run_id, const std::vector<nlohmann::json>& events,
+                        int64_t now_ms) {
+  TimelineBuilder builder(run_id, now_ms);
+  for (const auto& event : events) {
+    if (event.is_object()) builder.add(event);
+  }
+  return builder.finish();
+}
+
+}  // namespace cohort::observe

@@ -1,0 +1,55 @@
+// One run's history, as the timeline page draws it: rounds (who took part, from when to when),
+// marks (failures, losses, hangs, restarts) and recovery times, read from the run's events
+// (docs/EVENTS.md). Pure: events and the current time in, a Timeline out; any thread.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cohort::observe {
+
+struct TimelineMember {
+  std::string node;
+  int group_rank = -1;
+  int local_world_size = 0;
+};
+
+struct TimelineRound {
+  int round = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;  ///< the next round's start, the run's end, or now
+  int world_size = 0;
+  std::vector<TimelineMember> members;
+};
+
+struct TimelineMark {
+  enum class Kind { Failure, Lost, Hang, Straggler, Unhealthy, Restart, End };
+  Kind kind;
+  int64_t t_ms = 0;
+  std::string node;  ///< empty: the whole run
+  std::string text;  ///< what the event said, for the mark's tooltip
+};
+
+struct Recovery {
+  int64_t from_ms = 0;  ///< the restart decided (or the node lost)
+  int64_t to_ms = 0;    ///< the next round started
+};
+
+struct Timeline {
+  std::string run_id;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::vector<std::string> nodes;  ///< in order of first appearance
+  std::vector<TimelineRound> rounds;
+  std::vector<TimelineMark> marks;
+  std::vector<Recovery> recoveries;
+  std::string outcome;  ///< "running", "completed", "failed" or "stopped"
+};
+
+/// Reads events of one run (in the order written; unknown events are skipped).
+Timeline build_timeline(const std::string& run_id, const std::vector<nlohmann::json>& events,
+                        int64_t now_ms);
+
+}  // namespace cohort::observe

@@ -1,0 +1,61 @@
+#include "rendezvous/daemon_metrics.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cohort;
+using nlohmann::json;
+
+namespace {
+
+json event(int64_t t, const std::string& name, json fields = json::object()) {
+  fields["t_ms"] = t;
+  fields["event"] = name;
+  fields["run"] = "job";
+  return fields;
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezvous][metrics]") {
+  DaemonMetrics metrics;
+  for (const json& e :
+       {event(0, "run.created"), event(10, "round.started"), event(500, "worker.failed"),
+        event(501, "restart.decided"), event(801, "round.started"),
+        event(900, "node.lost", {{"reason", "heartbeat timeout"}, {"silent_ms", 3000}}),
+        event(901, "restart.decided"), event(1900, "round.started"), event(2000, "run.completed")})
+    metrics.on_event(e);
+  MetricsSnapshot now;
+  now.runs.push_back({"job", "running", 2, 2, 3, 4, 17});
+  now.nodes.push_back({"job", "a:1", "member", 0.25});
+  now.nodes.push_back({"job", "b:1", "member", 1.5});
+  now.control_connections = 2;
+  std::string text = metrics.render(now);
+  CHECK(has_line(text, "cohort_runs{phase=\"running\"} 1"));
+  CHECK(has_line(text, "cohort_runs{phase=\"forming\"} 0"));
+  CHECK(has_line(text, "cohort_run_restarts_left{run=\"job\"} 1"));
+  CHECK(has_line(text, "cohort_nodes{run=\"job\",state=\"member\"} 2"));
+  CHECK(has_line(text, "cohort_node_heartbeat_age_seconds{run=\"job\",node=\"b:1\"} 1.5"));
+  CHECK(has_line(text, "cohort_store_operations{run=\"job\"} 17"));
+  CHECK(has_line(text, "cohort_rounds_started_total 3"));
+  CHECK(has_line(text, "cohort_restarts_total 2"));
+  CHECK(has_line(text, "cohort_worker_failures_total 1"));
+  CHECK(has_line(text, "cohort_nodes_lost_total{reason=\"heartbeat_timeout\"} 1"));
+  CHECK(has_line(text, "cohort_runs_ended_total{outcome=\"completed\"} 1"));
+  CHECK(has_line(text, "cohort_loss_detect_seconds_bucket{le=\"2.5\"} 0"));
+  CHECK(has_line(text, "cohort_loss_detect_seconds_bucket{le=\"5\"} 1"));
+  // 300 ms after the failure, 1000 ms after the loss (not after the restart decided later).
+  CHECK(has_line(text, "cohort_recover_seconds_count 2"));
+  CHECK(has_line(text, "cohort_recover_seconds_sum 1.3"));
+  CHECK(has_line(text, "cohort_recover_seconds_bucket{le=\"0.5\"} 1"));
+}
+
+TEST_CASE("loss reasons become a few fixed label values", "[unit][rendezvous][metrics]") {
+  CHECK(DaemonMetrics::loss_class("heartbeat timeout (no frame for 3000 ms)") ==
+        "heartbeat_timeout");
+  CHECK(DaemonMetrics::loss_class("connection closed (End of file)") == "connection_closed");
+  CHECK(DaemonMetrics::loss_class("anything \"else\"") == "other");
+}
