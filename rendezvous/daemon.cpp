@@ -240,10 +240,16 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
           apply(run, state.node_succeeded(node, typed.round, now()));
         } else if constexpr (std::is_same_v<T, proto::Leave>) {
-          std::string reason = typed.reason.empty() ? "left" : typed.reason;
-          run.sessions.erase(node);
+          // Lost with its own reason first; then its close is no second loss (and cannot end
+          // the run under our feet: closing with nothing to send reports the close at once).
+          std::string left = node;
+          run.sessions.erase(left);
+          run.rank0_ports.erase(left);
+          nodes_.erase(left);
+          configs_.erase(left);
+          session.node_id.clear();
+          apply(run, state.node_lost(left, typed.reason.empty() ? "left" : typed.reason, now()));
           session.close_after(std::nullopt, "left");
-          apply(run, state.node_lost(node, reason, now()));
         } else {
           session.close_after(proto::Error{std::string("unexpected message ") +
                                            proto::message_type(proto::ControlMessage(typed))},
@@ -376,6 +382,7 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
 }
 
 void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
+  ++applying_;
   for (auto& action : actions) {
     std::visit(
         [&](auto& typed) {
@@ -403,6 +410,7 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
         },
         action);
   }
+  --applying_;
 }
 
 void RendezvousDaemon::send_waiting(Run& run, const rdzv::WaitingStatus& status) {
@@ -497,6 +505,7 @@ void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
 }
 
 void RendezvousDaemon::reap_runs() {
+  if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty()) {
       it = runs_.erase(it);

@@ -110,6 +110,7 @@ class RendezvousDaemon {
   std::set<std::shared_ptr<ControlSession>> sessions_;
   std::map<std::string, rdzv::NodeInfo> nodes_;     ///< node id -> what its hello said
   std::map<std::string, rdzv::RunConfig> configs_;  ///< node id -> the settings it asked for
+  int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
 };
 

@@ -497,3 +497,26 @@ TEST_CASE("a hello with a run id that is no plain name, or a tiny heartbeat time
   Client asker(d.daemon.port());
   CHECK(std::get<proto::StatusReply>(asker.status()).runs.empty());
 }
+
+// A leave used to close the connection first: the close reported the node lost ("connection
+// closed (left)") and, for the last node, forgot the run while the leave still used it.
+TEST_CASE("a node that leaves is lost for its own reason, the last one to leave ends the run",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("job", "a", 2, 3);
+  b.hello("job", "b", 2, 3);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  a.send(proto::Leave{"its workers finished"});
+  CHECK(a.closed_by_daemon());
+  auto restart = b.expect<proto::Restart>();
+  CHECK(restart.reason.find("its workers finished") != std::string::npos);
+  CHECK(restart.reason.find("connection closed") == std::string::npos);
+  b.send(proto::Leave{"stopping too"});
+  CHECK(b.closed_by_daemon());
+  Client watcher(d.daemon.port());
+  auto status = watcher.status();
+  REQUIRE(std::holds_alternative<proto::StatusReply>(status));
+  CHECK(std::get<proto::StatusReply>(status).runs.empty());
+}
