@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstring>
@@ -45,6 +46,16 @@ std::string python_helper_dir() {
 
 bool is_python(const std::string& executable) {
   return std::filesystem::path(executable).filename().string().rfind("python", 0) == 0;
+}
+
+// How often the workers' progress goes to the daemon: often enough, against the hang timeout,
+// that the rank that went silent first is known across nodes, and never more than 5 times a
+// second nor less than once a second.
+std::chrono::milliseconds progress_interval(const HangSettings& hang) {
+  constexpr std::chrono::milliseconds kLongest{1000}, kShortest{200};
+  if (!hang.enabled()) return kLongest;
+  auto eighth = std::chrono::duration_cast<std::chrono::milliseconds>(hang.timeout / 8);
+  return std::clamp(eighth, kShortest, kLongest);
 }
 
 RoundInfo round_info(const proto::RoundAssigned& assigned, bool rank0_store) {
@@ -300,6 +311,30 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
       std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout, config_.hang);
   group_->start(plan_workers(round),
                 [this](GroupOutcome outcome) { on_group_done(std::move(outcome)); });
+  report_progress_later();
+}
+
+// While the group runs: its workers' progress, to the daemon, every progress_interval.
+void Agent::report_progress_later() {
+  if (!progress_timer_) progress_timer_ = clock_.make_timer();
+  progress_timer_->start_after(progress_interval(config_.hang), [this] {
+    if (!group_ || group_->stopping()) return;
+    send_progress(/*hang=*/false);
+    report_progress_later();
+  });
+}
+
+void Agent::send_progress(bool hang) {
+  if (!client_ || !group_) return;
+  proto::Progress progress;
+  progress.round = state_.round();
+  progress.hang = hang;
+  progress.hang_timeout_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.timeout).count();
+  progress.straggler_factor_pct = config_.straggler_factor_pct;
+  progress.host = config_.host_name.substr(0, proto::kMaxProgressHostBytes);
+  progress.ranks = group_->progress();
+  client_->send(progress);
 }
 
 std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
@@ -362,6 +397,9 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
   if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
     write_root_cause_file(own_error_file->second, failure.root_cause);
   }
+  // A hang: every rank's silence with it, so that the daemon can tell which rank, on any node,
+  // went silent first.
+  if (failure.root_cause.hang) send_progress(/*hang=*/true);
   client_->send(failure.report);
 }
 
@@ -374,6 +412,7 @@ void Agent::finish(int exit_code) {
   if (stdin_) stdin_->close();
   group_.reset();
   file_timer_.reset();
+  if (progress_timer_) progress_timer_->cancel();
   if (client_) client_->close();
   auto done = [this] {
     client_.reset();

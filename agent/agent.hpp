@@ -51,6 +51,7 @@ struct AgentConfig {
   WorkerEnvSettings env;
   std::chrono::milliseconds shutdown_timeout{30000};
   HangSettings hang;               ///< --hang-timeout, --hang-first-timeout; off by default
+  int straggler_factor_pct = 150;  ///< --straggler-factor, in percent, sent with progress reports
   CrashLoopSettings crash_loop;    ///< --max-same-failures, --no-restart-exit-codes, --min-uptime
   std::vector<int> extra_signals;  ///< forwarded without stopping (SIGUSR1, ...)
   /// Caught but not forwarded: inside a Slurm step, Slurm signals every process of the step
@@ -99,6 +100,8 @@ class Agent {
   void finish(int exit_code);
   void event(const std::string& line) const;
   int rank0_port() const;
+  void report_progress_later();
+  void send_progress(bool hang);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -116,6 +119,7 @@ class Agent {
   std::unique_ptr<RendezvousClient> client_;     ///< from the first Connect to the exit
   std::unique_ptr<WorkerGroup> group_;           ///< the current round's; kept after it ends
   std::unique_ptr<FileTimerServer> file_timer_;  ///< TORCHELASTIC_ENABLE_FILE_TIMER=1 only
+  std::unique_ptr<Timer> progress_timer_;        ///< the next progress report to the daemon
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
   std::string stack_tool_;        ///< eu-stack, when hang detection is on and it is installed

@@ -275,7 +275,8 @@ Actions AgentState::finish() {
 // Under cohort launch every host's lines reach one console: only the host whose failure is the
 // root cause prints the summary there.
 Actions AgentState::farewell_for(const proto::Stop& stop) const {
-  bool own = stop.summary == sent_summary_;
+  // The daemon may append the root cause it found across nodes to this node's summary.
+  bool own = !sent_summary_.empty() && stop.summary.rfind(sent_summary_, 0) == 0;
   if (!stop.summary.empty() && (own || !settings_.under_launch)) {
     return {PrintSummary{stop.summary}};
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <climits>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -29,8 +30,9 @@ struct WorkerGroup::Worker {
   std::string timer_expired;       ///< stopped for an expired FileTimer scope
   SteadyTime hang_declared{};
   SteadyTime started{};
-  bool native_stacks = false;  ///< eu-stack wrote them to plan.hang_file
-  bool aborted = false;        ///< SIGABRT sent
+  bool native_stacks = false;     ///< eu-stack wrote them to plan.hang_file
+  bool aborted = false;           ///< SIGABRT sent
+  bool ended_on_its_own = false;  ///< exited before a hang was declared or the group stopped
 };
 
 namespace {
@@ -106,6 +108,7 @@ void WorkerGroup::start(std::vector<WorkerPlan> plans, Done done) {
     workers_.back()->plan = std::move(plan);
     workers_.back()->index = workers_.size() - 1;
   }
+  step_times_.resize(workers_.size());
   for (auto& worker : workers_) {
     if (stopping_) {  // an earlier worker could not start: do not start the rest
       worker->child.never_ran(ExitStatus::killed_by(SIGKILL));
@@ -193,6 +196,7 @@ void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
   log::debug("worker local_rank=", worker.plan.local_rank, " pid=", worker.child.pid(),
              " ended with ", status.describe());
   progress_.forget(worker.index);
+  worker.ended_on_its_own = !progress_frozen_;
   // A worker cohort stopped (hung, or its FileTimer ran out) failed, even if others failed first.
   bool stopped_by_cohort = worker.hang || !worker.timer_expired.empty();
   if (!status.success() && (!stopping_ || stopped_by_cohort)) {
@@ -228,7 +232,32 @@ void WorkerGroup::record_failure(Worker& worker, ExitStatus status) {
 // A worker's first sign of life may move its deadline earlier (the first-signal allowance is
 // longer than the timeout): the timer follows. Later ones only move deadlines later.
 void WorkerGroup::on_progress(Worker& worker, std::optional<int64_t> step) {
-  if (progress_.signal(worker.index, clock_.now(), step)) arm_hang_timer();
+  if (progress_frozen_) return;  // what a stopped worker prints (its traceback) is no progress
+  SteadyTime now = clock_.now();
+  if (step) step_times_.at(worker.index).beat(*step, now);
+  if (progress_.signal(worker.index, now, step)) arm_hang_timer();
+}
+
+std::vector<proto::RankProgress> WorkerGroup::progress() const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  std::vector<proto::RankProgress> ranks;
+  SteadyTime now = clock_.now();
+  for (const auto& worker : workers_) {
+    // Never started, or done before the group stopped: it waits on nobody.
+    if (worker->child.pid() <= 0 || worker->ended_on_its_own) continue;
+    proto::RankProgress rank;
+    rank.local_rank = worker->plan.local_rank;
+    rank.silent_ms = duration_cast<milliseconds>(progress_.silent_for(worker->index, now)).count();
+    if (auto step = progress_.record(worker->index).step) {
+      rank.step = static_cast<int>(std::clamp<int64_t>(*step, 0, INT32_MAX));
+    }
+    if (auto median = step_times_.at(worker->index).median()) {
+      rank.step_ms = duration_cast<milliseconds>(*median).count();
+    }
+    ranks.push_back(rank);
+  }
+  return ranks;
 }
 
 // One timer for the group, at the earliest deadline. Signals after a worker's first only move
@@ -264,6 +293,7 @@ void WorkerGroup::declare_hang(Worker& worker) {
   worker.hang = hang;
   worker.hang_declared = now;
   progress_.forget_all();
+  progress_frozen_ = true;
   log::warn("worker rank=", worker.plan.rank, " pid=", worker.child.pid(), " made no progress for ",
             hang.silent_for.count() / 1000.0, " s: taking its stacks and stopping it");
   for (auto& each : workers_) request_nccl_dump(each->plan.nccl_dump_pipe);
@@ -355,6 +385,7 @@ bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
 
 void WorkerGroup::stop(int signal) {
   hang_timer_->cancel();  // no more hangs to find, nor a hung worker's abort to wait for
+  progress_frozen_ = true;
   if (stopping_ || signal == SIGKILL) {
     stopping_ = true;
     return kill_all();

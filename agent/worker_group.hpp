@@ -22,10 +22,12 @@
 
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
+#include "agent/step_times.hpp"
 #include "agent/worker_failure.hpp"
 #include "common/clock.hpp"
 #include "process/process_spawner.hpp"
 #include "process/spawned_child.hpp"
+#include "proto/control_messages.hpp"
 
 namespace cohort {
 
@@ -79,6 +81,9 @@ class WorkerGroup {
   /// Stops the worker `pid` with `signal` because a FileTimer scope it set expired; it counts
   /// as failed, with `why` in the summary. False when no live worker has that pid.
   bool expire_timer(pid_t pid, int signal, const std::string& why);
+  /// The progress of every worker still running (or stopped by the group) now, as the agent
+  /// reports it to the daemon: how long it has been silent, its last step, its median step time.
+  std::vector<proto::RankProgress> progress() const;
 
  private:
   struct Worker;
@@ -104,6 +109,7 @@ class WorkerGroup {
   std::chrono::milliseconds grace_;
   Clock& clock_;
   ProgressDeadlines progress_;
+  std::vector<StepTimes> step_times_;  ///< by worker index
   std::unique_ptr<Timer> hang_timer_;  ///< at the earliest deadline; after a hang, the abort wait
   std::unique_ptr<Timer> grace_timer_;
   std::unique_ptr<Timer> drain_timer_;
@@ -114,6 +120,7 @@ class WorkerGroup {
   int container_ = 0;              ///< the spawner's, for every worker's SpawnRequest
   bool container_killed_ = false;  ///< once every worker has exited
   bool stopping_ = false;
+  bool progress_frozen_ = false;  ///< a hang was declared, or the group stops: signals ignored
   bool finished_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

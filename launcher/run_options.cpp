@@ -107,6 +107,9 @@ void add_hang_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--hang-first-timeout", o.hang_first_timeout,
               "Seconds a worker may take to its first sign of life (default: 10 x --hang-timeout)")
       ->default_str("10 x --hang-timeout");
+  flag_option(app, "--straggler-factor", o.straggler_factor,
+              "A rank whose step time stays this many times the run's median for a minute is "
+              "named as a straggler in the rendezvous's log (above 1)");
   flag_option(app, "--max-same-failures", o.max_same_failures,
               "The same failure (exit status and last stderr line) this many times in a row ends "
               "the run, whatever restarts are left (0: off)");

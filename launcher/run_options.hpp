@@ -45,9 +45,10 @@ struct RunOptions {
   std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   double hang_timeout = 0;                 ///< seconds without a sign of life; 0: off
   std::optional<double> hang_first_timeout;  ///< before the first one; unset: 10 x hang_timeout
-  int max_same_failures = 3;                 ///< the same failure this often in a row ends the run
-  std::string no_restart_exit_codes;         ///< "1,3": failures with these codes are final
-  double min_uptime = 0;                     ///< seconds; a failure sooner is a start-up failure
+  double straggler_factor = 1.5;      ///< a rank this many times slower than the median straggles
+  int max_same_failures = 3;          ///< the same failure this often in a row ends the run
+  std::string no_restart_exit_codes;  ///< "1,3": failures with these codes are final
+  double min_uptime = 0;              ///< seconds; a failure sooner is a start-up failure
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
   std::string logs_specs;           ///< a Python plugin's name: accepted, ignored with a warning

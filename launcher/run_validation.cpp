@@ -286,6 +286,19 @@ void parse_hang_timeouts(const RunOptions& options, AgentConfig& config, Problem
   }
 }
 
+void parse_straggler_factor(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  double percent = options.straggler_factor * 100;
+  if (!(percent >= proto::kMinStragglerFactorPercent &&
+        percent <= proto::kMaxStragglerFactorPercent)) {
+    problems.push_back(
+        cat("--straggler-factor: expected a number from 1.01 to 1000 (1.5: half "
+            "again the run's median step time), got ",
+            options.straggler_factor));
+    return;
+  }
+  config.straggler_factor_pct = static_cast<int>(percent + 0.5);
+}
+
 void parse_crash_loop(const RunOptions& options, AgentConfig& config, Problems& problems) {
   if (options.max_same_failures < 0)
     problems.push_back(cat("--max-same-failures: must be >= 0, got ", options.max_same_failures));
@@ -334,6 +347,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   check_virtual_local_rank(options, machine, config, problems);
   config.console_events = options.event_log_handler == "console";
   parse_hang_timeouts(options, config, problems);
+  parse_straggler_factor(options, config, problems);
   parse_crash_loop(options, config, problems);
   config.under_launch = options.under_launch;
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);

@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdio>
 #include <iostream>
 
 #include "common/exit_codes.hpp"
@@ -14,6 +15,29 @@
 #include "proto/control_messages.hpp"
 
 namespace cohort {
+
+namespace {
+
+std::string step_seconds(int64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(ms) / 1000.0);
+  return text;
+}
+
+// The slowest ranks of the round against the run's median step time (from step heartbeats).
+void print_slowest(const proto::StatusRun& run, std::ostream& out) {
+  if (run.slowest.empty() || run.median_step_ms <= 0) return;
+  out << "  slowest ranks (median step " << step_seconds(run.median_step_ms) << "):\n";
+  for (const proto::StatusRank& rank : run.slowest) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f",
+                  static_cast<double>(rank.step_ms) / static_cast<double>(run.median_step_ms));
+    out << "    rank " << rank.rank << " on " << rank.node << "  " << step_seconds(rank.step_ms)
+        << " per step  " << ratio << " x the median\n";
+  }
+}
+
+}  // namespace
 
 void print_status_table(const proto::StatusReply& status, std::ostream& out) {
   if (status.runs.empty()) {
@@ -30,6 +54,7 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
       out << "  workers " << node.local_world_size << (node.succeeded ? "  done" : "") << "  ("
           << node.node_id << ")\n";
     }
+    print_slowest(run, out);
   }
 }
 

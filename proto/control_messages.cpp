@@ -48,8 +48,34 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusNode, node_id, address, state, group_rank,
                                    local_world_size, succeeded)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusRun, run_id, phase, round, restarts_used, max_restarts,
-                                   min_nodes, max_nodes, store_port, nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusRank, rank, node, step_ms)
+// StatusRun: every field required but median_step_ms and slowest (older daemons had neither).
+void to_json(json& out, const StatusRun& m) {
+  out = json{{"run_id", m.run_id},
+             {"phase", m.phase},
+             {"round", m.round},
+             {"restarts_used", m.restarts_used},
+             {"max_restarts", m.max_restarts},
+             {"min_nodes", m.min_nodes},
+             {"max_nodes", m.max_nodes},
+             {"store_port", m.store_port},
+             {"nodes", m.nodes},
+             {"median_step_ms", m.median_step_ms},
+             {"slowest", m.slowest}};
+}
+void from_json(const json& in, StatusRun& m) {
+  in.at("run_id").get_to(m.run_id);
+  in.at("phase").get_to(m.phase);
+  in.at("round").get_to(m.round);
+  in.at("restarts_used").get_to(m.restarts_used);
+  in.at("max_restarts").get_to(m.max_restarts);
+  in.at("min_nodes").get_to(m.min_nodes);
+  in.at("max_nodes").get_to(m.max_nodes);
+  in.at("store_port").get_to(m.store_port);
+  in.at("nodes").get_to(m.nodes);
+  if (in.contains("median_step_ms")) in.at("median_step_ms").get_to(m.median_step_ms);
+  if (in.contains("slowest")) in.at("slowest").get_to(m.slowest);
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, port, runs)
 
 // Empty messages have no fields.
@@ -119,12 +145,52 @@ void from_json(const json& in, Waiting& m) {
   if (in.contains("last_call_in_ms")) m.last_call_in_ms = in.at("last_call_in_ms").get<int64_t>();
 }
 
+// ---- Progress (hang root cause across nodes, stragglers) ----
+void to_json(json& out, const RankProgress& m) {
+  out = json{{"local_rank", m.local_rank}, {"silent_ms", m.silent_ms}};
+  if (m.step) out["step"] = *m.step;
+  if (m.step_ms) out["step_ms"] = *m.step_ms;
+}
+void from_json(const json& in, RankProgress& m) {
+  in.at("local_rank").get_to(m.local_rank);
+  in.at("silent_ms").get_to(m.silent_ms);
+  if (in.contains("step")) m.step = in.at("step").get<int>();
+  if (in.contains("step_ms")) m.step_ms = in.at("step_ms").get<int64_t>();
+}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Progress, round, hang, hang_timeout_ms, straggler_factor_pct,
+                                   host, ranks)
+
+namespace {
+// The bounds of a progress report (control_messages.hpp); empty when it keeps them.
+std::string progress_out_of_range(const Progress& progress) {
+  auto in_range = [](int64_t value, int64_t low, int64_t high) {
+    return value >= low && value <= high;
+  };
+  if (!in_range(progress.round, 0, kMaxRound)) return "round";
+  if (!in_range(progress.hang_timeout_ms, 0, kMaxDurationMs)) return "hang_timeout_ms";
+  if (!in_range(progress.straggler_factor_pct, kMinStragglerFactorPercent,
+                kMaxStragglerFactorPercent)) {
+    return "straggler_factor_pct";
+  }
+  if (progress.host.size() > kMaxProgressHostBytes) return "host";
+  if (progress.ranks.size() > static_cast<size_t>(kMaxLocalWorldSize)) return "ranks";
+  for (const RankProgress& rank : progress.ranks) {
+    if (!in_range(rank.local_rank, 0, kMaxLocalWorldSize - 1)) return "ranks.local_rank";
+    if (!in_range(rank.silent_ms, 0, kMaxDurationMs)) return "ranks.silent_ms";
+    if (rank.step && *rank.step < 0) return "ranks.step";
+    if (rank.step_ms && !in_range(*rank.step_ms, 0, kMaxDurationMs)) return "ranks.step_ms";
+  }
+  return {};
+}
+}  // namespace
+// ---- end of progress ----
+
 namespace {
 
 constexpr const char* kTypeNames[] = {
     "hello",    "join",          "heartbeat", "worker_failed", "node_succeeded", "leave",
     "status",   "welcome",       "waiting",   "round",         "restart",        "stop",
-    "complete", "heartbeat_ack", "error",     "status_reply",  "challenge"};
+    "complete", "heartbeat_ack", "error",     "status_reply",  "challenge",      "progress"};
 static_assert(std::size(kTypeNames) == std::variant_size_v<ControlMessage>);
 
 template <size_t I = 0>
@@ -206,6 +272,8 @@ std::string out_of_range(const ControlMessage& message) {
     if (failed->rank < 0 || failed->local_rank < 0) return "rank";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
+  } else if (const auto* progress = std::get_if<Progress>(&message)) {
+    return progress_out_of_range(*progress);
   } else if (const auto* status = std::get_if<StatusReply>(&message)) {
     if (!in_range(status->port, 0, 65535)) return "port";
     for (const StatusRun& run : status->runs) {

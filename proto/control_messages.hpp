@@ -86,6 +86,34 @@ struct StatusRequest {
   std::string proof;   ///< status_proof under the token; empty without a token
 };
 
+// ---- Progress of the workers (hang root cause across nodes, stragglers): agent -> daemon ----
+/// Bounds of a progress report: a host name, and a straggler factor in percent (150 = 1.5 x).
+constexpr size_t kMaxProgressHostBytes = 255;
+constexpr int kMinStragglerFactorPercent = 101;
+constexpr int kMaxStragglerFactorPercent = 100000;
+/// One local rank's progress, measured on the agent's own steady clock at the time it sends.
+struct RankProgress {
+  int local_rank = 0;
+  int64_t silent_ms = 0;           ///< since its last sign of life (or its start, before one)
+  std::optional<int> step;         ///< the last step a heartbeat reported
+  std::optional<int64_t> step_ms;  ///< the median duration of its last steps
+};
+struct Progress {
+  int round = 0;
+  bool hang = false;  ///< sent just before worker_failed: this node declared a worker hung
+  int64_t hang_timeout_ms = 0;     ///< the node's --hang-timeout; 0: off
+  int straggler_factor_pct = 150;  ///< the node's --straggler-factor, in percent
+  std::string host;
+  std::vector<RankProgress> ranks;  ///< at most local_world_size; extra ones are ignored
+};
+// In `status_reply`: the slowest ranks of the running round, against the median step time.
+struct StatusRank {
+  int rank = 0;
+  std::string node;  ///< "host (address)"
+  int64_t step_ms = 0;
+};
+// ---- end of progress ----
+
 // Daemon -> agent.
 struct Challenge {  ///< the first frame of every connection: what the peer's proof must cover
   std::string nonce;
@@ -144,15 +172,18 @@ struct StatusRun {
   int max_nodes = 0;
   int store_port = 0;  ///< the current round's worker store; 0 when there is none
   std::vector<StatusNode> nodes;
+  int64_t median_step_ms = 0;       ///< over every rank that reported one; 0: none
+  std::vector<StatusRank> slowest;  ///< the slowest ranks, slowest first
 };
 struct StatusReply {
   int port = 0;  ///< the daemon's control port
   std::vector<StatusRun> runs;
 };
 
-using ControlMessage = std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave,
-                                    StatusRequest, Welcome, Waiting, RoundAssigned, Restart, Stop,
-                                    Complete, HeartbeatAck, Error, StatusReply, Challenge>;
+using ControlMessage =
+    std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave, StatusRequest, Welcome,
+                 Waiting, RoundAssigned, Restart, Stop, Complete, HeartbeatAck, Error, StatusReply,
+                 Challenge, Progress>;
 
 /// JSON text of a message (the payload of one frame).
 std::string encode_message(const ControlMessage& message);

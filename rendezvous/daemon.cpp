@@ -1,6 +1,7 @@
 #include "rendezvous/daemon.hpp"
 
 #include <boost/asio/ip/v6_only.hpp>
+#include <cstdlib>
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
@@ -27,6 +28,31 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
 rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
   return {failed.round,       failed.rank, failed.local_rank, failed.exit_status,
           failed.description, failed.host, failed.summary,    failed.final_reason};
+}
+
+rdzv::ProgressReport to_progress(const proto::Progress& wire) {
+  rdzv::ProgressReport report{
+      wire.round, wire.hang, rdzv::Ms(wire.hang_timeout_ms), wire.straggler_factor_pct,
+      wire.host,  {}};
+  for (const proto::RankProgress& rank : wire.ranks) {
+    std::optional<rdzv::Ms> step_time;
+    if (rank.step_ms) step_time = rdzv::Ms(*rank.step_ms);
+    report.ranks.push_back({rank.local_rank, rdzv::Ms(rank.silent_ms), rank.step, step_time});
+  }
+  return report;
+}
+
+// COHORT_STRAGGLER_WINDOW_MS (for tests): how long a straggler must stay slow before it is named.
+rdzv::Ms straggler_window() {
+  const char* text = std::getenv("COHORT_STRAGGLER_WINDOW_MS");
+  if (text == nullptr || *text == '\0') return rdzv::kStragglerWindow;
+  char* end = nullptr;
+  long long ms = std::strtoll(text, &end, 10);
+  if (*end != '\0' || ms < 0 || ms > proto::kMaxDurationMs) {
+    log::warn("COHORT_STRAGGLER_WINDOW_MS: expected milliseconds, got '", text, "': using 60000");
+    return rdzv::kStragglerWindow;
+  }
+  return rdzv::Ms(ms);
 }
 
 std::optional<rdzv::CarriedOutcome> to_carried(const std::optional<proto::CarriedOutcome>& wire) {
@@ -237,6 +263,8 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           apply(run, state.join(nodes_[node], configs_[node], now()));
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
           apply(run, state.worker_failed(node, to_report(typed), now()));
+        } else if constexpr (std::is_same_v<T, proto::Progress>) {
+          apply(run, state.progress(node, to_progress(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
           apply(run, state.node_succeeded(node, typed.round, now()));
         } else if constexpr (std::is_same_v<T, proto::Leave>) {
@@ -287,6 +315,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   Run& run = found->second;
   if (created) {
     run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());
+    run.state->set_straggler_window(straggler_window());
     log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
               " nnodes=", config.min_nodes, ":", config.max_nodes);
   }
@@ -406,6 +435,8 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
             send_to(run, typed.node_ids, proto::Complete{});
           } else if constexpr (std::is_same_v<T, rdzv::DropNode>) {
             drop(run, typed.node_id, typed.reason, typed.lost);
+          } else if constexpr (std::is_same_v<T, rdzv::Announce>) {
+            log::warn("rendezvous: run ", run.state->run_id(), ": ", typed.text);
           }
         },
         action);
@@ -552,6 +583,11 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     for (const auto& view : state.nodes()) {
       out.nodes.push_back({view.info.node_id, view.info.address, role_name(view.role),
                            view.group_rank, view.info.local_world_size, view.succeeded});
+    }
+    const rdzv::RunProgress& progress = state.worker_progress();
+    if (auto median = progress.median_step_time()) out.median_step_ms = median->count();
+    for (const rdzv::SlowRank& slow : progress.slowest()) {
+      out.slowest.push_back({slow.rank, slow.node, slow.step_time.count()});
     }
   }
   return status;

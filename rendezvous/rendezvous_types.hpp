@@ -106,8 +106,13 @@ struct DropNode {
   bool lost = false;  ///< lost by heartbeat timeout, rather than refused
 };
 
-using Action =
-    std::variant<WaitingStatus, StartRound, RestartMembers, StopRun, CompleteRun, DropNode>;
+/// A line for the daemon's log (a straggler named).
+struct Announce {
+  std::string text;
+};
+
+using Action = std::variant<WaitingStatus, StartRound, RestartMembers, StopRun, CompleteRun,
+                            DropNode, Announce>;
 using Actions = std::vector<Action>;
 
 }  // namespace cohort::rdzv

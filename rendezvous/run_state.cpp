@@ -137,7 +137,12 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
   }
   std::string reason =
       cat("worker rank ", report.rank, " on ", report.host, " failed with ", report.description);
-  if (Actions stop = spend_restart(report, reason, now); !stop.empty()) return stop;
+  FailureReport named = report;
+  if (std::string root = hang_root_cause(now); !root.empty()) {
+    reason = cat(root, " (", reason, ")");
+    named.summary += "root cause across nodes: " + root + "\n";
+  }
+  if (Actions stop = spend_restart(named, reason, now); !stop.empty()) return stop;
   return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
                          now);
 }
@@ -159,6 +164,24 @@ Actions RunState::spend_restart(const FailureReport& report, const std::string& 
   ++restarts_used_;
   not_before_ = now + decision.delay;
   return {};
+}
+
+Actions RunState::progress(const std::string& node_id, const ProgressReport& report,
+                           TimePoint now) {
+  auto found = nodes_.find(node_id);
+  if (phase_ != Phase::Running || found == nodes_.end() || found->second.role != Role::Member) {
+    return {};
+  }
+  Actions actions;
+  for (std::string& line : progress_.report(node_id, report, now)) {
+    actions.push_back(Announce{std::move(line)});
+  }
+  return actions;
+}
+
+// After a member declared a hang: the rank that went silent first across every node.
+std::string RunState::hang_root_cause(TimePoint now) const {
+  return progress_.hang_declared() ? progress_.silent_root_cause(now) : std::string();
 }
 
 Actions RunState::cancel(int exit_status, const std::string& reason) {
@@ -329,6 +352,7 @@ Actions RunState::form_round(TimePoint now) {
     base_rank += node.info.local_world_size;
   }
   current_round_ = start.round;
+  progress_.round_started(start.members);
   phase_ = Phase::Running;
   regroup_ = false;
   last_call_deadline_.reset();
@@ -400,6 +424,7 @@ void RunState::add_node(Node node) {
 
 void RunState::erase_node(std::map<std::string, Node>::iterator node) {
   seen_.erase(node->second.seen);
+  progress_.node_gone(node->first);
   --role_counts_[static_cast<size_t>(node->second.role)];
   if (node->second.role == Role::Member && node->second.succeeded) --succeeded_members_;
   nodes_.erase(node);

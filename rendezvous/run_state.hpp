@@ -17,6 +17,7 @@
 
 #include "rendezvous/carried_round.hpp"
 #include "rendezvous/rendezvous_types.hpp"
+#include "rendezvous/run_progress.hpp"
 
 namespace cohort::rdzv {
 
@@ -44,6 +45,11 @@ class RunState {
   Actions node_lost(const std::string& node_id, const std::string& reason, TimePoint now);
   Actions worker_failed(const std::string& node_id, const FailureReport& report, TimePoint now);
   Actions node_succeeded(const std::string& node_id, int round, TimePoint now);
+  /// A member's report of its workers' progress; Announce actions name new stragglers. After a
+  /// report that declares a hang, the failure that follows names the rank that went silent first
+  /// across every node as the root cause (in the restart reason and the summary).
+  Actions progress(const std::string& node_id, const ProgressReport& report, TimePoint now);
+  void set_straggler_window(Ms window) { progress_.set_straggler_window(window); }
   /// Stopped from outside (cohort launch's Ctrl-C, a host it lost): every node hears Stop with
   /// this exit status. Nothing for a run that has already ended.
   Actions cancel(int exit_status, const std::string& reason);
@@ -65,6 +71,7 @@ class RunState {
   bool empty() const { return nodes_.empty(); }
   bool has_node(const std::string& node_id) const { return nodes_.count(node_id) > 0; }
   std::vector<NodeView> nodes() const;
+  const RunProgress& worker_progress() const { return progress_; }
 
  private:
   struct Node {
@@ -89,6 +96,7 @@ class RunState {
   Actions form_round(TimePoint now);
   Actions restart_members(const std::string& reason, TimePoint now);
   Actions expire_heartbeats(TimePoint now);
+  std::string hang_root_cause(TimePoint now) const;
   Actions report_to(const std::string* cause, TimePoint now) const;
   std::vector<Node*> ordered_pending();
   std::vector<std::string> ids_with(std::initializer_list<Role> roles) const;
@@ -117,6 +125,7 @@ class RunState {
   std::optional<TimePoint> last_call_deadline_;
   std::optional<TimePoint> scale_up_deadline_;
   CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end
+  RunProgress progress_;  ///< the current round's workers, as the members report them
 };
 
 /// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.

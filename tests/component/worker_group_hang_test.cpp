@@ -99,3 +99,37 @@ TEST_CASE("a line moves the deadline, a hung worker that ignores SIGABRT is kill
   CHECK(t.outcome->failures[0].hang->silent_for == 2s);
   CHECK(t.outcome->failures[0].hang->last_signal);
 }
+
+TEST_CASE("the group's progress: each worker's silence, last step and median step time",
+          "[worker_group][hang][straggler]") {
+  HangTest t;
+  std::vector<pid_t> pids = t.start(2);
+  for (int step = 0; step < 4; ++step) {
+    t.spawner.write_heartbeat(pids[0], "step " + std::to_string(step) + "\n");
+    if (step % 2 == 0) t.spawner.write_heartbeat(pids[1], "step " + std::to_string(step) + "\n");
+    test::settle(t.io);
+    t.clock.advance(100ms);
+  }
+  t.clock.advance(200ms);
+  std::vector<proto::RankProgress> ranks = t.group.progress();
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0].local_rank == 0);
+  CHECK(ranks[0].silent_ms == 300);
+  CHECK(ranks[0].step == 3);
+  CHECK(ranks[0].step_ms == 100);
+  CHECK(ranks[1].silent_ms == 400);
+  CHECK(ranks[1].step == 2);
+  CHECK(ranks[1].step_ms == 100);  // two steps in 200 ms
+  // Found hung: what it prints once stopped (its traceback) is no sign of progress.
+  t.clock.advance(1600ms);  // worker 1: 2 s since its last beat
+  REQUIRE(t.process_signals(pids[1]) == std::vector<int>{SIGABRT});
+  t.spawner.write_stderr(pids[1], "Fatal Python error: Aborted\n");
+  t.spawner.write_heartbeat(pids[0], "step 4\n");
+  test::settle(t.io);
+  ranks = t.group.progress();
+  CHECK(ranks[1].silent_ms == 2000);
+  CHECK(ranks[0].step == 3);
+  t.spawner.exit(pids[1], ExitStatus::killed_by(SIGABRT));
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGTERM));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+}

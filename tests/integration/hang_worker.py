@@ -4,6 +4,11 @@
                        first attempt, on rank RANK only) wedges in wedged_in_allreduce(); the
                        others and later attempts finish. Each attempt touches attempt_<N>.rank<R>.
   file-timer           FileTimerClient with expires(after=1) around a 30 s sleep.
+  silent-first RANK STEP  every rank beats a step each 50 ms; rank RANK stops after step STEP
+                       (wedged_in_allreduce), the others 1 s later (waiting_in_allreduce), as
+                       ranks blocked in a collective on the wedged one would.
+  straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
+                       file "stop" appears in the working directory (at most 60 s).
 """
 
 import os
@@ -30,6 +35,29 @@ def heartbeat_hang(hung_rank):
     time.sleep(0.2)
 
 
+def waiting_in_allreduce():
+    time.sleep(3600)
+
+
+def silent_first(hung_rank, last_step):
+    rank = int(os.environ["RANK"])
+    stop_after = last_step if rank == hung_rank else last_step + 20  # 20 steps of 50 ms: 1 s
+    for step in range(stop_after + 1):
+        cohort_heartbeat.beat(step)
+        time.sleep(0.05)
+    wedged_in_allreduce() if rank == hung_rank else waiting_in_allreduce()
+
+
+def straggler(slow_rank):
+    rank = int(os.environ["RANK"])
+    started = time.monotonic()
+    step = 0
+    while not os.path.exists("stop") and time.monotonic() - started < 60:
+        cohort_heartbeat.beat(step)
+        time.sleep(0.25 if rank == slow_rank else 0.05)
+        step += 1
+
+
 def file_timer():
     import torch.distributed.elastic.timer as timer
 
@@ -46,5 +74,9 @@ if __name__ == "__main__":
         heartbeat_hang(int(sys.argv[2]))
     elif mode == "file-timer":
         file_timer()
+    elif mode == "silent-first":
+        silent_first(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "straggler":
+        straggler(int(sys.argv[2]))
     else:
         sys.exit(f"unknown mode {mode}")

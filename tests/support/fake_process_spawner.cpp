@@ -21,6 +21,7 @@ FakeProcessSpawner::~FakeProcessSpawner() {
   for (auto& [pid, child] : children_) {
     close_fd(child.stdout_fd);
     close_fd(child.stderr_fd);
+    close_fd(child.heartbeat_fd);
   }
 }
 
@@ -37,6 +38,7 @@ pid_t FakeProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exit
   child.on_exit = std::move(on_exit);
   child.stdout_fd = copy_of(request.stdout_fd);
   child.stderr_fd = copy_of(request.stderr_fd);
+  if (!request.inherit_fds.empty()) child.heartbeat_fd = copy_of(request.inherit_fds.front());
   order_.push_back(pid);
   return pid;
 }
@@ -65,12 +67,19 @@ void FakeProcessSpawner::write_stderr(pid_t pid, std::string_view text) {
     throw std::runtime_error("cannot write the fake child's stderr");
 }
 
+void FakeProcessSpawner::write_heartbeat(pid_t pid, std::string_view text) {
+  int fd = children_.at(pid).heartbeat_fd;
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    throw std::runtime_error("cannot write the fake child's heartbeat descriptor");
+}
+
 void FakeProcessSpawner::exit(pid_t pid, ExitStatus status) {
   Child& child = children_.at(pid);
   if (child.exited) throw std::logic_error("a fake child exits once");
   child.exited = true;
   close_fd(child.stdout_fd);
   close_fd(child.stderr_fd);
+  close_fd(child.heartbeat_fd);
   ExitHandler handler = std::move(child.on_exit);
   handler(status);
 }

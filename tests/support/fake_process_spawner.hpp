@@ -24,6 +24,7 @@ class FakeProcessSpawner final : public ProcessSpawner {
     ExitHandler on_exit;
     int stdout_fd = -1;  ///< the child's copies, closed when it exits
     int stderr_fd = -1;
+    int heartbeat_fd = -1;  ///< its copy of the first inherited descriptor (COHORT_HEARTBEAT_FD)
     bool exited = false;
   };
   struct Signal {
@@ -45,6 +46,8 @@ class FakeProcessSpawner final : public ProcessSpawner {
   void fail_spawns_of(const std::string& executable) { missing_.insert(executable); }
   /// Writes `text` to the child's stderr (it must be piped or go to a file).
   void write_stderr(pid_t pid, std::string_view text);
+  /// Writes to the child's heartbeat descriptor, as a worker beating would.
+  void write_heartbeat(pid_t pid, std::string_view text);
   /// The child ends: its descriptors close, then its exit handler runs.
   void exit(pid_t pid, ExitStatus status);
 

@@ -336,3 +336,18 @@ TEST_CASE("PET_HANG_TIMEOUT sets --hang-timeout", "[unit][launcher][hang]") {
   env.set("PET_HANG_TIMEOUT", "4");
   CHECK(validate({"t.py"}).config.hang.timeout == std::chrono::seconds(4));
 }
+
+TEST_CASE("flag --straggler-factor: 1.5 by default, PET_STRAGGLER_FACTOR, validated",
+          "[unit][launcher][straggler]") {
+  CHECK(validate({"t.py"}).config.straggler_factor_pct == 150);
+  ValidatedRun run = validate({"--straggler-factor", "2.25", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.straggler_factor_pct == 225);
+  for (const char* bad : {"1", "0.5", "-2", "1001", "nan"}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--straggler-factor", bad, "t.py"}).problems, "--straggler-factor"));
+  }
+  test::EnvGuard env;
+  env.set("PET_STRAGGLER_FACTOR", "3");
+  CHECK(validate({"t.py"}).config.straggler_factor_pct == 300);
+}

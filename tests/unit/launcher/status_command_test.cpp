@@ -26,3 +26,26 @@ TEST_CASE("cohort status says when the daemon has no runs", "[unit][launcher]") 
   print_status_table(proto::StatusReply{29400, {}}, out);
   CHECK(out.str() == "no runs\n");
 }
+
+TEST_CASE("cohort status shows the slowest ranks against the median step time",
+          "[unit][launcher][straggler]") {
+  proto::StatusRun running{"alpha", "running", 0, 0, 0, 2, 2, 38517, {}};
+  running.median_step_ms = 100;
+  running.slowest = {{3, "vm (127.0.0.3)", 310}, {0, "vm (127.0.0.2)", 101}};
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {running}}, out);
+  CHECK(out.str() ==
+        "run alpha: running, round 0, restarts 0/0, nodes 2:2, worker store port 38517\n"
+        "  slowest ranks (median step 0.100 s):\n"
+        "    rank 3 on vm (127.0.0.3)  0.310 s per step  3.10 x the median\n"
+        "    rank 0 on vm (127.0.0.2)  0.101 s per step  1.01 x the median\n");
+  // An older daemon's document, without the new keys, still reads.
+  std::string error;
+  auto old = proto::decode_status_document(
+      R"({"port":1,"runs":[{"run_id":"a","phase":"running","round":0,"restarts_used":0,)"
+      R"("max_restarts":0,"min_nodes":1,"max_nodes":1,"store_port":0,"nodes":[]}]})",
+      error);
+  INFO(error);
+  REQUIRE(old);
+  CHECK(old->runs.at(0).slowest.empty());
+}

@@ -285,17 +285,21 @@ StatusReply two_runs() {
 TEST_CASE("the status document has the keys cohort status --json always printed", "[unit][proto]") {
   StatusReply status = two_runs();
   CHECK(encode_status_document(StatusReply{29400, {}}) == R"({"port":29400,"runs":[]})");
+  // Since the straggler report: median_step_ms and slowest, beside the old keys.
   CHECK(encode_status_document(status) ==
-        R"({"port":29400,"runs":[{"max_nodes":4,"max_restarts":3,"min_nodes":2,"nodes":[)"
+        R"({"port":29400,"runs":[{"max_nodes":4,"max_restarts":3,"median_step_ms":0,)"
+        R"("min_nodes":2,"nodes":[)"
         R"({"address":"10.0.0.2","group_rank":0,"local_world_size":2,"node_id":"10.0.0.2:42:7#0",)"
         R"("state":"member","succeeded":true},)"
         R"({"address":"10.0.0.3","group_rank":1,"local_world_size":4,"node_id":"10.0.0.3:43:8#1",)"
         R"("state":"member","succeeded":false}],)"
-        R"("phase":"running","restarts_used":1,"round":2,"run_id":"job","store_port":41817},)"
-        R"({"max_nodes":2,"max_restarts":0,"min_nodes":2,"nodes":[)"
+        R"("phase":"running","restarts_used":1,"round":2,"run_id":"job","slowest":[],)"
+        R"("store_port":41817},)"
+        R"({"max_nodes":2,"max_restarts":0,"median_step_ms":0,"min_nodes":2,"nodes":[)"
         R"({"address":"10.0.0.4","group_rank":-1,"local_world_size":1,"node_id":"10.0.0.4:44:9#0",)"
         R"("state":"joining","succeeded":false}],)"
-        R"("phase":"forming","restarts_used":0,"round":-1,"run_id":"next","store_port":0}]})");
+        R"("phase":"forming","restarts_used":0,"round":-1,"run_id":"next","slowest":[],)"
+        R"("store_port":0}]})");
   std::string error;
   auto back = decode_status_document(encode_status_document(status), error);
   INFO(error);
@@ -336,4 +340,49 @@ TEST_CASE("a status reply with a missing or mistyped field is refused", "[unit][
   CHECK(error == "status is not a JSON object");
   CHECK_FALSE(decode_status_document(R"({"port":1})", error));
   CHECK(error.find("bad \"status_reply\" message: ") == 0);
+}
+
+TEST_CASE("a progress report survives a round trip and is bounded", "[unit][proto][hang]") {
+  Progress progress{4, true, 2000, 150, "node-b", {}};
+  progress.ranks.push_back({0, 120, 7, 95});
+  progress.ranks.push_back({1, 2100, std::nullopt, std::nullopt});
+  std::string error;
+  auto decoded = decode_message(encode_message(progress), error);
+  INFO(error);
+  REQUIRE(decoded);
+  const Progress& back = std::get<Progress>(*decoded);
+  CHECK(back.round == 4);
+  CHECK(back.hang);
+  CHECK(back.host == "node-b");
+  REQUIRE(back.ranks.size() == 2);
+  CHECK(back.ranks[0].step == 7);
+  CHECK(back.ranks[0].step_ms == 95);
+  CHECK_FALSE(back.ranks[1].step);
+  CHECK(back.ranks[1].silent_ms == 2100);
+  // A report with `ranks` (JSON) and one top-level member replaced by `member`.
+  auto report = [](const std::string& ranks, const std::string& member = R"("round":1)") {
+    std::string text = R"({"type":"progress","round":1,"hang":false,"hang_timeout_ms":0,)"
+                       R"("straggler_factor_pct":150,"host":"h","ranks":)" +
+                       ranks + "}";
+    std::string key = member.substr(0, member.find(':') + 1);
+    size_t at = text.find(key);
+    size_t end = text.find_first_of(",}", at + key.size());
+    return text.replace(at, end - at, member);
+  };
+  auto rank = [](const std::string& members) { return "[{" + members + "}]"; };
+  CHECK(
+      decode_message(report(rank(R"("local_rank":3,"silent_ms":5,"step":2,"step_ms":9)")), error));
+  for (const std::string& bad :
+       {report("[]", R"("round":-1)"), report("[]", R"("hang_timeout_ms":-1)"),
+        report("[]", R"("straggler_factor_pct":100)"),
+        report("[]", "\"host\":\"" + std::string(256, 'h') + "\""),
+        report(rank(R"("local_rank":0,"silent_ms":-5)")),
+        report(rank(R"("local_rank":0,"silent_ms":1,"step":-1)")),
+        report(rank(R"("local_rank":0,"silent_ms":1,"step_ms":31536000001)")),
+        report(rank(R"("local_rank":16384,"silent_ms":1)"))}) {
+    INFO(bad);
+    error.clear();
+    CHECK_FALSE(decode_message(bad, error));
+    CHECK(error.find("bad \"progress\" message: ") == 0);
+  }
 }

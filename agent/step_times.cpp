@@ -1,0 +1,27 @@
+#include "agent/step_times.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace cohort {
+
+void StepTimes::beat(int64_t step, SteadyTime now) {
+  if (last_step_ && step > *last_step_) {
+    samples_.push_back((now - last_at_) / (step - *last_step_));
+    if (samples_.size() > kSamples) samples_.pop_front();
+  }
+  if (!last_step_ || step != *last_step_) {
+    last_step_ = step;
+    last_at_ = now;
+  }
+}
+
+std::optional<SteadyDuration> StepTimes::median() const {
+  if (samples_.empty()) return std::nullopt;
+  std::vector<SteadyDuration> sorted(samples_.begin(), samples_.end());
+  auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
+  std::nth_element(sorted.begin(), middle, sorted.end());
+  return *middle;
+}
+
+}  // namespace cohort

@@ -1,0 +1,153 @@
+#include "rendezvous/run_progress.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/text.hpp"
+
+namespace cohort::rdzv {
+namespace {
+
+std::string seconds_text(Ms duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+std::string ranks_text(int count) { return cat(count, count == 1 ? " rank" : " ranks"); }
+
+}  // namespace
+
+void RunProgress::round_started(const std::vector<Assignment>& members) {
+  nodes_.clear();
+  hang_declared_ = false;
+  hang_timeout_ = Ms(0);
+  for (const Assignment& member : members) {
+    round_ = member.round;
+    NodeRanks& node = nodes_[member.node_id];
+    node.address = member.address;
+    node.base_rank = member.base_rank;
+    node.ranks.resize(static_cast<size_t>(member.local_world_size));
+  }
+}
+
+std::vector<std::string> RunProgress::report(const std::string& node_id,
+                                             const ProgressReport& report, TimePoint now) {
+  auto found = nodes_.find(node_id);
+  if (report.round != round_ || found == nodes_.end()) return {};
+  NodeRanks& node = found->second;
+  node.host = report.host;
+  for (const RankReport& rank : report.ranks) {
+    if (rank.local_rank < 0 || static_cast<size_t>(rank.local_rank) >= node.ranks.size()) continue;
+    Rank& known = node.ranks[static_cast<size_t>(rank.local_rank)];
+    known.last_signal = now - rank.silent;
+    if (rank.step) known.step = rank.step;
+    if (rank.step_time) known.step_time = rank.step_time;
+  }
+  if (report.hang && !hang_declared_) {
+    hang_declared_ = true;
+    hang_timeout_ = report.hang_timeout;
+  }
+  return find_stragglers(node, report.straggler_factor_pct / 100.0, now);
+}
+
+// The node's ranks that have been slower than factor x the median for the window, not named yet.
+std::vector<std::string> RunProgress::find_stragglers(NodeRanks& node, double factor,
+                                                      TimePoint now) {
+  std::optional<Ms> median = median_step_time();
+  std::vector<std::string> lines;
+  for (size_t local = 0; local < node.ranks.size(); ++local) {
+    Rank& rank = node.ranks[local];
+    bool slow = median && rank.step_time && median->count() > 0 &&
+                static_cast<double>(rank.step_time->count()) > factor * median->count();
+    if (!slow) {
+      rank.slow_since.reset();
+      rank.named = false;
+      continue;
+    }
+    if (!rank.slow_since) rank.slow_since = now;
+    if (rank.named || now - *rank.slow_since < window_) continue;
+    rank.named = true;
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f",
+                  static_cast<double>(rank.step_time->count()) / median->count());
+    lines.push_back(cat("rank ", node.base_rank + static_cast<int>(local), " on ", node_name(node),
+                        " is a straggler: ", seconds_text(*rank.step_time), " per step, ", ratio,
+                        " x the run's median ", seconds_text(*median), ", for ",
+                        seconds_text(std::chrono::duration_cast<Ms>(now - *rank.slow_since)),
+                        " (--straggler-factor ", factor, ")"));
+  }
+  return lines;
+}
+
+std::string RunProgress::silent_root_cause(TimePoint now) const {
+  const NodeRanks* root_node = nullptr;
+  size_t root_local = 0;
+  for (const auto& [id, node] : nodes_) {
+    for (size_t local = 0; local < node.ranks.size(); ++local) {
+      const auto& signal = node.ranks[local].last_signal;
+      if (!signal) continue;
+      if (!root_node || *signal < *root_node->ranks[root_local].last_signal) {
+        root_node = &node;
+        root_local = local;
+      }
+    }
+  }
+  if (!root_node) return {};
+  // Waiting: silent for a quarter of the hang timeout or more; the others still made progress.
+  Ms waiting_after = hang_timeout_ / 4;
+  int waited = 0, progressing = 0;
+  for (const auto& [id, node] : nodes_) {
+    for (size_t local = 0; local < node.ranks.size(); ++local) {
+      const auto& signal = node.ranks[local].last_signal;
+      if (!signal || (&node == root_node && local == root_local)) continue;
+      (now - *signal >= waiting_after ? waited : progressing) += 1;
+    }
+  }
+  const Rank& root = root_node->ranks[root_local];
+  std::string text = cat("rank ", root_node->base_rank + static_cast<int>(root_local), " on ",
+                         node_name(*root_node), " stopped making progress ",
+                         root.step ? cat("at step ", *root.step) : "before its first step");
+  if (waited > 0) text += cat("; ", ranks_text(waited), " waited on it");
+  if (progressing > 0) text += cat("; ", ranks_text(progressing), " still made progress");
+  return text;
+}
+
+std::optional<Ms> RunProgress::median_step_time() const {
+  std::vector<Ms> times;
+  for (const auto& [id, node] : nodes_) {
+    for (const Rank& rank : node.ranks) {
+      if (rank.step_time) times.push_back(*rank.step_time);
+    }
+  }
+  if (times.empty()) return std::nullopt;
+  auto middle = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
+}
+
+std::vector<SlowRank> RunProgress::slowest(size_t count) const {
+  std::vector<SlowRank> ranks;
+  for (const auto& [id, node] : nodes_) {
+    for (size_t local = 0; local < node.ranks.size(); ++local) {
+      const Rank& rank = node.ranks[local];
+      if (!rank.step_time) continue;
+      ranks.push_back({node.base_rank + static_cast<int>(local), node_name(node), *rank.step_time});
+    }
+  }
+  auto slower = [](const SlowRank& a, const SlowRank& b) {
+    return a.step_time != b.step_time ? a.step_time > b.step_time : a.rank < b.rank;
+  };
+  size_t shown = std::min(count, ranks.size());
+  std::partial_sort(ranks.begin(), ranks.begin() + static_cast<std::ptrdiff_t>(shown), ranks.end(),
+                    slower);
+  ranks.resize(shown);
+  return ranks;
+}
+
+std::string RunProgress::node_name(const NodeRanks& node) {
+  if (node.host.empty() || node.host == node.address) return node.address;
+  return cat(node.host, " (", node.address, ")");
+}
+
+}  // namespace cohort::rdzv
