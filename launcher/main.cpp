@@ -14,6 +14,7 @@
 #include "launcher/run_command.hpp"
 #include "launcher/slurm_token.hpp"
 #include "launcher/status_command.hpp"
+#include "launcher/status_watch.hpp"
 #include "launcher/token_source.hpp"
 
 using namespace cohort;
@@ -22,7 +23,7 @@ extern char** environ;
 
 namespace {
 
-int status_command(StatusQuery query, const std::string& token_file) {
+int status_command(StatusQuery query, const std::string& token_file, double watch_seconds) {
   EnvMap env = parse_environ(environ);
   TokenResult token = load_token(token_file, env);
   if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
@@ -31,7 +32,12 @@ int status_command(StatusQuery query, const std::string& token_file) {
     return kExitUsage;
   }
   query.token = token.token;
-  return run_status_command(query);
+  if (watch_seconds <= 0) return run_status_command(query);
+  if (query.json) {
+    std::cerr << "cohort status: --watch redraws a table; it does not combine with --json\n";
+    return kExitUsage;
+  }
+  return watch_status(query, std::chrono::milliseconds(static_cast<int64_t>(watch_seconds * 1000)));
 }
 
 // A first word that names no command ("cohort runn"): says so, with the closest command.
@@ -118,6 +124,13 @@ int main(int argc, char** argv) {
   status->add_option("--token-file", status_token_file,
                      "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status->add_flag("--json", status_query.json, "Print the raw JSON");
+  double watch_seconds = 0;
+  status
+      ->add_option("--watch", watch_seconds,
+                   "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.2, 3600.0).description(""));
 
   if (unknown_command(app, argc, argv)) return kExitUsage;
   std::string command = command_name(app, argc, argv);
@@ -142,6 +155,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (rendezvous->parsed()) return run_daemon(daemon_command);
-  if (status->parsed()) return status_command(status_query, status_token_file);
+  if (status->parsed()) {
+    if (status->count("--watch") > 0 && watch_seconds <= 0) watch_seconds = 2;
+    return status_command(status_query, status_token_file, watch_seconds);
+  }
   return kExitUsage;
 }

@@ -93,12 +93,11 @@ std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& 
 
 }  // namespace
 
-int run_status_command(const StatusQuery& query) {
+StatusFetch fetch_status(const StatusQuery& query) {
   auto target = parse_host_port(query.endpoint, 29400);
   if (!target) {
-    std::cerr << "cohort status: --rdzv-endpoint: expected host[:port], got '" << query.endpoint
-              << "'\n";
-    return kExitUsage;
+    return {std::nullopt, kExitUsage,
+            "--rdzv-endpoint: expected host[:port], got '" + query.endpoint + "'"};
   }
   namespace ip = boost::asio::ip;
   boost::asio::io_context io;
@@ -108,9 +107,9 @@ int run_status_command(const StatusQuery& query) {
   auto results = resolver.resolve(target->host, std::to_string(target->port), error);
   if (!error) boost::asio::connect(socket, results, error);
   if (error) {
-    std::cerr << "cohort status: cannot reach " << target->host << ":" << target->port << ": "
-              << error.message() << "\n";
-    return kExitRendezvous;
+    return {std::nullopt, kExitRendezvous,
+            "cannot reach " + target->host + ":" + std::to_string(target->port) + ": " +
+                error.message()};
   }
   timeval timeout{query.timeout_ms / 1000, (query.timeout_ms % 1000) * 1000};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
@@ -131,14 +130,22 @@ int run_status_command(const StatusQuery& query) {
   auto* reply = message ? std::get_if<proto::StatusReply>(&*message) : nullptr;
   if (reply == nullptr) {
     const auto* refusal = message ? std::get_if<proto::Error>(&*message) : nullptr;
-    std::cerr << "cohort status: no status from " << query.endpoint << ": "
-              << (refusal ? refusal->message : problem) << "\n";
-    return kExitRendezvous;
+    return {std::nullopt, kExitRendezvous,
+            "no status from " + query.endpoint + ": " + (refusal ? refusal->message : problem)};
+  }
+  return {std::move(*reply), kExitSuccess, ""};
+}
+
+int run_status_command(const StatusQuery& query) {
+  StatusFetch fetched = fetch_status(query);
+  if (!fetched.reply) {
+    std::cerr << "cohort status: " << fetched.problem << "\n";
+    return fetched.exit_code;
   }
   if (query.json) {
-    std::cout << proto::encode_status_document(*reply) << "\n";
+    std::cout << proto::encode_status_document(*fetched.reply) << "\n";
   } else {
-    print_status_table(*reply, std::cout);
+    print_status_table(*fetched.reply, std::cout);
   }
   return kExitSuccess;
 }

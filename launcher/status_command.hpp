@@ -3,6 +3,7 @@
 // and prints it. Blocking; main thread.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -20,6 +21,14 @@ struct StatusQuery {
   bool json = false;
   int timeout_ms = 5000;
 };
+
+/// One status request: the reply, or why there is none with the exit code that says so.
+struct StatusFetch {
+  std::optional<proto::StatusReply> reply;
+  int exit_code = 0;
+  std::string problem;
+};
+StatusFetch fetch_status(const StatusQuery& query);
 
 int run_status_command(const StatusQuery& query);
 

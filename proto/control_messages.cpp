@@ -46,10 +46,28 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusNode, node_id, address, state, group_rank,
-                                   local_world_size, succeeded)
+// StatusNode: heartbeat_age_ms optional (older daemons did not send it).
+void to_json(json& out, const StatusNode& m) {
+  out = json{{"node_id", m.node_id},
+             {"address", m.address},
+             {"state", m.state},
+             {"group_rank", m.group_rank},
+             {"local_world_size", m.local_world_size},
+             {"succeeded", m.succeeded},
+             {"heartbeat_age_ms", m.heartbeat_age_ms}};
+}
+void from_json(const json& in, StatusNode& m) {
+  in.at("node_id").get_to(m.node_id);
+  in.at("address").get_to(m.address);
+  in.at("state").get_to(m.state);
+  in.at("group_rank").get_to(m.group_rank);
+  in.at("local_world_size").get_to(m.local_world_size);
+  in.at("succeeded").get_to(m.succeeded);
+  if (in.contains("heartbeat_age_ms")) in.at("heartbeat_age_ms").get_to(m.heartbeat_age_ms);
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusRank, rank, node, step_ms)
-// StatusRun: every field required but median_step_ms and slowest (older daemons had neither).
+// StatusRun: every field required but median_step_ms, slowest and last_failure (older daemons
+// had none of them).
 void to_json(json& out, const StatusRun& m) {
   out = json{{"run_id", m.run_id},
              {"phase", m.phase},
@@ -61,7 +79,8 @@ void to_json(json& out, const StatusRun& m) {
              {"store_port", m.store_port},
              {"nodes", m.nodes},
              {"median_step_ms", m.median_step_ms},
-             {"slowest", m.slowest}};
+             {"slowest", m.slowest},
+             {"last_failure", m.last_failure}};
 }
 void from_json(const json& in, StatusRun& m) {
   in.at("run_id").get_to(m.run_id);
@@ -75,6 +94,7 @@ void from_json(const json& in, StatusRun& m) {
   in.at("nodes").get_to(m.nodes);
   if (in.contains("median_step_ms")) in.at("median_step_ms").get_to(m.median_step_ms);
   if (in.contains("slowest")) in.at("slowest").get_to(m.slowest);
+  if (in.contains("last_failure")) in.at("last_failure").get_to(m.last_failure);
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, port, runs)
 

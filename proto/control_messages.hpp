@@ -161,6 +161,7 @@ struct StatusNode {
   int group_rank = -1;  ///< in the current round; -1 when not a member
   int local_world_size = 0;
   bool succeeded = false;
+  int64_t heartbeat_age_ms = 0;  ///< since the node's last frame
 };
 struct StatusRun {
   std::string run_id;
@@ -174,6 +175,7 @@ struct StatusRun {
   std::vector<StatusNode> nodes;
   int64_t median_step_ms = 0;       ///< over every rank that reported one; 0: none
   std::vector<StatusRank> slowest;  ///< the slowest ranks, slowest first
+  std::string last_failure;         ///< why the run last restarted or stopped; "" if never
 };
 struct StatusReply {
   int port = 0;  ///< the daemon's control port

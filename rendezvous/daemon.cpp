@@ -423,9 +423,11 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
             start_round(run, typed);
           } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
             log::info("rendezvous: run ", run.state->run_id(), " restarts: ", typed.reason);
+            run.last_failure = typed.reason;
             send_to(run, typed.node_ids, proto::Restart{typed.reason});
           } else if constexpr (std::is_same_v<T, rdzv::StopRun>) {
             log::info("rendezvous: run ", run.state->run_id(), " failed: ", typed.reason);
+            run.last_failure = typed.reason;
             run.store.reset();
             send_to(run, typed.node_ids,
                     proto::Stop{typed.exit_status, typed.reason, typed.summary});
@@ -581,9 +583,12 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     out.max_nodes = state.config().max_nodes;
     out.store_port = run.store ? run.store->port() : 0;
     for (const auto& view : state.nodes()) {
+      auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now() - view.last_seen);
       out.nodes.push_back({view.info.node_id, view.info.address, role_name(view.role),
-                           view.group_rank, view.info.local_world_size, view.succeeded});
+                           view.group_rank, view.info.local_world_size, view.succeeded,
+                           age.count()});
     }
+    out.last_failure = run.last_failure;
     const rdzv::RunProgress& progress = state.worker_progress();
     if (auto median = progress.median_step_time()) out.median_step_ms = median->count();
     for (const rdzv::SlowRank& slow : progress.slowest()) {

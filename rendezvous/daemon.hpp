@@ -71,6 +71,7 @@ class RendezvousDaemon {
     std::map<std::string, int> rank0_ports;  ///< classic mode: ports the nodes offered
     std::unique_ptr<Timer> waiting_refresh;  ///< armed: a refresh is due
     bool refresh_armed = false;
+    std::string last_failure;  ///< the latest restart's or stop's reason (cohort status)
   };
 
   void accept_next();

@@ -456,7 +456,8 @@ std::vector<RunState::NodeView> RunState::nodes() const {
   std::vector<NodeView> views;
   for (const auto& [id, node] : nodes_) {
     bool member = node.role == Role::Member;
-    views.push_back({node.info, node.role, member ? node.group_rank : -1, node.succeeded});
+    views.push_back(
+        {node.info, node.role, member ? node.group_rank : -1, node.succeeded, node.last_seen});
   }
   return views;
 }

@@ -31,6 +31,7 @@ class RunState {
     Role role;
     int group_rank;  ///< in the current round, -1 if not a member
     bool succeeded;
+    TimePoint last_seen;  ///< its last frame
   };
 
   RunState(std::string run_id, RunConfig config, TimePoint now);

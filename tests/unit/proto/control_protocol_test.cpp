@@ -285,19 +285,21 @@ StatusReply two_runs() {
 TEST_CASE("the status document has the keys cohort status --json always printed", "[unit][proto]") {
   StatusReply status = two_runs();
   CHECK(encode_status_document(StatusReply{29400, {}}) == R"({"port":29400,"runs":[]})");
-  // Since the straggler report: median_step_ms and slowest, beside the old keys.
+  // Since the straggler report: median_step_ms and slowest; since status --watch,
+  // heartbeat_age_ms and last_failure; beside the old keys.
   CHECK(encode_status_document(status) ==
-        R"({"port":29400,"runs":[{"max_nodes":4,"max_restarts":3,"median_step_ms":0,)"
-        R"("min_nodes":2,"nodes":[)"
-        R"({"address":"10.0.0.2","group_rank":0,"local_world_size":2,"node_id":"10.0.0.2:42:7#0",)"
-        R"("state":"member","succeeded":true},)"
-        R"({"address":"10.0.0.3","group_rank":1,"local_world_size":4,"node_id":"10.0.0.3:43:8#1",)"
-        R"("state":"member","succeeded":false}],)"
+        R"({"port":29400,"runs":[{"last_failure":"","max_nodes":4,"max_restarts":3,)"
+        R"("median_step_ms":0,"min_nodes":2,"nodes":[)"
+        R"({"address":"10.0.0.2","group_rank":0,"heartbeat_age_ms":0,"local_world_size":2,)"
+        R"("node_id":"10.0.0.2:42:7#0","state":"member","succeeded":true},)"
+        R"({"address":"10.0.0.3","group_rank":1,"heartbeat_age_ms":0,"local_world_size":4,)"
+        R"("node_id":"10.0.0.3:43:8#1","state":"member","succeeded":false}],)"
         R"("phase":"running","restarts_used":1,"round":2,"run_id":"job","slowest":[],)"
         R"("store_port":41817},)"
-        R"({"max_nodes":2,"max_restarts":0,"median_step_ms":0,"min_nodes":2,"nodes":[)"
-        R"({"address":"10.0.0.4","group_rank":-1,"local_world_size":1,"node_id":"10.0.0.4:44:9#0",)"
-        R"("state":"joining","succeeded":false}],)"
+        R"({"last_failure":"","max_nodes":2,"max_restarts":0,"median_step_ms":0,"min_nodes":2,)"
+        R"("nodes":[)"
+        R"({"address":"10.0.0.4","group_rank":-1,"heartbeat_age_ms":0,"local_world_size":1,)"
+        R"("node_id":"10.0.0.4:44:9#0","state":"joining","succeeded":false}],)"
         R"("phase":"forming","restarts_used":0,"round":-1,"run_id":"next","slowest":[],)"
         R"("store_port":0}]})");
   std::string error;

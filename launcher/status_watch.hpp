@@ -1,0 +1,22 @@
+// `cohort status --watch`: asks the daemon again every interval and redraws one compact screen
+// (runs with phase, round, nodes, restarts and last failure; each node with its state, rank,
+// workers and heartbeat age) until Ctrl-C, like `watch` or `top`. The screen is a pure
+// function of the reply; the loop blocks the main thread between requests.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "launcher/status_command.hpp"
+
+namespace cohort {
+
+/// The screen for one reply (or for `problem` when there was none), `width` columns wide at
+/// most, headed by the endpoint, the interval and the wall-clock time `clock`.
+std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
+                         std::chrono::milliseconds interval, const std::string& clock, int width);
+
+/// Redraws until SIGINT or SIGTERM; 0 then. An unreachable daemon is shown, not fatal.
+int watch_status(const StatusQuery& query, std::chrono::milliseconds interval);
+
+}  // namespace cohort

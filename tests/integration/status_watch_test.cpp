@@ -1,0 +1,80 @@
+// `cohort status --watch` in a real terminal: tmux runs it in a detached session; the test reads
+// the screen with capture-pane, sees it redraw as a node is lost, and stops it with Ctrl-C.
+#include <csignal>
+
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+// A tmux server of the test's own (its socket in the scratch directory), killed at the end.
+class Tmux {
+ public:
+  explicit Tmux(Scratch& scratch) : scratch_(scratch), socket_(scratch.file("tmux.sock")) {}
+  ~Tmux() { tmux({"kill-server"}); }
+
+  RunResult tmux(std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/tmux", "-S", socket_});
+    ChildOptions options = scratch_.options();
+    options.env["TERM"] = "xterm";
+    options.env.erase("COHORT_TEST_MARKER");  // the tmux server is the test's, not cohort's
+    return run_to_end(args, options, 10s);
+  }
+  std::string screen() { return tmux({"capture-pane", "-p", "-t", "watch"}).out; }
+  bool running() { return tmux({"has-session", "-t", "watch"}).status.success(); }
+
+ private:
+  Scratch& scratch_;
+  std::string socket_;
+};
+
+}  // namespace
+
+TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stops on Ctrl-C",
+          "[integration][status]") {
+  require_prerequisite(file_exists("/usr/bin/tmux"), "tmux (scripts/setup installs it)");
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::vector<std::string> flags{
+      "--nnodes",  "1:2",     "--nproc-per-node", "1",
+      "--rdzv-id", "watched", "--rdzv-conf",      "last_call_timeout=0.5,heartbeat_timeout=2"};
+  std::vector<std::string> worker{"--hang"};
+  auto a = cluster.node("127.0.0.2", flags, worker);
+  auto b = cluster.node("127.0.0.3", flags, worker);
+  Tmux tmux(scratch);
+  RunResult started = tmux.tmux(
+      {"new-session", "-d", "-s", "watch", "-x", "150", "-y", "30",
+       std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + cluster.endpoint()});
+  INFO(started.out << started.err);
+  REQUIRE(started.status.success());
+  std::string screen;
+  bool both = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "watched") && contains(screen, "127.0.0.2") &&
+               contains(screen, "127.0.0.3") && contains(screen, "running");
+      },
+      20s);
+  INFO(screen << "\n" << cluster.daemon().output());
+  REQUIRE(both);
+  CHECK(contains(screen, "cohort status --watch  " + cluster.endpoint()));
+  CHECK(contains(screen, "HEARTBEAT"));
+  b->signal(SIGKILL);
+  b->wait(5s);
+  bool redrawn = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "lost") && !contains(screen, "127.0.0.3  ");
+      },
+      20s);
+  INFO(screen);
+  CHECK(redrawn);
+  tmux.tmux({"send-keys", "-t", "watch", "C-c"});
+  CHECK(wait_until([&] { return !tmux.running(); }, 10s));
+  a->signal(SIGTERM);
+  CHECK(a->wait(10s));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
