@@ -63,7 +63,7 @@ std::string own_cpus_allowed() {
 
 }  // namespace
 
-TEST_CASE("--cpu-bind cores gives 2 workers disjoint single CPUs, as they see them",
+TEST_CASE("flag --cpu-bind cores gives 2 workers disjoint single CPUs, as they see them",
           "[integration][binding]") {
   auto allowed = parse_cpu_list(own_cpus_allowed());
   REQUIRE(allowed);
@@ -108,7 +108,7 @@ TEST_CASE("without a binding workers keep the agent's CPUs and OMP_NUM_THREADS=1
                                  "cohort: rank 1 (local rank 1): gpu -, not bound"});
 }
 
-TEST_CASE("--numa-binding node on the 2-socket 8-GPU topology reports the planned bindings",
+TEST_CASE("flag --numa-binding node on the 2-socket 8-GPU topology reports the planned bindings",
           "[integration][binding]") {
   Scratch scratch;
   std::map<std::string, std::string> machine{

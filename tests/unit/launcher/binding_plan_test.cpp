@@ -65,7 +65,8 @@ TEST_CASE("hwloc reads the XML topology: CPUs by OS index, GPUs by PCI bus id", 
   CHECK(nodes == std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3});
 }
 
-TEST_CASE("--numa-binding node on 2 sockets and 8 GPUs: the GPU's NUMA node", "[unit][binding]") {
+TEST_CASE("flag --numa-binding node on 2 sockets and 8 GPUs: the GPU's NUMA node",
+          "[unit][binding]") {
   check_plan(numa_plan(NumaBinding::kNode, 8), {{0, "0-7,32-39", "0"},
                                                 {1, "0-7,32-39", "0"},
                                                 {2, "8-15,40-47", "1"},
@@ -76,7 +77,8 @@ TEST_CASE("--numa-binding node on 2 sockets and 8 GPUs: the GPU's NUMA node", "[
                                                 {7, "24-31,56-63", "3"}});
 }
 
-TEST_CASE("--numa-binding socket on 2 sockets and 8 GPUs: the GPU's socket", "[unit][binding]") {
+TEST_CASE("flag --numa-binding socket on 2 sockets and 8 GPUs: the GPU's socket",
+          "[unit][binding]") {
   check_plan(numa_plan(NumaBinding::kSocket, 8), {{0, "0-15,32-47", "0-1"},
                                                   {1, "0-15,32-47", "0-1"},
                                                   {2, "0-15,32-47", "0-1"},
@@ -94,12 +96,12 @@ const std::vector<Row> kHalvesOfEachNode{{0, "0-3,32-35", "0"},   {1, "4-7,36-39
                                          {4, "16-19,48-51", "2"}, {5, "20-23,52-55", "2"},
                                          {6, "24-27,56-59", "3"}, {7, "28-31,60-63", "3"}};
 
-TEST_CASE("--numa-binding exclusive on 2 sockets and 8 GPUs: disjoint halves of each node",
+TEST_CASE("flag --numa-binding exclusive on 2 sockets and 8 GPUs: disjoint halves of each node",
           "[unit][binding]") {
   check_plan(numa_plan(NumaBinding::kExclusive, 8), kHalvesOfEachNode);
 }
 
-TEST_CASE("--numa-binding core-complex on 2 sockets and 8 GPUs: an L3 group each",
+TEST_CASE("flag --numa-binding core-complex on 2 sockets and 8 GPUs: an L3 group each",
           "[unit][binding]") {
   check_plan(numa_plan(NumaBinding::kCoreComplex, 8), kHalvesOfEachNode);
 }
@@ -115,7 +117,7 @@ TEST_CASE("a remapped CUDA_VISIBLE_DEVICES binds local rank n near its n-th entr
              {{6, "24-31,56-63", "3"}, {0, "0-7,32-39", "0"}});
 }
 
-TEST_CASE("--cpu-bind cores and numa on 2 sockets: even shares, round-robin nodes",
+TEST_CASE("flag --cpu-bind cores and numa on 2 sockets: even shares, round-robin nodes",
           "[unit][binding]") {
   MachineTopology topology = two_socket_machine();
   check_plan(plan_bindings(topology, {NumaBinding::kNone, CpuBind::kCores, 3, {}}),
