@@ -104,7 +104,7 @@ int Agent::run() {
   if (!keeper_.start(stale_limit))
     log::warn("cannot start the process-group keeper: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
-  if (config_.nproc > 1 && agent_env_.count("OMP_NUM_THREADS") == 0) {
+  if (config_.nproc > 1 && config_.bindings.empty() && agent_env_.count("OMP_NUM_THREADS") == 0) {
     std::string warning =
         "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
         "yourself to tune performance";
@@ -307,6 +307,7 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
     return perform(state_.group_start_failed(error));
   }
   if (file_timer_) file_timer_->clear();  // the last round's workers are gone
+  report_bindings(round);
   group_ =
       std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout, config_.hang);
   group_->start(plan_workers(round),
@@ -335,6 +336,19 @@ void Agent::send_progress(bool hang) {
   progress.host = config_.host_name.substr(0, proto::kMaxProgressHostBytes);
   progress.ranks = group_->progress();
   client_->send(progress);
+}
+
+// --report-bindings: each round, since the global ranks may change from one to the next.
+void Agent::report_bindings(const RoundInfo& round) const {
+  if (!config_.report_bindings) return;
+  std::string lines;
+  for (int local_rank = 0; local_rank < config_.nproc; ++local_rank) {
+    size_t index = static_cast<size_t>(local_rank);
+    WorkerBinding binding =
+        index < config_.bindings.size() ? config_.bindings[index] : WorkerBinding{};
+    lines += binding_report_line(round.base_rank + local_rank, local_rank, binding);
+  }
+  write_all(STDERR_FILENO, lines);
 }
 
 std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
@@ -373,6 +387,11 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       plan.stack_tool = stack_tool_;
       if (!attempt_dir.empty())
         plan.hang_file = attempt_dir + "/hang-rank" + std::to_string(plan.rank) + ".txt";
+    }
+    if (static_cast<size_t>(local_rank) < config_.bindings.size()) {
+      plan.request.binding = config_.bindings[static_cast<size_t>(local_rank)].cpu;
+      for (auto& [name, value] : binding_variables(plan.request.binding, agent_env_))
+        vars[name] = value;
     }
     plan.request.env = merge_env(agent_env_, vars);
     plans.push_back(std::move(plan));

@@ -22,6 +22,7 @@
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
+#include "agent/worker_binding.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
 #include "common/clock.hpp"
@@ -69,6 +70,9 @@ struct AgentConfig {
   /// host's failure) is left to the launcher's console at info level.
   bool under_launch = false;
   bool console_events = false;  ///< --event-log-handler console: a line per event on stderr
+  std::vector<WorkerBinding>
+      bindings;                  ///< per local rank (--numa-binding, --cpu-bind); empty: none
+  bool report_bindings = false;  ///< --report-bindings: a line per rank each round
 };
 
 class Agent {
@@ -89,6 +93,7 @@ class Agent {
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);
+  void report_bindings(const RoundInfo& round) const;
   std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
   void report_failure(const agent::ReportFailure& failure);
   void reconnect_after(std::chrono::milliseconds delay);

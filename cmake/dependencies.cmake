@@ -8,6 +8,24 @@ find_package(Threads REQUIRED)
 set(OPENSSL_USE_STATIC_LIBS TRUE)
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 
+# hwloc (libhwloc-dev) for binding: linked statically where libhwloc.a and the libudev.so.1 it
+# needs are found (every systemd machine has libudev.so.1; the binaries are carried to machines
+# without Debian packages), else the shared library, which must then be on the running machine.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+find_library(COHORT_HWLOC_STATIC NAMES libhwloc.a HINTS ${HWLOC_LIBRARY_DIRS})
+find_library(COHORT_UDEV_SHARED NAMES libudev.so libudev.so.1)
+add_library(cohort_hwloc INTERFACE)
+if(COHORT_HWLOC_STATIC AND COHORT_UDEV_SHARED)
+  target_include_directories(cohort_hwloc INTERFACE ${HWLOC_INCLUDE_DIRS})
+  target_link_libraries(cohort_hwloc INTERFACE ${COHORT_HWLOC_STATIC} ${COHORT_UDEV_SHARED} m
+                        Threads::Threads)
+  message(STATUS "hwloc: static (${COHORT_HWLOC_STATIC})")
+else()
+  target_link_libraries(cohort_hwloc INTERFACE PkgConfig::HWLOC)
+  message(STATUS "hwloc: shared; the binaries need libhwloc where they run")
+endif()
+
 # spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
 # and libstdc++ (they are carried to GPU machines that have no Debian packages).
 add_library(cohort_spdlog INTERFACE)

@@ -6,6 +6,7 @@
 #include <boost/asio/ip/udp.hpp>
 
 #include "launcher/gpu_count.hpp"
+#include "launcher/hwloc_topology.hpp"
 #include "process/process_spawner.hpp"
 
 namespace cohort {
@@ -52,6 +53,9 @@ RunEnvironment machine_run_environment(char** environ_block) {
   machine.host_name = host_name();
   machine.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   machine.gpu_count = [] { return nvml_device_count().value_or(0); };
+  machine.topology = [](std::string& error) {
+    return load_machine_topology(nvml_pci_bus_ids().value_or(std::vector<std::string>()), error);
+  };
   std::string path = machine.var("PATH").value_or("");
   machine.find_executable = [path](const std::string& name) {
     std::string found = find_executable(name, path);

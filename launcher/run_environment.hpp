@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/worker_env.hpp"
+#include "launcher/machine_topology.hpp"
 
 namespace cohort {
 
@@ -22,6 +23,13 @@ struct RunEnvironment {
   /// Empty when there is none.
   std::function<std::string(const std::string& name)> find_executable = [](const std::string&) {
     return std::string();
+  };
+  /// The CPU and GPU topology (hwloc and NVML), asked only when a binding is wanted; nullopt
+  /// with `error` when it cannot be read.
+  std::function<std::optional<MachineTopology>(std::string& error)> topology =
+      [](std::string& error) -> std::optional<MachineTopology> {
+    error = "no topology";
+    return std::nullopt;
   };
   /// Whether `host` names this machine (loopback, or an address it can bind).
   std::function<bool(const std::string& host)> is_local_host = [](const std::string&) {

@@ -60,7 +60,13 @@ void add_worker_flags(CLI::App& app, RunOptions& o) {
   bool_flag(app, "--virtual-local-rank", o.virtual_local_rank,
             "Every worker gets LOCAL_RANK=0 and sees only its own GPU (CUDA_VISIBLE_DEVICES)");
   flag_option(app, "--numa-binding", o.numa_binding,
-              "node, socket, exclusive or core-complex: accepted, not applied yet (a warning)");
+              "Bind each worker's CPUs and memory near GPU LOCAL_RANK (as torchrun): node, "
+              "socket, exclusive or core-complex");
+  flag_option(app, "--cpu-bind", o.cpu_bind,
+              "CPU-only runs: none, cores (each worker an even share of the cores of its own) "
+              "or numa (workers round-robin over NUMA nodes)");
+  bool_flag(app, "--report-bindings", o.report_bindings,
+            "Print each worker's rank, GPU, NUMA node and CPUs on stderr at each round's start");
   flag_option(app, "--shutdown-timeout", o.shutdown_timeout,
               "Seconds between the stop signal and SIGKILL (default: "
               "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)")

@@ -52,7 +52,9 @@ struct RunOptions {
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
   std::string logs_specs;           ///< a Python plugin's name: accepted, ignored with a warning
-  std::string numa_binding;         ///< accepted and validated; not applied yet (a warning)
+  std::string numa_binding;         ///< node, socket, exclusive, core-complex; empty: none
+  std::string cpu_bind = "none";    ///< none, cores, numa (CPU-only runs)
+  bool report_bindings = false;     ///< a line per rank on stderr each round
   bool virtual_local_rank = false;  ///< every worker LOCAL_RANK=0 and only its own GPU
   std::string worker_store = "daemon";
   std::string store_ports;

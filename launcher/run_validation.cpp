@@ -9,6 +9,7 @@
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/accelerator_count.hpp"
+#include "launcher/binding_plan.hpp"
 #include "launcher/gpu_count.hpp"
 #include "launcher/rdzv_conf.hpp"
 #include "proto/control_messages.hpp"
@@ -145,16 +146,17 @@ void parse_outputs(const RunOptions& options, const RunEnvironment& machine, Age
 
 // Flags cohort accepts for torchrun's sake without (fully) applying them.
 void check_accepted_flags(const RunOptions& options, ValidatedRun& run) {
-  const std::string& numa = options.numa_binding;
-  if (!numa.empty() && numa != "node" && numa != "socket" && numa != "exclusive" &&
-      numa != "core-complex") {
+  if (!parse_numa_binding(options.numa_binding)) {
     run.problems.push_back(
         cat("--numa-binding: expected node, socket, exclusive or core-complex, "
             "got '",
-            numa, "'"));
-  } else if (!numa.empty()) {
-    run.warnings.push_back(
-        cat("--numa-binding ", numa, ": accepted but not applied yet; workers are not bound"));
+            options.numa_binding, "'"));
+  }
+  if (!parse_cpu_bind(options.cpu_bind)) {
+    run.problems.push_back(
+        cat("--cpu-bind: expected none, cores or numa, got '", options.cpu_bind, "'"));
+  } else if (options.cpu_bind != "none" && !options.numa_binding.empty()) {
+    run.problems.push_back("--cpu-bind: not with --numa-binding (which binds near the GPUs)");
   }
   if (!options.logs_specs.empty()) {
     run.warnings.push_back(cat("--logs-specs ", options.logs_specs,
@@ -356,6 +358,31 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   return checked;
 }
 
+// --numa-binding / --cpu-bind: each local rank's CPUs and memory nodes, from this machine's
+// topology; a plan that cannot be made stops the run before anything starts.
+void plan_binding(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
+                  Problems& problems) {
+  config.report_bindings = options.report_bindings;
+  auto numa = parse_numa_binding(options.numa_binding);
+  auto cpu = parse_cpu_bind(options.cpu_bind);
+  if (!numa || !cpu || (*numa == NumaBinding::kNone && *cpu == CpuBind::kNone)) return;
+  std::string flag = *numa != NumaBinding::kNone ? "--numa-binding " + options.numa_binding
+                                                 : "--cpu-bind " + options.cpu_bind;
+  std::string error;
+  std::optional<MachineTopology> topology = machine.topology(error);
+  if (!topology) return problems.push_back(cat(flag, ": ", error));
+  if (*numa != NumaBinding::kNone && topology->gpus.empty()) {
+    return problems.push_back(
+        cat(flag,
+            ": no GPU found (NVML reports none); it binds each worker near its GPU and, as with "
+            "torchrun, cannot without one (--cpu-bind binds CPU-only runs)"));
+  }
+  BindingRequest request{*numa, *cpu, config.nproc, machine.var("CUDA_VISIBLE_DEVICES")};
+  BindingPlan plan = plan_bindings(*topology, request);
+  if (!plan.problem.empty()) return problems.push_back(plan.problem);
+  config.bindings = std::move(plan.ranks);
+}
+
 }  // namespace
 
 ValidatedRun validate_run_flags(const RunOptions& options, const RunEnvironment& machine) {
@@ -369,6 +396,7 @@ ValidatedRun validate_run_options(const RunOptions& options, const RunEnvironmen
   plan_rendezvous(options, checked.conf.is_host, machine, run.config.rendezvous, run.daemon,
                   run.problems);
   if (!options.command.empty()) build_command(options, machine, run.config, run.problems);
+  if (run.problems.empty()) plan_binding(options, machine, run.config, run.problems);
   return std::move(run);
 }
 

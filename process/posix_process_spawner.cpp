@@ -53,6 +53,7 @@ struct WorkerSetup {
   pid_t parent_pid;
   int announce_fd;  ///< a GroupKeeper's pipe, or -1
   int cgroup_fd;    ///< the cgroup.procs of the container's cgroup, or -1
+  PreparedBinding binding;
 
   template <typename Launcher>
   bp2::error_code on_setup(Launcher& launcher, const bp2::filesystem::path&, const char* const*) {
@@ -95,6 +96,8 @@ struct WorkerSetup {
       if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
     }
     restore_inherited_fd_limit();
+    if (int failed = apply_prepared_binding(binding); failed != 0)
+      return bp2::error_code(failed, bp2::system_category());
     return {};
   }
 
@@ -117,7 +120,9 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
       found != containers_.end() && found->second > 0) {
     cgroup_fd = cgroups_->open_procs(found->second);
   }
-  WorkerSetup setup{request, {}, ::getpid(), keep_group ? keeper_->announce_fd() : -1, cgroup_fd};
+  WorkerSetup setup{request,    {},
+                    ::getpid(), keep_group ? keeper_->announce_fd() : -1,
+                    cgroup_fd,  prepare_binding(request.binding)};
   setup.envp.reserve(request.env.size() + 1);
   for (const auto& entry : request.env) setup.envp.push_back(entry.c_str());
   setup.envp.push_back(nullptr);

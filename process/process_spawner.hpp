@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/exit_status.hpp"
+#include "process/cpu_binding.hpp"
 
 namespace cohort {
 
@@ -28,6 +29,7 @@ struct SpawnRequest {
   bool new_process_group = true;
   bool die_with_parent = true;  ///< PR_SET_PDEATHSIG(SIGKILL)
   int container = 0;            ///< from ProcessSpawner::open_container; 0: none
+  CpuBinding binding;           ///< CPUs and memory policy applied before exec; empty: none
 };
 
 class ProcessSpawner {

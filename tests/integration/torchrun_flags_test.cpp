@@ -2,7 +2,8 @@
 // with ${hostname} and ${pid}, --duplicate-*-filters' filtered files, --virtual-local-rank's
 // environment, --event-log-handler console, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, argparse-style
 // abbreviations, --nproc-per-node with an accelerator name, and the flags accepted with a warning
-// (--numa-binding, --logs-specs). Real cohort binary and test_worker processes.
+// (--logs-specs; --numa-binding is real, run_binding_test.cpp). Real cohort binary and test_worker
+// processes.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -161,15 +162,18 @@ TEST_CASE("flag --nproc-per-node xpu counts ZE_AFFINITY_MASK's devices",
   CHECK(contains(missing.err, "ZE_AFFINITY_MASK"));
 }
 
-TEST_CASE("flag --numa-binding and --logs-specs are accepted, each with one warning",
+TEST_CASE("flag --logs-specs is accepted with one warning, --numa-binding needs a GPU",
           "[integration][run][torchrun]") {
   Scratch scratch;
-  RunResult result = scratch.run({"--numa-binding", "node", "--logs_specs", "custom",
-                                  "--nproc-per-node", "2", "--no-python", kWorker});
+  RunResult result =
+      scratch.run({"--logs_specs", "custom", "--nproc-per-node", "2", "--no-python", kWorker});
   INFO(result.out << result.err);
   REQUIRE(result.status.shell_code() == 0);
-  CHECK(occurrences(result.err, "--numa-binding node: accepted but not applied") == 1);
   CHECK(occurrences(result.err, "--logs-specs custom") == 1);
+  RunResult no_gpu = scratch.run({"--numa-binding", "node", "--no-python", kWorker},
+                                 {{"COHORT_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  CHECK(no_gpu.status.shell_code() == 2);
+  CHECK(contains(no_gpu.err, "--numa-binding node: no GPU found"));
   RunResult bad = scratch.run({"--numa-binding", "rack", "--no-python", kWorker});
   CHECK(bad.status.shell_code() == 2);
   CHECK(contains(bad.err, "--numa-binding"));

@@ -9,5 +9,6 @@ extern const char* const kCohortBin;
 extern const char* const kCohortdBin;
 extern const char* const kTestWorkerBin;
 extern const char* const kSourceDir;
+extern const char* const kFakeNvmlLibrary;  ///< tests/helpers/fake_nvml.cpp
 
 }  // namespace cohort::test

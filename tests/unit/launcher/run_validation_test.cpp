@@ -36,6 +36,19 @@ RunOptions parse(std::vector<std::string> args) {
   return options;
 }
 
+// 2 NUMA nodes of 2 single-threaded cores (CPUs 0,2 | 1,3: numbered across nodes), one GPU on
+// node 1.
+RunEnvironment numa_machine(EnvMap env = {}) {
+  RunEnvironment machine = test_machine(std::move(env), 1);
+  machine.topology = [](std::string&) -> std::optional<MachineTopology> {
+    MachineTopology topology;
+    topology.pus = {{0, 0, 0, 0, 0}, {2, 1, 0, 0, 0}, {1, 2, 1, 1, 0}, {3, 3, 1, 1, 0}};
+    topology.gpus = {{"0000:07:00.0", 1}};
+    return topology;
+  };
+  return machine;
+}
+
 ValidatedRun validate(std::vector<std::string> args,
                       const RunEnvironment& machine = test_machine()) {
   return validate_run_options(parse(std::move(args)), machine);
@@ -259,10 +272,9 @@ TEST_CASE("flag --nproc-per-node with an accelerator counts its visible devices"
 TEST_CASE("torchrun flags cohort accepts without applying: validated, and a warning",
           "[unit][launcher]") {
   for (const char* mode : {"node", "socket", "exclusive", "core-complex"}) {
-    ValidatedRun run = validate({"--numa-binding", mode, "t.py"});
+    ValidatedRun run = validate({"--numa-binding", mode, "t.py"}, numa_machine());
     CHECK(run.problems.empty());
-    REQUIRE(run.warnings.size() == 1);
-    CHECK(run.warnings[0].find("--numa-binding") == 0);
+    CHECK(run.warnings.empty());  // applied now
   }
   CHECK(mentions(validate({"--numa-binding", "cpu", "t.py"}).problems, "--numa-binding"));
   ValidatedRun specs = validate({"--logs-specs", "fancy", "t.py"});
@@ -350,4 +362,36 @@ TEST_CASE("flag --straggler-factor: 1.5 by default, PET_STRAGGLER_FACTOR, valida
   test::EnvGuard env;
   env.set("PET_STRAGGLER_FACTOR", "3");
   CHECK(validate({"t.py"}).config.straggler_factor_pct == 300);
+}
+
+TEST_CASE("binding flags: the plan reaches the agent config, bad plans name the flags",
+          "[unit][launcher][binding]") {
+  ValidatedRun bound =
+      validate({"--nproc-per-node", "1", "--numa-binding", "node", "--report-bindings", "t.py"},
+               numa_machine());
+  REQUIRE(bound.problems.empty());
+  CHECK(bound.config.report_bindings);
+  REQUIRE(bound.config.bindings.size() == 1);
+  CHECK(bound.config.bindings[0].gpu == 0);
+  CHECK(bound.config.bindings[0].cpu.cpus == std::vector<int>{1, 3});
+  CHECK(bound.config.bindings[0].cpu.numa_nodes == std::vector<int>{1});
+  ValidatedRun cores =
+      validate({"--nproc-per-node", "2", "--cpu-bind", "cores", "t.py"}, numa_machine());
+  REQUIRE(cores.config.bindings.size() == 2);
+  CHECK(cores.config.bindings[0].cpu.cpus == std::vector<int>{0, 2});
+  CHECK(cores.config.bindings[1].cpu.cpus == std::vector<int>{1, 3});
+  CHECK(mentions(
+      validate({"--nproc-per-node", "5", "--cpu-bind", "cores", "t.py"}, numa_machine()).problems,
+      "--cpu-bind cores: 5 workers (--nproc-per-node) but 4 cores"));
+  CHECK(mentions(
+      validate({"--nproc-per-node", "2", "--numa-binding", "socket", "t.py"}, numa_machine())
+          .problems,
+      "--numa-binding socket: 2 workers (--nproc-per-node) but 1 GPUs visible"));
+  CHECK(mentions(
+      validate({"--numa-binding", "node", "--cpu-bind", "cores", "t.py"}, numa_machine()).problems,
+      "--cpu-bind: not with --numa-binding"));
+  CHECK(mentions(validate({"--cpu-bind", "all", "t.py"}).problems, "--cpu-bind: expected none"));
+  CHECK(mentions(validate({"--numa-binding", "node", "t.py"}).problems,
+                 "--numa-binding node: no topology"));
+  CHECK(validate({"--nproc-per-node", "2", "t.py"}, numa_machine()).config.bindings.empty());
 }

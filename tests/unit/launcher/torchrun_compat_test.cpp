@@ -293,12 +293,17 @@ std::vector<Case> cases() {
        [](const ValidatedRun& run) {
          CHECK(run.config.output.stdout_filters == std::vector<std::string>{"apple", "orange"});
        }},
-      {"--logs_specs and --numa_binding: accepted with warnings",
-       script_args({"--logs_specs=custom", "--numa_binding=socket"}),
+      {"--logs_specs: accepted with a warning",
+       script_args({"--logs_specs=custom"}),
        {},
        0,
        "",
-       [](const ValidatedRun& run) { CHECK(run.warnings.size() == 2); }},
+       [](const ValidatedRun& run) { CHECK(run.warnings.size() == 1); }},
+      {"--numa_binding without a GPU: refused",
+       script_args({"--numa_binding=socket"}),
+       {},
+       0,
+       "--numa-binding socket"},
       {"--numa_binding choices", script_args({"--numa_binding=rack"}), {}, 0, "--numa-binding"},
   };
 }
