@@ -76,7 +76,9 @@ int Launch::run() {
   arm_signals();
   precheck();
   io_.run();
-  if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_);
+  // Without throwing: a master ssh may unlink its socket while the directory is being removed.
+  std::error_code ignored;
+  if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_, ignored);
   return exit_code_.value_or(kExitInternal);
 }
 
