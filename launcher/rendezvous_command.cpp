@@ -88,6 +88,29 @@ bool choose_host(const DaemonCommand& command, bool has_token, std::string& host
   return false;
 }
 
+// --http-port and --http-address: a port in range, an IP literal, and beyond loopback a token
+// (which requests then carry) or --insecure.
+bool http_options(const DaemonCommand& command, bool has_token, DaemonOptions& options) {
+  if (command.http_port < -1 || command.http_port > 65535) {
+    std::cerr << "cohortd: --http-port: expected 0..65535, got " << command.http_port << "\n";
+    return false;
+  }
+  options.http_port = command.http_port;
+  if (!command.http_address.empty()) options.http_address = command.http_address;
+  boost::system::error_code error;
+  auto address = boost::asio::ip::make_address(options.http_address, error);
+  if (error) {
+    std::cerr << "cohortd: --http-address: expected an IP address, got '" << options.http_address
+              << "'\n";
+    return false;
+  }
+  if (options.http_port < 0 || address.is_loopback() || has_token || command.insecure) return true;
+  std::cerr << "cohortd: --http-address " << options.http_address
+            << ": without a token anyone who reaches it can read every run; give --token-file "
+               "(or COHORT_TOKEN), or --insecure\n";
+  return false;
+}
+
 }  // namespace
 
 std::optional<uint64_t> parse_byte_size(std::string_view text) {
@@ -143,6 +166,13 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--tcpstore-port-file", command.tcpstore_port_file,
                  "Write the bound TCPStore port to this file");
+  app.add_option("--http-port", command.http_port,
+                 "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
+                 "free port)");
+  app.add_option("--http-address", command.http_address,
+                 "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs the "
+                 "token as a bearer token, or --insecure)");
+  app.add_option("--http-port-file", command.http_port_file, "Write the bound HTTP port here");
   app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
 }
 
@@ -172,8 +202,10 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
     return std::nullopt;
   }
   options.store_quota_bytes = *quota;
+  if (!http_options(command, !token.token.empty(), options)) return std::nullopt;
   for (const auto& [flag, path] : {std::pair{"--port-file", command.port_file},
-                                   std::pair{"--tcpstore-port-file", command.tcpstore_port_file}}) {
+                                   std::pair{"--tcpstore-port-file", command.tcpstore_port_file},
+                                   std::pair{"--http-port-file", command.http_port_file}}) {
     if (!port_file_writable(path)) {
       port_file_error(flag, path);
       return std::nullopt;
@@ -222,6 +254,13 @@ int run_daemon(const DaemonCommand& command) {
   std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;
   if (!write_port_file(command.port_file, daemon.port())) {
     return port_file_error("--port-file", command.port_file);
+  }
+  if (options->http_port >= 0) {
+    std::cout << "cohortd: HTTP on " << options->http_address << ":" << daemon.http_port()
+              << " (/metrics, /, /runs/ID, /api/runs)" << std::endl;
+    if (!write_port_file(command.http_port_file, daemon.http_port())) {
+      return port_file_error("--http-port-file", command.http_port_file);
+    }
   }
   std::unique_ptr<StoreServer> tcpstore;
   if (command.tcpstore_port >= 0) {

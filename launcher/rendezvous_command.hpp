@@ -20,6 +20,9 @@ struct DaemonCommand {
   std::string store_quota = "1G";
   int tcpstore_port = -1;  ///< -1: none; 0: any free port
   std::string tcpstore_port_file;
+  int http_port = -1;        ///< -1: none; 0: any free port
+  std::string http_address;  ///< empty: 127.0.0.1
+  std::string http_port_file;
   int verbose = 0;
 };
 

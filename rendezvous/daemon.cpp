@@ -145,8 +145,54 @@ boost::system::error_code RendezvousDaemon::start() {
     return error;
   }
   port_ = acceptor_.local_endpoint().port();
+  if (auto http_error = start_http()) {
+    acceptor_.close();
+    return http_error;
+  }
   accept_next();
   return {};
+}
+
+boost::system::error_code RendezvousDaemon::start_http() {
+  if (options_.http_port < 0) return {};
+  observe::HttpOptions http;
+  http.address = options_.http_address;
+  http.port = static_cast<uint16_t>(options_.http_port);
+  boost::system::error_code error;
+  bool loopback = boost::asio::ip::make_address(http.address, error).is_loopback();
+  if (!loopback) http.token = options_.token;
+  DaemonView view{[this] { return status(); }, [this] { return metrics_snapshot(); },
+                  [](const std::string&) { return std::vector<nlohmann::json>{}; },
+                  [] {
+                    return std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+                  }};
+  auto pages = std::make_shared<DaemonPages>(std::move(view), metrics_);
+  http_ = std::make_unique<observe::HttpServer>(
+      io_, http, [pages](const std::string& target) { return pages->answer(target); });
+  if (auto failed = http_->start()) {
+    http_.reset();
+    return failed;
+  }
+  return {};
+}
+
+MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
+  MetricsSnapshot snapshot;
+  snapshot.control_connections = gate_.connections();
+  for (const auto& [id, run] : runs_) {
+    const rdzv::RunState& state = *run.state;
+    snapshot.runs.push_back({id, phase_name(state.phase()), state.round(), state.restarts_used(),
+                             state.config().max_restarts,
+                             run.store ? run.store->connection_count() : 0,
+                             run.store ? run.store->operations() : 0});
+    for (const auto& view : state.nodes()) {
+      double age = std::chrono::duration<double>(now() - view.last_seen).count();
+      snapshot.nodes.push_back({id, view.info.node_id, role_name(view.role), age});
+    }
+  }
+  return snapshot;
 }
 
 void RendezvousDaemon::stop() {
@@ -154,6 +200,7 @@ void RendezvousDaemon::stop() {
   stopped_ = true;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
+  if (http_) http_->stop();
   timer_->cancel();
   accept_retry_->cancel();
   for (const auto& session : sessions_) {

@@ -17,8 +17,11 @@
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
 #include "common/log_throttle.hpp"
+#include "observe/http_server.hpp"
 #include "rendezvous/connection_gate.hpp"
 #include "rendezvous/control_session.hpp"
+#include "rendezvous/daemon_metrics.hpp"
+#include "rendezvous/daemon_pages.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
 
@@ -36,6 +39,10 @@ struct DaemonOptions {
   /// How long a new connection has for its hello or status request before it is closed.
   std::chrono::milliseconds hello_timeout{10000};
   ConnectionLimits connection_limits;
+  /// The HTTP port (/metrics, the runs and timeline pages): -1 none, 0 any free port. Requests
+  /// must carry the token as a bearer token when there is one and http_address is not loopback.
+  int http_port = -1;
+  std::string http_address = "127.0.0.1";
 };
 
 /// The shortest heartbeat timeout a run may ask for (the launcher's floor, checked again here).
@@ -50,6 +57,8 @@ class RendezvousDaemon {
 
   boost::system::error_code start();
   uint16_t port() const { return port_; }
+  /// The bound HTTP port once start() succeeded; 0 without one.
+  uint16_t http_port() const { return http_ ? http_->port() : 0; }
   void stop();
   /// True once every run it ever had has ended and no agent is connected (for embedding).
   bool idle() const { return runs_.empty() && sessions_.empty(); }
@@ -94,6 +103,8 @@ class RendezvousDaemon {
   void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
   void reap_runs();
   void schedule();
+  boost::system::error_code start_http();
+  MetricsSnapshot metrics_snapshot() const;
   rdzv::TimePoint now() const { return clock_.now(); }
 
   boost::asio::io_context& io_;
@@ -111,6 +122,8 @@ class RendezvousDaemon {
   std::set<std::shared_ptr<ControlSession>> sessions_;
   std::map<std::string, rdzv::NodeInfo> nodes_;     ///< node id -> what its hello said
   std::map<std::string, rdzv::RunConfig> configs_;  ///< node id -> the settings it asked for
+  DaemonMetrics metrics_;
+  std::unique_ptr<observe::HttpServer> http_;
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
 };

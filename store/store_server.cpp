@@ -25,6 +25,8 @@ void StoreServer::set_allowed_peers(std::optional<std::vector<boost::asio::ip::a
 
 size_t StoreServer::connection_count() const { return service_->connection_count(); }
 
+uint64_t StoreServer::operations() const { return service_->operations(); }
+
 const Store& StoreServer::store() const { return service_->store(); }
 
 }  // namespace cohort

@@ -56,6 +56,8 @@ class StoreServer {
   void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
   /// Live client connections.
   size_t connection_count() const;
+  /// Requests served so far (io thread).
+  uint64_t operations() const;
   const Store& store() const;
 
  private:

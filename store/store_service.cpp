@@ -155,6 +155,7 @@ void StoreService::close() {
 }
 
 void StoreService::dispatch(StoreSession& from, StoreRequest&& request) {
+  ++operations_;
   replies_.clear();
   StoreOutcome outcome = store_.apply(from.id(), std::move(request), replies_);
   // A session may close (write error) while replies are handed out: work on a local list.

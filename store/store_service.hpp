@@ -36,6 +36,8 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   void close();
   uint16_t port() const { return port_.load(); }
   size_t connection_count() const { return connections_.load(); }
+  /// Requests served since the service started (io thread).
+  uint64_t operations() const { return operations_; }
   const Store& store() const { return store_; }
   void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
 
@@ -64,6 +66,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   std::vector<char> read_buffer_;
   std::vector<StoreReply> replies_;
   std::atomic<size_t> connections_{0};
+  uint64_t operations_ = 0;
   std::atomic<uint16_t> port_{0};
   bool closed_ = false;
 };

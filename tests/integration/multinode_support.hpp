@@ -15,11 +15,13 @@ class Cluster {
  public:
   explicit Cluster(Scratch& scratch) : scratch_(scratch) {}
 
-  /// Starts cohortd on `host` (port 0 the first time, the same port after a restart).
-  void start_daemon(const std::string& host = "127.0.0.1") {
+  /// Starts cohortd on `host` (port 0 the first time, the same port after a restart), with
+  /// `extra` flags.
+  void start_daemon(const std::string& host = "127.0.0.1", std::vector<std::string> extra = {}) {
     std::string port_file = scratch_.file("daemon_port_" + std::to_string(daemons_++));
     std::vector<std::string> argv{kCohortdBin,           "--host",      host,      "--port",
                                   std::to_string(port_), "--port-file", port_file, "-v"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
     ChildOptions options = scratch_.options();
     options.name = "cohortd";

