@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "agent/console_events.hpp"
+#include "agent/agent_events.hpp"
 #include "agent/error_file.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
@@ -90,12 +90,73 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
     auto path = agent_env_.find("PATH");
     stack_tool_ = find_executable("eu-stack", path == agent_env_.end() ? "" : path->second);
   }
+  if (config_.health.enabled()) {
+    health_ =
+        std::make_unique<HealthCheck>(io_, spawner_, config_.health, merge_env(agent_env_, {}));
+  }
+  if (config_.gpu_health.enabled())
+    gpu_health_ = std::make_unique<GpuHealthCheck>(clock_, config_.gpu_health);
 }
 
 Agent::~Agent() = default;
 
-void Agent::event(const std::string& line) const {
-  if (config_.console_events) write_all(STDERR_FILENO, line);
+void Agent::event(const Event& event) {
+  if (events_.writes()) events_.record(event, wall_clock_ms());
+}
+
+// Runs the GPU checks and then the health command, those there are, then `proceed`; unhealthy_
+// says why the node is not healthy ("" when it is).
+void Agent::check_health(std::function<void()> proceed) {
+  if (!health_ && !gpu_health_) return proceed();
+  auto run_command = [this, proceed](const std::string& gpu_problem) {
+    if (exit_code_) return;
+    if (!gpu_problem.empty() || !health_) return health_checked(gpu_problem, proceed);
+    health_->run([this, proceed](const std::string& problem) { health_checked(problem, proceed); });
+  };
+  if (!gpu_health_) return run_command("");
+  gpu_health_->run(group_ ? group_->pids() : std::vector<pid_t>(), run_command);
+}
+
+void Agent::health_checked(const std::string& problem, const std::function<void()>& proceed) {
+  if (exit_code_) return;
+  if (!problem.empty()) {  // said once per reason, then at info level
+    log::write(problem == unhealthy_ ? log::Level::Info : log::Level::Warn,
+               cat(problem, "; this node does not join a round until a check passes (again in ",
+                   config_.health.interval.count() / 1000.0, " s)"));
+  } else if (!unhealthy_.empty()) {
+    log::warn("the health check passed: this node joins the next round");
+  }
+  unhealthy_ = problem;
+  if (problem.empty()) {
+    unhealthy_since_.reset();
+  } else if (!unhealthy_since_) {
+    unhealthy_since_ = clock_.now();
+  } else if (clock_.now() - *unhealthy_since_ >=
+             std::chrono::milliseconds(config_.rendezvous.config.join_timeout_ms)) {
+    log::error("this node stayed unhealthy for the join timeout (",
+               config_.rendezvous.config.join_timeout_ms / 1000.0, " s): ", problem);
+    return finish(kExitRendezvous);
+  }
+  proceed();
+}
+
+// On the current connection: `join` when healthy, else tell the daemon why not and check again.
+void Agent::join_if_healthy() {
+  if (!client_) return;
+  if (unhealthy_.empty()) return client_->send(proto::Join{rank0_port()});
+  client_->send(proto::Unhealthy{unhealthy_});
+  recheck_health_later();
+}
+
+void Agent::recheck_health_later() {
+  health_retry_.expires_after(config_.health.interval);
+  health_retry_.async_wait([this](const boost::system::error_code& error) {
+    if (!error && !exit_code_) check_health([this] { join_if_healthy(); });
+  });
+}
+
+agent_events::Source Agent::event_source() const {
+  return {config_.env.run_id, node_base_id_, config_.host_name};
 }
 
 int Agent::run() {
@@ -113,7 +174,13 @@ int Agent::run() {
   arm_signals();
   start_file_timer();
   if (config_.under_launch) watch_stdin();
-  event(events::run_started(config_.env.run_id, config_.host_name, config_.nproc));
+  events_.echo_to_stderr(config_.console_events);
+  if (!config_.event_log.empty()) {
+    if (std::string problem = events_.open(config_.event_log); !problem.empty())
+      log::warn("--event-log ", problem, ": this agent's events are not recorded");
+  }
+  event(agent_events::agent_started(event_source(), config_.nproc,
+                                    cat(config_.rendezvous.host, ":", config_.rendezvous.port)));
   perform(state_.start());
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -131,11 +198,14 @@ void Agent::perform(const agent::Action& action) {
       [this](const auto& typed) {
         using T = std::decay_t<decltype(typed)>;
         if constexpr (std::is_same_v<T, agent::Connect>) {
-          connect();
+          check_health([this] {
+            connect();
+            if (!unhealthy_.empty()) recheck_health_later();
+          });
         } else if constexpr (std::is_same_v<T, agent::ReconnectAfter>) {
           reconnect_after(typed.delay);
         } else if constexpr (std::is_same_v<T, agent::SendJoin>) {
-          client_->send(proto::Join{rank0_port()});
+          check_health([this] { join_if_healthy(); });
         } else if constexpr (std::is_same_v<T, agent::ReportSuccess>) {
           client_->send(proto::NodeSucceeded{typed.round});
         } else if constexpr (std::is_same_v<T, agent::ReportFailure>) {
@@ -145,7 +215,7 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::Disconnect>) {
           client_->close();
         } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
-          event(events::round_complete(config_.env.run_id, typed.round));
+          event(agent_events::workers_started(event_source(), typed.round, config_.nproc));
           start_group(typed.round);
         } else if constexpr (std::is_same_v<T, agent::StopGroup>) {
           if (group_ && !group_->stopping()) group_->stop(typed.signal);
@@ -232,6 +302,7 @@ proto::Hello Agent::make_hello() {
   hello.run_id = config_.env.run_id;
   hello.node_id = cat(node_base_id_, "#", connection_++);
   hello.address = config_.rendezvous.address;
+  hello.unhealthy = unhealthy_;
   hello.local_world_size = config_.nproc;
   hello.rank_hint = config_.rendezvous.rank_hint;
   hello.last_round = state_.round();
@@ -289,14 +360,17 @@ void Agent::on_message(proto::ControlMessage message) {
         else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
           perform(state_.round_assigned(typed));
         else if constexpr (std::is_same_v<T, proto::Restart>) {
-          event(events::restarting(config_.env.run_id, typed.reason));
+          event(agent_events::workers_stopped(event_source(), state_.round(), typed.reason));
           perform(state_.restart(typed.reason));
-        } else if constexpr (std::is_same_v<T, proto::Stop>)
+        } else if constexpr (std::is_same_v<T, proto::Stop>) {
+          event(agent_events::workers_stopped(event_source(), state_.round(), typed.reason));
           perform(state_.stop(typed));
-        else if constexpr (std::is_same_v<T, proto::Error>)
+        } else if constexpr (std::is_same_v<T, proto::Error>)
           perform(state_.error(typed));
         else if constexpr (std::is_same_v<T, proto::Complete>)
           perform(state_.complete());
+        else if constexpr (std::is_same_v<T, proto::Notice>)
+          log::warn("rendezvous: ", escape_for_terminal(typed.text));
       },
       message);
 }
@@ -411,7 +485,7 @@ void Agent::on_group_done(GroupOutcome outcome) {
 }
 
 void Agent::report_failure(const agent::ReportFailure& failure) {
-  event(events::worker_failed(config_.env.run_id, state_.round(), failure.root_cause));
+  event(agent_events::worker_failed(event_source(), state_.round(), failure.root_cause));
   auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
   if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {
     write_root_cause_file(own_error_file->second, failure.root_cause);
@@ -425,9 +499,12 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
 void Agent::finish(int exit_code) {
   if (exit_code_) return;
   exit_code_ = exit_code;
-  event(events::run_ended(config_.env.run_id, exit_code));
+  event(agent_events::agent_finished(event_source(), exit_code));
   signals_.cancel();
   reconnect_timer_.cancel();
+  health_retry_.cancel();
+  health_.reset();
+  gpu_health_.reset();
   if (stdin_) stdin_->close();
   group_.reset();
   file_timer_.reset();

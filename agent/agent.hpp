@@ -17,8 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_events.hpp"
 #include "agent/agent_state.hpp"
 #include "agent/file_timer_server.hpp"
+#include "agent/gpu_health.hpp"
+#include "agent/health_check.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
@@ -69,7 +72,10 @@ struct AgentConfig {
   /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
   /// host's failure) is left to the launcher's console at info level.
   bool under_launch = false;
-  bool console_events = false;  ///< --event-log-handler console: a line per event on stderr
+  bool console_events = false;   ///< --event-log-handler console: each event's line on stderr
+  std::string event_log;         ///< --event-log: append each event's line to this file
+  HealthSettings health;         ///< --health-check: before every round; off by default
+  GpuHealthSettings gpu_health;  ///< the built-in GPU checks; on when the node has GPUs
   std::vector<WorkerBinding>
       bindings;                  ///< per local rank (--numa-binding, --cpu-bind); empty: none
   bool report_bindings = false;  ///< --report-bindings: a line per rank each round
@@ -103,7 +109,12 @@ class Agent {
   void arm_signals();
   void watch_stdin();
   void finish(int exit_code);
-  void event(const std::string& line) const;
+  void event(const Event& event);
+  void check_health(std::function<void()> proceed);
+  void health_checked(const std::string& problem, const std::function<void()>& proceed);
+  void join_if_healthy();
+  void recheck_health_later();
+  agent_events::Source event_source() const;
   int rank0_port() const;
   void report_progress_later();
   void send_progress(bool hang);
@@ -127,6 +138,12 @@ class Agent {
   std::unique_ptr<Timer> progress_timer_;        ///< the next progress report to the daemon
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
+  EventLog events_{"agent"};
+  std::unique_ptr<HealthCheck> health_;         ///< --health-check only
+  std::unique_ptr<GpuHealthCheck> gpu_health_;  ///< when the node has GPUs
+  boost::asio::steady_timer health_retry_{io_};
+  std::string unhealthy_;                      ///< why the last health check failed; "" healthy
+  std::optional<SteadyTime> unhealthy_since_;  ///< the first failed check of this spell
   std::string stack_tool_;        ///< eu-stack, when hang detection is on and it is installed
   std::optional<int> exit_code_;  ///< set once, by finish
 };

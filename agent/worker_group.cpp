@@ -238,6 +238,14 @@ void WorkerGroup::on_progress(Worker& worker, std::optional<int64_t> step) {
   if (progress_.signal(worker.index, now, step)) arm_hang_timer();
 }
 
+std::vector<pid_t> WorkerGroup::pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& worker : workers_) {
+    if (worker->child.pid() > 0) pids.push_back(worker->child.pid());
+  }
+  return pids;
+}
+
 std::vector<proto::RankProgress> WorkerGroup::progress() const {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;

@@ -84,6 +84,8 @@ class WorkerGroup {
   /// The progress of every worker still running (or stopped by the group) now, as the agent
   /// reports it to the daemon: how long it has been silent, its last step, its median step time.
   std::vector<proto::RankProgress> progress() const;
+  /// Every worker's pid, started or ended (the GPU health check looks for them after the round).
+  std::vector<pid_t> pids() const;
 
  private:
   struct Worker;

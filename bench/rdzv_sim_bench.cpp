@@ -31,7 +31,8 @@ struct SimOptions {
   uint16_t port = 0;
   int agents = 1000;
   int local_world_size = 8;
-  int connect_window = 512;  ///< agents connecting or awaiting `welcome` at once (see below)
+  int connect_window = 48;  ///< agents connecting or awaiting `welcome` at once (see below)
+  int hold_ms = 0;          ///< once every agent has its round, wait this long before succeeding
   int timeout_s = 120;
   std::string run_id = "sim";
 };
@@ -80,7 +81,9 @@ class Simulation {
 
   // At most connect_window agents are between connect and `welcome`: a connection the kernel
   // completed but the daemon has not accepted yet waits in a finite accept queue, and one that
-  // overflows it is reset (as it would be for real agents that all start at the same instant).
+  // overflows it is reset (as it would be for real agents that all start at the same instant);
+  // and the daemon refuses a 65th connection from one address that has not said hello yet
+  // (ConnectionLimits), which all of these share.
   void connect_next() {
     int index = next_++;
     ++in_flight_;
@@ -134,11 +137,18 @@ class Simulation {
       agent.round = assigned->round;
       if (++rounds_ == options_.agents) {
         round_all_ms_ = ms_between(started_, Clock::now());
-        for (auto& each : agents_) each.session->send(proto::NodeSucceeded{each.round});
+        std::fprintf(stderr, "rdzv_sim_bench: every agent has its round\n");
+        hold_.expires_after(std::chrono::milliseconds(options_.hold_ms));
+        hold_.async_wait([this](const boost::system::error_code& error) {
+          if (error) return;
+          succeeded_from_ = Clock::now();
+          for (auto& each : agents_) each.session->send(proto::NodeSucceeded{each.round});
+        });
       }
     } else if (std::holds_alternative<proto::Complete>(message)) {
       if (++completes_ == options_.agents) {
-        complete_all_ms_ = ms_between(started_, Clock::now());
+        complete_all_ms_ = ms_between(started_, Clock::now()) -
+                           ms_between(started_, succeeded_from_) + round_all_ms_;
         finish();
       }
     } else if (auto* refused = std::get_if<proto::Error>(&message)) {
@@ -160,6 +170,7 @@ class Simulation {
 
   void finish() {
     deadline_.cancel();
+    hold_.cancel();
     for (auto& agent : agents_) {
       if (agent.session) agent.session->abandon();
     }
@@ -169,6 +180,8 @@ class Simulation {
   boost::asio::io_context& io_;
   SimOptions options_;
   boost::asio::steady_timer deadline_;
+  boost::asio::steady_timer hold_{io_};  ///< --hold-ms, between the round and the successes
+  Clock::time_point succeeded_from_;
   ip::tcp::endpoint endpoint_;
   std::vector<Agent> agents_;
   Clock::time_point started_;
@@ -185,7 +198,7 @@ class Simulation {
 int usage() {
   std::fputs(
       "rdzv_sim_bench --port P [--host 127.0.0.1] [--agents N] [--local-world-size 8]\n"
-      "               [--connect-window 512] [--timeout-s 120] [--run-id sim]\n",
+      "               [--connect-window 48] [--timeout-s 120] [--run-id sim] [--hold-ms 0]\n",
       stderr);
   return 2;
 }
@@ -204,6 +217,8 @@ int run(int argc, char** argv) {
       options.agents = std::atoi(value.c_str());
     } else if (flag == "--local-world-size") {
       options.local_world_size = std::atoi(value.c_str());
+    } else if (flag == "--hold-ms") {
+      options.hold_ms = std::atoi(value.c_str());
     } else if (flag == "--connect-window") {
       options.connect_window = std::atoi(value.c_str());
     } else if (flag == "--timeout-s") {

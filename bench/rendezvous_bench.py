@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import statistics
+import urllib.request
 import subprocess
 import sys
 import tempfile
@@ -180,17 +181,36 @@ def wait_files(directory, names, deadline, interval=0.0005):
     return None
 
 
-def start_cohortd(procs, args, scratch, name):
+def start_cohortd(procs, args, scratch, name, http=False):
+    """(daemon, control port), and its HTTP port too when `http`."""
     port_file = os.path.join(scratch, f"{name}.port")
-    daemon = procs.start([args.cohortd, "--host", "127.0.0.1", "--port", "0", "--port-file",
-                          port_file], name, preexec_fn=raise_fd_limit)
+    http_file = os.path.join(scratch, f"{name}.http")
+    argv = [args.cohortd, "--host", "127.0.0.1", "--port", "0", "--port-file", port_file]
+    if http:
+        argv += ["--http-port", "0", "--http-port-file", http_file]
+    daemon = procs.start(argv, name, preexec_fn=raise_fd_limit)
     deadline = monotonic() + 10
-    while not os.path.exists(port_file):
+    while not os.path.exists(port_file) or (http and not os.path.exists(http_file)):
         if monotonic() > deadline or daemon.poll() is not None:
             sys.exit(f"cohortd did not start:\n{tail(daemon.log_path)}")
         time.sleep(0.002)
     with open(port_file) as f:
-        return daemon, int(f.read())
+        port = int(f.read())
+    if not http:
+        return daemon, port
+    with open(http_file) as f:
+        return daemon, port, int(f.read())
+
+
+def scrape_metrics(http_port, times):
+    """Times `times` GETs of /metrics: (median ms, bytes of the last answer, its text)."""
+    spent, text = [], ""
+    for _ in range(times):
+        begun = monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=30) as answer:
+            text = answer.read().decode()
+        spent.append((monotonic() - begun) * 1000)
+    return statistics.median(spent), len(text), text
 
 
 def stop(proc):
@@ -348,12 +368,31 @@ def simulated(args, procs, scratch):
     results = {}
     for agents in args.sim_agents:
         for rep in range(args.sim_runs):
-            daemon, port = start_cohortd(procs, args, scratch, f"cohortd_sim{agents}_{rep}")
+            name = f"cohortd_sim{agents}_{rep}"
+            if args.sim_metrics:
+                daemon, port, http_port = start_cohortd(procs, args, scratch, name, http=True)
+            else:
+                daemon, port = start_cohortd(procs, args, scratch, name)
             idle_kib = peak_kib(daemon.pid)
-            done = subprocess.run([sim, "--port", str(port), "--agents", str(agents),
-                                   "--timeout-s", str(args.sim_timeout)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  timeout=args.sim_timeout + 30, preexec_fn=raise_fd_limit)
+            argv = [sim, "--port", str(port), "--agents", str(agents), "--timeout-s",
+                    str(args.sim_timeout)]
+            scraped = None
+            if args.sim_metrics:
+                # Every agent holds its round for a while: /metrics is scraped then, with
+                # every node a member.
+                argv += ["--hold-ms", "5000"]
+                runner = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, preexec_fn=raise_fd_limit)
+                for line in runner.stderr:
+                    if "every agent has its round" in line:
+                        scraped = scrape_metrics(http_port, 5)
+                        break
+                out, err = runner.communicate(timeout=args.sim_timeout + 30)
+                done = subprocess.CompletedProcess(argv, runner.returncode, out, err)
+            else:
+                done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, timeout=args.sim_timeout + 30,
+                                      preexec_fn=raise_fd_limit)
             hwm = peak_kib(daemon.pid)
             cpu = cpu_seconds(daemon.pid)
             stop(daemon)
@@ -366,6 +405,11 @@ def simulated(args, procs, scratch):
             sample["hwm_kib"] = hwm
             sample["idle_kib"] = idle_kib
             sample["cpu_s"] = cpu
+            if scraped:
+                sample["metrics_ms"], sample["metrics_bytes"], text = scraped
+                events = [line for line in text.splitlines()
+                          if line.startswith("cohort_events_total ")]
+                sample["events"] = float(events[0].split()[1]) if events else 0
             results.setdefault(agents, []).append(sample)
             print(f"  simulated x{agents}: round {sample['round_ms']:.0f} ms, complete "
                   f"{sample['complete_ms']:.0f} ms, {sample['waiting_messages']} waiting messages, "
@@ -444,6 +488,18 @@ def print_tables(args, lat, rec, sim):
                   f"{median([s['hwm_kib'] for s in samples]) / 1024:.1f} MiB | "
                   f"{median([s['idle_kib'] for s in samples]) / 1024:.1f} MiB | "
                   f"{median([s['cpu_s'] for s in samples]) * 1000:.0f} ms |")
+        if args.sim_metrics:
+            print()
+            print("| simulated agents | GET /metrics with every node a member | its size | "
+                  "events recorded | cohortd CPU time / events |")
+            print("|---|---|---|---|---|")
+            for agents, samples in sim.items():
+                events = median([s.get("events", 0) for s in samples])
+                per_event = (f"{median([s['cpu_s'] for s in samples]) * 1e6 / events:.0f} us"
+                             if events else "-")
+                print(f"| {agents:,} | {median([s['metrics_ms'] for s in samples]):.1f} ms | "
+                      f"{median([s['metrics_bytes'] for s in samples]) / 1024:.0f} KiB | "
+                      f"{events:,.0f} | {per_event} |")
         print()
         print(f"medians of {args.sim_runs} runs; a fresh cohortd for each run")
         print()
@@ -464,6 +520,9 @@ def main():
     parser.add_argument("--nodes", default="2,4,8")
     parser.add_argument("--sim-agents", default="1000,10000")
     parser.add_argument("--skip-torchrun", action="store_true")
+    parser.add_argument("--sim-metrics", action="store_true",
+                        help="simulated: cohortd serves /metrics, scraped 5 times while every "
+                             "agent holds its round (adds 5 s per run)")
     parser.add_argument("--torch2", action="store_true",
                         help="also torchrun 2.6 from the root of scripts/in-torch2 (latency)")
     parser.add_argument("--only", default="latency,recovery,simulated")

@@ -12,5 +12,7 @@ constexpr int kExitRendezvous = 3;   ///< the rendezvous failed: join timeout, s
 constexpr int kExitUnreachable = 4;  ///< cohort launch: a host did not answer over ssh, or was
                                      ///< lost and the run could not go on without it
 constexpr int kExitNotFound = 127;   ///< the training script or binary does not exist
+constexpr int kExitStopped = 130;    ///< the run was stopped from outside (`cohort stop`): the
+                                     ///< status of a Ctrl-C, 128 + SIGINT
 
 }  // namespace cohort

@@ -21,6 +21,8 @@ std::string cat(const Parts&... parts) {
 }
 
 std::vector<std::string> split(std::string_view text, char separator);
+/// The parts with `separator` between them.
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::string_view trim(std::string_view text);
 /// Whole-string base-10 integer; nullopt on junk, sign where unsigned, or overflow.
 std::optional<int64_t> parse_int(std::string_view text);

@@ -15,6 +15,7 @@
 #include "launcher/slurm_token.hpp"
 #include "launcher/status_command.hpp"
 #include "launcher/status_watch.hpp"
+#include "launcher/stop_command.hpp"
 #include "launcher/token_source.hpp"
 
 using namespace cohort;
@@ -23,15 +24,30 @@ extern char** environ;
 
 namespace {
 
-int status_command(StatusQuery query, const std::string& token_file, double watch_seconds) {
+// The token a query proves: --token-file, else $COHORT_TOKEN, else Slurm's job token.
+std::optional<std::string> query_token(const std::string& command, const std::string& token_file) {
   EnvMap env = parse_environ(environ);
   TokenResult token = load_token(token_file, env);
   if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
   if (!token.error.empty()) {
-    std::cerr << "cohort status: " << token.error << "\n";
-    return kExitUsage;
+    std::cerr << "cohort " << command << ": " << token.error << "\n";
+    return std::nullopt;
   }
-  query.token = token.token;
+  return token.token;
+}
+
+int status_command(StatusQuery query, const std::string& token_file, double watch_seconds) {
+  std::optional<std::string> token = query_token("status", token_file);
+  if (!token) return kExitUsage;
+  query.token = *token;
+  if (!query.events_run.empty()) {
+    if (watch_seconds > 0) {
+      std::cerr << "cohort status: --events prints a run's history once; it does not combine "
+                   "with --watch\n";
+      return kExitUsage;
+    }
+    return run_events_command(query);
+  }
   if (watch_seconds <= 0) return run_status_command(query);
   if (query.json) {
     std::cerr << "cohort status: --watch redraws a table; it does not combine with --json\n";
@@ -49,7 +65,7 @@ bool unknown_command(const CLI::App& app, int argc, char** argv) {
   std::string close = closest_name(argv[1], commands);
   std::cerr << "cohort: unknown command '" << argv[1] << "'"
             << (close.empty() ? "" : " (did you mean '" + close + "'?)")
-            << "; the commands are run, launch, rendezvous and status (cohort --help)\n";
+            << "; the commands are run, launch, rendezvous, status and stop (cohort --help)\n";
   return true;
 }
 
@@ -124,6 +140,8 @@ int main(int argc, char** argv) {
   status->add_option("--token-file", status_token_file,
                      "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status->add_flag("--json", status_query.json, "Print the raw JSON");
+  status->add_option("--events", status_query.events_run,
+                     "Print the history of run RUN from the daemon (JSON lines with --json)");
   double watch_seconds = 0;
   status
       ->add_option("--watch", watch_seconds,
@@ -131,6 +149,11 @@ int main(int argc, char** argv) {
       ->expected(0, 1)
       ->default_str("2")
       ->check(CLI::Range(0.2, 3600.0).description(""));
+
+  StopQuery stop_query;
+  CLI::App* stop =
+      app.add_subcommand("stop", "End a run cleanly: every node stops its workers and exits 130");
+  add_stop_flags(*stop, stop_query);
 
   if (unknown_command(app, argc, argv)) return kExitUsage;
   std::string command = command_name(app, argc, argv);
@@ -148,7 +171,8 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return run_command(*run, run_options);
   if (launch->parsed()) return launch_command(*launch, launch_options);
-  if (refused_extras(*rendezvous) || refused_extras(*status)) return kExitUsage;
+  if (refused_extras(*rendezvous) || refused_extras(*status) || refused_extras(*stop))
+    return kExitUsage;
   if (!app.remaining().empty()) {
     std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ")
               << "\n";
@@ -158,6 +182,12 @@ int main(int argc, char** argv) {
   if (status->parsed()) {
     if (status->count("--watch") > 0 && watch_seconds <= 0) watch_seconds = 2;
     return status_command(status_query, status_token_file, watch_seconds);
+  }
+  if (stop->parsed()) {
+    std::optional<std::string> token = query_token("stop", stop_query.token_file);
+    if (!token) return kExitUsage;
+    stop_query.token = *token;
+    return run_stop_command(stop_query);
   }
   return kExitUsage;
 }

@@ -13,6 +13,7 @@
 
 #include "agent/worker_env.hpp"
 #include "common/clock.hpp"
+#include "common/event_log.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
@@ -173,6 +174,8 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs the "
                  "token as a bearer token, or --insecure)");
   app.add_option("--http-port-file", command.http_port_file, "Write the bound HTTP port here");
+  app.add_option("--event-log", command.event_log,
+                 "Append every run's events to this file (JSON lines, docs/EVENTS.md)");
   app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
 }
 
@@ -203,6 +206,13 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
   }
   options.store_quota_bytes = *quota;
   if (!http_options(command, !token.token.empty(), options)) return std::nullopt;
+  if (!command.event_log.empty()) {
+    if (std::string problem = event_log_problem(command.event_log); !problem.empty()) {
+      std::cerr << "cohortd: --event-log: " << problem << "\n";
+      return std::nullopt;
+    }
+    options.event_log = command.event_log;
+  }
   for (const auto& [flag, path] : {std::pair{"--port-file", command.port_file},
                                    std::pair{"--tcpstore-port-file", command.tcpstore_port_file},
                                    std::pair{"--http-port-file", command.http_port_file}}) {

@@ -23,6 +23,7 @@ struct DaemonCommand {
   int http_port = -1;        ///< -1: none; 0: any free port
   std::string http_address;  ///< empty: 127.0.0.1
   std::string http_port_file;
+  std::string event_log;  ///< append every event to this file; empty: none
   int verbose = 0;
 };
 

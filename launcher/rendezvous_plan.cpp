@@ -87,6 +87,19 @@ void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_
                      conf.last_call_timeout.count(),
                      conf.join_timeout.count(),
                      conf.heartbeat_timeout.count()};
+  if (options.host_failure_limit < 0 || options.host_failure_limit > 1000000) {
+    problems.push_back(cat("--host-failure-limit: expected 0 (never exclude) to 1000000, got ",
+                           options.host_failure_limit));
+  }
+  settings.config.host_failure_limit = options.host_failure_limit;
+  auto cooldown = seconds_to_ms(options.host_exclusion_cooldown);
+  if (!cooldown || cooldown->count() < 1) {
+    problems.push_back(
+        cat("--host-exclusion-cooldown: expected positive seconds up to a year, got ",
+            options.host_exclusion_cooldown));
+  } else {
+    settings.config.host_cooldown_ms = cooldown->count();
+  }
   settings.heartbeat_interval = conf.heartbeat_interval;
   settings.rank0_store = options.worker_store == "rank0";
   auto [store_min, store_max] = store_port_range(options.store_ports, problems);

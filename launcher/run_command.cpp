@@ -73,6 +73,10 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
     return false;
   }
   log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  if (plan.options.http_port >= 0) {
+    std::cerr << "cohort run: /metrics and the timeline pages on http://"
+              << plan.options.http_address << ":" << daemon->http_port() << "/\n";
+  }
   config.rendezvous.port = daemon->port();
   return true;
 }

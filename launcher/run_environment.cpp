@@ -5,7 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 
-#include "launcher/gpu_count.hpp"
+#include "common/nvml.hpp"
 #include "launcher/hwloc_topology.hpp"
 #include "process/process_spawner.hpp"
 

@@ -49,7 +49,29 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--start-method", o.start_method,
               "Accepted for torchrun compatibility (spawn, fork or forkserver)");
   flag_option(app, "--event-log-handler", o.event_log_handler,
-              "null, console (events on stderr, a line each) or dynamic_rendezvous (as null)");
+              "null, console (events on stderr as JSON lines, docs/EVENTS.md) or "
+              "dynamic_rendezvous (as null)");
+  flag_option(app, "--health-check", o.health_check,
+              "A command (/bin/sh -c) that must exit 0 before this node joins each round; "
+              "while it fails the node stays out, says why, and checks again");
+  flag_option(app, "--health-check-timeout", o.health_check_timeout,
+              "Seconds the health check may take before it is killed (and the node is unhealthy)");
+  flag_option(app, "--health-check-interval", o.health_check_interval,
+              "Seconds between health checks while the node is unhealthy");
+  flag_option(app, "--host-failure-limit", o.host_failure_limit,
+              "Root-cause worker failures after which a host sits out a cooldown and a spare takes "
+              "its place (0: never)");
+  flag_option(app, "--host-exclusion-cooldown", o.host_exclusion_cooldown,
+              "Seconds an excluded host sits out, doubled at each exclusion of the same host");
+  flag_option(app, "--gpu-reclaim-timeout", o.gpu_reclaim_timeout,
+              "Seconds a GPU may stay held by a process of the previous round before the node is "
+              "unhealthy (the built-in GPU checks run before each round when NVML sees GPUs)");
+  flag_option(app, "--event-log", o.event_log,
+              "Append this node's events, and those of the rendezvous it hosts, to this file "
+              "(JSON lines, docs/EVENTS.md)");
+  flag_option(app, "--http-port", o.http_port,
+              "When this node hosts the rendezvous: serve /metrics and the timeline pages on "
+              "127.0.0.1 at this port (0: any free port)");
   flag_option(app, "--role", o.role, "Worker role name (ROLE_NAME, log prefix)");
 }
 

@@ -51,6 +51,14 @@ struct RunOptions {
   double min_uptime = 0;              ///< seconds; a failure sooner is a start-up failure
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string event_log_handler = "null";
+  std::string event_log;              ///< append this node's events (and its daemon's) to this file
+  std::string health_check;           ///< a command that must exit 0 before the node joins a round
+  double health_check_timeout = 60;   ///< seconds; the check is killed after this
+  double health_check_interval = 10;  ///< seconds between checks while the node is unhealthy
+  double gpu_reclaim_timeout = 30;    ///< seconds a GPU may stay held by the previous round
+  int host_failure_limit = 2;         ///< root-cause failures before a host is excluded; 0 never
+  double host_exclusion_cooldown = 60;  ///< seconds, the first exclusion's; doubles each time
+  int http_port = -1;                   ///< the hosted daemon's HTTP port on 127.0.0.1; -1: none
   std::string logs_specs;           ///< a Python plugin's name: accepted, ignored with a warning
   std::string numa_binding;         ///< node, socket, exclusive, core-complex; empty: none
   std::string cpu_bind = "none";    ///< none, cores, numa (CPU-only runs)

@@ -5,13 +5,14 @@
 #include <csignal>
 #include <random>
 
+#include "common/event_log.hpp"
 #include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/accelerator_count.hpp"
 #include "launcher/binding_plan.hpp"
-#include "launcher/gpu_count.hpp"
 #include "launcher/rdzv_conf.hpp"
+#include "launcher/visible_gpus.hpp"
 #include "proto/control_messages.hpp"
 
 namespace cohort {
@@ -163,6 +164,13 @@ void check_accepted_flags(const RunOptions& options, ValidatedRun& run) {
                                ": a torchrun Python plugin; cohort has no plugins and ignores it "
                                "(its own log layout applies)"));
   }
+  if (!options.event_log.empty()) {
+    if (std::string problem = event_log_problem(options.event_log); !problem.empty())
+      run.problems.push_back("--event-log: " + problem);
+  }
+  if (options.http_port < -1 || options.http_port > 65535) {
+    run.problems.push_back(cat("--http-port: expected 0..65535, got ", options.http_port));
+  }
   const std::string& handler = options.event_log_handler;
   if (handler != "null" && handler != "console" && handler != "dynamic_rendezvous") {
     run.problems.push_back(
@@ -288,6 +296,42 @@ void parse_hang_timeouts(const RunOptions& options, AgentConfig& config, Problem
   }
 }
 
+void parse_health_check(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  config.health.command = options.health_check;
+  auto timeout = seconds_to_ms(options.health_check_timeout);
+  if (!timeout || *timeout <= std::chrono::milliseconds(0)) {
+    problems.push_back(cat("--health-check-timeout: expected a positive number of seconds, got ",
+                           options.health_check_timeout));
+  } else {
+    config.health.timeout = *timeout;
+  }
+  auto interval = seconds_to_ms(options.health_check_interval);
+  if (!interval || *interval < std::chrono::milliseconds(100)) {
+    problems.push_back(cat("--health-check-interval: expected at least 0.1 seconds, got ",
+                           options.health_check_interval));
+  } else {
+    config.health.interval = *interval;
+  }
+}
+
+// The built-in GPU checks: on when NVML sees GPUs, over those CUDA_VISIBLE_DEVICES leaves (all of
+// them when it names devices by UUID).
+void parse_gpu_health(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
+                      Problems& problems) {
+  auto reclaim = seconds_to_ms(options.gpu_reclaim_timeout);
+  if (!reclaim) {
+    return problems.push_back(cat("--gpu-reclaim-timeout: expected seconds from 0 to a year, got ",
+                                  options.gpu_reclaim_timeout));
+  }
+  config.gpu_health.reclaim_timeout = *reclaim;
+  int physical = machine.gpu_count();
+  if (physical <= 0) return;
+  std::optional<std::string> visible = machine.var("CUDA_VISIBLE_DEVICES");
+  config.gpu_health.indices =
+      visible_gpu_indices(physical, visible ? visible->c_str() : nullptr)
+          .value_or(visible_gpu_indices(physical, nullptr).value_or(std::vector<int>()));
+}
+
 void parse_straggler_factor(const RunOptions& options, AgentConfig& config, Problems& problems) {
   double percent = options.straggler_factor * 100;
   if (!(percent >= proto::kMinStragglerFactorPercent &&
@@ -349,12 +393,17 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   check_virtual_local_rank(options, machine, config, problems);
   config.console_events = options.event_log_handler == "console";
   parse_hang_timeouts(options, config, problems);
+  parse_health_check(options, config, problems);
+  parse_gpu_health(options, machine, config, problems);
   parse_straggler_factor(options, config, problems);
   parse_crash_loop(options, config, problems);
   config.under_launch = options.under_launch;
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
   plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,
                            checked.run.daemon, problems);
+  config.event_log = options.event_log;
+  checked.run.daemon.options.event_log = options.event_log;
+  checked.run.daemon.options.http_port = options.http_port;
   return checked;
 }
 

@@ -1,8 +1,8 @@
 #include "launcher/slurm_env.hpp"
 
 #include "common/text.hpp"
-#include "launcher/gpu_count.hpp"
 #include "launcher/hostlist.hpp"
+#include "launcher/visible_gpus.hpp"
 
 namespace cohort {
 namespace {

@@ -1,17 +1,13 @@
 #include "launcher/status_command.hpp"
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
-#include "common/host_port.hpp"
+#include "common/text.hpp"
+#include "launcher/control_request.hpp"
 #include "proto/auth.hpp"
-#include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 
 namespace cohort {
@@ -52,88 +48,79 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
       out << "  " << node.address << "  " << node.state;
       if (node.group_rank >= 0) out << "  rank " << node.group_rank;
       out << "  workers " << node.local_world_size << (node.succeeded ? "  done" : "") << "  ("
-          << node.node_id << ")\n";
+          << node.node_id << ")";
+      if (!node.reason.empty()) out << "  " << escape_for_terminal(node.reason);
+      out << "\n";
     }
     print_slowest(run, out);
   }
 }
 
+StatusFetch fetch_status(const StatusQuery& query) {
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::StatusRequest request{query.run_id, ""};
+        if (!query.token.empty())
+          request.proof = proto::status_proof(query.token, challenge, query.run_id);
+        return request;
+      });
+  std::string problem;
+  std::optional<proto::StatusReply> reply = answer_as<proto::StatusReply>(answer, problem);
+  if (!reply) {
+    int exit_code = answer.exit_code == kExitSuccess ? kExitRendezvous : answer.exit_code;
+    if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem};
+    return {std::nullopt, exit_code, "no status from " + query.endpoint + ": " + problem};
+  }
+  return {std::move(*reply), kExitSuccess, ""};
+}
+
 namespace {
 
-// The next message on a blocking socket; nullopt (with `problem` set) on a read error, a timeout
-// (each read's, or `deadline` for the whole: a peer that drips bytes cannot hold us longer) or a
-// malformed frame.
-std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& socket,
-                                                  proto::FrameDecoder& decoder,
-                                                  std::chrono::steady_clock::time_point deadline,
-                                                  std::string& problem) {
-  std::string payload;
-  char buffer[4096];
-  boost::system::error_code error;
-  for (;;) {
-    auto status = decoder.next(payload);
-    if (status == proto::FrameDecoder::Status::Frame) break;
-    if (status == proto::FrameDecoder::Status::Error) {
-      problem = "a frame larger than the protocol's limit";
-      return std::nullopt;
+// "19:07:12.345  round.started  round=3 world_size=8 ...": an event as a line for people.
+std::string readable_event(const std::string& line) {
+  nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+  if (!event.is_object()) return line;
+  std::string time = event.value("time", std::string());
+  size_t clock = time.find('T');
+  std::string text = (clock == std::string::npos ? time : time.substr(clock + 1)) + "  " +
+                     event.value("event", std::string("?"));
+  for (const auto& [key, value] : event.items()) {
+    if (key == "time" || key == "t_ms" || key == "source" || key == "seq" || key == "run" ||
+        key == "event") {
+      continue;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      problem = "no whole answer within the timeout";
-      return std::nullopt;
-    }
-    size_t got = socket.read_some(boost::asio::buffer(buffer), error);
-    if (error) {
-      problem = error.message();
-      return std::nullopt;
-    }
-    decoder.feed(buffer, got);
+    text +=
+        "  " + key + "=" +
+        (value.is_string() ? value.get<std::string>()
+                           : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  return proto::decode_message(payload, problem);
+  return escape_for_terminal(text);
 }
 
 }  // namespace
 
-StatusFetch fetch_status(const StatusQuery& query) {
-  auto target = parse_host_port(query.endpoint, 29400);
-  if (!target) {
-    return {std::nullopt, kExitUsage,
-            "--rdzv-endpoint: expected host[:port], got '" + query.endpoint + "'"};
-  }
-  namespace ip = boost::asio::ip;
-  boost::asio::io_context io;
-  ip::tcp::socket socket(io);
-  boost::system::error_code error;
-  ip::tcp::resolver resolver(io);
-  auto results = resolver.resolve(target->host, std::to_string(target->port), error);
-  if (!error) boost::asio::connect(socket, results, error);
-  if (error) {
-    return {std::nullopt, kExitRendezvous,
-            "cannot reach " + target->host + ":" + std::to_string(target->port) + ": " +
-                error.message()};
-  }
-  timeval timeout{query.timeout_ms / 1000, (query.timeout_ms % 1000) * 1000};
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  proto::FrameDecoder decoder(proto::kMaxStatusFrameBytes);
+int run_events_command(const StatusQuery& query) {
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::EventsRequest request{query.events_run, ""};
+        if (!query.token.empty())
+          request.proof = proto::events_proof(query.token, challenge, query.events_run);
+        return request;
+      });
   std::string problem;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(query.timeout_ms);
-  std::optional<proto::ControlMessage> message = read_message(socket, decoder, deadline, problem);
-  auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
-  if (challenge != nullptr) {
-    proto::StatusRequest request{query.run_id, ""};
-    if (!query.token.empty()) {
-      request.proof = proto::status_proof(query.token, challenge->nonce, query.run_id);
-    }
-    boost::asio::write(
-        socket, boost::asio::buffer(proto::encode_frame(proto::encode_message(request))), error);
-    message = error ? std::nullopt : read_message(socket, decoder, deadline, problem);
+  std::optional<proto::EventsReply> reply = answer_as<proto::EventsReply>(answer, problem);
+  if (!reply) {
+    std::cerr << "cohort status: no events from " << query.endpoint << ": " << problem << "\n";
+    return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
   }
-  auto* reply = message ? std::get_if<proto::StatusReply>(&*message) : nullptr;
-  if (reply == nullptr) {
-    const auto* refusal = message ? std::get_if<proto::Error>(&*message) : nullptr;
-    return {std::nullopt, kExitRendezvous,
-            "no status from " + query.endpoint + ": " + (refusal ? refusal->message : problem)};
+  if (reply->dropped > 0) {
+    std::cerr << "cohort status: the daemon no longer holds the run's " << reply->dropped
+              << " oldest events (its --event-log file has them all)\n";
   }
-  return {std::move(*reply), kExitSuccess, ""};
+  for (const std::string& line : reply->events) {
+    std::cout << (query.json ? line : readable_event(line)) << "\n";
+  }
+  return kExitSuccess;
 }
 
 int run_status_command(const StatusQuery& query) {

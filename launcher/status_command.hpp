@@ -1,6 +1,6 @@
 // `cohort status --rdzv-endpoint H:P [--rdzv-id ID] [--json]`: asks a rendezvous daemon what it
 // knows (runs, rounds, members, restarts), proving it holds the token when one is configured,
-// and prints it. Blocking; main thread.
+// and prints it; with --events RUN, the run's events instead. Blocking; main thread.
 #pragma once
 
 #include <optional>
@@ -20,6 +20,7 @@ struct StatusQuery {
   std::string token;   ///< the daemon's or the run's token; empty: none
   bool json = false;
   int timeout_ms = 5000;
+  std::string events_run;  ///< --events RUN: that run's events instead of the status
 };
 
 /// One status request: the reply, or why there is none with the exit code that says so.
@@ -31,5 +32,7 @@ struct StatusFetch {
 StatusFetch fetch_status(const StatusQuery& query);
 
 int run_status_command(const StatusQuery& query);
+/// `cohort status --events RUN`: the run's events, a line each (raw JSON lines with --json).
+int run_events_command(const StatusQuery& query);
 
 }  // namespace cohort

@@ -27,6 +27,12 @@ HttpResponse plain(int status, std::string body) {
   return {status, "text/plain; charset=utf-8", body};
 }
 
+std::string peer_address(const tcp::socket& socket) {
+  boost::system::error_code error;
+  auto remote = socket.remote_endpoint(error);
+  return error ? std::string("?") : remote.address().to_string();
+}
+
 }  // namespace
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
@@ -45,13 +51,18 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
 // through its handlers' shared_ptr; counts itself in the server's open connections.
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+  Connection(tcp::socket socket, std::string peer, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket)), peer_(std::move(peer)), shared_(std::move(shared)) {
     ++shared_->open_connections;
+    ++shared_->open_by_address[peer_];
     parser_.header_limit(kMaxHeaderBytes);
     parser_.body_limit(0);
   }
-  ~Connection() { --shared_->open_connections; }
+  ~Connection() {
+    --shared_->open_connections;
+    auto count = shared_->open_by_address.find(peer_);
+    if (--count->second == 0) shared_->open_by_address.erase(count);
+  }
 
   void start() {
     stream_.expires_after(kRequestTimeout);
@@ -96,6 +107,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   beast::tcp_stream stream_;
+  std::string peer_;
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;
   http::response<http::string_body> response_;
@@ -133,6 +145,13 @@ void HttpServer::stop() {
   accept_retry_.cancel();
 }
 
+bool HttpServer::over_caps(const Shared& shared, const std::string& peer) {
+  if (shared.open_connections >= shared.options.max_connections) return true;
+  auto open = shared.open_by_address.find(peer);
+  return open != shared.open_by_address.end() &&
+         open->second >= shared.options.max_connections_per_address;
+}
+
 void HttpServer::accept_next() {
   acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
     if (shared_->stopped || error == boost::asio::error::operation_aborted) return;
@@ -144,11 +163,12 @@ void HttpServer::accept_next() {
       });
       return;
     }
-    if (shared_->open_connections >= shared_->options.max_connections) {
+    std::string peer = peer_address(socket);
+    if (over_caps(*shared_, peer)) {
       boost::system::error_code ignored;
-      socket.close(ignored);  // over the cap: closed unread
+      socket.close(ignored);  // over a cap: closed unread
     } else {
-      std::make_shared<Connection>(std::move(socket), shared_)->start();
+      std::make_shared<Connection>(std::move(socket), std::move(peer), shared_)->start();
     }
     accept_next();
   });

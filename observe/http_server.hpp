@@ -1,14 +1,16 @@
 // A small read-only HTTP/1.1 server (Boost.Beast) for /metrics and the status pages: GET and
 // HEAD only, one request per connection, headers capped at 8 KiB and no body, 10 s to send the
-// request, at most 64 connections at once (more are closed at once), and, when a token is set,
-// `Authorization: Bearer TOKEN` required. The handler answers on the io thread. Owned by the
-// rendezvous daemon; io_context thread only.
+// whole request (a deadline a trickle of bytes does not extend), at most 64 connections at once
+// and 8 from any one address (more are closed at once, so one stranger cannot take every slot),
+// and, when a token is set, `Authorization: Bearer TOKEN` required. The handler answers on the
+// io thread. Owned by the rendezvous daemon; io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -28,6 +30,7 @@ struct HttpOptions {
   uint16_t port = 0;  ///< 0: any free port
   std::string token;  ///< non-empty: requests must carry it as a bearer token
   size_t max_connections = 64;
+  size_t max_connections_per_address = 8;
 };
 
 class HttpServer {
@@ -49,9 +52,11 @@ class HttpServer {
     HttpOptions options;
     HttpHandler handler;
     size_t open_connections = 0;
+    std::map<std::string, size_t> open_by_address;  ///< open connections per peer address
     bool stopped = false;
   };
   void accept_next();
+  static bool over_caps(const Shared& shared, const std::string& peer);
 
   std::shared_ptr<Shared> shared_;
   boost::asio::ip::tcp::acceptor acceptor_;

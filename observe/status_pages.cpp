@@ -200,9 +200,22 @@ std::string html_escape(const std::string& text) {
   return out;
 }
 
-std::string render_runs_page(const proto::StatusReply& status) {
+// Links to the runs that ended and whose history the daemon still holds.
+std::string ended_list(const std::vector<std::string>& ended_runs) {
+  if (ended_runs.empty()) return {};
+  std::string out = "<h2>Ended runs</h2>\n<ul id=\"ended\">\n";
+  for (const std::string& run : ended_runs) {
+    out += "<li><a href=\"/runs/" + html_escape(run) + "\">" + html_escape(run) + "</a></li>\n";
+  }
+  return out + "</ul>\n";
+}
+
+std::string render_runs_page(const proto::StatusReply& status,
+                             const std::vector<std::string>& ended_runs) {
   std::string body = "<h1>cohortd on port " + std::to_string(status.port) + "</h1>\n";
-  if (status.runs.empty()) return page("cohortd", body + "<p>No runs.</p>\n");
+  if (status.runs.empty()) {
+    return page("cohortd", body + "<p>No runs.</p>\n" + ended_list(ended_runs));
+  }
   body +=
       "<table id=\"runs\"><tr><th>run</th><th>phase</th><th>round</th><th>nodes</th>"
       "<th>restarts</th></tr>\n";
@@ -214,7 +227,8 @@ std::string render_runs_page(const proto::StatusReply& status) {
             std::to_string(run.restarts_used) + " of " + std::to_string(run.max_restarts) +
             "</td></tr>\n";
   }
-  return page("cohortd", body + "</table>\n<p><a href=\"/metrics\">metrics</a></p>\n");
+  return page("cohortd", body + "</table>\n" + ended_list(ended_runs) +
+                             "<p><a href=\"/metrics\">metrics</a></p>\n");
 }
 
 std::string render_run_page(const Timeline& timeline, const std::vector<nlohmann::json>& events) {

@@ -14,7 +14,8 @@
 
 namespace cohort::observe {
 
-std::string render_runs_page(const proto::StatusReply& status);
+std::string render_runs_page(const proto::StatusReply& status,
+                             const std::vector<std::string>& ended_runs = {});
 /// `events` are the run's events (the table shows the latest 200), `timeline` built from them.
 std::string render_run_page(const Timeline& timeline, const std::vector<nlohmann::json>& events);
 

@@ -77,6 +77,16 @@ std::string status_proof(std::string_view key, std::string_view challenge,
   return hmac_sha256_hex(key, joined({"cohort-status", challenge, run_id}));
 }
 
+std::string events_proof(std::string_view key, std::string_view challenge,
+                         std::string_view run_id) {
+  return hmac_sha256_hex(key, joined({"cohort-events", challenge, run_id}));
+}
+
+std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
+                       std::string_view reason) {
+  return hmac_sha256_hex(key, joined({"cohort-stop", challenge, run_id, reason}));
+}
+
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {
   return hmac_sha256_hex(daemon_token, std::string("cohort-run-token\n") + std::string(run_id));
 }

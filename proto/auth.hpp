@@ -31,6 +31,11 @@ std::string welcome_proof(std::string_view key, std::string_view challenge,
                           std::string_view client_nonce);
 /// What a status request proves, for one run (`run_id`) or, under the daemon's token, all.
 std::string status_proof(std::string_view key, std::string_view challenge, std::string_view run_id);
+/// What an events request proves, for one run.
+std::string events_proof(std::string_view key, std::string_view challenge, std::string_view run_id);
+/// What a stop request proves: the right to end run `run_id`, for this reason.
+std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
+                       std::string_view reason);
 
 /// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
 /// a team the token of its run, which proves nothing about any other run.

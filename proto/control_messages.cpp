@@ -13,7 +13,8 @@ using json = nlohmann::json;
 // to_json / from_json live in the messages' namespace so that nlohmann finds them.
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
-                                   join_timeout_ms, heartbeat_timeout_ms)
+                                   join_timeout_ms, heartbeat_timeout_ms, host_failure_limit,
+                                   host_cooldown_ms)
 // WorkerFailed: every field required, but final_reason (absent from older agents) optional.
 void to_json(json& out, const WorkerFailed& m) {
   out = json{{"round", m.round},
@@ -40,6 +41,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EventsReply, run_id, events, dropped)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StopRunReply, run_id, stopped, nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Unhealthy, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Notice, text)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world_size, base_rank,
                                    world_size, master_addr, master_port, restarts_used,
                                    max_restarts)
@@ -55,6 +62,7 @@ void to_json(json& out, const StatusNode& m) {
              {"local_world_size", m.local_world_size},
              {"succeeded", m.succeeded},
              {"heartbeat_age_ms", m.heartbeat_age_ms}};
+  if (!m.reason.empty()) out["reason"] = m.reason;
 }
 void from_json(const json& in, StatusNode& m) {
   in.at("node_id").get_to(m.node_id);
@@ -64,6 +72,7 @@ void from_json(const json& in, StatusNode& m) {
   in.at("local_world_size").get_to(m.local_world_size);
   in.at("succeeded").get_to(m.succeeded);
   if (in.contains("heartbeat_age_ms")) in.at("heartbeat_age_ms").get_to(m.heartbeat_age_ms);
+  m.reason = in.value("reason", std::string());
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusRank, rank, node, step_ms)
 // StatusRun: every field required but median_step_ms, slowest and last_failure (older daemons
@@ -136,6 +145,7 @@ void to_json(json& out, const Hello& m) {
              {"proof", m.proof}};
   if (m.rank_hint) out["rank_hint"] = *m.rank_hint;
   if (m.outcome) out["outcome"] = *m.outcome;
+  if (!m.unhealthy.empty()) out["unhealthy"] = m.unhealthy;
 }
 void from_json(const json& in, Hello& m) {
   in.at("magic").get_to(m.magic);
@@ -153,6 +163,7 @@ void from_json(const json& in, Hello& m) {
   m.proof = in.value("proof", std::string());
   if (in.contains("rank_hint")) m.rank_hint = in.at("rank_hint").get<int>();
   if (in.contains("outcome")) m.outcome = in.at("outcome").get<CarriedOutcome>();
+  m.unhealthy = in.value("unhealthy", std::string());
 }
 void to_json(json& out, const Waiting& m) {
   out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};
@@ -208,9 +219,10 @@ std::string progress_out_of_range(const Progress& progress) {
 namespace {
 
 constexpr const char* kTypeNames[] = {
-    "hello",    "join",          "heartbeat", "worker_failed", "node_succeeded", "leave",
-    "status",   "welcome",       "waiting",   "round",         "restart",        "stop",
-    "complete", "heartbeat_ack", "error",     "status_reply",  "challenge",      "progress"};
+    "hello",    "join",          "heartbeat", "worker_failed",  "node_succeeded", "leave",
+    "status",   "welcome",       "waiting",   "round",          "restart",        "stop",
+    "complete", "heartbeat_ack", "error",     "status_reply",   "challenge",      "progress",
+    "events",   "events_reply",  "stop_run",  "stop_run_reply", "unhealthy",      "notice"};
 static_assert(std::size(kTypeNames) == std::variant_size_v<ControlMessage>);
 
 template <size_t I = 0>
@@ -271,6 +283,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(hello->restarts_used, 0, kMaxRound)) return "restarts_used";
     if (!in_range(hello->last_round_nodes, 0, kMaxNodes)) return "last_round_nodes";
     if (hello->rank_hint && !in_range(*hello->rank_hint, 0, kMaxNodes)) return "rank_hint";
+    if (hello->unhealthy.size() > kMaxHealthReasonBytes) return "unhealthy";
     if (!in_range(hello->rank0_port, 0, 65535)) return "rank0_port";
     if (const auto& outcome = hello->outcome) {
       if (!in_range(outcome->round, 0, hello->last_round)) return "outcome.round";
@@ -282,7 +295,9 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(config.min_nodes, 1, kMaxNodes)) return "config.min_nodes";
     if (!in_range(config.max_nodes, config.min_nodes, kMaxNodes)) return "config.max_nodes";
     if (config.max_restarts < 0) return "config.max_restarts";
-    for (int64_t ms : {config.last_call_ms, config.join_timeout_ms, config.heartbeat_timeout_ms}) {
+    if (!in_range(config.host_failure_limit, 0, kMaxRound)) return "config.host_failure_limit";
+    for (int64_t ms : {config.last_call_ms, config.join_timeout_ms, config.heartbeat_timeout_ms,
+                       config.host_cooldown_ms}) {
       if (!in_range(ms, 0, kMaxDurationMs)) return "config timeouts";
     }
   } else if (const auto* join = std::get_if<Join>(&message)) {
@@ -294,6 +309,12 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {
     return progress_out_of_range(*progress);
+  } else if (const auto* stop = std::get_if<StopRunRequest>(&message)) {
+    if (stop->reason.size() > kMaxStopReasonBytes) return "reason";
+  } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
+    if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
+  } else if (const auto* events = std::get_if<EventsReply>(&message)) {
+    if (events->dropped < 0) return "dropped";
   } else if (const auto* status = std::get_if<StatusReply>(&message)) {
     if (!in_range(status->port, 0, 65535)) return "port";
     for (const StatusRun& run : status->runs) {

@@ -14,7 +14,8 @@
 namespace cohort::proto {
 
 constexpr const char* kControlMagic = "cohort-rdzv";
-constexpr int kControlVersion = 2;  ///< 2: the daemon speaks first, with a challenge
+/// 2: the daemon speaks first, with a challenge; 3: progress, events and stop_run.
+constexpr int kControlVersion = 3;
 
 // Bounds every decoded message is checked against, so that no sum or step of the daemon's
 // arithmetic can overflow: nodes x workers per node stays below 2^31.
@@ -30,6 +31,8 @@ struct WireRunConfig {
   int64_t last_call_ms = 0;
   int64_t join_timeout_ms = 0;
   int64_t heartbeat_timeout_ms = 0;
+  int host_failure_limit = 2;        ///< root-cause failures before a host is excluded; 0: never
+  int64_t host_cooldown_ms = 60000;  ///< the first exclusion's; doubles each time
 };
 
 // Agent -> daemon.
@@ -70,6 +73,15 @@ struct Hello {  ///< first frame of every connection: who I am, which run, its s
   std::string client_nonce;  ///< the agent's challenge to the daemon (proto/auth.hpp)
   std::string proof;         ///< hello_proof under the run's token; empty without a token
   std::optional<CarriedOutcome> outcome;
+  /// Not empty: the node's health check failed (why): it connects but does not join a round.
+  std::string unhealthy;
+};
+/// Bounds of a health check's reason (the tail of the command's output).
+constexpr size_t kMaxHealthReasonBytes = 4096;
+/// The node's health check failed (after a restart, or again while it waits): it leaves the
+/// round's candidates, and joins again with `join` once a check passes.
+struct Unhealthy {
+  std::string reason;
 };
 struct Join {  ///< ready for the next round (after a restart)
   int rank0_port = 0;
@@ -85,6 +97,20 @@ struct StatusRequest {
   std::string run_id;  ///< the run to show; empty: every run (needs the daemon's own token)
   std::string proof;   ///< status_proof under the token; empty without a token
 };
+
+/// `cohort status --events RUN`: the events the daemon holds for one run (docs/EVENTS.md).
+struct EventsRequest {
+  std::string run_id;
+  std::string proof;  ///< events_proof under the daemon's or the run's token; empty without one
+};
+/// `cohort stop`: ends the run cleanly; every agent stops its workers and exits 130.
+struct StopRunRequest {
+  std::string run_id;
+  std::string reason;  ///< recorded in the run.stopped event and each agent's log
+  std::string proof;   ///< stop_proof under the daemon's or the run's token; empty without one
+};
+/// Bounds of a stop request's reason.
+constexpr size_t kMaxStopReasonBytes = 1024;
 
 // ---- Progress of the workers (hang root cause across nodes, stragglers): agent -> daemon ----
 /// Bounds of a progress report: a host name, and a straggler factor in percent (150 = 1.5 x).
@@ -148,6 +174,10 @@ struct Stop {
   std::string summary;
 };
 struct Complete {};
+/// A line every node of the run logs (a host excluded).
+struct Notice {
+  std::string text;
+};
 struct HeartbeatAck {};
 struct Error {  ///< sent before the daemon closes the connection
   std::string message;
@@ -157,11 +187,13 @@ struct Error {  ///< sent before the daemon closes the connection
 struct StatusNode {
   std::string node_id;
   std::string address;
-  std::string state;    ///< "joining", "member", "restarting", "waiting" or "spare"
+  std::string state;    ///< "joining", "member", "restarting", "waiting", "spare", "excluded"
+                        ///< or "unhealthy"
   int group_rank = -1;  ///< in the current round; -1 when not a member
   int local_world_size = 0;
   bool succeeded = false;
   int64_t heartbeat_age_ms = 0;  ///< since the node's last frame
+  std::string reason;            ///< state "unhealthy": why (its health check's words)
 };
 struct StatusRun {
   std::string run_id;
@@ -181,11 +213,24 @@ struct StatusReply {
   int port = 0;  ///< the daemon's control port
   std::vector<StatusRun> runs;
 };
+/// The answer to `events`: the run's event lines (without their '\n'), oldest first.
+struct EventsReply {
+  std::string run_id;
+  std::vector<std::string> events;
+  int dropped = 0;  ///< older events the daemon no longer holds (its history is bounded)
+};
+/// The answer to `stop_run`.
+struct StopRunReply {
+  std::string run_id;
+  bool stopped = false;  ///< false: the run had already ended
+  int nodes = 0;         ///< nodes told to stop
+};
 
 using ControlMessage =
     std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave, StatusRequest, Welcome,
                  Waiting, RoundAssigned, Restart, Stop, Complete, HeartbeatAck, Error, StatusReply,
-                 Challenge, Progress>;
+                 Challenge, Progress, EventsRequest, EventsReply, StopRunRequest, StopRunReply,
+                 Unhealthy, Notice>;
 
 /// JSON text of a message (the payload of one frame).
 std::string encode_message(const ControlMessage& message);

@@ -3,6 +3,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <cstdlib>
 
+#include "common/exit_codes.hpp"
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
@@ -22,7 +23,9 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
           wire.max_restarts,
           rdzv::Ms(wire.last_call_ms),
           rdzv::Ms(wire.join_timeout_ms),
-          rdzv::Ms(wire.heartbeat_timeout_ms)};
+          rdzv::Ms(wire.heartbeat_timeout_ms),
+          wire.host_failure_limit,
+          rdzv::Ms(wire.host_cooldown_ms)};
 }
 
 rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
@@ -88,6 +91,8 @@ const char* role_name(rdzv::RunState::Role role) {
       return "waiting";
     case rdzv::RunState::Role::Spare:
       return "spare";
+    case rdzv::RunState::Role::Excluded:
+      return "excluded";
   }
   return "?";
 }
@@ -112,6 +117,46 @@ std::vector<boost::asio::ip::address> store_peers(
   return peers;
 }
 
+// The first line of a failure summary, cut to a size an event line can carry.
+std::string first_line(const std::string& text) {
+  constexpr size_t kMaxSummaryBytes = 512;
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > kMaxSummaryBytes) line = line.substr(0, kMaxSummaryBytes) + "...";
+  return line;
+}
+
+nlohmann::json worker_failed_fields(const std::string& node, const proto::WorkerFailed& failed) {
+  return {
+      {"node", node},
+      {"round", failed.round},
+      {"rank", failed.rank},
+      {"local_rank", failed.local_rank},
+      {"status", failed.description.empty() ? "exit status " + std::to_string(failed.exit_status)
+                                            : failed.description},
+      {"summary", first_line(failed.summary)}};
+}
+
+// The hung rank a node names: the one silent longest of those it reported.
+nlohmann::json hang_fields(const std::string& node, const proto::Progress& progress) {
+  nlohmann::json fields{{"node", node}, {"round", progress.round}};
+  const proto::RankProgress* silent = nullptr;
+  for (const proto::RankProgress& rank : progress.ranks) {
+    if (silent == nullptr || rank.silent_ms > silent->silent_ms) silent = &rank;
+  }
+  if (silent != nullptr) {
+    fields["local_rank"] = silent->local_rank;
+    fields["silent_ms"] = silent->silent_ms;
+    if (silent->step) fields["step"] = *silent->step;
+  }
+  return fields;
+}
+
+std::vector<std::string> unhealthy_ids(const std::map<std::string, std::string>& unhealthy) {
+  std::vector<std::string> ids;
+  for (const auto& [id, reason] : unhealthy) ids.push_back(id);
+  return ids;
+}
+
 }  // namespace
 
 RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, DaemonOptions options)
@@ -121,7 +166,9 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
       acceptor_(io),
       timer_(clock.make_timer()),
       accept_retry_(clock.make_timer()),
-      gate_(options_.connection_limits) {}
+      gate_(options_.connection_limits),
+      started_steady_(clock.now()),
+      started_wall_ms_(wall_clock_ms()) {}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
@@ -145,6 +192,13 @@ boost::system::error_code RendezvousDaemon::start() {
     return error;
   }
   port_ = acceptor_.local_endpoint().port();
+  if (!options_.event_log.empty()) {
+    if (std::string problem = event_log_.open(options_.event_log); !problem.empty()) {
+      log::error("--event-log ", problem);
+      acceptor_.close();
+      return boost::system::errc::make_error_code(boost::system::errc::io_error);
+    }
+  }
   if (auto http_error = start_http()) {
     acceptor_.close();
     return http_error;
@@ -162,12 +216,14 @@ boost::system::error_code RendezvousDaemon::start_http() {
   bool loopback = boost::asio::ip::make_address(http.address, error).is_loopback();
   if (!loopback) http.token = options_.token;
   DaemonView view{[this] { return status(); }, [this] { return metrics_snapshot(); },
-                  [](const std::string&) { return std::vector<nlohmann::json>{}; },
-                  [] {
-                    return std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-                  }};
+                  [this](const std::string& run) {
+                    std::vector<nlohmann::json> events;
+                    for (const std::string& line : history_.lines(run)) {
+                      events.push_back(nlohmann::json::parse(line, nullptr, false));
+                    }
+                    return events;
+                  },
+                  [this] { return event_ms(); }, [this] { return history_.ended_runs(); }};
   auto pages = std::make_shared<DaemonPages>(std::move(view), metrics_);
   http_ = std::make_unique<observe::HttpServer>(
       io_, http, [pages](const std::string& target) { return pages->answer(target); });
@@ -190,6 +246,9 @@ MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
     for (const auto& view : state.nodes()) {
       double age = std::chrono::duration<double>(now() - view.last_seen).count();
       snapshot.nodes.push_back({id, view.info.node_id, role_name(view.role), age});
+    }
+    for (const auto& [node_id, reason] : run.unhealthy) {
+      snapshot.nodes.push_back({id, node_id, "unhealthy", 0});
     }
   }
   return snapshot;
@@ -291,9 +350,16 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
   if (auto* request = std::get_if<proto::StatusRequest>(&message)) {
     return on_status(session, *request);
   }
+  if (auto* request = std::get_if<proto::EventsRequest>(&message)) {
+    return on_events(session, *request);
+  }
+  if (auto* request = std::get_if<proto::StopRunRequest>(&message)) {
+    return on_stop_run(session, *request);
+  }
   auto found = runs_.find(session.run_id);
   if (session.node_id.empty() || found == runs_.end() ||
-      !found->second.state->has_node(session.node_id)) {
+      (!found->second.state->has_node(session.node_id) &&
+       found->second.unhealthy.count(session.node_id) == 0)) {
     return session.close_after(proto::Error{"the first message must be hello"}, "no hello");
   }
   Run& run = found->second;
@@ -307,10 +373,16 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           session.send(proto::HeartbeatAck{});
         } else if constexpr (std::is_same_v<T, proto::Join>) {
           if (typed.rank0_port > 0) run.rank0_ports[node] = typed.rank0_port;
+          if (run.unhealthy.erase(node) > 0)
+            record(session.run_id, "node.healthy", {{"node", node}});
           apply(run, state.join(nodes_[node], configs_[node], now()));
+        } else if constexpr (std::is_same_v<T, proto::Unhealthy>) {
+          park_unhealthy(run, node, typed.reason);
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
+          record(session.run_id, "worker.failed", worker_failed_fields(node, typed));
           apply(run, state.worker_failed(node, to_report(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::Progress>) {
+          if (typed.hang) record(session.run_id, "hang.detected", hang_fields(node, typed));
           apply(run, state.progress(node, to_progress(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
           apply(run, state.node_succeeded(node, typed.round, now()));
@@ -323,7 +395,9 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           nodes_.erase(left);
           configs_.erase(left);
           session.node_id.clear();
-          apply(run, state.node_lost(left, typed.reason.empty() ? "left" : typed.reason, now()));
+          std::string reason = typed.reason.empty() ? "left" : typed.reason;
+          record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
+          apply(run, state.node_lost(left, reason, now()));
           session.close_after(std::nullopt, "left");
         } else {
           session.close_after(proto::Error{std::string("unexpected message ") +
@@ -365,6 +439,11 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     run.state->set_straggler_window(straggler_window());
     log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
               " nnodes=", config.min_nodes, ":", config.max_nodes);
+    history_.run_created(hello.run_id);
+    record(hello.run_id, "run.created",
+           {{"min_nodes", config.min_nodes},
+            {"max_nodes", config.max_nodes},
+            {"max_restarts", config.max_restarts}});
   }
   rdzv::NodeInfo info{
       hello.node_id,    hello.address,          hello.local_world_size, hello.rank_hint,
@@ -379,7 +458,15 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   session.send(proto::Welcome{
       proto::kControlVersion,
       key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce)});
-  apply(run, run.state->join(info, config, now()));
+  record(hello.run_id, "node.joined",
+         {{"node", hello.node_id},
+          {"address", hello.address},
+          {"local_world_size", hello.local_world_size}});
+  if (!hello.unhealthy.empty()) {
+    park_unhealthy(run, hello.node_id, hello.unhealthy);
+  } else {
+    apply(run, run.state->join(info, config, now()));
+  }
   reap_runs();
   schedule();
 }
@@ -412,6 +499,17 @@ std::optional<std::string> RendezvousDaemon::proven_key(const ControlSession& se
   return std::nullopt;
 }
 
+// Whether a request's proof holds: under the daemon's token, or, for one run (`run_id` not
+// empty), under that run's token. Always true without a token.
+bool RendezvousDaemon::request_proven(
+    const std::string& proof, const std::string& run_id,
+    const std::function<std::string(const std::string& key)>& expected) const {
+  if (options_.token.empty()) return true;
+  if (proto::proofs_equal(proof, expected(options_.token))) return true;
+  return !run_id.empty() &&
+         proto::proofs_equal(proof, expected(proto::derive_run_token(options_.token, run_id)));
+}
+
 // Every run for the daemon's token; one run (request.run_id) for that run's token too.
 void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusRequest& request) {
   if (!request.run_id.empty() && !run_id_problem(request.run_id).empty()) {
@@ -419,20 +517,72 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
         proto::Error{"bad status request: run id: " + run_id_problem(request.run_id)},
         "bad status request");
   }
-  if (!options_.token.empty()) {
-    bool proven = proto::proofs_equal(
-        request.proof, proto::status_proof(options_.token, session.challenge, request.run_id));
-    if (!proven && !request.run_id.empty()) {
-      std::string run_token = proto::derive_run_token(options_.token, request.run_id);
-      proven = proto::proofs_equal(
-          request.proof, proto::status_proof(run_token, session.challenge, request.run_id));
-    }
-    if (!proven) {
-      return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
-                                 "authentication failed");
-    }
+  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
+        return proto::status_proof(key, session.challenge, request.run_id);
+      })) {
+    return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
+                               "authentication failed");
   }
   session.close_after(status(request.run_id), "status sent");
+}
+
+// The run's events, the newest that fit one reply.
+void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsRequest& request) {
+  if (std::string problem = run_id_problem(request.run_id); !problem.empty()) {
+    return session.close_after(proto::Error{"bad events request: run id: " + problem},
+                               "bad events request");
+  }
+  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
+        return proto::events_proof(key, session.challenge, request.run_id);
+      })) {
+    return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
+                               "authentication failed");
+  }
+  if (!history_.has_run(request.run_id)) {
+    return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
+  }
+  const std::deque<std::string>& lines = history_.lines(request.run_id);
+  proto::EventsReply reply{request.run_id, {}, 0};
+  size_t first = lines.size(), bytes = 0;
+  while (first > 0 && bytes + lines[first - 1].size() * 2 < proto::kMaxStatusFrameBytes / 2) {
+    bytes += lines[--first].size() * 2;  // escaped inside a JSON string: at most twice as long
+  }
+  for (size_t i = first; i < lines.size(); ++i) {
+    reply.events.push_back(lines[i].substr(0, lines[i].size() - 1));  // without its '\n'
+  }
+  uint64_t dropped = history_.dropped(request.run_id) + first;
+  reply.dropped = static_cast<int>(std::min<uint64_t>(dropped, INT32_MAX));
+  session.close_after(reply, "events sent");
+}
+
+// `cohort stop`: every node hears Stop with exit status 130, recorded as run.stopped.
+void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRunRequest& request) {
+  if (std::string problem = run_id_problem(request.run_id); !problem.empty()) {
+    return session.close_after(proto::Error{"bad stop request: run id: " + problem},
+                               "bad stop request");
+  }
+  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
+        return proto::stop_proof(key, session.challenge, request.run_id, request.reason);
+      })) {
+    return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
+                               "authentication failed");
+  }
+  auto found = runs_.find(request.run_id);
+  if (found == runs_.end()) {
+    return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
+  }
+  Run& run = found->second;
+  std::string reason = request.reason.empty() ? "stopped by cohort stop" : request.reason;
+  log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer, ": ", reason);
+  bool running = run.state->phase() == rdzv::RunState::Phase::Forming ||
+                 run.state->phase() == rdzv::RunState::Phase::Running;
+  int nodes = static_cast<int>(run.sessions.size());
+  if (running) run.stopped_by = "cohort stop";
+  session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0},
+                      "stop answered");
+  apply(run, run.state->cancel(kExitStopped, reason));
+  reap_runs();
+  schedule();
 }
 
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
@@ -448,10 +598,22 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
   Run& run = found->second;
   run.sessions.erase(session.node_id);
   run.rank0_ports.erase(session.node_id);
+  if (run.unhealthy.erase(session.node_id) > 0) {
+    record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", reason}});
+  }
   if (run.state->has_node(session.node_id)) {
     log::info("rendezvous: node ", session.node_id, " of run ", session.run_id,
               " disconnected: ", reason);
-    apply(run, run.state->node_lost(session.node_id, "connection closed (" + reason + ")", now()));
+    std::string loss = "connection closed (" + reason + ")";
+    auto silent = std::chrono::duration_cast<rdzv::Ms>(
+        now() - run.state->last_seen(session.node_id).value_or(now()));
+    rdzv::RunState::Phase phase = run.state->phase();
+    if (phase == rdzv::RunState::Phase::Completed || phase == rdzv::RunState::Phase::Failed) {
+      record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", "run ended"}});
+    } else {
+      record_loss(session.run_id, session.node_id, loss, silent);
+    }
+    apply(run, run.state->node_lost(session.node_id, loss, now()));
   }
   reap_runs();
   schedule();
@@ -471,21 +633,55 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
           } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
             log::info("rendezvous: run ", run.state->run_id(), " restarts: ", typed.reason);
             run.last_failure = typed.reason;
+            const rdzv::RunConfig& config = run.state->config();
+            record(run.state->run_id(), "restart.decided",
+                   {{"round", run.state->round()},
+                    {"reason", typed.reason},
+                    {"restarts_used", run.state->restarts_used()},
+                    {"restarts_left", config.max_restarts - run.state->restarts_used()},
+                    {"backoff_ms", typed.backoff.count()}});
             send_to(run, typed.node_ids, proto::Restart{typed.reason});
           } else if constexpr (std::is_same_v<T, rdzv::StopRun>) {
-            log::info("rendezvous: run ", run.state->run_id(), " failed: ", typed.reason);
+            log::info("rendezvous: run ", run.state->run_id(),
+                      run.stopped_by.empty() ? " failed: " : " stopped: ", typed.reason);
             run.last_failure = typed.reason;
+            if (run.stopped_by.empty()) {
+              record(run.state->run_id(), "run.failed",
+                     {{"reason", typed.reason}, {"exit_status", typed.exit_status}});
+            } else {
+              record(run.state->run_id(), "run.stopped",
+                     {{"reason", typed.reason},
+                      {"exit_status", typed.exit_status},
+                      {"by", run.stopped_by}});
+            }
             run.store.reset();
-            send_to(run, typed.node_ids,
-                    proto::Stop{typed.exit_status, typed.reason, typed.summary});
+            proto::Stop stop{typed.exit_status, typed.reason, typed.summary};
+            send_to(run, typed.node_ids, stop);
+            send_to(run, unhealthy_ids(run.unhealthy), stop);
           } else if constexpr (std::is_same_v<T, rdzv::CompleteRun>) {
             log::info("rendezvous: run ", run.state->run_id(), " completed");
+            record(run.state->run_id(), "run.completed",
+                   {{"rounds", run.state->round() + 1},
+                    {"restarts_used", run.state->restarts_used()}});
             run.store.reset();
             send_to(run, typed.node_ids, proto::Complete{});
+            send_to(run, unhealthy_ids(run.unhealthy), proto::Complete{});
           } else if constexpr (std::is_same_v<T, rdzv::DropNode>) {
+            if (typed.lost) {
+              record_loss(run.state->run_id(), typed.node_id, typed.reason, typed.silent);
+            }
             drop(run, typed.node_id, typed.reason, typed.lost);
           } else if constexpr (std::is_same_v<T, rdzv::Announce>) {
             log::warn("rendezvous: run ", run.state->run_id(), ": ", typed.text);
+            record(run.state->run_id(), "straggler",
+                   {{"node", typed.node_id}, {"text", typed.text}});
+          } else if constexpr (std::is_same_v<T, rdzv::HostExcluded>) {
+            log::warn("rendezvous: run ", run.state->run_id(), ": ", typed.text);
+            record(run.state->run_id(), "host.excluded",
+                   {{"host", typed.host},
+                    {"failures", typed.failures},
+                    {"cooldown_ms", typed.cooldown.count()}});
+            send_to(run, typed.node_ids, proto::Notice{typed.text});
           }
         },
         action);
@@ -542,6 +738,7 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
   }
   log::info("rendezvous: run ", run.state->run_id(), " round ", start.round, " formed with ",
             start.members.size(), " nodes, world size ", first.world_size);
+  record_round(run, start);
   for (const auto& member : start.members) {
     auto session = run.sessions.find(member.node_id);
     if (session == run.sessions.end()) continue;
@@ -579,7 +776,10 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
 }
 
 void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
-  for (auto& [id, run] : runs_) apply(run, run.state->cancel(exit_status, reason));
+  for (auto& [id, run] : runs_) {
+    if (run.stopped_by.empty()) run.stopped_by = "launch";
+    apply(run, run.state->cancel(exit_status, reason));
+  }
   reap_runs();
   schedule();
 }
@@ -587,7 +787,8 @@ void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
 void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
-    if (it->second.state->empty()) {
+    if (it->second.state->empty() && it->second.unhealthy.empty()) {
+      history_.run_ended(it->first);
       it = runs_.erase(it);
       if (on_run_ended) on_run_ended();
     } else {
@@ -615,6 +816,57 @@ void RendezvousDaemon::schedule() {
   });
 }
 
+// The node's health check failed: out of the state machine (a member's loss restarts the round
+// without it) until it sends `join`; shown in status, recorded when the reason changes.
+void RendezvousDaemon::park_unhealthy(Run& run, const std::string& node_id,
+                                      const std::string& reason) {
+  std::string& known = run.unhealthy[node_id];
+  if (known != reason) {
+    log::warn("rendezvous: node ", node_id, " of run ", run.state->run_id(),
+              " is unhealthy: ", reason);
+    record(run.state->run_id(), "node.unhealthy", {{"node", node_id}, {"reason", reason}});
+  }
+  known = reason;
+  if (run.state->has_node(node_id)) {
+    apply(run, run.state->node_lost(node_id, "unhealthy: " + reason, now()));
+  }
+}
+
+int64_t RendezvousDaemon::event_ms() const {
+  return started_wall_ms_ +
+         std::chrono::duration_cast<std::chrono::milliseconds>(now() - started_steady_).count();
+}
+
+// One event: to the log file (if any), the run's history and the metrics.
+void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann::json fields) {
+  int64_t t_ms = event_ms();
+  Event event{run, name, std::move(fields)};
+  history_.add(run, event_log_.record(event, t_ms));
+  event.fields["event"] = name;
+  event.fields["run"] = run;
+  event.fields["t_ms"] = t_ms;
+  metrics_.on_event(event.fields);
+}
+
+void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const rdzv::Assignment& member : start.members) {
+    members.push_back({{"node", member.node_id},
+                       {"address", member.address},
+                       {"group_rank", member.group_rank},
+                       {"local_world_size", member.local_world_size}});
+  }
+  record(run.state->run_id(), "round.started",
+         {{"round", start.round},
+          {"world_size", start.members.front().world_size},
+          {"members", std::move(members)}});
+}
+
+void RendezvousDaemon::record_loss(const std::string& run, const std::string& node,
+                                   const std::string& reason, rdzv::Ms silent) {
+  record(run, "node.lost", {{"node", node}, {"reason", reason}, {"silent_ms", silent.count()}});
+}
+
 proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
   proto::StatusReply status{port_, {}};
   for (const auto& [id, run] : runs_) {
@@ -634,6 +886,15 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
       out.nodes.push_back({view.info.node_id, view.info.address, role_name(view.role),
                            view.group_rank, view.info.local_world_size, view.succeeded,
                            age.count()});
+    }
+    for (const auto& [node_id, reason] : run.unhealthy) {
+      const rdzv::NodeInfo& info = nodes_.at(node_id);
+      proto::StatusNode& sick = out.nodes.emplace_back();
+      sick.node_id = node_id;
+      sick.address = info.address;
+      sick.state = "unhealthy";
+      sick.local_world_size = info.local_world_size;
+      sick.reason = reason;
     }
     out.last_failure = run.last_failure;
     const rdzv::RunProgress& progress = state.worker_progress();

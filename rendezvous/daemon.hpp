@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,12 +17,14 @@
 
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
+#include "common/event_log.hpp"
 #include "common/log_throttle.hpp"
 #include "observe/http_server.hpp"
 #include "rendezvous/connection_gate.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/daemon_metrics.hpp"
 #include "rendezvous/daemon_pages.hpp"
+#include "rendezvous/event_history.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
 
@@ -43,6 +46,9 @@ struct DaemonOptions {
   /// must carry the token as a bearer token when there is one and http_address is not loopback.
   int http_port = -1;
   std::string http_address = "127.0.0.1";
+  /// Appends every event (docs/EVENTS.md) to this file; "" none. The daemon keeps each run's
+  /// recent events in memory either way (the timeline pages, `cohort status --events`).
+  std::string event_log;
 };
 
 /// The shortest heartbeat timeout a run may ask for (the launcher's floor, checked again here).
@@ -68,6 +74,8 @@ class RendezvousDaemon {
   std::function<void()> on_run_ended;
   /// What the daemon knows of its runs (what `cohort status` prints): every run, or `only_run`.
   proto::StatusReply status(const std::string& only_run = {}) const;
+  /// The events it holds for each run, oldest first.
+  const EventHistory& history() const { return history_; }
 
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
@@ -81,6 +89,9 @@ class RendezvousDaemon {
     std::unique_ptr<Timer> waiting_refresh;  ///< armed: a refresh is due
     bool refresh_armed = false;
     std::string last_failure;  ///< the latest restart's or stop's reason (cohort status)
+    std::string stopped_by;    ///< set when stopped from outside: "cohort stop", "launch"
+    /// Connected nodes whose health check failed: not in the state machine until they join.
+    std::map<std::string, std::string> unhealthy;  ///< node id -> why
   };
 
   void accept_next();
@@ -91,9 +102,14 @@ class RendezvousDaemon {
   void on_hello(ControlSession& session, const proto::Hello& hello);
   static std::string hello_problem(const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
+  void on_events(ControlSession& session, const proto::EventsRequest& request);
+  void on_stop_run(ControlSession& session, const proto::StopRunRequest& request);
+  bool request_proven(const std::string& proof, const std::string& run_id,
+                      const std::function<std::string(const std::string& key)>& expected) const;
   std::optional<std::string> proven_key(const ControlSession& session,
                                         const proto::Hello& hello) const;
   void on_closed(ControlSession& session, const std::string& reason);
+  void park_unhealthy(Run& run, const std::string& node_id, const std::string& reason);
   void apply(Run& run, rdzv::Actions actions);
   void send_waiting(Run& run, const rdzv::WaitingStatus& status);
   void refresh_waiting_later(Run& run);
@@ -102,6 +118,11 @@ class RendezvousDaemon {
                const proto::ControlMessage& message);
   void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
   void reap_runs();
+  void record(const std::string& run, const char* name, nlohmann::json fields);
+  void record_round(Run& run, const rdzv::StartRound& start);
+  void record_loss(const std::string& run, const std::string& node, const std::string& reason,
+                   rdzv::Ms silent);
+  int64_t event_ms() const;
   void schedule();
   boost::system::error_code start_http();
   MetricsSnapshot metrics_snapshot() const;
@@ -123,6 +144,10 @@ class RendezvousDaemon {
   std::map<std::string, rdzv::NodeInfo> nodes_;     ///< node id -> what its hello said
   std::map<std::string, rdzv::RunConfig> configs_;  ///< node id -> the settings it asked for
   DaemonMetrics metrics_;
+  EventLog event_log_{"daemon"};
+  EventHistory history_;
+  SteadyTime started_steady_;  ///< events' times: the wall clock at start plus the steady time
+  int64_t started_wall_ms_ = 0;
   std::unique_ptr<observe::HttpServer> http_;
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;

@@ -45,7 +45,9 @@ bool known_run(const proto::StatusReply& status, const std::vector<nlohmann::jso
 observe::HttpResponse DaemonPages::answer(const std::string& target) const {
   std::string path = target.substr(0, target.find('?'));
   if (path == "/metrics") return {200, kPrometheus, metrics_.render(view_.snapshot())};
-  if (path == "/") return {200, kHtml, observe::render_runs_page(view_.status())};
+  if (path == "/") {
+    return {200, kHtml, observe::render_runs_page(view_.status(), view_.ended_runs())};
+  }
   if (path == "/api/runs") return {200, kJson, proto::encode_status_document(view_.status())};
   const std::string runs = "/runs/", api_runs = "/api/runs/";
   if (path.rfind(runs, 0) == 0 && path.size() > runs.size())

@@ -22,6 +22,8 @@ struct DaemonView {
   /// The events the daemon holds for a run, oldest first; empty for an unknown run.
   std::function<std::vector<nlohmann::json>(const std::string& run_id)> events;
   std::function<int64_t()> now_ms;  ///< wall-clock milliseconds since the epoch
+  /// Runs that ended whose history the daemon still holds, the last to end first.
+  std::function<std::vector<std::string>()> ended_runs = [] { return std::vector<std::string>{}; };
 };
 
 class DaemonPages {

@@ -23,6 +23,8 @@ struct RunConfig {
   Ms last_call{std::chrono::seconds(1)};
   Ms join_timeout{std::chrono::seconds(600)};
   Ms heartbeat_timeout{std::chrono::seconds(5)};
+  int host_failure_limit = 2;  ///< root-cause failures before a host is excluded; 0: never
+  Ms host_cooldown{std::chrono::seconds(60)};  ///< the first exclusion's; doubles each time
 
   bool operator==(const RunConfig&) const = default;
 };
@@ -86,6 +88,7 @@ struct StartRound {
 struct RestartMembers {
   std::vector<std::string> node_ids;
   std::string reason;
+  Ms backoff{0};  ///< how long the next round waits at least (the restart policy's delay)
 };
 /// The run failed for good: every node stops and exits with this status.
 struct StopRun {
@@ -104,15 +107,25 @@ struct DropNode {
   std::string node_id;
   std::string reason;
   bool lost = false;  ///< lost by heartbeat timeout, rather than refused
+  Ms silent{0};       ///< lost: how long it had been silent
 };
 
-/// A line for the daemon's log (a straggler named).
+/// A line for the daemon's log (a straggler named), about the node that reported it.
 struct Announce {
   std::string text;
+  std::string node_id;
+};
+/// A host was the root cause too often: it sits out a cooldown, and every node hears why.
+struct HostExcluded {
+  std::string host;
+  int failures = 0;
+  Ms cooldown{0};
+  std::string text;
+  std::vector<std::string> node_ids;  ///< every node of the run
 };
 
 using Action = std::variant<WaitingStatus, StartRound, RestartMembers, StopRun, CompleteRun,
-                            DropNode, Announce>;
+                            DropNode, Announce, HostExcluded>;
 using Actions = std::vector<Action>;
 
 }  // namespace cohort::rdzv

@@ -41,13 +41,23 @@ std::string describe_config_difference(const RunConfig& mine, const RunConfig& r
     differences.push_back(cat("heartbeat_timeout ", seconds_text(mine.heartbeat_timeout),
                               " differs from the run's ", seconds_text(run.heartbeat_timeout)));
   }
-  std::string text;
-  for (const auto& difference : differences) text += (text.empty() ? "" : "; ") + difference;
-  return text;
+  if (mine.host_failure_limit != run.host_failure_limit) {
+    differences.push_back(cat("--host-failure-limit ", mine.host_failure_limit,
+                              " differs from the run's ", run.host_failure_limit));
+  }
+  if (mine.host_cooldown != run.host_cooldown) {
+    differences.push_back(cat("--host-exclusion-cooldown ", seconds_text(mine.host_cooldown),
+                              " differs from the run's ", seconds_text(run.host_cooldown)));
+  }
+  return join(differences, "; ");
 }
 
 RunState::RunState(std::string run_id, RunConfig config, TimePoint now)
-    : run_id_(std::move(run_id)), config_(config), forming_since_(now), not_before_(now) {}
+    : run_id_(std::move(run_id)),
+      config_(config),
+      forming_since_(now),
+      not_before_(now),
+      exclusions_(config.host_failure_limit, config.host_cooldown) {}
 
 Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint now) {
   if (phase_ == Phase::Completed || phase_ == Phase::Failed) {
@@ -65,6 +75,7 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
 
 Actions RunState::admit(const NodeInfo& info, TimePoint now) {
   auto found = nodes_.find(info.node_id);
+  bool excluded = exclusions_.excluded(info.address, now);
   Actions actions;
   if (found != nodes_.end()) {
     Node& node = found->second;
@@ -77,17 +88,25 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
     } else if (node.role == Role::Stopping || node.role == Role::Member) {
       set_role(node, Role::Pending);
     }
+    if (excluded) set_role(node, Role::Excluded);
   } else {
     Node node;
     node.info = info;
     node.last_seen = now;
     node.arrival = arrivals_++;
-    if (phase_ == Phase::Running) {
+    if (excluded) {
+      node.role = Role::Excluded;
+    } else if (phase_ == Phase::Running) {
       bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
       node.role = room ? Role::Waiting : Role::Spare;
       if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
     }
     add_node(std::move(node));
+  }
+  if (excluded) {  // a restarting member may have been the last one the round waited for
+    Actions closing = phase_ == Phase::Forming ? try_close(now, Report::Nobody) : Actions();
+    actions.insert(actions.end(), closing.begin(), closing.end());
+    return actions;
   }
   if (phase_ == Phase::Running) {
     if (count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
@@ -143,8 +162,69 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
     named.summary += "root cause across nodes: " + root + "\n";
   }
   if (Actions stop = spend_restart(named, reason, now); !stop.empty()) return stop;
-  return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
-                         now);
+  Actions actions = exclude_host(found->second.info.address, now);
+  Actions restart = restart_members(
+      cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"), now);
+  actions.insert(actions.end(), restart.begin(), restart.end());
+  return actions;
+}
+
+// Counts a root-cause failure against `host`; at the limit, when the other nodes can still form a
+// round, its nodes sit out the cooldown (its members once they are back from the restart under
+// way). A run that cannot do without the host keeps it: waiting would only stall the job.
+Actions RunState::exclude_host(const std::string& host, TimePoint now) {
+  int others = 0;
+  for (const auto& [id, node] : nodes_) {
+    if (node.info.address != host && node.role != Role::Excluded) ++others;
+  }
+  std::optional<Exclusion> exclusion =
+      exclusions_.failed(host, now, /*can_spare=*/others >= config_.min_nodes);
+  if (!exclusion) return {};
+  for (auto& [id, node] : nodes_) {
+    if (node.info.address == host && node.role != Role::Member && node.role != Role::Stopping)
+      set_role(node, Role::Excluded);
+  }
+  bool spare = count(Role::Spare) + count(Role::Waiting) + count(Role::Pending) > 0;
+  std::string text = cat("host ", host, " is excluded for ", seconds_text(exclusion->cooldown),
+                         ": the root cause of ", exclusion->failures,
+                         " failures (--host-failure-limit ", config_.host_failure_limit, "); ",
+                         spare ? "a spare takes its place" : "the run goes on without it");
+  return {HostExcluded{host, exclusion->failures, exclusion->cooldown, text, all_ids()}};
+}
+
+// Nodes whose host's cooldown is over take part again: in the round being formed, or as a
+// waiting node or a spare of the running one.
+Actions RunState::end_exclusions(TimePoint now) {
+  bool readmitted = false;
+  for (auto& [id, node] : nodes_) {
+    if (node.role != Role::Excluded || exclusions_.excluded(node.info.address, now)) continue;
+    readmitted = true;
+    if (phase_ != Phase::Running) {
+      set_role(node, Role::Pending);
+      continue;
+    }
+    bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
+    set_role(node, room ? Role::Waiting : Role::Spare);
+    if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
+  }
+  if (!readmitted) return {};
+  if (phase_ == Phase::Forming) return try_close(now, Report::Everyone);
+  if (phase_ == Phase::Running && count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
+      count(Role::Waiting) > 0) {
+    return restart_members("scale-up: an excluded host's cooldown ended", now);
+  }
+  return {};
+}
+
+// The earliest end of an excluded node's cooldown.
+std::optional<TimePoint> RunState::exclusions_end() const {
+  std::optional<TimePoint> earliest;
+  for (const auto& [id, node] : nodes_) {
+    if (node.role != Role::Excluded) continue;
+    std::optional<TimePoint> until = exclusions_.excluded_until(node.info.address);
+    if (until && (!earliest || *until < *earliest)) earliest = until;
+  }
+  return earliest;
 }
 
 // Counts a worker failure against the budget: nothing when a restart may follow (after the
@@ -174,7 +254,7 @@ Actions RunState::progress(const std::string& node_id, const ProgressReport& rep
   }
   Actions actions;
   for (std::string& line : progress_.report(node_id, report, now)) {
-    actions.push_back(Announce{std::move(line)});
+    actions.push_back(Announce{std::move(line), node_id});
   }
   return actions;
 }
@@ -182,6 +262,12 @@ Actions RunState::progress(const std::string& node_id, const ProgressReport& rep
 // After a member declared a hang: the rank that went silent first across every node.
 std::string RunState::hang_root_cause(TimePoint now) const {
   return progress_.hang_declared() ? progress_.silent_root_cause(now) : std::string();
+}
+
+std::optional<TimePoint> RunState::last_seen(const std::string& node_id) const {
+  auto found = nodes_.find(node_id);
+  if (found == nodes_.end()) return std::nullopt;
+  return found->second.last_seen;
 }
 
 Actions RunState::cancel(int exit_status, const std::string& reason) {
@@ -206,6 +292,7 @@ Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoin
 Actions RunState::tick(TimePoint now) {
   Actions actions = expire_heartbeats(now);
   auto add = [&](Actions more) { actions.insert(actions.end(), more.begin(), more.end()); };
+  if (count(Role::Excluded) > 0) add(end_exclusions(now));
   if (phase_ == Phase::Forming) {
     int pending = count(Role::Pending) + count(Role::Stopping);
     if (pending < config_.min_nodes && now >= forming_since_ + config_.join_timeout) {
@@ -236,7 +323,8 @@ Actions RunState::expire_heartbeats(TimePoint now) {
   Actions actions;
   for (const auto& id : expired) {
     std::string reason = cat("no heartbeat for ", seconds_text(config_.heartbeat_timeout));
-    actions.push_back(DropNode{id, reason, /*lost=*/true});
+    Ms silent = std::chrono::duration_cast<Ms>(now - nodes_.at(id).last_seen);
+    actions.push_back(DropNode{id, reason, /*lost=*/true, silent});
     Actions more = node_lost(id, reason, now);
     actions.insert(actions.end(), more.begin(), more.end());
   }
@@ -256,6 +344,9 @@ std::optional<TimePoint> RunState::next_deadline() const {
     if (not_before_ > forming_since_) consider(not_before_);
   }
   if (phase_ == Phase::Running && scale_up_deadline_) consider(*scale_up_deadline_);
+  if (count(Role::Excluded) > 0) {
+    if (std::optional<TimePoint> end = exclusions_end()) consider(*end);
+  }
   return next;
 }
 
@@ -273,8 +364,11 @@ Actions RunState::try_close(TimePoint now, Report report, const std::string& cau
     last_call_deadline_.reset();
   } else {
     if (!last_call_deadline_) last_call_deadline_ = now + config_.last_call;
+    // After a restart the survivors keep their places: a spare that is ready first does not take
+    // one while a member is still stopping its workers (the last call bounds the wait).
     bool everyone_back = regroup_ && count(Role::Stopping) == 0;
-    ready = pending >= config_.max_nodes || everyone_back || now >= *last_call_deadline_;
+    bool full = pending >= config_.max_nodes && (!regroup_ || everyone_back);
+    ready = full || everyone_back || now >= *last_call_deadline_;
   }
   if (ready && now >= not_before_) return form_round(now);
   if (report == Report::Nobody) return {};
@@ -372,7 +466,8 @@ Actions RunState::restart_members(const std::string& reason, TimePoint now) {
   last_call_deadline_.reset();
   scale_up_deadline_.reset();
   Actions actions;
-  if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason});
+  Ms backoff = std::max(Ms(0), std::chrono::duration_cast<Ms>(not_before_ - now));
+  if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason, backoff});
   Actions closing = try_close(now, Report::Everyone);
   actions.insert(actions.end(), closing.begin(), closing.end());
   return actions;

@@ -1,10 +1,10 @@
 // The rendezvous of one run as a pure state machine: nodes join, rounds form (at max nodes, after
 // the last call once min have joined, or at once when every survivor of a restart is back),
 // ranks are assigned, node loss and worker failures restart every member, one job-wide restart
-// budget, scale-up with waiting nodes and spares, completion, and (after a daemon restart) the
-// outcomes the agents carried over. No I/O and no clock reads: time is
-// passed in, decisions come back as Actions, in O(log n) per event unless a round (re)starts.
-// Owned by the daemon; one thread.
+// budget, scale-up with waiting nodes and spares, hosts excluded after repeated root-cause
+// failures, completion, and (after a daemon restart) the outcomes the agents carried over. No I/O
+// and no clock reads: time is passed in, decisions come back as Actions, in O(log n) per event
+// unless a round (re)starts. Owned by the daemon; one thread.
 #pragma once
 
 #include <array>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rendezvous/carried_round.hpp"
+#include "rendezvous/host_exclusions.hpp"
 #include "rendezvous/rendezvous_types.hpp"
 #include "rendezvous/run_progress.hpp"
 
@@ -24,7 +25,7 @@ namespace cohort::rdzv {
 class RunState {
  public:
   enum class Phase { Forming, Running, Completed, Failed };
-  enum class Role { Pending, Member, Stopping, Waiting, Spare };
+  enum class Role { Pending, Member, Stopping, Waiting, Spare, Excluded };
 
   struct NodeView {
     NodeInfo info;
@@ -72,6 +73,8 @@ class RunState {
   bool empty() const { return nodes_.empty(); }
   bool has_node(const std::string& node_id) const { return nodes_.count(node_id) > 0; }
   std::vector<NodeView> nodes() const;
+  /// The node's last frame; nullopt for a node the run does not have.
+  std::optional<TimePoint> last_seen(const std::string& node_id) const;
   const RunProgress& worker_progress() const { return progress_; }
 
  private:
@@ -97,6 +100,9 @@ class RunState {
   Actions form_round(TimePoint now);
   Actions restart_members(const std::string& reason, TimePoint now);
   Actions expire_heartbeats(TimePoint now);
+  Actions exclude_host(const std::string& host, TimePoint now);
+  Actions end_exclusions(TimePoint now);
+  std::optional<TimePoint> exclusions_end() const;
   std::string hang_root_cause(TimePoint now) const;
   Actions report_to(const std::string* cause, TimePoint now) const;
   std::vector<Node*> ordered_pending();
@@ -113,7 +119,7 @@ class RunState {
   RunConfig config_;
   Phase phase_ = Phase::Forming;
   std::map<std::string, Node> nodes_;
-  std::array<int, 5> role_counts_{};  ///< nodes per Role
+  std::array<int, 6> role_counts_{};  ///< nodes per Role
   int succeeded_members_ = 0;         ///< members whose workers all exited 0
   std::multiset<TimePoint> seen_;     ///< every node's last_seen, oldest first
   uint64_t arrivals_ = 0;
@@ -127,6 +133,7 @@ class RunState {
   std::optional<TimePoint> scale_up_deadline_;
   CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end
   RunProgress progress_;  ///< the current round's workers, as the members report them
+  HostExclusions exclusions_;
 };
 
 /// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.

@@ -179,6 +179,10 @@ void Launch::start_hosts() {
                 << error.message() << "\n";
       return finish(kExitRendezvous);
     }
+    if (plan_.daemon.http_port >= 0) {
+      std::cerr << "cohort launch: /metrics and the timeline pages on http://"
+                << plan_.daemon.http_address << ":" << daemon_->http_port() << "/\n";
+    }
   }
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
             " hosts, ", plan_.token.empty() ? "no token" : "token sent over ssh");

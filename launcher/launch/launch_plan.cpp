@@ -12,12 +12,13 @@
 namespace cohort {
 namespace {
 
-// Run flags the launch sets itself on every host (or uses itself: --store-ports for its own
-// daemon, --token-file for the token it sends over ssh's stdin), so they are not forwarded.
+// Run flags the launch sets itself on every host (or uses itself: --store-ports and --http-port
+// for its own daemon, --token-file for the token it sends over ssh's stdin), so they are not
+// forwarded. --event-log is both: the launch's daemon and every host's agent append to it.
 const std::set<std::string> kPlannedRunFlags = {
     "--nnodes",       "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
     "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
-    "--under-launch", "--master-addr",    "--master-port",    "--token-file"};
+    "--under-launch", "--master-addr",    "--master-port",    "--token-file",    "--http-port"};
 
 const std::set<std::string> kLaunchFlags = {"--hosts",         "--hostfile",   "--include",
                                             "--exclude",       "-x",           "--env-file",
@@ -131,6 +132,8 @@ void check_run_flags(const RunOptions& run, const LaunchContext& context, Launch
   plan.daemon.store_port_min = validated.daemon.options.store_port_min;
   plan.daemon.store_port_max = validated.daemon.options.store_port_max;
   plan.daemon.store_quota_bytes = validated.daemon.options.store_quota_bytes;
+  plan.daemon.event_log = validated.daemon.options.event_log;
+  plan.daemon.http_port = validated.daemon.options.http_port;
 }
 
 void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {

@@ -1,10 +1,20 @@
 // A test double of NVML (libnvidia-ml.so.1) for machines without GPUs: cohort dlopens it when
 // COHORT_NVML_LIBRARY names it. Its GPUs are the PCI bus ids listed in COHORT_FAKE_NVML_BUS_IDS
-// ("0000:07:00.0,0000:0b:00.0"), by NVML index; only the calls cohort makes are exported.
+// ("0000:07:00.0,0000:0b:00.0"), by NVML index. COHORT_FAKE_NVML_STATE names a file, read again
+// at every call so a test can change the machine under a running agent, with lines
+//   bus_ids 0000:07:00.0,0000:0b:00.0   (replaces the variable's list)
+//   process INDEX PID                   (a compute process holding GPU INDEX)
+//   ecc INDEX COUNT                     (volatile uncorrectable ECC errors)
+//   remap_pending INDEX                 (a row remap waiting for a reset)
+//   init_fails                          (nvmlInit_v2 fails, as with a driver gone bad)
+// Only the calls cohort makes are exported.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,50 +30,130 @@ struct PciInfo {  // nvmlPciInfo_t
   char bus_id[32];
 };
 
-std::vector<std::string> bus_ids() {
-  std::vector<std::string> ids;
-  const char* text = std::getenv("COHORT_FAKE_NVML_BUS_IDS");
-  std::string list = text != nullptr ? text : "";
+struct ProcessInfo {  // nvmlProcessInfo_t
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+
+struct Machine {
+  std::vector<std::string> bus_ids;
+  std::map<unsigned int, std::vector<unsigned int>> processes;
+  std::map<unsigned int, unsigned long long> ecc;
+  std::map<unsigned int, bool> remap_pending;
+  bool init_fails = false;
+};
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> items;
   size_t start = 0;
   while (start < list.size()) {
     size_t comma = list.find(',', start);
     if (comma == std::string::npos) comma = list.size();
-    ids.push_back(list.substr(start, comma - start));
+    items.push_back(list.substr(start, comma - start));
     start = comma + 1;
   }
-  return ids;
+  return items;
+}
+
+Machine machine() {
+  Machine m;
+  const char* ids = std::getenv("COHORT_FAKE_NVML_BUS_IDS");
+  m.bus_ids = split_commas(ids != nullptr ? ids : "");
+  const char* state = std::getenv("COHORT_FAKE_NVML_STATE");
+  if (state == nullptr) return m;
+  std::ifstream file(state);
+  std::string line;
+  while (std::getline(file, line)) {
+    std::istringstream words(line);
+    std::string what;
+    unsigned int index = 0;
+    words >> what;
+    if (what == "bus_ids") {
+      std::string list;
+      words >> list;
+      m.bus_ids = split_commas(list);
+    } else if (what == "process") {
+      unsigned int pid = 0;
+      if (words >> index >> pid) m.processes[index].push_back(pid);
+    } else if (what == "ecc") {
+      unsigned long long count = 0;
+      if (words >> index >> count) m.ecc[index] = count;
+    } else if (what == "remap_pending") {
+      if (words >> index) m.remap_pending[index] = true;
+    } else if (what == "init_fails") {
+      m.init_fails = true;
+    }
+  }
+  return m;
 }
 
 constexpr int kSuccess = 0;
 constexpr int kInvalidArgument = 2;
+constexpr int kUninitialized = 1;
+constexpr int kInsufficientSize = 7;
+
+size_t index_of(void* device) {
+  return static_cast<size_t>(reinterpret_cast<uintptr_t>(device)) - 1;
+}
 
 }  // namespace
 
 extern "C" {
 
-int nvmlInit_v2() { return kSuccess; }
+int nvmlInit_v2() { return machine().init_fails ? kUninitialized : kSuccess; }
 int nvmlShutdown() { return kSuccess; }
 
 int nvmlDeviceGetCount_v2(unsigned int* count) {
-  *count = static_cast<unsigned int>(bus_ids().size());
+  *count = static_cast<unsigned int>(machine().bus_ids.size());
   return kSuccess;
 }
 
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
-  if (index >= bus_ids().size()) return kInvalidArgument;
+  if (index >= machine().bus_ids.size()) return kInvalidArgument;
   *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index) + 1);
   return kSuccess;
 }
 
 int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* info) {
-  auto index = static_cast<size_t>(reinterpret_cast<uintptr_t>(device)) - 1;
-  std::vector<std::string> ids = bus_ids();
+  std::vector<std::string> ids = machine().bus_ids;
+  size_t index = index_of(device);
   if (index >= ids.size()) return kInvalidArgument;
   std::memset(info, 0, sizeof *info);
   if (std::sscanf(ids[index].c_str(), "%x:%x:%x", &info->domain, &info->bus, &info->device) != 3)
     return kInvalidArgument;
   std::snprintf(info->bus_id, sizeof info->bus_id, "%08x:%02x:%02x.0", info->domain, info->bus,
                 info->device);
+  return kSuccess;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, ProcessInfo* infos) {
+  Machine m = machine();
+  std::vector<unsigned int> pids = m.processes[static_cast<unsigned int>(index_of(device))];
+  if (*count < pids.size()) {
+    *count = static_cast<unsigned int>(pids.size());
+    return kInsufficientSize;
+  }
+  *count = static_cast<unsigned int>(pids.size());
+  for (size_t i = 0; i < pids.size(); ++i) infos[i] = ProcessInfo{pids[i], 1 << 20, 0, 0};
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
+                                unsigned long long* count) {
+  if (error_type != 1 || counter_type != 0) return kInvalidArgument;  // uncorrected, volatile
+  *count = machine().ecc[static_cast<unsigned int>(index_of(device))];
+  return kSuccess;
+}
+
+int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned int* uncorrected,
+                              unsigned int* pending, unsigned int* failed) {
+  bool waiting = machine().remap_pending[static_cast<unsigned int>(index_of(device))];
+  *corrected = 0;
+  *uncorrected = waiting ? 1 : 0;
+  *pending = waiting ? 1 : 0;
+  *failed = 0;
   return kSuccess;
 }
 

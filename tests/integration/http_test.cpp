@@ -4,66 +4,9 @@
 // Chromium.
 #include <csignal>
 
-#include "tests/integration/multinode_support.hpp"
+#include "tests/integration/http_support.hpp"
 
 using namespace cohort::test;
-
-namespace {
-
-const std::string kPython = "/usr/bin/python3";
-
-// One HTTP request with Python's urllib: the status code, then a newline, then the body.
-std::string http_get(const std::string& url, const std::string& method = "GET") {
-  std::string script =
-      "import sys, urllib.request, urllib.error\n"
-      "request = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
-      "try:\n"
-      "    answer = urllib.request.urlopen(request, timeout=10)\n"
-      "except urllib.error.HTTPError as error:\n"
-      "    answer = error\n"
-      "sys.stdout.write(str(answer.status) + '\\n' + answer.read().decode())\n";
-  RunResult result = run_to_end({kPython, "-c", script, url, method},
-                                ChildOptions{{}, {}, "", "/tmp", "http"}, 20s);
-  INFO(result.err);
-  REQUIRE(result.status.success());
-  return result.out;
-}
-
-int http_status(const std::string& answer) { return std::atoi(answer.substr(0, 3).c_str()); }
-std::string http_body(const std::string& answer) { return answer.substr(answer.find('\n') + 1); }
-
-// The samples of a /metrics text, after the strict check passed: name{labels} -> value.
-nlohmann::json checked_metrics(Scratch& scratch, const std::string& text) {
-  std::string file = scratch.file("metrics.txt");
-  std::ofstream(file) << text;
-  RunResult result = run_to_end(
-      {"/bin/sh", "-c",
-       kPython + " " + std::string(kSourceDir) + "/tests/integration/check_metrics.py < " + file},
-      scratch.options(), 20s);
-  INFO(text << "\n" << result.out << result.err);
-  REQUIRE(result.status.success());
-  return nlohmann::json::parse(result.out);
-}
-
-class HttpCluster {
- public:
-  explicit HttpCluster(Scratch& scratch) : scratch_(scratch), cluster_(scratch) {
-    cluster_.start_daemon("127.0.0.1",
-                          {"--http-port", "0", "--http-port-file", scratch.file("http_port")});
-    REQUIRE(wait_until([&] { return file_exists(scratch.file("http_port")); }, 10s));
-    base_ = "http://127.0.0.1:" +
-            std::to_string(std::atoi(read_file(scratch.file("http_port")).c_str()));
-  }
-  Cluster& cluster() { return cluster_; }
-  std::string url(const std::string& path) const { return base_ + path; }
-
- private:
-  Scratch& scratch_;
-  Cluster cluster_;
-  std::string base_;
-};
-
-}  // namespace
 
 TEST_CASE("cohortd --http-port: /metrics passes a strict check and matches the run",
           "[integration][http]") {

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "common/event_log.hpp"
 #include "tests/integration/multinode_support.hpp"
 #include "tests/integration/ssh_support.hpp"
 
@@ -425,6 +426,34 @@ TEST_CASE("launch: cohort run --under-launch without its token line stops at onc
                  "cohort run: --under-launch: stdin ended before the token line (cohort launch "
                  "writes it)"));
   CHECK_FALSE(file_exists(scratch.file("env.json")));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("launch: --event-log gets the launch's daemon events and every host's agent events",
+          "[integration][launch][events]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  std::string log = scratch.file("events.jsonl");
+  RunResult result =
+      launch(scratch, hosts,
+             with({"-H", host_list(hosts, 1), "--rdzv-id", "logged", "--event-log", log},
+                  {"--no-python", "/bin/true"}));
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  std::vector<std::string> daemon, agents;
+  for (const nlohmann::json& event : cohort::read_event_file(log)) {
+    CHECK(event["run"] == "logged");
+    (event["source"] == "daemon" ? daemon : agents).push_back(event["event"]);
+  }
+  INFO(nlohmann::json(daemon).dump() << nlohmann::json(agents).dump());
+  REQUIRE(daemon.size() >= 5);
+  CHECK(daemon[0] == "run.created");
+  CHECK(std::count(daemon.begin(), daemon.end(), "node.joined") == 2);
+  CHECK(std::count(daemon.begin(), daemon.end(), "round.started") == 1);
+  CHECK(std::count(daemon.begin(), daemon.end(), "run.completed") == 1);
+  CHECK(std::count(agents.begin(), agents.end(), "agent.started") == 2);
+  CHECK(std::count(agents.begin(), agents.end(), "agent.finished") == 2);
   CHECK(scratch.nothing_left());
 }
 

@@ -52,11 +52,19 @@ class Cluster {
   std::unique_ptr<ChildProcess> node(const std::string& address,
                                      const std::vector<std::string>& flags,
                                      const std::vector<std::string>& worker) const {
+    std::vector<std::string> command{kTestWorkerBin};
+    command.insert(command.end(), worker.begin(), worker.end());
+    return node_running(address, flags, command);
+  }
+  /// A node whose workers run `command` (an executable and its arguments) instead.
+  std::unique_ptr<ChildProcess> node_running(const std::string& address,
+                                             const std::vector<std::string>& flags,
+                                             const std::vector<std::string>& command) const {
     std::vector<std::string> args{"--rdzv-backend", "c10d",  "--rdzv-endpoint", endpoint(),
-                                  "--local-addr",   address, "--no-python",     kTestWorkerBin};
+                                  "--local-addr",   address, "--no-python"};
     args.insert(args.begin(), flags.begin(), flags.end());
     if (!token_file_.empty()) args.insert(args.begin(), {"--token-file", token_file_});
-    args.insert(args.end(), worker.begin(), worker.end());
+    args.insert(args.end(), command.begin(), command.end());
     ChildOptions options = scratch_.options();
     options.name = "node_" + address;
     return std::make_unique<ChildProcess>(Scratch::cohort_argv(args), options);
@@ -85,6 +93,16 @@ inline int free_daemon_port(Scratch& scratch) {
   int port = probe.port();
   probe.stop_daemon();
   return port;
+}
+
+/// The first run's node at `address` in a status reply; nullptr when there is none.
+inline const proto::StatusNode* node_at(const proto::StatusReply& status,
+                                        const std::string& address) {
+  if (status.runs.empty()) return nullptr;
+  for (const auto& node : status.runs[0].nodes) {
+    if (node.address == address) return &node;
+  }
+  return nullptr;
 }
 
 /// `cohort status --rdzv-endpoint ... --json` (proving `token_file`'s token, if any), read back.

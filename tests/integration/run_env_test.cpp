@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "launcher/gpu_count.hpp"
+#include "common/nvml.hpp"
 #include "tests/integration/integration_support.hpp"
 
 using namespace cohort::test;

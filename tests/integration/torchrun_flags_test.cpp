@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/event_log.hpp"
 #include "tests/integration/integration_support.hpp"
 
 using namespace cohort::test;
@@ -95,30 +96,51 @@ TEST_CASE("flag --virtual-local-rank: LOCAL_RANK=0 and one GPU per worker",
   }
 }
 
-TEST_CASE("flag --event-log-handler console prints a line per event on stderr",
-          "[integration][run][torchrun]") {
+// The events a run printed on stderr (--event-log-handler console): its JSON lines, by name.
+std::vector<std::string> event_names(const std::string& err, const std::string& source) {
+  std::vector<std::string> names;
+  for (const nlohmann::json& event : cohort::parse_event_lines(err)) {
+    if (event.value("source", "") == source) names.push_back(event.value("event", ""));
+  }
+  return names;
+}
+
+TEST_CASE("flag --event-log-handler console prints each event as a JSON line on stderr",
+          "[integration][run][torchrun][events]") {
   Scratch scratch;
   SECTION("a run that succeeds") {
     RunResult result = scratch.run({"--event-log-handler", "console", "--rdzv-id", "ev",
                                     "--no-python", kWorker, "--print", "hi"});
     INFO(result.out << result.err);
     REQUIRE(result.status.shell_code() == 0);
-    CHECK(contains(result.err, "cohort event: agent.start run_id=ev"));
-    CHECK(contains(result.err, "cohort event: rendezvous.complete run_id=ev round=0"));
-    CHECK(contains(result.err, "cohort event: agent.end run_id=ev exit_code=0"));
+    CHECK(event_names(result.err, "agent") ==
+          std::vector<std::string>{"agent.started", "workers.started", "agent.finished"});
+    std::vector<nlohmann::json> events = cohort::parse_event_lines(result.err);
+    REQUIRE(events.size() == 3);
+    CHECK(events[0]["run"] == "ev");
+    CHECK(events[0]["nproc_per_node"] == 1);
+    CHECK(events[1]["round"] == 0);
+    CHECK(events[1]["ranks"] == nlohmann::json::array({0}));
+    CHECK(events[2]["exit_code"] == 0);
   }
   SECTION("a worker that fails, a restart, and the end") {
     RunResult result = scratch.run({"--event-log-handler", "console", "--max-restarts", "1",
                                     "--no-python", kWorker, "--exit-code", "3"});
     INFO(result.out << result.err);
     CHECK(result.status.shell_code() == 3);
-    CHECK(occurrences(result.err, "cohort event: worker.failed") == 2);
-    CHECK(contains(result.err, "cohort event: worker_group.restart"));
-    CHECK(contains(result.err, "cohort event: agent.end run_id=none exit_code=3"));
+    CHECK(event_names(result.err, "agent") ==
+          std::vector<std::string>{"agent.started", "workers.started", "worker.failed",
+                                   "workers.stopped", "workers.started", "worker.failed",
+                                   "workers.stopped", "agent.finished"});
+    std::vector<nlohmann::json> events = cohort::parse_event_lines(result.err);
+    REQUIRE(events.size() == 8);
+    CHECK(events[2]["status"] == "exit code 3");
+    CHECK(events[4]["round"] == 1);
+    CHECK(events[7]["exit_code"] == 3);
   }
   SECTION("null (the default) prints none") {
     RunResult result = scratch.run({"--no-python", kWorker});
-    CHECK_FALSE(contains(result.err, "cohort event:"));
+    CHECK(cohort::parse_event_lines(result.err).empty());
   }
 }
 

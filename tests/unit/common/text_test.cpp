@@ -92,3 +92,9 @@ TEST_CASE("durations read as a person writes them", "[unit][common]") {
   CHECK(format_duration(milliseconds(605'000)) == "10m05s");
   CHECK(format_duration(milliseconds(7'500'000)) == "2h05m");
 }
+
+TEST_CASE("join puts the separator between parts only", "[unit][common]") {
+  CHECK(join({}, ", ").empty());
+  CHECK(join({"a"}, ", ") == "a");
+  CHECK(join({"a", "", "c"}, "; ") == "a; ; c");
+}

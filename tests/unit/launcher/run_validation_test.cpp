@@ -395,3 +395,19 @@ TEST_CASE("binding flags: the plan reaches the agent config, bad plans name the 
                  "--numa-binding node: no topology"));
   CHECK(validate({"--nproc-per-node", "2", "t.py"}, numa_machine()).config.bindings.empty());
 }
+
+TEST_CASE("the built-in GPU checks cover the GPUs the node may use", "[unit][launcher]") {
+  CHECK_FALSE(validate({"train.py"}).config.gpu_health.enabled());  // no GPU: no checks
+  ValidatedRun all = validate({"train.py"}, test_machine({}, 4));
+  CHECK(all.config.gpu_health.indices == std::vector<int>{0, 1, 2, 3});
+  CHECK(all.config.gpu_health.reclaim_timeout == std::chrono::seconds(30));
+  ValidatedRun some = validate({"--gpu-reclaim-timeout", "2.5", "train.py"},
+                               test_machine({{"CUDA_VISIBLE_DEVICES", "3,1"}}, 4));
+  CHECK(some.config.gpu_health.indices == std::vector<int>{3, 1});
+  CHECK(some.config.gpu_health.reclaim_timeout == std::chrono::milliseconds(2500));
+  ValidatedRun by_uuid =
+      validate({"train.py"}, test_machine({{"CUDA_VISIBLE_DEVICES", "GPU-1"}}, 2));
+  CHECK(by_uuid.config.gpu_health.indices == std::vector<int>{0, 1});
+  ValidatedRun bad = validate({"--gpu-reclaim-timeout", "-1", "train.py"});
+  CHECK(mentions(bad.problems, "--gpu-reclaim-timeout"));
+}

@@ -46,3 +46,15 @@ TEST_CASE("run tokens differ per run and per daemon token", "[unit][proto][auth]
   CHECK(a != derive_run_token("daemon token two", "job"));
   CHECK(a.size() == 64);
 }
+
+TEST_CASE("status, events and stop proofs differ for the same challenge and run",
+          "[unit][proto][auth]") {
+  std::string status = status_proof("token", "challenge", "job");
+  std::string events = events_proof("token", "challenge", "job");
+  std::string stop = stop_proof("token", "challenge", "job", "");
+  CHECK(status != events);
+  CHECK(status != stop);
+  CHECK(events != stop);
+  CHECK(stop != stop_proof("token", "challenge", "job", "other reason"));
+  CHECK(stop != stop_proof("token", "challenge2", "job", ""));
+}

@@ -388,3 +388,24 @@ TEST_CASE("a progress report survives a round trip and is bounded", "[unit][prot
     CHECK(error.find("bad \"progress\" message: ") == 0);
   }
 }
+
+TEST_CASE("events and stop_run requests and replies survive a round trip and are bounded",
+          "[unit][proto][events]") {
+  std::string error;
+  EventsReply events{"job", {"{\"event\":\"run.created\"}", "{\"event\":\"x\"}"}, 7};
+  auto reply = std::get<EventsReply>(*decode_message(encode_message(events), error));
+  CHECK(reply.events == events.events);
+  CHECK(reply.dropped == 7);
+  auto stop = decode_message(encode_message(StopRunRequest{"job", "maintenance", "p"}), error);
+  REQUIRE(stop);
+  CHECK(std::get<StopRunRequest>(*stop).reason == "maintenance");
+  CHECK(std::get<StopRunReply>(*decode_message(encode_message(StopRunReply{"job", true, 3}), error))
+            .nodes == 3);
+  CHECK(std::holds_alternative<EventsRequest>(
+      *decode_message(encode_message(EventsRequest{"job", ""}), error)));
+  CHECK_FALSE(
+      decode_message(encode_message(StopRunRequest{"job", std::string(2000, 'r'), ""}), error));
+  CHECK(error.find("reason out of range") != std::string::npos);
+  CHECK_FALSE(
+      decode_message(R"({"type":"events_reply","run_id":"j","events":[],"dropped":-1})", error));
+}

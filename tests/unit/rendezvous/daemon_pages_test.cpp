@@ -25,7 +25,7 @@ DaemonView view_of_one_run() {
         return snapshot;
       },
       [events](const std::string& run) { return run == "job 1" ? events : std::vector<json>{}; },
-      [] { return int64_t{2000}; }};
+      [] { return int64_t{2000}; }, [] { return std::vector<std::string>{"old <run>"}; }};
 }
 
 }  // namespace
@@ -41,6 +41,7 @@ TEST_CASE("the daemon's pages: metrics, runs, a run's timeline and JSON, 404 oth
   auto index = pages.answer("/");
   CHECK(index.content_type == "text/html; charset=utf-8");
   CHECK(index.body.find("href=\"/runs/job 1\"") != std::string::npos);
+  CHECK(index.body.find("<li><a href=\"/runs/old &lt;run&gt;\">") != std::string::npos);
   auto run = pages.answer("/runs/job%201");
   CHECK(run.status == 200);
   CHECK(run.body.find("data-round=\"0\" data-node=\"a:1:1#0\"") != std::string::npos);

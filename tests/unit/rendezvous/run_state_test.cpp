@@ -13,8 +13,8 @@ struct Fixture {
   RunConfig config;
   RunState run;
 
-  explicit Fixture(int min_nodes, int max_nodes, int max_restarts = 0)
-      : config{min_nodes, max_nodes, max_restarts, 1000ms, 10000ms, 3000ms},
+  explicit Fixture(int min_nodes, int max_nodes, int max_restarts = 0, Ms host_cooldown = 60s)
+      : config{min_nodes, max_nodes, max_restarts, 1000ms, 10000ms, 3000ms, 2, host_cooldown},
         run("job", config, now) {}
 
   NodeInfo node(const std::string& id, std::optional<int> hint = std::nullopt, int nproc = 2) {
@@ -447,4 +447,222 @@ TEST_CASE("a cancelled run stops every node, forming or running, once", "[unit][
   forming.join("a");
   REQUIRE(find<StopRun>(forming.run.cancel(4, "host lost")));
   CHECK(forming.run.phase() == RunState::Phase::Failed);
+}
+
+// A spare that arrives while the survivors of a failed round are joining again must not fail
+// the job (the race of NVIDIA/nvidia-resiliency-ext#348): the survivors keep their places (the
+// round waits for the members still stopping their workers, up to the last call), and the spares
+// wait for the next loss.
+TEST_CASE("a spare joining during a restart does not fail the run, whenever it arrives",
+          "[unit][rendezvous][spare]") {
+  for (int arrival = 0; arrival < 3; ++arrival) {  // before a's rejoin, between, after b's
+    INFO("the spare arrives at step " << arrival);
+    Fixture f(2, 2, 3);
+    f.join("a");
+    f.join("b");
+    f.join("s1");  // a spare from the start
+    REQUIRE(f.run.phase() == RunState::Phase::Running);
+    REQUIRE(find<RestartMembers>(f.run.worker_failed("a", failure(0), f.now)));
+    Actions seen;
+    auto keep = [&](Actions more) { seen.insert(seen.end(), more.begin(), more.end()); };
+    std::vector<std::string> steps{"a", "b"};
+    steps.insert(steps.begin() + arrival, "s2");
+    for (const std::string& id : steps) {
+      keep(f.join(id));
+      keep(f.advance(100ms));
+    }
+    for (int i = 0; i < 50 && f.run.phase() != RunState::Phase::Running; ++i) {
+      keep(f.advance(200ms));
+    }
+    CHECK(find<StopRun>(seen) == std::nullopt);
+    CHECK(find<DropNode>(seen) == std::nullopt);
+    std::optional<StartRound> start = find<StartRound>(seen);
+    REQUIRE(start);
+    CHECK(start->round == 1);
+    CHECK(member_ids(*start) == std::vector<std::string>{"a", "b"});
+    CHECK(f.run.phase() == RunState::Phase::Running);
+    CHECK(f.run.restarts_used() == 1);
+    CHECK(f.run.nodes().size() == 4);  // both spares still wait, for the next loss
+  }
+}
+
+TEST_CASE("a survivor lost during a restart is replaced by a spare in the same round",
+          "[unit][rendezvous][spare]") {
+  Fixture f(2, 2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("s");
+  REQUIRE(find<RestartMembers>(f.run.worker_failed("a", failure(0), f.now)));
+  Actions seen = f.join("a");
+  Actions lost = f.run.node_lost("b", "connection closed", f.now);
+  seen.insert(seen.end(), lost.begin(), lost.end());
+  for (int i = 0; i < 50 && f.run.phase() != RunState::Phase::Running; ++i) {
+    Actions more = f.advance(200ms);
+    seen.insert(seen.end(), more.begin(), more.end());
+  }
+  CHECK(find<StopRun>(seen) == std::nullopt);
+  std::optional<StartRound> start = find<StartRound>(seen);
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "s"});
+}
+
+TEST_CASE("a member still stopping keeps its place for the last call, not longer",
+          "[unit][rendezvous][spare]") {
+  Fixture f(2, 2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("s");
+  REQUIRE(find<RestartMembers>(f.run.worker_failed("a", failure(0), f.now)));
+  CHECK(find<StartRound>(f.join("a")) == std::nullopt);  // s is ready too, but b is stopping
+  Actions seen;
+  for (int i = 0; i < 10 && f.run.phase() != RunState::Phase::Running; ++i) {
+    Actions more = f.advance(200ms);
+    seen.insert(seen.end(), more.begin(), more.end());
+  }
+  std::optional<StartRound> start = find<StartRound>(seen);
+  REQUIRE(start);  // b never came back within the last call: the spare takes its place
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "s"});
+}
+
+namespace {
+
+RunState::Role role_of(const RunState& run, const std::string& id) {
+  for (const auto& view : run.nodes()) {
+    if (view.info.node_id == id) return view.role;
+  }
+  FAIL("no node " << id);
+  return RunState::Role::Pending;
+}
+
+// Fails b's workers in the current round and brings both members back; the actions seen.
+Actions fail_b_and_rejoin(Fixture& f) {
+  Actions seen = f.run.worker_failed("b", failure(f.run.round()), f.now);
+  for (const char* id : {"a", "b"}) {
+    Actions more = f.join(id);
+    seen.insert(seen.end(), more.begin(), more.end());
+  }
+  Actions later = f.advance(200ms);  // past the restart backoff
+  seen.insert(seen.end(), later.begin(), later.end());
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("a host that is the root cause twice is excluded and a spare takes its place",
+          "[unit][rendezvous][exclusion]") {
+  Fixture f(2, 2, 5);
+  f.join("a");
+  f.join("b");
+  f.join("s");
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+
+  Actions first = fail_b_and_rejoin(f);
+  CHECK(find<HostExcluded>(first) == std::nullopt);
+  std::optional<StartRound> round1 = find<StartRound>(first);
+  REQUIRE(round1);
+  CHECK(member_ids(*round1) == std::vector<std::string>{"a", "b"});  // b keeps its place
+
+  Actions second = fail_b_and_rejoin(f);
+  std::optional<HostExcluded> excluded = find<HostExcluded>(second);
+  REQUIRE(excluded);
+  CHECK(excluded->host == "addr-b");
+  CHECK(excluded->failures == 2);
+  CHECK(excluded->cooldown == 60s);
+  CHECK(excluded->node_ids.size() == 3);  // every node hears it
+  CHECK(excluded->text ==
+        "host addr-b is excluded for 60 s: the root cause of 2 failures (--host-failure-limit 2); "
+        "a spare takes its place");
+  std::optional<StartRound> round2 = find<StartRound>(second);
+  REQUIRE(round2);  // the same restart: no wait for b
+  CHECK(member_ids(*round2) == std::vector<std::string>{"a", "s"});
+  CHECK(role_of(f.run, "b") == RunState::Role::Excluded);
+  CHECK(f.run.restarts_used() == 2);
+
+  f.advance(30s);  // heartbeats all along; the cooldown is not over
+  CHECK(role_of(f.run, "b") == RunState::Role::Excluded);
+  CHECK(find<RestartMembers>(f.advance(30s)) == std::nullopt);  // over: b is a spare now
+  CHECK(role_of(f.run, "b") == RunState::Role::Spare);
+}
+
+TEST_CASE("a host the run cannot do without is kept until a spare can take its place",
+          "[unit][rendezvous][exclusion]") {
+  Fixture f(2, 2, 9);
+  f.join("a");
+  f.join("b");
+  for (int failures = 1; failures <= 2; ++failures) {
+    Actions seen = fail_b_and_rejoin(f);
+    CHECK(find<HostExcluded>(seen) == std::nullopt);  // only b could take b's place
+    std::optional<StartRound> start = find<StartRound>(seen);
+    REQUIRE(start);
+    CHECK(member_ids(*start) == std::vector<std::string>{"a", "b"});
+  }
+  f.join("s");
+  std::optional<HostExcluded> excluded = find<HostExcluded>(fail_b_and_rejoin(f));
+  REQUIRE(excluded);
+  CHECK(excluded->failures == 3);
+  CHECK(role_of(f.run, "b") == RunState::Role::Excluded);
+
+  Fixture single(1, 1, 9);  // one node: never excluded, never stalled
+  single.join("b");
+  for (int failures = 0; failures < 3; ++failures) {
+    Actions seen = single.run.worker_failed("b", failure(single.run.round()), single.now);
+    CHECK(find<HostExcluded>(seen) == std::nullopt);
+    single.join("b");
+    REQUIRE(find<StartRound>(single.advance(1s)));
+  }
+}
+
+TEST_CASE("an elastic run goes on without an excluded host and takes it back after the cooldown",
+          "[unit][rendezvous][exclusion]") {
+  Fixture f(1, 2, 9, 3s);
+  f.join("a");
+  f.join("b");
+  fail_b_and_rejoin(f);
+  Actions second = fail_b_and_rejoin(f);
+  std::optional<HostExcluded> excluded = find<HostExcluded>(second);
+  REQUIRE(excluded);
+  CHECK(excluded->text.find("; the run goes on without it") != std::string::npos);
+  std::optional<StartRound> without = find<StartRound>(second);
+  REQUIRE(without);
+  CHECK(member_ids(*without) == std::vector<std::string>{"a"});
+  CHECK(find<RestartMembers>(f.advance(2s)) == std::nullopt);
+  // The cooldown is over: b is back as a waiting node, and a scale-up takes it in.
+  std::optional<RestartMembers> scale_up = find<RestartMembers>(f.advance(1s));
+  REQUIRE(scale_up);
+  CHECK(scale_up->node_ids == std::vector<std::string>{"a"});
+  std::optional<StartRound> back = find<StartRound>(f.join("a"));
+  REQUIRE(back);
+  CHECK(member_ids(*back) == std::vector<std::string>{"a", "b"});
+
+  fail_b_and_rejoin(f);  // twice more: excluded again, for twice as long
+  std::optional<HostExcluded> again = find<HostExcluded>(fail_b_and_rejoin(f));
+  REQUIRE(again);
+  CHECK(again->cooldown == 6s);
+}
+
+TEST_CASE("a new node from an excluded host waits out the cooldown; limit 0 never excludes",
+          "[unit][rendezvous][exclusion]") {
+  Fixture f(1, 2, 9);
+  f.join("a");
+  f.join("b");
+  fail_b_and_rejoin(f);
+  REQUIRE(find<HostExcluded>(fail_b_and_rejoin(f)));
+  // b's agent is replaced by a new one on the same host: still excluded.
+  f.run.node_lost("b", "connection closed", f.now);
+  f.run.join(NodeInfo{"b2", "addr-b", 2, std::nullopt, -1, 0}, f.config, f.now);
+  CHECK(role_of(f.run, "b2") == RunState::Role::Excluded);
+
+  Fixture never(2, 2, 9);
+  never.config.host_failure_limit = 0;
+  RunState run("job", never.config, never.now);
+  run.join(never.node("a"), never.config, never.now);
+  run.join(never.node("b"), never.config, never.now);
+  TimePoint now = never.now;
+  for (int round = 0; round < 4; ++round) {
+    REQUIRE(run.round() == round);
+    CHECK(find<HostExcluded>(run.worker_failed("b", failure(round), now)) == std::nullopt);
+    now += 1s;  // past the backoff, within the heartbeat timeout
+    run.join(never.node("a"), never.config, now);
+    run.join(never.node("b"), never.config, now);
+  }
 }

@@ -1,0 +1,110 @@
+#include "agent/gpu_health.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+std::string gpu_name(const GpuState& gpu) {
+  return gpu.bus_id.empty() ? cat("GPU ", gpu.index)
+                            : cat("GPU ", gpu.index, " (", gpu.bus_id, ")");
+}
+
+// The node's GPUs in NVML's reading, in the order of `indices`; those missing are left out.
+std::vector<const GpuState*> node_gpus(const std::vector<GpuState>& gpus,
+                                       const std::vector<int>& indices) {
+  std::vector<const GpuState*> found;
+  for (int index : indices) {
+    if (index >= 0 && static_cast<size_t>(index) < gpus.size()) found.push_back(&gpus[index]);
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> gpus_still_held(const std::vector<GpuState>& gpus,
+                                         const std::vector<int>& indices,
+                                         const PreviousRoundTest& of_previous_round) {
+  std::vector<std::string> held;
+  for (const GpuState* gpu : node_gpus(gpus, indices)) {
+    for (pid_t pid : gpu->processes) {
+      if (of_previous_round(pid)) held.push_back(cat(gpu_name(*gpu), " held by pid ", pid));
+    }
+  }
+  return held;
+}
+
+std::string gpu_problem(const std::optional<std::vector<GpuState>>& gpus,
+                        const GpuHealthSettings& settings,
+                        const PreviousRoundTest& of_previous_round) {
+  if (!gpus) return "NVML no longer answers (the driver or a GPU has failed)";
+  std::vector<const GpuState*> mine = node_gpus(*gpus, settings.indices);
+  std::vector<std::string> problems;
+  if (mine.size() < settings.indices.size()) {
+    problems.push_back(cat("expected ", settings.indices.size(), " GPUs, NVML sees ", mine.size(),
+                           " of them (", gpus->size(), " in all)"));
+  }
+  std::vector<std::string> held = gpus_still_held(*gpus, settings.indices, of_previous_round);
+  if (!held.empty()) {
+    problems.push_back(cat("a process of the previous round still holds a GPU after the ",
+                           settings.reclaim_timeout.count() / 1000.0,
+                           " s --gpu-reclaim-timeout: ", join(held, ", ")));
+  }
+  for (const GpuState* gpu : mine) {
+    if (gpu->uncorrected_ecc > 0) {
+      problems.push_back(
+          cat(gpu_name(*gpu), " has ", gpu->uncorrected_ecc, " uncorrectable ECC error(s)"));
+    }
+    if (gpu->memory_repair_pending) {
+      problems.push_back(
+          cat(gpu_name(*gpu), " has a row remap or page retirement pending (it needs a reset)"));
+    }
+  }
+  return join(problems, "; ");
+}
+
+GpuHealthCheck::GpuHealthCheck(Clock& clock, GpuHealthSettings settings, Reader read_gpus)
+    : clock_(clock),
+      settings_(std::move(settings)),
+      read_gpus_(std::move(read_gpus)),
+      poll_timer_(clock.make_timer()) {}
+
+void GpuHealthCheck::run(std::vector<pid_t> previous_round, Done done) {
+  bool waiting = running();
+  done_ = std::move(done);
+  if (waiting) return;
+  previous_round_ = std::move(previous_round);
+  reclaim_deadline_ = clock_.now() + settings_.reclaim_timeout;
+  poll();
+}
+
+bool GpuHealthCheck::of_previous_round(pid_t pid) const {
+  auto listed = [this](pid_t candidate) {
+    return std::find(previous_round_.begin(), previous_round_.end(), candidate) !=
+           previous_round_.end();
+  };
+  if (listed(pid)) return true;
+  pid_t group = ::getpgid(pid);  // a worker's child: workers lead their own process groups
+  return group > 0 && listed(group);
+}
+
+void GpuHealthCheck::poll() {
+  std::optional<std::vector<GpuState>> gpus = read_gpus_();
+  auto test = [this](pid_t pid) { return of_previous_round(pid); };
+  if (gpus && clock_.now() < reclaim_deadline_ &&
+      !gpus_still_held(*gpus, settings_.indices, test).empty()) {
+    poll_timer_->start_after(kPollInterval, [this] { poll(); });
+    return;
+  }
+  Done report = std::move(done_);
+  done_ = nullptr;
+  report(gpu_problem(gpus, settings_, test));
+}
+
+}  // namespace cohort

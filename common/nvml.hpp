@@ -1,0 +1,37 @@
+// What NVML says about this machine's GPUs: how many, where they sit (PCI bus ids) and whether
+// each is well (the processes holding it, uncorrectable ECC errors, pending row remaps or page
+// retirements). NVML is loaded at run time with dlopen, so one binary runs on GPU and GPU-less
+// nodes; $COHORT_NVML_LIBRARY names another library, for tests and diagnostics. Each call loads,
+// initialises, asks and shuts NVML down again. Any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+/// Physical devices NVML reports; nullopt when NVML is missing or fails to initialise.
+std::optional<int> nvml_device_count();
+
+/// Each device's PCI bus id ("0000:07:00.0"), by NVML index; nullopt when NVML is missing or
+/// fails.
+std::optional<std::vector<std::string>> nvml_pci_bus_ids();
+
+/// One device's health, as far as this driver reports it (what it does not support reads as
+/// well).
+struct GpuState {
+  int index = 0;                 ///< NVML's
+  std::string bus_id;            ///< "0000:07:00.0"
+  std::vector<pid_t> processes;  ///< compute processes holding it
+  uint64_t uncorrected_ecc = 0;  ///< volatile uncorrectable ECC errors since the driver loaded
+  bool memory_repair_pending = false;  ///< a row remap or page retirement waits for a reset
+};
+
+/// Every device's state, by NVML index; nullopt when NVML is missing or fails.
+std::optional<std::vector<GpuState>> nvml_gpu_states();
+
+}  // namespace cohort

@@ -1,0 +1,42 @@
+// One request to a rendezvous daemon on a fresh control connection, as `cohort status` and
+// `cohort stop` make them: connect, read the daemon's challenge, send the request built from it
+// (its proof answers the challenge), read one answer. Blocking, with one deadline for the whole
+// exchange that a daemon dripping bytes cannot extend. Main thread.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "proto/control_messages.hpp"
+
+namespace cohort {
+
+struct ControlAnswer {
+  std::optional<proto::ControlMessage> message;  ///< the daemon's answer (maybe an Error)
+  int exit_code = 0;                             ///< without an answer: why, as an exit code
+  std::string problem;                           ///< without an answer: what went wrong
+};
+
+/// `endpoint` is host[:port] (29400 by default).
+ControlAnswer control_request(
+    const std::string& endpoint, int timeout_ms,
+    const std::function<proto::ControlMessage(const std::string& challenge)>& make_request);
+
+/// The answer as a T, or nullopt with `problem` saying why not ("refused: <the daemon's error>").
+template <typename T>
+std::optional<T> answer_as(ControlAnswer& answer, std::string& problem) {
+  if (answer.message) {
+    if (auto* typed = std::get_if<T>(&*answer.message)) return std::move(*typed);
+    if (auto* refusal = std::get_if<proto::Error>(&*answer.message)) {
+      problem = refusal->message;
+    } else {
+      problem = std::string("unexpected answer ") + proto::message_type(*answer.message);
+    }
+    return std::nullopt;
+  }
+  problem = answer.problem;
+  return std::nullopt;
+}
+
+}  // namespace cohort

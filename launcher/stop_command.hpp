@@ -1,0 +1,24 @@
+// `cohort stop --rdzv-endpoint H:P --rdzv-id ID [--reason TEXT]`: ends a run cleanly from
+// anywhere. The daemon tells every node to stop (each agent stops its workers with the grace
+// period and exits 130) and records run.stopped. Proves the daemon's or the run's token when
+// one is configured. Blocking; main thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace cohort {
+
+struct StopQuery {
+  std::string endpoint = "127.0.0.1:29400";
+  std::string run_id;
+  std::string reason;
+  std::string token_file;
+  std::string token;  ///< loaded from token_file, $COHORT_TOKEN or Slurm's job token
+  int timeout_ms = 5000;
+};
+
+void add_stop_flags(CLI::App& app, StopQuery& query);
+int run_stop_command(const StopQuery& query);
+
+}  // namespace cohort

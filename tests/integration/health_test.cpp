@@ -1,0 +1,221 @@
+// The health gate with real processes: a node whose --health-check fails is kept out (cohort
+// status says why) and the run goes on with the others; once its check passes it joins the next
+// round; a check that runs past its timeout is killed, whatever it started.
+#include <csignal>
+
+#include "common/event_log.hpp"
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+std::vector<std::string> health_flags(const std::string& check) {
+  return {"--nnodes",
+          "2:3",
+          "--nproc-per-node",
+          "1",
+          "--rdzv-id",
+          "health",
+          "--rdzv-conf",
+          "last_call_timeout=1,heartbeat_timeout=2,keep_alive_interval=0.2",
+          "--health-check",
+          check,
+          "--health-check-interval",
+          "0.3",
+          "--shutdown-timeout",
+          "2"};
+}
+
+}  // namespace
+
+TEST_CASE("a node whose health check fails is kept out, says why, and joins once it passes",
+          "[integration][health]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  std::string log = scratch.file("events.jsonl");
+  cluster.start_daemon("127.0.0.1", {"--event-log", log});
+  std::string healed = scratch.file("healed");
+  std::vector<std::string> worker{
+      "--dump-env", scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"), "--hang"};
+  auto a = cluster.node("127.0.0.2", health_flags("true"), worker);
+  auto b = cluster.node("127.0.0.3", health_flags("true"), worker);
+  auto sick =
+      cluster.node("127.0.0.4",
+                   health_flags("test -e " + healed +
+                                " || { echo 'GPU 3: uncorrectable ECC errors' >&2; exit 1; }"),
+                   worker);
+  // Round 0 forms with the two healthy nodes; the third is shown unhealthy, with its reason.
+  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 2; }, 20s));
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  const cohort::proto::StatusNode* shown = node_at(status, "127.0.0.4");
+  REQUIRE(shown);
+  CHECK(shown->state == "unhealthy");
+  CHECK(shown->reason ==
+        "the health check failed with exit code 1: GPU 3: uncorrectable ECC errors");
+  CHECK(load_env(scratch.file("env_0_0.json")).at("WORLD_SIZE") == "2");
+  CHECK(contains(sick->output(), "GPU 3: uncorrectable ECC errors; this node does not join"));
+  // Healed: it joins, and the run scales up to three nodes.
+  std::ofstream(healed) << "ok\n";
+  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 3; }, 20s));
+  CHECK(load_env(scratch.file("env_1_0.json")).at("WORLD_SIZE") == "3");
+  status = daemon_status(cluster.endpoint());
+  REQUIRE(node_at(status, "127.0.0.4"));
+  CHECK(node_at(status, "127.0.0.4")->state == "member");
+  for (auto* node : {a.get(), b.get(), sick.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), b.get(), sick.get()}) CHECK(node->wait(10s));
+  std::vector<std::string> names;
+  for (const auto& event : cohort::read_event_file(log)) names.push_back(event["event"]);
+  CHECK(std::count(names.begin(), names.end(), "node.unhealthy") == 1);
+  CHECK(std::count(names.begin(), names.end(), "node.healthy") == 1);
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a node that turns unhealthy after a restart is left out of the next round",
+          "[integration][health]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::string checked_once = scratch.file("checked_once");
+  std::vector<std::string> worker{"--dump-env",
+                                  scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
+                                  "--only-rank",
+                                  "0",
+                                  "--fail-first-n-runs",
+                                  "1",
+                                  scratch.file("failures"),
+                                  "--exit-code",
+                                  "3",
+                                  "--hang"};
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+  for (const std::string address : {"127.0.0.2", "127.0.0.3", "127.0.0.4"}) {
+    // 127.0.0.4 passes its first check only: it is healthy for round 0, sick after the restart.
+    std::string check = address == "127.0.0.4" ? "if [ -e " + checked_once +
+                                                     " ]; then exit 4; fi; touch " + checked_once
+                                               : "true";
+    std::vector<std::string> flags = health_flags(check);
+    flags.insert(flags.end(), {"--max-restarts", "2"});
+    nodes.push_back(cluster.node(address, flags, worker));
+  }
+  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 3; }, 20s));
+  // Rank 0's failure restarts every node; 127.0.0.4's next check fails.
+  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 2; }, 20s));
+  CHECK(load_env(scratch.file("env_1_0.json")).at("WORLD_SIZE") == "2");
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  const cohort::proto::StatusNode* shown = node_at(status, "127.0.0.4");
+  REQUIRE(shown);
+  CHECK(shown->state == "unhealthy");
+  CHECK(shown->reason == "the health check failed with exit code 4");
+  for (auto& node : nodes) node->signal(SIGTERM);
+  for (auto& node : nodes) CHECK(node->wait(10s));
+  CHECK(cluster.stop_daemon());
+}
+
+TEST_CASE(
+    "a health check past its timeout is killed with what it started, a node unhealthy for "
+    "the join timeout gives up, bad values are named",
+    "[integration][health]") {
+  Scratch scratch;
+  RunResult timed_out =
+      scratch.run({"--standalone", "--health-check", "sleep 60 & echo started; wait",
+                   "--health-check-timeout", "0.5", "--health-check-interval", "0.2", "--rdzv-conf",
+                   "join_timeout=2", "--no-python", "/bin/true"},
+                  {}, 30s);
+  CHECK(timed_out.status.shell_code() == 3);
+  CHECK(contains(timed_out.err, "the health check ran past its 0.5 s timeout: started"));
+  CHECK(contains(timed_out.err, "this node stayed unhealthy for the join timeout (2 s)"));
+  CHECK(scratch.nothing_left());
+  RunResult zero = scratch.run({"--standalone", "--health-check", "true", "--health-check-timeout",
+                                "0", "--no-python", "/bin/true"});
+  CHECK(zero.status.shell_code() == 2);
+  CHECK(contains(zero.err, "--health-check-timeout: expected a positive number of seconds"));
+  RunResult fast = scratch.run({"--standalone", "--health-check", "true", "--health-check-interval",
+                                "0.01", "--no-python", "/bin/true"});
+  CHECK(fast.status.shell_code() == 2);
+  CHECK(contains(fast.err, "--health-check-interval: expected at least 0.1 seconds"));
+  RunResult healthy =
+      scratch.run({"--standalone", "--health-check", "exit 0", "--no-python", "/bin/true"});
+  CHECK(healthy.status.shell_code() == 0);
+}
+
+namespace {
+
+// Two GPUs from the NVML test double; `state` is its state file (tests/helpers/fake_nvml.cpp).
+std::map<std::string, std::string> two_fake_gpus(const std::string& state) {
+  return {{"COHORT_NVML_LIBRARY", kFakeNvmlLibrary},
+          {"COHORT_FAKE_NVML_BUS_IDS", "0000:07:00.0,0000:0b:00.0"},
+          {"COHORT_FAKE_NVML_STATE", state}};
+}
+
+}  // namespace
+
+TEST_CASE("a GPU still held by the previous round's worker keeps the node out until released",
+          "[integration][health][gpu-health]") {
+  Scratch scratch;
+  std::string state = scratch.file("nvml_state");
+  std::string failed = scratch.file("failed_once");
+  // Round 0's worker "opens" GPU 0 (the double lists its pid) and fails; the driver keeps
+  // listing the dead pid until the test clears the state, as it does while it reclaims memory.
+  std::string worker = "if [ -e " + failed + " ]; then echo round-1-ran; exit 0; fi; touch " +
+                       failed + "; echo \"process 0 $$\" >> " + state + "; exit 3";
+  ChildOptions options = scratch.options(two_fake_gpus(state));
+  ChildProcess run(Scratch::cohort_argv({"--standalone", "--max-restarts", "1",
+                                         "--gpu-reclaim-timeout", "0.5", "--health-check-interval",
+                                         "0.2", "--no-python", "/bin/sh", "-c", worker}),
+                   options);
+  REQUIRE(wait_until([&] { return contains(run.output(), "--gpu-reclaim-timeout: GPU 0"); }, 20s));
+  std::string said = run.output();
+  CHECK(contains(said,
+                 "a process of the previous round still holds a GPU after the 0.5 s "
+                 "--gpu-reclaim-timeout: GPU 0 (0000:07:00.0) held by pid "));
+  CHECK(contains(said, "this node does not join a round until a check passes"));
+  CHECK_FALSE(contains(said, "round-1-ran"));
+  std::ofstream(state, std::ios::trunc).flush();  // released
+  std::optional<cohort::ExitStatus> status = run.wait(20s);
+  INFO(run.output());
+  REQUIRE(status);
+  CHECK(status->shell_code() == 0);
+  CHECK(contains(run.output(), "the health check passed: this node joins the next round"));
+  CHECK(contains(run.output(), "round-1-ran"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a GPU gone from NVML or with uncorrectable ECC errors makes the node unhealthy",
+          "[integration][health][gpu-health]") {
+  Scratch scratch;
+  std::string state = scratch.file("nvml_state");
+  // Round 0's worker breaks the machine: GPU 1 falls off the bus, GPU 0 reports ECC errors.
+  std::string worker = "printf 'bus_ids 0000:07:00.0\\necc 0 2\\n' > " + state + "; exit 3";
+  RunResult sick =
+      scratch.run({"--standalone", "--max-restarts", "1", "--health-check-interval", "0.2",
+                   "--rdzv-conf", "join_timeout=2", "--no-python", "/bin/sh", "-c", worker},
+                  two_fake_gpus(state), 30s);
+  INFO(sick.err);
+  CHECK(sick.status.shell_code() == 3);
+  CHECK(contains(sick.err,
+                 "expected 2 GPUs, NVML sees 1 of them (1 in all); GPU 0 (0000:07:00.0) has 2 "
+                 "uncorrectable ECC error(s)"));
+  CHECK(contains(sick.err, "this node stayed unhealthy for the join timeout (2 s)"));
+
+  // Errors on a GPU outside CUDA_VISIBLE_DEVICES are not this run's concern; a pending row remap
+  // on one of its own is.
+  std::ofstream(state) << "ecc 0 5\n";
+  std::map<std::string, std::string> only_gpu_1 = two_fake_gpus(state);
+  only_gpu_1["CUDA_VISIBLE_DEVICES"] = "1";
+  RunResult other = scratch.run({"--standalone", "--no-python", "/bin/true"}, only_gpu_1);
+  CHECK(other.status.shell_code() == 0);
+  std::ofstream(state) << "remap_pending 1\n";
+  RunResult remap = scratch.run({"--standalone", "--rdzv-conf", "join_timeout=1",
+                                 "--health-check-interval", "0.2", "--no-python", "/bin/true"},
+                                only_gpu_1);
+  CHECK(remap.status.shell_code() == 3);
+  CHECK(contains(remap.err,
+                 "GPU 1 (0000:0b:00.0) has a row remap or page retirement pending (it needs a "
+                 "reset)"));
+  RunResult bad =
+      scratch.run({"--standalone", "--gpu-reclaim-timeout", "1e12", "--no-python", "/bin/true"});
+  CHECK(bad.status.shell_code() == 2);
+  CHECK(contains(bad.err, "--gpu-reclaim-timeout: expected seconds from 0 to a year"));
+  CHECK(scratch.nothing_left());
+}

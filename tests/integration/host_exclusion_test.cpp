@@ -1,0 +1,92 @@
+// Bad hosts excluded, with real agents: under --nnodes 2:2 with a spare, the host whose workers
+// are the root cause of two failures sits out its cooldown, the spare takes its place in the
+// same restart, and every node's log, cohort status and the event log say so.
+#include <csignal>
+
+#include "common/event_log.hpp"
+#include "tests/integration/multinode_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+std::vector<std::string> exclusion_flags() {
+  return {"--nnodes",           "2:2",
+          "--nproc-per-node",   "1",
+          "--rdzv-id",          "exclusion",
+          "--max-restarts",     "5",
+          "--rdzv-conf",        "last_call_timeout=1,heartbeat_timeout=2,keep_alive_interval=0.2",
+          "--shutdown-timeout", "2"};
+}
+
+std::string state_of(const cohort::proto::StatusReply& status, const std::string& address) {
+  const cohort::proto::StatusNode* node = node_at(status, address);
+  return node ? node->state : "";
+}
+
+}  // namespace
+
+TEST_CASE("a host that is the root cause twice is excluded and a spare takes its place",
+          "[integration][exclusion]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  std::string log = scratch.file("events.jsonl");
+  cluster.start_daemon("127.0.0.1", {"--event-log", log});
+  std::vector<std::string> healthy{
+      "--dump-env", scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"), "--hang"};
+  std::string go = scratch.file("go");
+  // 127.0.0.3's worker fails in every round it gets, once the test says go.
+  std::vector<std::string> flags = exclusion_flags();
+  auto a = cluster.node("127.0.0.2", flags, healthy);
+  auto sick = cluster.node_running(
+      "127.0.0.3", flags,
+      {"/bin/sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 3"});
+  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 1; }, 20s));
+  auto spare = cluster.node("127.0.0.4", flags, healthy);
+  REQUIRE(wait_until(
+      [&] { return state_of(daemon_status(cluster.endpoint()), "127.0.0.4") == "spare"; }, 20s));
+
+  std::ofstream(go) << "go\n";
+  REQUIRE(wait_until([&] { return cluster.files("env_2_").size() >= 2; }, 30s));
+  // Round 1 kept 127.0.0.3 (one failure is not enough); round 2 has the spare in its place.
+  CHECK(load_env(scratch.file("env_2_0.json")).at("WORLD_SIZE") == "2");
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  CHECK(state_of(status, "127.0.0.3") == "excluded");
+  CHECK(state_of(status, "127.0.0.4") == "member");
+  CHECK(state_of(status, "127.0.0.2") == "member");
+  CHECK(status.runs[0].restarts_used == 2);
+  const std::string notice =
+      "host 127.0.0.3 is excluded for 60 s: the root cause of 2 failures (--host-failure-limit "
+      "2); a spare takes its place";
+  for (auto* node : {a.get(), sick.get(), spare.get()}) {
+    INFO(node->output());
+    CHECK(wait_until([&] { return contains(node->output(), notice); }, 5s));
+  }
+  CHECK(contains(cluster.daemon().output(), notice));
+
+  for (auto* node : {a.get(), sick.get(), spare.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), sick.get(), spare.get()}) CHECK(node->wait(10s));
+  CHECK(cluster.stop_daemon());
+  std::vector<nlohmann::json> excluded;
+  for (const auto& event : cohort::read_event_file(log)) {
+    if (event["event"] == "host.excluded") excluded.push_back(event);
+  }
+  REQUIRE(excluded.size() == 1);
+  CHECK(excluded[0]["host"] == "127.0.0.3");
+  CHECK(excluded[0]["failures"] == 2);
+  CHECK(excluded[0]["cooldown_ms"] == 60000);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("the flags --host-failure-limit and --host-exclusion-cooldown are checked",
+          "[integration][exclusion]") {
+  Scratch scratch;
+  RunResult limit =
+      scratch.run({"--standalone", "--host-failure-limit", "-1", "--no-python", "/bin/true"});
+  CHECK(limit.status.shell_code() == 2);
+  CHECK(contains(limit.err, "--host-failure-limit: expected 0 (never exclude) to 1000000"));
+  RunResult cooldown =
+      scratch.run({"--standalone", "--host-exclusion-cooldown", "0", "--no-python", "/bin/true"});
+  CHECK(cooldown.status.shell_code() == 2);
+  CHECK(contains(cooldown.err, "--host-exclusion-cooldown: expected positive seconds"));
+}

@@ -1,0 +1,134 @@
+// cohortd's HTTP port against hostile clients, with real sockets: silent connections from one
+// address cannot take every slot, oversized headers, a body, garbage and a request trickled a
+// byte at a time are closed (the trickle at the request deadline, not later), thousands of
+// quick connects are absorbed; afterwards the daemon still answers /metrics and `cohort status`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "tests/integration/http_support.hpp"
+
+using namespace cohort::test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A TCP connection from `source` (a loopback address) to 127.0.0.1:`port`; closed with the guard.
+class Connection {
+ public:
+  Connection(const std::string& source, int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  }
+  ~Connection() { ::close(fd_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void send(const std::string& bytes) const {
+    (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  /// Reads until the server closes; false if it is still open after `limit`. `got`: the bytes.
+  bool closed_within(std::chrono::milliseconds limit, std::string* got = nullptr) const {
+    auto deadline = Clock::now() + limit;
+    char buffer[4096];
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd ready{fd_, POLLIN, 0};
+      if (::poll(&ready, 1, static_cast<int>(left.count())) <= 0) continue;
+      ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) return true;  // EOF or reset
+      if (got) got->append(buffer, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+int port_of(const std::string& url) { return std::atoi(url.substr(url.rfind(':') + 1).c_str()); }
+
+}  // namespace
+
+TEST_CASE("cohortd's HTTP port against hostile clients: nothing held, nothing crashes",
+          "[integration][http][hostile]") {
+  Scratch scratch;
+  HttpCluster http(scratch);
+  int port = port_of(http.url(""));
+
+  // Eight silent connections from one address are all it may hold: a ninth is closed at once,
+  // and /metrics from another address still answers.
+  std::vector<std::unique_ptr<Connection>> silent;
+  for (int i = 0; i < 8; ++i) silent.push_back(std::make_unique<Connection>("127.0.0.2", port));
+  Connection ninth("127.0.0.2", port);
+  CHECK(ninth.closed_within(2s));
+  CHECK_FALSE(silent.back()->closed_within(200ms));
+  auto asked = Clock::now();
+  CHECK(http_status(http_get(http.url("/metrics"))) == 200);
+  CHECK(Clock::now() - asked < 5s);  // answered, not after the held ones' 10 s deadline
+
+  // A request trickled a byte every 400 ms is closed at the 10 s deadline from its connect.
+  auto trickle_started = Clock::now();
+  std::thread trickle([&] {
+    Connection slow("127.0.0.3", port);
+    std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Long: ";
+    for (size_t i = 0; i < 60; ++i) {
+      slow.send(std::string(1, i < request.size() ? request[i] : 'a'));
+      std::string got;
+      if (slow.closed_within(400ms, &got)) {
+        CHECK(got.find("200 OK") == std::string::npos);
+        return;
+      }
+    }
+    FAIL("a trickled request was not closed within 24 s");
+  });
+
+  // Headers over 8 KiB, a body, garbage: closed (or refused), never answered 200.
+  struct Hostile {
+    const char* what;
+    std::string bytes;
+  };
+  std::vector<Hostile> hostile{
+      {"oversized headers",
+       "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(9000, 'a') + "\r\n\r\n"},
+      {"a POST with a body", "POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"},
+      {"a GET with a body",
+       "GET /metrics HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(1000, 'b')},
+      {"garbage", std::string(4096, '\x17') + "\r\n\r\n"},
+      {"a request line of 100 KiB", "GET /" + std::string(100000, 'p') + " HTTP/1.1\r\n\r\n"},
+      {"HTTP/0.9", "GET /metrics\r\n\r\n"},
+  };
+  for (const Hostile& each : hostile) {
+    INFO(each.what);
+    Connection connection("127.0.0.4", port);
+    connection.send(each.bytes);
+    std::string got;
+    CHECK(connection.closed_within(5s, &got));
+    CHECK(got.find("200 OK") == std::string::npos);
+  }
+
+  // Thousands of connects that say nothing and leave at once.
+  for (int i = 0; i < 3000; ++i) Connection("127.0.0.5", port);
+
+  trickle.join();
+  CHECK(Clock::now() - trickle_started < 20s);
+  silent.clear();
+
+  // Still serving: /metrics, and the rendezvous itself.
+  CHECK(http_status(http_get(http.url("/metrics"))) == 200);
+  CHECK(daemon_status(http.cluster().endpoint()).runs.empty());
+  CHECK(http.cluster().stop_daemon());
+}
