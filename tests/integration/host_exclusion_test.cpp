@@ -1,6 +1,8 @@
-// Bad hosts excluded, with real agents: under --nnodes 2:2 with a spare, the host whose workers
-// are the root cause of two failures sits out its cooldown, the spare takes its place in the
-// same restart, and every node's log, cohort status and the event log say so.
+// Spares and bad hosts, with real agents under --nnodes 2:2: a spare that joins while the members
+// restart neither fails the job nor takes a survivor's place (NVIDIA/nvidia-resiliency-ext#348);
+// the host whose workers are the root cause of two failures sits out its cooldown, the spare
+// takes its place in the same restart, and every node's log, cohort status and the event log say
+// so.
 #include <csignal>
 
 #include "common/event_log.hpp"
@@ -10,13 +12,21 @@ using namespace cohort::test;
 
 namespace {
 
-std::vector<std::string> exclusion_flags() {
-  return {"--nnodes",           "2:2",
-          "--nproc-per-node",   "1",
-          "--rdzv-id",          "exclusion",
-          "--max-restarts",     "5",
-          "--rdzv-conf",        "last_call_timeout=1,heartbeat_timeout=2,keep_alive_interval=0.2",
-          "--shutdown-timeout", "2"};
+// --nnodes 2:2, one worker each; `last_call` and `shutdown` in seconds.
+std::vector<std::string> exclusion_flags(const std::string& last_call = "1",
+                                         const std::string& shutdown = "2") {
+  return {"--nnodes",
+          "2:2",
+          "--nproc-per-node",
+          "1",
+          "--rdzv-id",
+          "exclusion",
+          "--max-restarts",
+          "5",
+          "--rdzv-conf",
+          "last_call_timeout=" + last_call + ",heartbeat_timeout=2,keep_alive_interval=0.2",
+          "--shutdown-timeout",
+          shutdown};
 }
 
 std::string state_of(const cohort::proto::StatusReply& status, const std::string& address) {
@@ -75,6 +85,40 @@ TEST_CASE("a host that is the root cause twice is excluded and a spare takes its
   CHECK(excluded[0]["host"] == "127.0.0.3");
   CHECK(excluded[0]["failures"] == 2);
   CHECK(excluded[0]["cooldown_ms"] == 60000);
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a spare joining while the members restart neither fails the job nor takes a place",
+          "[integration][spare]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  // 127.0.0.3's workers ignore SIGTERM: they stop only at the 3 s shutdown timeout, within the
+  // last call (which bounds how long a round waits for its survivors).
+  std::vector<std::string> flags = exclusion_flags("8", "3");
+  std::string env = scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json");
+  // Rank 0 (127.0.0.2) fails once; 127.0.0.3's worker takes the whole shutdown timeout to stop.
+  auto a = cluster.node("127.0.0.2", flags,
+                        {"--dump-env", env, "--only-rank", "0", "--fail-first-n-runs", "1",
+                         scratch.file("failures"), "--exit-code", "3", "--hang"});
+  auto slow = cluster.node("127.0.0.3", flags, {"--dump-env", env, "--ignore-sigterm", "--hang"});
+  REQUIRE(wait_until([&] { return contains(a->output(), "restarting the workers"); }, 20s));
+  auto spare = cluster.node("127.0.0.4", flags, {"--dump-env", env, "--hang"});
+  REQUIRE(wait_until(
+      [&] { return state_of(daemon_status(cluster.endpoint()), "127.0.0.4") == "joining"; }, 5s));
+  CHECK(state_of(daemon_status(cluster.endpoint()), "127.0.0.3") == "restarting");
+
+  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 2; }, 20s));
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  REQUIRE(status.runs.size() == 1);
+  CHECK(status.runs[0].phase == "running");
+  CHECK(status.runs[0].round == 1);
+  CHECK(state_of(status, "127.0.0.2") == "member");
+  CHECK(state_of(status, "127.0.0.3") == "member");
+  CHECK(state_of(status, "127.0.0.4") == "spare");
+  for (auto* node : {a.get(), slow.get(), spare.get()}) node->signal(SIGTERM);
+  for (auto* node : {a.get(), slow.get(), spare.get()}) CHECK(node->wait(15s));
+  CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
 }
 
