@@ -640,7 +640,7 @@ TEST_CASE("an elastic run goes on without an excluded host and takes it back aft
   CHECK(again->cooldown == 6s);
 }
 
-TEST_CASE("a new node from an excluded host waits out the cooldown; limit 0 never excludes",
+TEST_CASE("a new node from an excluded host waits out the cooldown, and limit 0 never excludes",
           "[unit][rendezvous][exclusion]") {
   Fixture f(1, 2, 9);
   f.join("a");
