@@ -80,20 +80,29 @@ std::vector<std::string> RunProgress::find_stragglers(NodeRanks& node, double fa
   return lines;
 }
 
-std::string RunProgress::silent_root_cause(TimePoint now) const {
-  const NodeRanks* root_node = nullptr;
-  size_t root_local = 0;
+std::optional<RunProgress::RankPlace> RunProgress::earliest_silent() const {
+  std::optional<RankPlace> earliest;
   for (const auto& [id, node] : nodes_) {
     for (size_t local = 0; local < node.ranks.size(); ++local) {
       const auto& signal = node.ranks[local].last_signal;
       if (!signal) continue;
-      if (!root_node || *signal < *root_node->ranks[root_local].last_signal) {
-        root_node = &node;
-        root_local = local;
-      }
+      if (!earliest || *signal < *earliest->node->ranks[earliest->local_rank].last_signal)
+        earliest = RankPlace{&id, &node, local};
     }
   }
-  if (!root_node) return {};
+  return earliest;
+}
+
+std::string RunProgress::silent_root_node() const {
+  std::optional<RankPlace> earliest = earliest_silent();
+  return earliest ? *earliest->node_id : std::string();
+}
+
+std::string RunProgress::silent_root_cause(TimePoint now) const {
+  std::optional<RankPlace> earliest = earliest_silent();
+  if (!earliest) return {};
+  const NodeRanks* root_node = earliest->node;
+  size_t root_local = earliest->local_rank;
   // Waiting: silent for a quarter of the hang timeout or more; the others still made progress.
   Ms waiting_after = hang_timeout_ / 4;
   int waited = 0, progressing = 0;

@@ -61,6 +61,8 @@ class RunProgress {
   /// "rank 13 on node-b (10.0.0.3) stopped making progress at step 4120; 31 ranks waited on it":
   /// the rank whose last sign of life is the earliest of the round; empty when none reported.
   std::string silent_root_cause(TimePoint now) const;
+  /// The node id of that rank's node; empty when none reported.
+  std::string silent_root_node() const;
   /// The median of every rank's step time; nullopt when none reported one.
   std::optional<Ms> median_step_time() const;
   /// The ranks with the longest step times, slowest first.
@@ -81,6 +83,14 @@ class RunProgress {
     std::vector<Rank> ranks;  ///< by local rank
   };
 
+  struct RankPlace {
+    const std::string* node_id;
+    const NodeRanks* node;
+    size_t local_rank;
+  };
+
+  /// The rank whose last sign of life is the earliest of the round.
+  std::optional<RankPlace> earliest_silent() const;
   static std::string node_name(const NodeRanks& node);
   std::vector<std::string> find_stragglers(NodeRanks& node, double factor, TimePoint now);
 

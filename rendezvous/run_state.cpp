@@ -157,12 +157,15 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
   std::string reason =
       cat("worker rank ", report.rank, " on ", report.host, " failed with ", report.description);
   FailureReport named = report;
+  std::string culprit = found->second.info.address;  // the host the failure counts against
   if (std::string root = hang_root_cause(now); !root.empty()) {
     reason = cat(root, " (", reason, ")");
     named.summary += "root cause across nodes: " + root + "\n";
+    auto root_node = nodes_.find(progress_.silent_root_node());
+    if (root_node != nodes_.end()) culprit = root_node->second.info.address;
   }
   if (Actions stop = spend_restart(named, reason, now); !stop.empty()) return stop;
-  Actions actions = exclude_host(found->second.info.address, now);
+  Actions actions = exclude_host(culprit, now);
   Actions restart = restart_members(
       cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"), now);
   actions.insert(actions.end(), restart.begin(), restart.end());

@@ -170,3 +170,21 @@ TEST_CASE("a straggler is named once it stays slower than the factor for the win
   f.now += 10s;
   CHECK(announced(f.report("b", {10, 10}, {5, 4}, {100, 200})));
 }
+
+TEST_CASE("a hang counts against the host of the rank that went silent first",
+          "[unit][rendezvous][hang][exclusion]") {
+  TimePoint now = TimePoint(std::chrono::hours(1));
+  RunConfig config{2, 2, 3, 1000ms, 10000ms, 3000ms, /*host_failure_limit=*/1, 60s};
+  RunState run("job", config, now);
+  run.join(NodeInfo{"a", "127.0.0.2", 1, std::nullopt, -1, 0}, config, now);
+  run.join(NodeInfo{"b", "127.0.0.3", 1, std::nullopt, -1, 0}, config, now);
+  run.join(NodeInfo{"s", "127.0.0.4", 1, std::nullopt, -1, 0}, config, now);  // a spare
+  // b's rank went silent first; a is the node that declares the hang and reports the failure.
+  run.progress("b", ProgressReport{0, false, 2000ms, 150, "node-b", {{0, 3000ms, 7, {}}}}, now);
+  run.progress("a", ProgressReport{0, true, 2000ms, 150, "node-a", {{0, 2100ms, 9, {}}}}, now);
+  Actions actions = run.worker_failed(
+      "a", FailureReport{0, 0, 0, 134, "signal 6 (SIGABRT)", "node-a", "SUM\n"}, now);
+  std::optional<HostExcluded> excluded = find<HostExcluded>(actions);
+  REQUIRE(excluded);
+  CHECK(excluded->host == "127.0.0.3");
+}
