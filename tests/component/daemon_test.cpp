@@ -280,6 +280,24 @@ TEST_CASE("malformed frames close only their own connection", "[component][daemo
   good.expect<proto::HeartbeatAck>();
 }
 
+TEST_CASE("a node that sends the daemon's own messages is closed, the run goes on",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client good(d.daemon.port());
+  good.hello("job", "good", 3);  // three nodes: no round forms to answer first
+  for (const proto::ControlMessage& message : std::vector<proto::ControlMessage>{
+           proto::Notice{"host 10.0.0.9 is excluded"}, proto::Restart{"go"}}) {
+    Client rogue(d.daemon.port());
+    rogue.hello("job", "rogue", 3);
+    rogue.send(message);
+    CHECK(rogue.expect<proto::Error>().message ==
+          std::string("unexpected message ") + proto::message_type(message));
+    CHECK(rogue.closed_by_daemon());
+  }
+  good.send(proto::Heartbeat{});
+  good.expect<proto::HeartbeatAck>();
+}
+
 TEST_CASE("a frame of deeply nested arrays closes only its own connection", "[component][daemon]") {
   DaemonThread d;
   Client good(d.daemon.port());

@@ -196,7 +196,11 @@ TEST_CASE("numbers the daemon computes with are bounded", "[unit][proto]") {
                                                         {"max_nodes", "100001"},
                                                         {"max_restarts", "-1"},
                                                         {"heartbeat_timeout_ms", "-5"},
-                                                        {"last_call_ms", "31536000001"}}) {
+                                                        {"last_call_ms", "31536000001"},
+                                                        {"host_failure_limit", "-1"},
+                                                        {"host_failure_limit", "2147483647"},
+                                                        {"host_cooldown_ms", "-1"},
+                                                        {"host_cooldown_ms", "31536000001"}}) {
     INFO(field << " = " << value);
     error.clear();
     CHECK_FALSE(decode_message(hello_with(field, value), error));
