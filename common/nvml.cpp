@@ -35,7 +35,7 @@ struct NvmlProcessInfo {
 
 using Device = void*;
 
-// NVML loaded and initialised for the length of one question; shut down and closed after.
+// NVML loaded and initialised; shut down and closed when the process exits (session()).
 class NvmlSession {
  public:
   NvmlSession() {
@@ -133,12 +133,17 @@ class NvmlSession {
   bool ready_ = false;
 };
 
+const NvmlSession& session() {
+  static const NvmlSession nvml;
+  return nvml;
+}
+
 }  // namespace
 
-std::optional<int> nvml_device_count() { return NvmlSession().device_count(); }
+std::optional<int> nvml_device_count() { return session().device_count(); }
 
 std::optional<std::vector<std::string>> nvml_pci_bus_ids() {
-  NvmlSession nvml;
+  const NvmlSession& nvml = session();
   std::optional<int> count = nvml.device_count();
   if (!count) return std::nullopt;
   std::vector<std::string> bus_ids;
@@ -152,7 +157,7 @@ std::optional<std::vector<std::string>> nvml_pci_bus_ids() {
 }
 
 std::optional<std::vector<GpuState>> nvml_gpu_states() {
-  NvmlSession nvml;
+  const NvmlSession& nvml = session();
   std::optional<int> count = nvml.device_count();
   if (!count) return std::nullopt;
   std::vector<GpuState> states;

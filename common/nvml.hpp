@@ -1,8 +1,9 @@
 // What NVML says about this machine's GPUs: how many, where they sit (PCI bus ids) and whether
 // each is well (the processes holding it, uncorrectable ECC errors, pending row remaps or page
 // retirements). NVML is loaded at run time with dlopen, so one binary runs on GPU and GPU-less
-// nodes; $COHORT_NVML_LIBRARY names another library, for tests and diagnostics. Each call loads,
-// initialises, asks and shuts NVML down again. Any thread.
+// nodes; $COHORT_NVML_LIBRARY names another library, for tests and diagnostics. It is loaded and
+// initialised once per process, at the first question (nvmlInit opens every device: the slow
+// part), and shut down at exit. Any thread.
 #pragma once
 
 #include <sys/types.h>

@@ -6,7 +6,8 @@
 //   process INDEX PID                   (a compute process holding GPU INDEX)
 //   ecc INDEX COUNT                     (volatile uncorrectable ECC errors)
 //   remap_pending INDEX                 (a row remap waiting for a reset)
-//   init_fails                          (nvmlInit_v2 fails, as with a driver gone bad)
+//   init_fails                          (nvmlInit_v2 fails: no usable driver; cohort
+//                                       initialises NVML once per process)
 // Only the calls cohort makes are exported.
 #include <cstdint>
 #include <cstdio>
