@@ -104,6 +104,7 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
     add_node(std::move(node));
   }
   if (excluded) {  // a restarting member may have been the last one the round waited for
+    note_exclusion_end(*exclusions_.excluded_until(info.address));
     Actions closing = phase_ == Phase::Forming ? try_close(now, Report::Nobody) : Actions();
     actions.insert(actions.end(), closing.begin(), closing.end());
     return actions;
@@ -183,6 +184,7 @@ Actions RunState::exclude_host(const std::string& host, TimePoint now) {
   std::optional<Exclusion> exclusion =
       exclusions_.failed(host, now, /*can_spare=*/others >= config_.min_nodes);
   if (!exclusion) return {};
+  note_exclusion_end(exclusion->until);
   for (auto& [id, node] : nodes_) {
     if (node.info.address == host && node.role != Role::Member && node.role != Role::Stopping)
       set_role(node, Role::Excluded);
@@ -196,11 +198,17 @@ Actions RunState::exclude_host(const std::string& host, TimePoint now) {
 }
 
 // Nodes whose host's cooldown is over take part again: in the round being formed, or as a
-// waiting node or a spare of the running one.
+// waiting node or a spare of the running one. Runs when the earliest cooldown ends, and finds the
+// next one.
 Actions RunState::end_exclusions(TimePoint now) {
   bool readmitted = false;
+  exclusions_end_.reset();
   for (auto& [id, node] : nodes_) {
-    if (node.role != Role::Excluded || exclusions_.excluded(node.info.address, now)) continue;
+    if (node.role != Role::Excluded) continue;
+    if (exclusions_.excluded(node.info.address, now)) {
+      note_exclusion_end(*exclusions_.excluded_until(node.info.address));
+      continue;
+    }
     readmitted = true;
     if (phase_ != Phase::Running) {
       set_role(node, Role::Pending);
@@ -219,15 +227,8 @@ Actions RunState::end_exclusions(TimePoint now) {
   return {};
 }
 
-// The earliest end of an excluded node's cooldown.
-std::optional<TimePoint> RunState::exclusions_end() const {
-  std::optional<TimePoint> earliest;
-  for (const auto& [id, node] : nodes_) {
-    if (node.role != Role::Excluded) continue;
-    std::optional<TimePoint> until = exclusions_.excluded_until(node.info.address);
-    if (until && (!earliest || *until < *earliest)) earliest = until;
-  }
-  return earliest;
+void RunState::note_exclusion_end(TimePoint end) {
+  if (!exclusions_end_ || end < *exclusions_end_) exclusions_end_ = end;
 }
 
 // Counts a worker failure against the budget: nothing when a restart may follow (after the
@@ -295,7 +296,7 @@ Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoin
 Actions RunState::tick(TimePoint now) {
   Actions actions = expire_heartbeats(now);
   auto add = [&](Actions more) { actions.insert(actions.end(), more.begin(), more.end()); };
-  if (count(Role::Excluded) > 0) add(end_exclusions(now));
+  if (exclusions_end_ && now >= *exclusions_end_) add(end_exclusions(now));
   if (phase_ == Phase::Forming) {
     int pending = count(Role::Pending) + count(Role::Stopping);
     if (pending < config_.min_nodes && now >= forming_since_ + config_.join_timeout) {
@@ -347,9 +348,7 @@ std::optional<TimePoint> RunState::next_deadline() const {
     if (not_before_ > forming_since_) consider(not_before_);
   }
   if (phase_ == Phase::Running && scale_up_deadline_) consider(*scale_up_deadline_);
-  if (count(Role::Excluded) > 0) {
-    if (std::optional<TimePoint> end = exclusions_end()) consider(*end);
-  }
+  if (exclusions_end_) consider(*exclusions_end_);
   return next;
 }
 

@@ -102,7 +102,7 @@ class RunState {
   Actions expire_heartbeats(TimePoint now);
   Actions exclude_host(const std::string& host, TimePoint now);
   Actions end_exclusions(TimePoint now);
-  std::optional<TimePoint> exclusions_end() const;
+  void note_exclusion_end(TimePoint end);
   std::string hang_root_cause(TimePoint now) const;
   Actions report_to(const std::string* cause, TimePoint now) const;
   std::vector<Node*> ordered_pending();
@@ -134,6 +134,7 @@ class RunState {
   CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end
   RunProgress progress_;  ///< the current round's workers, as the members report them
   HostExclusions exclusions_;
+  std::optional<TimePoint> exclusions_end_;  ///< the earliest end of an excluded node's cooldown
 };
 
 /// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.
