@@ -155,9 +155,7 @@ std::string compress_hostlist(const std::vector<std::string>& hosts) {
     }
     out.push_back(group.prefix + "[" + ranges + "]" + group.suffix);
   }
-  std::string text;
-  for (const auto& item : out) text += (text.empty() ? "" : ",") + item;
-  return text;
+  return join(out, ",");
 }
 
 }  // namespace cohort

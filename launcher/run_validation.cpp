@@ -327,9 +327,9 @@ void parse_gpu_health(const RunOptions& options, const RunEnvironment& machine, 
   int physical = machine.gpu_count();
   if (physical <= 0) return;
   std::optional<std::string> visible = machine.var("CUDA_VISIBLE_DEVICES");
-  config.gpu_health.indices =
-      visible_gpu_indices(physical, visible ? visible->c_str() : nullptr)
-          .value_or(visible_gpu_indices(physical, nullptr).value_or(std::vector<int>()));
+  auto indices = visible_gpu_indices(physical, visible ? visible->c_str() : nullptr);
+  if (!indices) indices = visible_gpu_indices(physical, nullptr);  // by UUID: every GPU
+  config.gpu_health.indices = *indices;
 }
 
 void parse_straggler_factor(const RunOptions& options, AgentConfig& config, Problems& problems) {
