@@ -28,6 +28,15 @@ struct Fixture {
     for (const auto& view : run.nodes()) run.heartbeat(view.info.node_id, now);
     return run.tick(now);
   }
+  /// Advances 200 ms at a time until a round runs, at most `steps` times; every action seen.
+  Actions advance_until_running(int steps = 50) {
+    Actions seen;
+    for (int i = 0; i < steps && run.phase() != RunState::Phase::Running; ++i) {
+      Actions more = advance(200ms);
+      seen.insert(seen.end(), more.begin(), more.end());
+    }
+    return seen;
+  }
 };
 
 // A copy of the first action of type T (a copy, so that it outlives a temporary list).
@@ -471,9 +480,7 @@ TEST_CASE("a spare joining during a restart does not fail the run, whenever it a
       keep(f.join(id));
       keep(f.advance(100ms));
     }
-    for (int i = 0; i < 50 && f.run.phase() != RunState::Phase::Running; ++i) {
-      keep(f.advance(200ms));
-    }
+    keep(f.advance_until_running());
     CHECK(find<StopRun>(seen) == std::nullopt);
     CHECK(find<DropNode>(seen) == std::nullopt);
     std::optional<StartRound> start = find<StartRound>(seen);
@@ -496,10 +503,8 @@ TEST_CASE("a survivor lost during a restart is replaced by a spare in the same r
   Actions seen = f.join("a");
   Actions lost = f.run.node_lost("b", "connection closed", f.now);
   seen.insert(seen.end(), lost.begin(), lost.end());
-  for (int i = 0; i < 50 && f.run.phase() != RunState::Phase::Running; ++i) {
-    Actions more = f.advance(200ms);
-    seen.insert(seen.end(), more.begin(), more.end());
-  }
+  Actions more = f.advance_until_running();
+  seen.insert(seen.end(), more.begin(), more.end());
   CHECK(find<StopRun>(seen) == std::nullopt);
   std::optional<StartRound> start = find<StartRound>(seen);
   REQUIRE(start);
@@ -514,11 +519,7 @@ TEST_CASE("a member still stopping keeps its place for the last call, not longer
   f.join("s");
   REQUIRE(find<RestartMembers>(f.run.worker_failed("a", failure(0), f.now)));
   CHECK(find<StartRound>(f.join("a")) == std::nullopt);  // s is ready too, but b is stopping
-  Actions seen;
-  for (int i = 0; i < 10 && f.run.phase() != RunState::Phase::Running; ++i) {
-    Actions more = f.advance(200ms);
-    seen.insert(seen.end(), more.begin(), more.end());
-  }
+  Actions seen = f.advance_until_running(10);
   std::optional<StartRound> start = find<StartRound>(seen);
   REQUIRE(start);  // b never came back within the last call: the spare takes its place
   CHECK(member_ids(*start) == std::vector<std::string>{"a", "s"});
