@@ -392,6 +392,7 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           std::string left = node;
           run.sessions.erase(left);
           run.rank0_ports.erase(left);
+          run.unhealthy.erase(left);  // a parked node that leaves is forgotten with the rest
           nodes_.erase(left);
           configs_.erase(left);
           session.node_id.clear();
@@ -888,13 +889,14 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
                            age.count()});
     }
     for (const auto& [node_id, reason] : run.unhealthy) {
-      const rdzv::NodeInfo& info = nodes_.at(node_id);
       proto::StatusNode& sick = out.nodes.emplace_back();
       sick.node_id = node_id;
-      sick.address = info.address;
       sick.state = "unhealthy";
-      sick.local_world_size = info.local_world_size;
       sick.reason = reason;
+      auto info = nodes_.find(node_id);  // a node is parked only while connected; never assume
+      if (info == nodes_.end()) continue;
+      sick.address = info->second.address;
+      sick.local_world_size = info->second.local_world_size;
     }
     out.last_failure = run.last_failure;
     const rdzv::RunProgress& progress = state.worker_progress();

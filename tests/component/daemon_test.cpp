@@ -538,3 +538,30 @@ TEST_CASE("a node that leaves is lost for its own reason, the last one to leave 
   REQUIRE(std::holds_alternative<proto::StatusReply>(status));
   CHECK(std::get<proto::StatusReply>(status).runs.empty());
 }
+
+TEST_CASE("a node that reports unhealthy and then leaves is forgotten; status still answers",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), sick(d.daemon.port());
+  a.hello("job", "a", 1);
+  a.expect<proto::RoundAssigned>();
+  sick.hello("job", "sick", 1);
+  sick.send(proto::Unhealthy{"GPU 0: uncorrectable ECC errors"});
+  Client watcher(d.daemon.port());
+  auto before = watcher.status();
+  REQUIRE(std::holds_alternative<proto::StatusReply>(before));
+  REQUIRE(std::get<proto::StatusReply>(before).runs.size() == 1);
+  CHECK(std::get<proto::StatusReply>(before).runs[0].nodes.size() == 2);
+  sick.send(proto::Leave{"interrupted"});
+  CHECK(sick.closed_by_daemon());
+  // The daemon used to abort here (the parked node was looked up after it was erased).
+  Client after_leave(d.daemon.port());
+  auto after = after_leave.status();
+  REQUIRE(std::holds_alternative<proto::StatusReply>(after));
+  const auto& runs = std::get<proto::StatusReply>(after).runs;
+  REQUIRE(runs.size() == 1);
+  REQUIRE(runs[0].nodes.size() == 1);
+  CHECK(runs[0].nodes[0].node_id == "a");
+  a.send(proto::Heartbeat{});
+  a.expect<proto::HeartbeatAck>();
+}

@@ -112,6 +112,33 @@ TEST_CASE("a node that turns unhealthy after a restart is left out of the next r
   CHECK(cluster.stop_daemon());
 }
 
+TEST_CASE("an unhealthy node stopped by SIGTERM leaves cohortd serving status",
+          "[integration][health]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto healthy = cluster.node("127.0.0.2", health_flags("true"), {"--hang"});
+  auto sick = cluster.node("127.0.0.3", health_flags("echo 'GPU 1 lost' >&2; exit 1"), {"--hang"});
+  REQUIRE(wait_until(
+      [&] {
+        const cohort::proto::StatusNode* shown =
+            node_at(daemon_status(cluster.endpoint()), "127.0.0.3");
+        return shown && shown->state == "unhealthy";
+      },
+      20s));
+  sick->signal(SIGTERM);
+  CHECK(sick->wait(10s));
+  // cohortd used to abort on the next status request (SIGABRT, std::out_of_range).
+  cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+  CHECK(node_at(status, "127.0.0.3") == nullptr);
+  REQUIRE(node_at(status, "127.0.0.2"));
+  CHECK(process_alive(cluster.daemon().pid()));
+  healthy->signal(SIGTERM);
+  CHECK(healthy->wait(10s));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE(
     "a health check past its timeout is killed with what it started, a node unhealthy for "
     "the join timeout gives up, bad values are named",
