@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "process/agent_silence.hpp"
 #include "process/process_tree.hpp"
 #include "process/worker_cgroups.hpp"
 
@@ -25,6 +26,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kScanInterval{1};
 constexpr std::chrono::seconds kRemovalPatience{2};
+constexpr std::chrono::milliseconds kStarvedRecheck{250};
 
 // The forked keeper. It is a whole process (forked while the agent had one thread), so it may
 // allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "c<cgroup directory>".
@@ -35,22 +37,31 @@ class Keeper {
 
   [[noreturn]] void run() {
     Clock::time_point last_tick = Clock::now(), next_scan = Clock::now();
+    ProcessVitals at_tick = read_process_vitals(agent_).value_or(ProcessVitals{});
+    Clock::time_point recheck{};  // when a starved agent is looked at again
     bool stale = false;
     for (;;) {
       Clock::time_point now = Clock::now();
-      if (!stale && now - last_tick >= stale_limit_) {
-        log::warn("the agent (pid ", agent_, ") has shown no sign of life for ",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick).count(),
-                  " ms (stopped or hung): killing its workers");
-        kill_everything(true);
-        stale = true;  // once, until it ticks again
+      Clock::time_point next_judgement = std::max(last_tick + stale_limit_, recheck);
+      if (!stale && now >= next_judgement) {
+        auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick);
+        std::string verdict =
+            silence_verdict(at_tick, read_process_vitals(agent_), silent, stale_limit_);
+        if (verdict.empty()) {
+          recheck = next_judgement = now + kStarvedRecheck;  // starved, not dead: look again
+        } else {
+          log::warn("the agent (pid ", agent_, ") has shown no sign of life for ", silent.count(),
+                    " ms (", verdict, "): killing its workers");
+          kill_everything(true);
+          stale = true;  // once, until it ticks again
+        }
       }
       if (cgroup_.empty() && now >= next_scan) {
         remember_descendants();
         next_scan = now + kScanInterval;
       }
       Clock::time_point wake = now + std::chrono::hours(1);
-      if (!stale) wake = std::min(wake, last_tick + stale_limit_);
+      if (!stale) wake = std::min(wake, next_judgement);
       if (cgroup_.empty()) wake = std::min(wake, next_scan);
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
       pollfd pipe{pipe_read_, POLLIN, 0};
@@ -63,6 +74,7 @@ class Keeper {
       pending_.append(buffer, static_cast<size_t>(got));
       if (take_lines()) {
         last_tick = Clock::now();
+        at_tick = read_process_vitals(agent_).value_or(ProcessVitals{});
         stale = false;
       }
     }
