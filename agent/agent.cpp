@@ -95,7 +95,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
         std::make_unique<HealthCheck>(io_, spawner_, config_.health, merge_env(agent_env_, {}));
   }
   if (config_.gpu_health.enabled())
-    gpu_health_ = std::make_unique<GpuHealthCheck>(clock_, config_.gpu_health);
+    gpu_health_ = std::make_unique<GpuHealthCheck>(io_, clock_, config_.gpu_health);
 }
 
 Agent::~Agent() = default;
@@ -164,6 +164,9 @@ int Agent::run() {
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
   if (!keeper_.start(stale_limit))
     log::warn("cannot start the process-group keeper: ", std::strerror(errno));
+  // NVML loads and reads on a thread while the agent connects (after the keeper's fork: a thread
+  // must not be inside the driver when a process forks).
+  if (gpu_health_) gpu_health_->read_ahead();
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && config_.bindings.empty() && agent_env_.count("OMP_NUM_THREADS") == 0) {
     std::string warning =

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 
 #include "common/text.hpp"
 
@@ -40,20 +41,20 @@ std::vector<std::string> gpus_still_held(const std::vector<GpuState>& gpus,
   return held;
 }
 
-std::string gpu_problem(const std::optional<std::vector<GpuState>>& gpus,
-                        const GpuHealthSettings& settings,
+std::string gpu_problem(const GpuReading& gpus, const std::vector<int>& indices,
+                        std::chrono::milliseconds reclaim_timeout,
                         const PreviousRoundTest& of_previous_round) {
   if (!gpus) return "NVML no longer answers (the driver or a GPU has failed)";
-  std::vector<const GpuState*> mine = node_gpus(*gpus, settings.indices);
+  std::vector<const GpuState*> mine = node_gpus(*gpus, indices);
   std::vector<std::string> problems;
-  if (mine.size() < settings.indices.size()) {
-    problems.push_back(cat("expected ", settings.indices.size(), " GPUs, NVML sees ", mine.size(),
+  if (mine.size() < indices.size()) {
+    problems.push_back(cat("expected ", indices.size(), " GPUs, NVML sees ", mine.size(),
                            " of them (", gpus->size(), " in all)"));
   }
-  std::vector<std::string> held = gpus_still_held(*gpus, settings.indices, of_previous_round);
+  std::vector<std::string> held = gpus_still_held(*gpus, indices, of_previous_round);
   if (!held.empty()) {
     problems.push_back(cat("a process of the previous round still holds a GPU after the ",
-                           settings.reclaim_timeout.count() / 1000.0,
+                           reclaim_timeout.count() / 1000.0,
                            " s --gpu-reclaim-timeout: ", join(held, ", ")));
   }
   for (const GpuState* gpu : mine) {
@@ -69,11 +70,26 @@ std::string gpu_problem(const std::optional<std::vector<GpuState>>& gpus,
   return join(problems, "; ");
 }
 
-GpuHealthCheck::GpuHealthCheck(Clock& clock, GpuHealthSettings settings, Reader read_gpus)
+GpuHealthCheck::GpuHealthCheck(Clock& clock, GpuHealthSettings settings, Reader read)
     : clock_(clock),
       settings_(std::move(settings)),
-      read_gpus_(std::move(read_gpus)),
+      read_(std::move(read)),
       poll_timer_(clock.make_timer()) {}
+
+GpuHealthCheck::GpuHealthCheck(boost::asio::io_context& io, Clock& clock,
+                               GpuHealthSettings settings, Reader read)
+    : GpuHealthCheck(clock, std::move(settings), std::move(read)) {
+  io_ = &io;
+}
+
+GpuHealthCheck::~GpuHealthCheck() {
+  alive_.reset();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GpuHealthCheck::read_ahead() {
+  if (!indices_ && !reading_ && !read_ahead_) read();
+}
 
 void GpuHealthCheck::run(std::vector<pid_t> previous_round, Done done) {
   bool waiting = running();
@@ -81,7 +97,54 @@ void GpuHealthCheck::run(std::vector<pid_t> previous_round, Done done) {
   if (waiting) return;
   previous_round_ = std::move(previous_round);
   reclaim_deadline_ = clock_.now() + settings_.reclaim_timeout;
-  poll();
+  if (reading_) return;  // the reading under way decides
+  if (read_ahead_) {
+    GpuReading reading = std::move(*read_ahead_);
+    read_ahead_.reset();
+    return decide(reading);
+  }
+  read();
+}
+
+// One reading at a time; on the caller's thread, or on thread_ with the answer posted to io_.
+void GpuHealthCheck::read() {
+  reading_ = true;
+  if (io_ == nullptr) return on_reading(read_());
+  if (thread_.joinable()) thread_.join();  // the last reading's thread, done posting
+  std::weak_ptr<int> alive = alive_;
+  thread_ = std::thread([this, alive, read = read_, io = io_] {
+    GpuReading reading = read();
+    boost::asio::post(*io, [this, alive, reading = std::move(reading)]() mutable {
+      if (alive.lock()) on_reading(std::move(reading));
+    });
+  });
+}
+
+void GpuHealthCheck::on_reading(GpuReading reading) {
+  reading_ = false;
+  if (!indices_) {  // the first reading says which GPUs the node has, once and for all
+    indices_ = reading && !reading->empty() ? settings_.visible(static_cast<int>(reading->size()))
+                                            : std::vector<int>();
+  }
+  if (!running()) {
+    read_ahead_ = std::move(reading);
+    return;
+  }
+  decide(reading);
+}
+
+void GpuHealthCheck::decide(const GpuReading& reading) {
+  auto test = [this](pid_t pid) { return of_previous_round(pid); };
+  if (!indices_->empty() && reading && clock_.now() < reclaim_deadline_ &&
+      !gpus_still_held(*reading, *indices_, test).empty()) {
+    poll_timer_->start_after(kPollInterval, [this] { read(); });
+    return;
+  }
+  std::string problem =
+      indices_->empty() ? "" : gpu_problem(reading, *indices_, settings_.reclaim_timeout, test);
+  Done report = std::move(done_);
+  done_ = nullptr;
+  report(problem);
 }
 
 bool GpuHealthCheck::of_previous_round(pid_t pid) const {
@@ -92,19 +155,6 @@ bool GpuHealthCheck::of_previous_round(pid_t pid) const {
   if (listed(pid)) return true;
   pid_t group = ::getpgid(pid);  // a worker's child: workers lead their own process groups
   return group > 0 && listed(group);
-}
-
-void GpuHealthCheck::poll() {
-  std::optional<std::vector<GpuState>> gpus = read_gpus_();
-  auto test = [this](pid_t pid) { return of_previous_round(pid); };
-  if (gpus && clock_.now() < reclaim_deadline_ &&
-      !gpus_still_held(*gpus, settings_.indices, test).empty()) {
-    poll_timer_->start_after(kPollInterval, [this] { poll(); });
-    return;
-  }
-  Done report = std::move(done_);
-  done_ = nullptr;
-  report(gpu_problem(gpus, settings_, test));
 }
 
 }  // namespace cohort

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 
 namespace cohort {
 namespace {
@@ -35,7 +36,8 @@ struct NvmlProcessInfo {
 
 using Device = void*;
 
-// NVML loaded and initialised; shut down and closed when the process exits (session()).
+// NVML loaded and initialised, for the life of the process (session()): never shut down, since
+// nvmlShutdown costs several milliseconds at every exit and the process's end releases it anyway.
 class NvmlSession {
  public:
   NvmlSession() {
@@ -45,12 +47,6 @@ class NvmlSession {
     if (library_ == nullptr) return;
     auto init = symbol<int (*)()>("nvmlInit_v2");
     ready_ = init != nullptr && init() == kNvmlSuccess;
-  }
-  ~NvmlSession() {
-    if (ready_) {
-      if (auto shutdown = symbol<int (*)()>("nvmlShutdown")) shutdown();
-    }
-    if (library_ != nullptr) ::dlclose(library_);
   }
   NvmlSession(const NvmlSession&) = delete;
   NvmlSession& operator=(const NvmlSession&) = delete;
@@ -134,11 +130,23 @@ class NvmlSession {
 };
 
 const NvmlSession& session() {
-  static const NvmlSession nvml;
-  return nvml;
+  static const NvmlSession* nvml = new NvmlSession;  // never destroyed: see NvmlSession
+  return *nvml;
+}
+
+// The loading started by nvml_load_in_background; waited for at exit, so that no thread is
+// inside the driver while the process ends.
+std::future<void>& background_load() {
+  static std::future<void> load;
+  return load;
 }
 
 }  // namespace
+
+void nvml_load_in_background() {
+  std::future<void>& load = background_load();
+  if (!load.valid()) load = std::async(std::launch::async, [] { session(); });
+}
 
 std::optional<int> nvml_device_count() { return session().device_count(); }
 

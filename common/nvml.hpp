@@ -2,8 +2,9 @@
 // each is well (the processes holding it, uncorrectable ECC errors, pending row remaps or page
 // retirements). NVML is loaded at run time with dlopen, so one binary runs on GPU and GPU-less
 // nodes; $COHORT_NVML_LIBRARY names another library, for tests and diagnostics. It is loaded and
-// initialised once per process, at the first question (nvmlInit opens every device: the slow
-// part), and shut down at exit. Any thread.
+// initialised once per process, at the first question or in the background from
+// nvml_load_in_background (nvmlInit opens every device: the slow part), and kept open until the
+// process ends (nvmlShutdown is never called: it only slows every exit). Any thread.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +15,10 @@
 #include <vector>
 
 namespace cohort {
+
+/// Starts loading and initialising NVML on a thread of its own, so that the first question finds
+/// it ready; a question asked meanwhile waits for it. Once per process; a later call does nothing.
+void nvml_load_in_background();
 
 /// Physical devices NVML reports; nullopt when NVML is missing or fails to initialise.
 std::optional<int> nvml_device_count();

@@ -314,8 +314,8 @@ void parse_health_check(const RunOptions& options, AgentConfig& config, Problems
   }
 }
 
-// The built-in GPU checks: on when NVML sees GPUs, over those CUDA_VISIBLE_DEVICES leaves (all of
-// them when it names devices by UUID).
+// The built-in GPU checks: over the GPUs CUDA_VISIBLE_DEVICES leaves (all of them when it names
+// devices by UUID); the agent turns them off when NVML sees no GPU.
 void parse_gpu_health(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
                       Problems& problems) {
   auto reclaim = seconds_to_ms(options.gpu_reclaim_timeout);
@@ -324,12 +324,12 @@ void parse_gpu_health(const RunOptions& options, const RunEnvironment& machine, 
                                   options.gpu_reclaim_timeout));
   }
   config.gpu_health.reclaim_timeout = *reclaim;
-  int physical = machine.gpu_count();
-  if (physical <= 0) return;
-  std::optional<std::string> visible = machine.var("CUDA_VISIBLE_DEVICES");
-  auto indices = visible_gpu_indices(physical, visible ? visible->c_str() : nullptr);
-  if (!indices) indices = visible_gpu_indices(physical, nullptr);  // by UUID: every GPU
-  config.gpu_health.indices = *indices;
+  // NVML is asked by the agent, off the launch path; how many GPUs it sees decides there.
+  config.gpu_health.visible = [visible = machine.var("CUDA_VISIBLE_DEVICES")](int physical) {
+    auto indices = visible_gpu_indices(physical, visible ? visible->c_str() : nullptr);
+    if (!indices) indices = visible_gpu_indices(physical, nullptr);  // by UUID: every GPU
+    return *indices;
+  };
 }
 
 void parse_straggler_factor(const RunOptions& options, AgentConfig& config, Problems& problems) {

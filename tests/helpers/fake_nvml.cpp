@@ -8,7 +8,10 @@
 //   remap_pending INDEX                 (a row remap waiting for a reset)
 //   init_fails                          (nvmlInit_v2 fails: no usable driver; cohort
 //                                       initialises NVML once per process)
-// Only the calls cohort makes are exported.
+// COHORT_FAKE_NVML_INIT_MS, COHORT_FAKE_NVML_SHUTDOWN_MS and COHORT_FAKE_NVML_QUERY_MS make
+// nvmlInit_v2, nvmlShutdown and each device query as slow as a real driver (for the launch
+// benchmark). Only the calls cohort makes are exported.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -95,6 +99,12 @@ constexpr int kInvalidArgument = 2;
 constexpr int kUninitialized = 1;
 constexpr int kInsufficientSize = 7;
 
+// Sleeps for the milliseconds the variable `name` says (none when it is unset).
+void take_time(const char* name) {
+  const char* ms = std::getenv(name);
+  if (ms != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+}
+
 size_t index_of(void* device) {
   return static_cast<size_t>(reinterpret_cast<uintptr_t>(device)) - 1;
 }
@@ -103,8 +113,14 @@ size_t index_of(void* device) {
 
 extern "C" {
 
-int nvmlInit_v2() { return machine().init_fails ? kUninitialized : kSuccess; }
-int nvmlShutdown() { return kSuccess; }
+int nvmlInit_v2() {
+  take_time("COHORT_FAKE_NVML_INIT_MS");
+  return machine().init_fails ? kUninitialized : kSuccess;
+}
+int nvmlShutdown() {
+  take_time("COHORT_FAKE_NVML_SHUTDOWN_MS");
+  return kSuccess;
+}
 
 int nvmlDeviceGetCount_v2(unsigned int* count) {
   *count = static_cast<unsigned int>(machine().bus_ids.size());
@@ -118,6 +134,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
 }
 
 int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* info) {
+  take_time("COHORT_FAKE_NVML_QUERY_MS");
   std::vector<std::string> ids = machine().bus_ids;
   size_t index = index_of(device);
   if (index >= ids.size()) return kInvalidArgument;
@@ -130,6 +147,7 @@ int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* info) {
 }
 
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, ProcessInfo* infos) {
+  take_time("COHORT_FAKE_NVML_QUERY_MS");
   Machine m = machine();
   std::vector<unsigned int> pids = m.processes[static_cast<unsigned int>(index_of(device))];
   if (*count < pids.size()) {
@@ -143,6 +161,7 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, P
 
 int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
                                 unsigned long long* count) {
+  take_time("COHORT_FAKE_NVML_QUERY_MS");
   if (error_type != 1 || counter_type != 0) return kInvalidArgument;  // uncorrected, volatile
   *count = machine().ecc[static_cast<unsigned int>(index_of(device))];
   return kSuccess;
@@ -150,6 +169,7 @@ int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
 
 int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned int* uncorrected,
                               unsigned int* pending, unsigned int* failed) {
+  take_time("COHORT_FAKE_NVML_QUERY_MS");
   bool waiting = machine().remap_pending[static_cast<unsigned int>(index_of(device))];
   *corrected = 0;
   *uncorrected = waiting ? 1 : 0;

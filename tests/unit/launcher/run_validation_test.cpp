@@ -397,17 +397,28 @@ TEST_CASE("binding flags: the plan reaches the agent config, bad plans name the 
 }
 
 TEST_CASE("the built-in GPU checks cover the GPUs the node may use", "[unit][launcher]") {
-  CHECK_FALSE(validate({"train.py"}).config.gpu_health.enabled());  // no GPU: no checks
   ValidatedRun all = validate({"train.py"}, test_machine({}, 4));
-  CHECK(all.config.gpu_health.indices == std::vector<int>{0, 1, 2, 3});
+  REQUIRE(all.config.gpu_health.enabled());  // the agent turns them off when NVML sees no GPU
+  CHECK(all.config.gpu_health.visible(4) == std::vector<int>{0, 1, 2, 3});
   CHECK(all.config.gpu_health.reclaim_timeout == std::chrono::seconds(30));
   ValidatedRun some = validate({"--gpu-reclaim-timeout", "2.5", "train.py"},
                                test_machine({{"CUDA_VISIBLE_DEVICES", "3,1"}}, 4));
-  CHECK(some.config.gpu_health.indices == std::vector<int>{3, 1});
+  CHECK(some.config.gpu_health.visible(4) == std::vector<int>{3, 1});
   CHECK(some.config.gpu_health.reclaim_timeout == std::chrono::milliseconds(2500));
   ValidatedRun by_uuid =
       validate({"train.py"}, test_machine({{"CUDA_VISIBLE_DEVICES", "GPU-1"}}, 2));
-  CHECK(by_uuid.config.gpu_health.indices == std::vector<int>{0, 1});
+  CHECK(by_uuid.config.gpu_health.visible(2) == std::vector<int>{0, 1});
   ValidatedRun bad = validate({"--gpu-reclaim-timeout", "-1", "train.py"});
   CHECK(mentions(bad.problems, "--gpu-reclaim-timeout"));
+}
+
+TEST_CASE("a number of workers is validated without asking NVML", "[unit][launcher]") {
+  RunEnvironment machine = test_machine({}, 4);
+  int asked = 0;
+  machine.gpu_count = [&asked] { return ++asked, 4; };
+  ValidatedRun run = validate({"--nproc-per-node", "8", "train.py"}, machine);
+  CHECK(run.problems.empty());
+  CHECK(asked == 0);  // the slow part of NVML is the agent's, off the launch path
+  validate({"--nproc-per-node", "gpu", "train.py"}, machine);
+  CHECK(asked == 1);
 }
