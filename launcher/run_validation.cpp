@@ -78,11 +78,14 @@ std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
   return {static_cast<int>(*low), static_cast<int>(*high)};
 }
 
+// $PYTHON_EXEC, else python3; a bare name is looked up in PATH (PYTHON_EXEC=python3 works, as it
+// does for torchrun).
 std::string python_executable(const RunEnvironment& machine) {
   std::string python = machine.var("PYTHON_EXEC").value_or("");
-  if (!python.empty()) return python;
-  std::string found = machine.find_executable("python3");
-  return found.empty() ? "python3" : found;
+  if (python.empty()) python = "python3";
+  if (python.find('/') != std::string::npos) return python;
+  std::string found = machine.find_executable(python);
+  return found.empty() ? python : found;
 }
 
 void build_command(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,

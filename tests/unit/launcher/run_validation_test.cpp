@@ -422,3 +422,11 @@ TEST_CASE("a number of workers is validated without asking NVML", "[unit][launch
   validate({"--nproc-per-node", "gpu", "train.py"}, machine);
   CHECK(asked == 1);
 }
+
+TEST_CASE("PYTHON_EXEC naming an interpreter without a path is found in PATH", "[unit][launcher]") {
+  CHECK(validate({"train.py"}, test_machine({{"PYTHON_EXEC", "python3"}})).config.executable ==
+        "/usr/bin/python3");
+  CHECK(validate({"train.py"}, test_machine({{"PYTHON_EXEC", "/opt/py/bin/python"}}))
+            .config.executable == "/opt/py/bin/python");
+  CHECK(validate({"train.py"}).config.executable == "/usr/bin/python3");
+}
