@@ -207,6 +207,11 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Worker& worker, std::chrono:
   options.isServer = !agent_store && worker.rank == 0;
   options.numWorkers = worker.world_size;
   options.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  // libuv is a server backend, on by default from 2.4 and refused by builds without it (Debian
+  // 13's): a client does the same without it.
+  if (!options.isServer) options.useLibUV = false;
+#endif
   auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
   if (!agent_store) return store;
   return c10::make_intrusive<c10d::PrefixStore>(
