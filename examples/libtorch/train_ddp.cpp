@@ -1,16 +1,26 @@
 // Data-parallel training in C++ with LibTorch's c10d, the counterpart of
 // examples/python/train_ddp.py: the store and ranks come from the launcher's environment
-// (cohort run or torchrun), Gloo on CPU or NCCL on CUDA, parameters broadcast from rank 0,
-// gradients all-reduced in flattened buckets, a sharded sampler reshuffled per epoch, atomic rank-0
-// checkpoints with resume, a clean stop on SIGTERM, and fault injection for tests.
+// (cohort run or torchrun), Gloo on CPU or NCCL on CUDA (each where this LibTorch has it: the
+// PyTorch wheels ship no Gloo headers, and then CPU training is refused), parameters broadcast
+// from rank 0, gradients all-reduced in flattened buckets, a sharded sampler reshuffled per epoch,
+// atomic rank-0 checkpoints with resume, a clean stop on SIGTERM, the backend shut down at the
+// end as destroy_process_group() does, and fault injection for tests.
 // Guide: docs/guide/libtorch-ddp.md.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>  // c10d::Backend too, in 2.x
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+// Gloo where its headers are: Debian's libtorch-dev has them, the PyTorch wheels' LibTorch not.
+#if __has_include(<gloo/algorithm.h>)
+#define COHORT_EXAMPLE_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
+#define COHORT_EXAMPLE_GLOO 0
+#endif
 
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAFunctions.h>
@@ -46,6 +56,11 @@ using Collectives = c10d::Backend;
 #else
 using Collectives = c10d::ProcessGroup;
 #endif
+
+// ProcessGroupNCCL::shutdown(), the C++ side of destroy_process_group(): from PyTorch 2.4 on, a
+// group destroyed without it warns that destroy_process_group() was not called.
+#define COHORT_EXAMPLE_NCCL_SHUTDOWN \
+  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
 
 constexpr int64_t kInFeatures = 16;
 constexpr int64_t kTeacherHidden = 32;
@@ -192,12 +207,38 @@ c10::intrusive_ptr<c10d::Store> connect_store(const Worker& worker, std::chrono:
   options.isServer = !agent_store && worker.rank == 0;
   options.numWorkers = worker.world_size;
   options.timeout = timeout;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  // libuv is a server backend, on by default from 2.4 and refused by builds without it (Debian
+  // 13's): a client does the same without it.
+  if (!options.isServer) options.useLibUV = false;
+#endif
   auto store = c10::make_intrusive<c10d::TCPStore>(env_or("MASTER_ADDR", "127.0.0.1"), options);
   if (!agent_store) return store;
   return c10::make_intrusive<c10d::PrefixStore>(
       "/worker/attempt_" + std::to_string(worker.restart_count), store);
 }
 
+// Why this LibTorch cannot train on `device`, or "" when it can.
+std::string backend_problem(const torch::Device& device) {
+  if (device.is_cpu()) {
+#if COHORT_EXAMPLE_GLOO
+    return "";
+#else
+    return "training on the CPU needs Gloo, and this LibTorch has no Gloo headers "
+           "(gloo/algorithm.h; the PyTorch wheels ship none): build against a LibTorch with "
+           "them (Debian's libtorch-dev has them) or train on CUDA with NCCL";
+#endif
+  }
+#ifdef USE_C10D_NCCL
+  return "";
+#else
+  return COHORT_EXAMPLE_GLOO ? "this LibTorch was built without NCCL: use --device cpu"
+                             : "this LibTorch was built without NCCL and has no Gloo headers: it "
+                               "cannot train";
+#endif
+}
+
+#if COHORT_EXAMPLE_GLOO
 // Gloo on the interfaces of GLOO_SOCKET_IFNAME (comma-separated), like PyTorch, else by hostname.
 c10::intrusive_ptr<Collectives> make_gloo(const c10::intrusive_ptr<c10d::Store>& store,
                                           const Worker& worker, std::chrono::seconds timeout) {
@@ -213,22 +254,37 @@ c10::intrusive_ptr<Collectives> make_gloo(const c10::intrusive_ptr<c10d::Store>&
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, worker.rank, worker.world_size,
                                                      options);
 }
-
-c10::intrusive_ptr<Collectives> make_collectives(const c10::intrusive_ptr<c10d::Store>& store,
-                                                 const Worker& worker, torch::Device device,
-                                                 std::chrono::seconds timeout) {
-  if (device.is_cpu()) return make_gloo(store, worker, timeout);
-#ifdef USE_C10D_NCCL
-  auto options = c10d::ProcessGroupNCCL::Options::create();
-  options->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, worker.rank, worker.world_size,
-                                                     options);
-#else
-  throw std::runtime_error("this LibTorch was built without NCCL: use --device cpu");
 #endif
+
+// Gloo on CPU, NCCL on CUDA; backend_problem(device) must have said "".
+c10::intrusive_ptr<Collectives> make_collectives(
+    [[maybe_unused]] const c10::intrusive_ptr<c10d::Store>& store,
+    [[maybe_unused]] const Worker& worker, torch::Device device,
+    [[maybe_unused]] std::chrono::seconds timeout) {
+#if COHORT_EXAMPLE_GLOO
+  if (device.is_cpu()) return make_gloo(store, worker, timeout);
+#endif
+#ifdef USE_C10D_NCCL
+  if (device.is_cuda()) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, worker.rank, worker.world_size,
+                                                       options);
+  }
+#endif
+  throw std::logic_error(backend_problem(device));
 }
 
 void wait(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
+
+// The clean end of training: a barrier, then the backend shut down as destroy_process_group()
+// does (NCCL's, from PyTorch 2.4 on; Gloo's and 1.13's need nothing before their destructor).
+void finish(Collectives& collectives, [[maybe_unused]] const torch::Device& device) {
+  wait(collectives.barrier());
+#if defined(USE_C10D_NCCL) && COHORT_EXAMPLE_NCCL_SHUTDOWN
+  if (device.is_cuda()) static_cast<c10d::ProcessGroupNCCL&>(collectives).shutdown();
+#endif
+}
 
 // Flattens tensors into buckets of at most cap bytes (a tensor larger than cap gets its own).
 std::vector<std::vector<torch::Tensor>> make_buckets(const std::vector<torch::Tensor>& tensors,
@@ -414,6 +470,10 @@ int train(const Options& options) {
   torch::Device device =
       use_cuda ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(worker.local_rank))
                : torch::Device(torch::kCPU);
+  if (std::string problem = backend_problem(device); !problem.empty()) {
+    std::cerr << "train_ddp: " << problem << "\n";
+    return 2;
+  }
 #ifdef USE_C10D_NCCL
   if (use_cuda) c10::cuda::set_device(static_cast<c10::DeviceIndex>(worker.local_rank));
 #endif
@@ -465,7 +525,7 @@ int train(const Options& options) {
       if (rank0)
         std::cout << "stop requested: checkpoint at step " << state.step << ", exiting"
                   << std::endl;
-      wait(collectives->barrier());
+      finish(*collectives, device);
       return 0;
     }
     maybe_fail(options, worker, state.step);
@@ -521,7 +581,7 @@ int train(const Options& options) {
     std::cout << "done: " << state.step << " steps, final loss " << std::fixed
               << std::setprecision(6) << state.loss << std::endl;
   }
-  wait(collectives->barrier());
+  finish(*collectives, device);
   return 0;
 }
 

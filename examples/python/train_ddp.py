@@ -156,6 +156,14 @@ def maybe_fail(args, rank, step):
     os._exit(args.fail_exit_code)  # a crash: no clean-up, no destroy_process_group
 
 
+def make_grad_scaler(enabled):
+    """torch.amp's GradScaler where it exists (PyTorch 2.3 on; torch.cuda.amp's is deprecated
+    there, with a FutureWarning), torch.cuda.amp's on older ones such as 1.13."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda", enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
+
+
 def main(stop):
     args = parse_args()
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
@@ -194,7 +202,7 @@ def train(args, stop, device, local_rank):
     if sync_bn:
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    scaler = torch.cuda.amp.GradScaler(enabled=use_amp)
+    scaler = make_grad_scaler(use_amp)
 
     # Resume: every rank reads the latest checkpoint (rank 0 wrote it, maybe on another node).
     step = 0  # global index of the next optimizer step
@@ -246,7 +254,7 @@ def train(args, stop, device, local_rank):
                 # DDP all-reduces the gradients only on the last micro-batch.
                 last = i == len(micro_batches) - 1
                 with contextlib.nullcontext() if last else ddp_model.no_sync():
-                    with torch.cuda.amp.autocast(enabled=use_amp):
+                    with torch.amp.autocast("cuda", enabled=use_amp):
                         loss = criterion(ddp_model(xm), ym) / args.accumulate
                     scaler.scale(loss).backward()
                 step_loss += loss.detach().float()

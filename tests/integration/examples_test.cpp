@@ -89,37 +89,6 @@ void check_exact_synchronisation(const Example& example) {
   CHECK(scratch.nothing_left());
 }
 
-// --- a worker failure -----------------------------------------------------------------------
-
-void check_worker_failure(const Example& example) {
-  Scratch scratch;
-  const int64_t total = 30, checkpoint_every = 5, fail_at = 13;
-  std::vector<std::string> fault =
-      concat({"--fail-at-step", std::to_string(fail_at), "--fail-rank", "1"}, example.fault);
-  std::vector<std::string> training{"--epochs",           "3",
-                                    "--steps-per-epoch",  "10",
-                                    "--checkpoint-every", std::to_string(checkpoint_every),
-                                    "--checkpoint-dir",   scratch.file("checkpoints"),
-                                    "--step-log",         scratch.file("steps.log")};
-  RunResult result =
-      scratch.run_argv(single_node(example, 2, {"--max-restarts", "1", "--shutdown-timeout", "10"},
-                                   concat(training, fault)),
-                       scratch.options(training_env()), 240s);
-  INFO(result.out << result.err);
-  REQUIRE(result.status.success());
-  CHECK(contains(result.err, "injected failure at step 13"));
-  CHECK(contains(result.out, "round 1: world size 2, resumed from " +
-                                 scratch.file("checkpoints/checkpoint.pt") + " at step 10"));
-  std::vector<StepRecord> records = read_step_log(scratch.file("steps.log"));
-  // Rank 1 failed before step 13, so round 0 logged 0..12; round 1 re-ran 10..12 once, then on.
-  std::vector<StepRecord> resumed =
-      check_resumed_once(records, total, checkpoint_every, /*latest_only=*/true, 1e-6);
-  CHECK(of_round(records, 0).back().step == fail_at - 1);
-  CHECK(resumed.front().round == 1);
-  CHECK(file_exists(scratch.file("checkpoints/checkpoint.pt")));
-  CHECK(scratch.nothing_left());
-}
-
 // --- SIGTERM: checkpoint, exit, resume ------------------------------------------------------
 
 void check_sigterm_resume(const Example& example) {
@@ -185,13 +154,13 @@ TEST_CASE("LibTorch example: 2 workers train exactly like 1 worker on the same g
 
 TEST_CASE("PyTorch example: a worker failure resumes from the checkpoint, no step lost or repeated",
           "[integration][examples][pytorch]") {
-  check_worker_failure(python_example());
+  check_worker_failure(python_example(), training_env());
 }
 
 TEST_CASE(
     "LibTorch example: a worker failure resumes from the checkpoint, no step lost or repeated",
     "[integration][examples][libtorch]") {
-  check_worker_failure(libtorch_example());
+  check_worker_failure(libtorch_example(), training_env());
 }
 
 TEST_CASE("PyTorch example: after a node loss the survivor finishes at world size 2",

@@ -1,6 +1,7 @@
 // The training examples' step logs, read back and checked (shared by the examples' tests on
 // Debian 12's PyTorch and the torch2 tier's on PyTorch 2.6): a run interrupted and resumed must
-// have lost and repeated no step. Also the node-loss scenario both tiers run. Test thread only.
+// have lost and repeated no step. Also the worker-failure and node-loss scenarios both tiers run,
+// and the LibTorch example built on its own (cmake -S examples/libtorch). Test thread only.
 #pragma once
 
 #include <algorithm>
@@ -142,6 +143,64 @@ inline std::vector<StepRecord> check_resumed_once(const std::vector<StepRecord>&
     CHECK(std::abs(first.loss - again.loss) <= loss_tolerance * std::max(1.0, first.loss));
   }
   return resumed;
+}
+
+// --- the LibTorch example built on its own ------------------------------------------------
+
+/// `cmake -S examples/libtorch -B build_dir` and its build, warnings as errors, as one shell
+/// command started through `wrap` (in the 2.6 root, with Gloo's headers hidden, ...). Returns the
+/// program's path; a failed build fails the test with the build's output.
+inline std::string build_libtorch_example(const Scratch& scratch, const std::string& build_dir,
+                                          const NodeWrapper& wrap = {}) {
+  const std::string script =
+      "cmake -S \"$1/examples/libtorch\" -B \"$2\" -DCMAKE_CXX_FLAGS='-Wall -Wextra -Werror' "
+      "&& cmake --build \"$2\" -j 2";
+  std::vector<std::string> argv{"/bin/sh", "-c", script, "sh", kSourceDir, build_dir};
+  RunResult result = scratch.run_argv(wrap ? wrap(argv) : argv, scratch.options(), 480s);
+  INFO("the build of examples/libtorch:\n" << result.out << result.err);
+  REQUIRE(result.status.success());
+  REQUIRE(file_exists(build_dir + "/train_ddp"));
+  return build_dir + "/train_ddp";
+}
+
+// --- a worker failure -----------------------------------------------------------------------
+
+// 2 workers on one node (`cohort run --standalone`, loopback only), rank 1 failing at step 13 as
+// `example.fault` says: cohort restarts the group once, round 1 resumes from the checkpoint of
+// step 10, and every step is run once after it. `wrap` and `env` as for check_node_loss.
+// Returns the run, for checks of its output.
+inline RunResult check_worker_failure(const Example& example,
+                                      const std::map<std::string, std::string>& env,
+                                      const NodeWrapper& wrap = {}) {
+  Scratch scratch;
+  const int64_t total = 30, checkpoint_every = 5, fail_at = 13;
+  std::vector<std::string> fault =
+      concat({"--fail-at-step", std::to_string(fail_at), "--fail-rank", "1"}, example.fault);
+  std::vector<std::string> training{"--epochs",           "3",
+                                    "--steps-per-epoch",  "10",
+                                    "--checkpoint-every", std::to_string(checkpoint_every),
+                                    "--checkpoint-dir",   scratch.file("checkpoints"),
+                                    "--step-log",         scratch.file("steps.log")};
+  std::vector<std::string> args{
+      "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--shutdown-timeout", "10"};
+  args = concat(concat(concat(concat(args, example.program), example.extra), training), fault);
+  std::vector<std::string> argv = Scratch::cohort_argv(args);
+  RunResult result =
+      scratch.run_argv(loopback_only(wrap ? wrap(argv) : argv), scratch.options(env), 240s);
+  INFO(result.out << result.err);
+  REQUIRE(result.status.success());
+  CHECK(contains(result.err, "injected failure at step 13"));
+  CHECK(contains(result.out, "round 1: world size 2, resumed from " +
+                                 scratch.file("checkpoints/checkpoint.pt") + " at step 10"));
+  std::vector<StepRecord> records = read_step_log(scratch.file("steps.log"));
+  // Rank 1 failed before step 13, so round 0 logged 0..12; round 1 re-ran 10..12 once, then on.
+  std::vector<StepRecord> resumed =
+      check_resumed_once(records, total, checkpoint_every, /*latest_only=*/true, 1e-6);
+  CHECK(of_round(records, 0).back().step == fail_at - 1);
+  CHECK(resumed.front().round == 1);
+  CHECK(file_exists(scratch.file("checkpoints/checkpoint.pt")));
+  CHECK(scratch.nothing_left());
+  return result;
 }
 
 // --- elastic node loss ----------------------------------------------------------------------

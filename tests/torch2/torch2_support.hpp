@@ -69,6 +69,15 @@ inline void require_torch2() {
   require_prerequisite(problem.empty(), problem);
 }
 
+/// require_torch2(), and Debian 13's libtorch-dev, cmake and g++ in the root (for
+/// examples/libtorch); their marker is the one scripts/setup writes once it has added them.
+inline void require_torch2_libtorch() {
+  require_torch2();
+  const std::string marker = torch2_root() + "/.cohort-torch2-libtorch-dev";
+  require_prerequisite(file_exists(marker), "libtorch-dev, cmake and g++ in the PyTorch 2.6 root " +
+                                                torch2_root() + " (scripts/setup adds them)");
+}
+
 /// Debian 13's python3 (torch 2.6) for scripts, and Gloo on loopback only.
 inline std::map<std::string, std::string> torch2_env() {
   return {{"PYTHON_EXEC", kPython2}, {"GLOO_SOCKET_IFNAME", "lo"}};
