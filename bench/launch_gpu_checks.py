@@ -12,7 +12,7 @@ Measures, interleaved in one run, the median wall time of
   without NVML.
 
 Usage: bench/launch_gpu_checks.py [--build build] [--runs 20] [--query-ms 0] [--real]
-                                  [--json FILE]
+                                  [--json FILE] [--baseline OTHER_BUILD]
 (--build names the folder that holds bin/cohort and, for nvml-slow, the test double; with --real
 and no double, only the machine's NVML is measured.)
 Prints a Markdown table (paste it into docs/BENCHMARKS.md).
@@ -53,6 +53,11 @@ def variants(args):
     for name, env in nvml.items():
         runs[name] = (launch, env)
         runs[name + ", no cgroup"] = (launch, dict(env, COHORT_NO_CGROUP="1"))
+    if args.baseline:  # another build of cohort (an older commit), same variants, same double
+        old = [os.path.join(args.baseline, "bin", "cohort")] + launch[1:]
+        for name, env in nvml.items():
+            runs["baseline " + name] = (old, env)
+            runs["baseline " + name + ", no cgroup"] = (old, dict(env, COHORT_NO_CGROUP="1"))
     return runs
 
 
@@ -73,6 +78,7 @@ def main():
     parser.add_argument("--query-ms", type=int, default=0)
     parser.add_argument("--real", action="store_true", help="also the machine's own NVML")
     parser.add_argument("--json", help="write the medians here")
+    parser.add_argument("--baseline", help="a build folder of another commit, measured alongside")
     args = parser.parse_args()
     runs = variants(args)
     samples = {name: [] for name in runs}
