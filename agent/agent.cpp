@@ -96,6 +96,15 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   }
   if (config_.gpu_health.enabled())
     gpu_health_ = std::make_unique<GpuHealthCheck>(clock_, config_.gpu_health);
+  if (!config_.python_worker) config_.env.torch_major = 2;  // --no-python: as PyTorch 2.x
+}
+
+// A Python worker's torch version decides the names of NCCL's variables: read once, while the
+// agent reaches the rendezvous; the first join waits for it (TorchProbe::kTimeout at most).
+void Agent::start_torch_probe() {
+  if (!config_.python_worker) return;
+  torch_probe_ = std::make_unique<TorchProbe>(clock_, spawner_);
+  if (!torch_probe_->start(config_.executable, merge_env(agent_env_, {}))) torch_probe_.reset();
 }
 
 Agent::~Agent() = default;
@@ -181,6 +190,7 @@ int Agent::run() {
   }
   event(agent_events::agent_started(event_source(), config_.nproc,
                                     cat(config_.rendezvous.host, ":", config_.rendezvous.port)));
+  start_torch_probe();
   perform(state_.start());
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -205,7 +215,14 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::ReconnectAfter>) {
           reconnect_after(typed.delay);
         } else if constexpr (std::is_same_v<T, agent::SendJoin>) {
-          check_health([this] { join_if_healthy(); });
+          check_health([this] {
+            if (!torch_probe_) return join_if_healthy();
+            torch_probe_->after([this] {
+              if (exit_code_) return;
+              config_.env.torch_major = torch_probe_->major();
+              join_if_healthy();
+            });
+          });
         } else if constexpr (std::is_same_v<T, agent::ReportSuccess>) {
           client_->send(proto::NodeSucceeded{typed.round});
         } else if constexpr (std::is_same_v<T, agent::ReportFailure>) {
@@ -457,6 +474,7 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       std::string attempt_dir = logs_.attempt_dir(round.round);
       vars.merge(hang_variables(attempt_dir, agent_env_));
       plan.nccl_dump_pipe = nccl_dump_pipe(vars, plan.rank);
+      plan.nccl_dump_file = nccl_dump_file(vars, plan.rank);
       plan.python = is_python(config_.executable);
       plan.stack_tool = stack_tool_;
       if (!attempt_dir.empty())

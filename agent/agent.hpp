@@ -25,6 +25,7 @@
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
+#include "agent/torch_probe.hpp"
 #include "agent/worker_binding.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
@@ -49,6 +50,7 @@ struct RendezvousSettings {
 
 struct AgentConfig {
   std::string executable;         ///< resolved path of what each worker runs
+  bool python_worker = false;     ///< `executable` is the Python interpreter (not --no-python)
   std::vector<std::string> args;  ///< its arguments; "${local_rank}" is substituted
   std::string entrypoint_name;    ///< the script or module, for the failure summary
   int nproc = 1;
@@ -113,6 +115,7 @@ class Agent {
   void check_health(std::function<void()> proceed);
   void health_checked(const std::string& problem, const std::function<void()>& proceed);
   void join_if_healthy();
+  void start_torch_probe();
   void recheck_health_later();
   agent_events::Source event_source() const;
   int rank0_port() const;
@@ -141,6 +144,7 @@ class Agent {
   EventLog events_{"agent"};
   std::unique_ptr<HealthCheck> health_;         ///< --health-check only
   std::unique_ptr<GpuHealthCheck> gpu_health_;  ///< when the node has GPUs
+  std::unique_ptr<TorchProbe> torch_probe_;     ///< Python workers: which torch they have
   boost::asio::steady_timer health_retry_{io_};
   std::string unhealthy_;                      ///< why the last health check failed; "" healthy
   std::optional<SteadyTime> unhealthy_since_;  ///< the first failed check of this spell
