@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -100,7 +101,8 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
 }
 
 // A Python worker's torch version decides the names of NCCL's variables: read once, while the
-// agent reaches the rendezvous; the first join waits for it (TorchProbe::kTimeout at most).
+// agent reaches the rendezvous; the first round's workers wait for it (TorchProbe::kTimeout at
+// most).
 void Agent::start_torch_probe() {
   if (!config_.python_worker) return;
   torch_probe_ = std::make_unique<TorchProbe>(clock_, spawner_);
@@ -215,14 +217,7 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::ReconnectAfter>) {
           reconnect_after(typed.delay);
         } else if constexpr (std::is_same_v<T, agent::SendJoin>) {
-          check_health([this] {
-            if (!torch_probe_) return join_if_healthy();
-            torch_probe_->after([this] {
-              if (exit_code_) return;
-              config_.env.torch_major = torch_probe_->major();
-              join_if_healthy();
-            });
-          });
+          check_health([this] { join_if_healthy(); });
         } else if constexpr (std::is_same_v<T, agent::ReportSuccess>) {
           client_->send(proto::NodeSucceeded{typed.round});
         } else if constexpr (std::is_same_v<T, agent::ReportFailure>) {
@@ -233,10 +228,12 @@ void Agent::perform(const agent::Action& action) {
           client_->close();
         } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
           event(agent_events::workers_started(event_source(), typed.round, config_.nproc));
-          start_group(typed.round);
+          start_group_after_probe(typed.round);
         } else if constexpr (std::is_same_v<T, agent::StopGroup>) {
+          if (pending_round_) return drop_pending_start();
           if (group_ && !group_->stopping()) group_->stop(typed.signal);
         } else if constexpr (std::is_same_v<T, agent::KillGroup>) {
+          if (pending_round_) return drop_pending_start();
           if (group_) group_->stop(SIGKILL);
         } else if constexpr (std::is_same_v<T, agent::ForwardSignal>) {
           if (group_) group_->forward_signal(typed.signal);
@@ -392,7 +389,25 @@ void Agent::on_message(proto::ControlMessage message) {
       message);
 }
 
+void Agent::start_group_after_probe(const proto::RoundAssigned& assigned) {
+  if (!torch_probe_ || !torch_probe_->running()) return start_group(assigned);
+  pending_round_ = assigned;
+  torch_probe_->after([this] {
+    if (exit_code_ || !pending_round_) return;
+    proto::RoundAssigned round = *pending_round_;
+    pending_round_.reset();
+    start_group(round);
+  });
+}
+
+// Stopped before the workers were started (the torch probe still ran): a group that never ran.
+void Agent::drop_pending_start() {
+  pending_round_.reset();
+  boost::asio::post(io_, [this] { on_group_done(GroupOutcome{GroupOutcome::Kind::Stopped, {}}); });
+}
+
 void Agent::start_group(const proto::RoundAssigned& assigned) {
+  if (torch_probe_ && !torch_probe_->running()) config_.env.torch_major = torch_probe_->major();
   RoundInfo round = round_info(assigned, config_.rendezvous.rank0_store);
   if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
     return perform(state_.group_start_failed(error));

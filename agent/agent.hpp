@@ -101,6 +101,8 @@ class Agent {
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);
+  void start_group_after_probe(const proto::RoundAssigned& assigned);
+  void drop_pending_start();
   void report_bindings(const RoundInfo& round) const;
   std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
   void report_failure(const agent::ReportFailure& failure);
@@ -142,9 +144,10 @@ class Agent {
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
   EventLog events_{"agent"};
-  std::unique_ptr<HealthCheck> health_;         ///< --health-check only
-  std::unique_ptr<GpuHealthCheck> gpu_health_;  ///< when the node has GPUs
-  std::unique_ptr<TorchProbe> torch_probe_;     ///< Python workers: which torch they have
+  std::unique_ptr<HealthCheck> health_;                ///< --health-check only
+  std::unique_ptr<GpuHealthCheck> gpu_health_;         ///< when the node has GPUs
+  std::unique_ptr<TorchProbe> torch_probe_;            ///< Python workers: which torch they have
+  std::optional<proto::RoundAssigned> pending_round_;  ///< its workers wait for the probe
   boost::asio::steady_timer health_retry_{io_};
   std::string unhealthy_;                      ///< why the last health check failed; "" healthy
   std::optional<SteadyTime> unhealthy_since_;  ///< the first failed check of this spell

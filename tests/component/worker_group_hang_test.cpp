@@ -208,7 +208,7 @@ TEST_CASE("a hang asks each rank with a pipe for its NCCL dump and stops the wor
   CHECK(hang.dumps[0].complete);
 }
 
-TEST_CASE("the NCCL dump wait ends at --hang-dump-timeout; 0 does not wait",
+TEST_CASE("the NCCL dump wait ends at --hang-dump-timeout, and 0 does not wait",
           "[worker_group][hang]") {
   HangTest t;
   test::TempDir dir;
