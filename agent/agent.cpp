@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +97,16 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   }
   if (config_.gpu_health.enabled())
     gpu_health_ = std::make_unique<GpuHealthCheck>(io_, clock_, config_.gpu_health);
+  if (!config_.python_worker) config_.env.torch_major = 2;  // --no-python: as PyTorch 2.x
+}
+
+// A Python worker's torch version decides the names of NCCL's variables: read once, while the
+// agent reaches the rendezvous; the first round's workers wait for it (TorchProbe::kTimeout at
+// most).
+void Agent::start_torch_probe() {
+  if (!config_.python_worker) return;
+  torch_probe_ = std::make_unique<TorchProbe>(clock_, spawner_);
+  if (!torch_probe_->start(config_.executable, merge_env(agent_env_, {}))) torch_probe_.reset();
 }
 
 Agent::~Agent() = default;
@@ -184,6 +195,7 @@ int Agent::run() {
   }
   event(agent_events::agent_started(event_source(), config_.nproc,
                                     cat(config_.rendezvous.host, ":", config_.rendezvous.port)));
+  start_torch_probe();
   perform(state_.start());
   io_.run();
   return exit_code_.value_or(kExitInternal);
@@ -219,10 +231,12 @@ void Agent::perform(const agent::Action& action) {
           client_->close();
         } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
           event(agent_events::workers_started(event_source(), typed.round, config_.nproc));
-          start_group(typed.round);
+          start_group_after_probe(typed.round);
         } else if constexpr (std::is_same_v<T, agent::StopGroup>) {
+          if (pending_round_) return drop_pending_start();
           if (group_ && !group_->stopping()) group_->stop(typed.signal);
         } else if constexpr (std::is_same_v<T, agent::KillGroup>) {
+          if (pending_round_) return drop_pending_start();
           if (group_) group_->stop(SIGKILL);
         } else if constexpr (std::is_same_v<T, agent::ForwardSignal>) {
           if (group_) group_->forward_signal(typed.signal);
@@ -378,7 +392,25 @@ void Agent::on_message(proto::ControlMessage message) {
       message);
 }
 
+void Agent::start_group_after_probe(const proto::RoundAssigned& assigned) {
+  if (!torch_probe_ || !torch_probe_->running()) return start_group(assigned);
+  pending_round_ = assigned;
+  torch_probe_->after([this] {
+    if (exit_code_ || !pending_round_) return;
+    proto::RoundAssigned round = *pending_round_;
+    pending_round_.reset();
+    start_group(round);
+  });
+}
+
+// Stopped before the workers were started (the torch probe still ran): a group that never ran.
+void Agent::drop_pending_start() {
+  pending_round_.reset();
+  boost::asio::post(io_, [this] { on_group_done(GroupOutcome{GroupOutcome::Kind::Stopped, {}}); });
+}
+
 void Agent::start_group(const proto::RoundAssigned& assigned) {
+  if (torch_probe_ && !torch_probe_->running()) config_.env.torch_major = torch_probe_->major();
   RoundInfo round = round_info(assigned, config_.rendezvous.rank0_store);
   if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
     return perform(state_.group_start_failed(error));
@@ -460,6 +492,7 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       std::string attempt_dir = logs_.attempt_dir(round.round);
       vars.merge(hang_variables(attempt_dir, agent_env_));
       plan.nccl_dump_pipe = nccl_dump_pipe(vars, plan.rank);
+      plan.nccl_dump_file = nccl_dump_file(vars, plan.rank);
       plan.python = is_python(config_.executable);
       plan.stack_tool = stack_tool_;
       if (!attempt_dir.empty())

@@ -25,6 +25,7 @@
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
+#include "agent/torch_probe.hpp"
 #include "agent/worker_binding.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
@@ -49,6 +50,7 @@ struct RendezvousSettings {
 
 struct AgentConfig {
   std::string executable;         ///< resolved path of what each worker runs
+  bool python_worker = false;     ///< `executable` is the Python interpreter (not --no-python)
   std::vector<std::string> args;  ///< its arguments; "${local_rank}" is substituted
   std::string entrypoint_name;    ///< the script or module, for the failure summary
   int nproc = 1;
@@ -99,6 +101,8 @@ class Agent {
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);
+  void start_group_after_probe(const proto::RoundAssigned& assigned);
+  void drop_pending_start();
   void report_bindings(const RoundInfo& round) const;
   std::vector<WorkerPlan> plan_workers(const RoundInfo& round) const;
   void report_failure(const agent::ReportFailure& failure);
@@ -113,6 +117,7 @@ class Agent {
   void check_health(std::function<void()> proceed);
   void health_checked(const std::string& problem, const std::function<void()>& proceed);
   void join_if_healthy();
+  void start_torch_probe();
   void recheck_health_later();
   agent_events::Source event_source() const;
   int rank0_port() const;
@@ -139,8 +144,10 @@ class Agent {
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)
   std::string node_base_id_;
   EventLog events_{"agent"};
-  std::unique_ptr<HealthCheck> health_;         ///< --health-check only
-  std::unique_ptr<GpuHealthCheck> gpu_health_;  ///< when the node has GPUs
+  std::unique_ptr<HealthCheck> health_;                ///< --health-check only
+  std::unique_ptr<GpuHealthCheck> gpu_health_;         ///< when the node has GPUs
+  std::unique_ptr<TorchProbe> torch_probe_;            ///< Python workers: which torch they have
+  std::optional<proto::RoundAssigned> pending_round_;  ///< its workers wait for the probe
   boost::asio::steady_timer health_retry_{io_};
   std::string unhealthy_;                      ///< why the last health check failed; "" healthy
   std::optional<SteadyTime> unhealthy_since_;  ///< the first failed check of this spell

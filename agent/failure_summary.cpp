@@ -3,6 +3,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "agent/flight_recorder_dumps.hpp"
 #include "agent/hang_report.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -73,6 +74,8 @@ void append_hang(std::ostringstream& out, const WorkerFailure& failure) {
     out << (i == 0 ? "  hung in   : " : "              ") << hang.frames[i] << "\n";
   if (!hang.stacks_file.empty()) out << "  stacks    : " << hang.stacks_file << "\n";
   if (!hang.note.empty()) out << "  stacks    : " << hang.note << "\n";
+  for (const auto& dump : hang.dumps)
+    out << "  nccl dump : " << dump_line(dump, hang.dump_wait, hang.dumps_kept) << "\n";
 }
 
 void append_entry(std::ostringstream& out, size_t index, const std::string& host,

@@ -17,6 +17,8 @@ namespace cohort {
 struct HangSettings {
   SteadyDuration timeout{};        ///< silence after a signal that makes a worker hung; 0: off
   SteadyDuration first_timeout{};  ///< silence from the start before the first signal
+  /// How long a hang waits for the NCCL flight recorder's dumps asked for (0: not at all).
+  SteadyDuration dump_timeout = std::chrono::seconds(10);
   bool enabled() const { return timeout > SteadyDuration::zero(); }
 };
 

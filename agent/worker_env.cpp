@@ -31,6 +31,17 @@ std::string virtual_visible_device(const EnvMap& agent_env, int local_rank) {
   return std::string(trim(devices[static_cast<size_t>(local_rank)]));
 }
 
+EnvMap async_error_handling(std::optional<int> torch_major, const EnvMap& agent_env) {
+  EnvMap vars{{"TORCH_NCCL_ASYNC_ERROR_HANDLING",
+               inherited_or(agent_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")}};
+  const char* old_name = "NCCL_ASYNC_ERROR_HANDLING";
+  if (agent_env.count(old_name) != 0)
+    vars[old_name] = agent_env.at(old_name);
+  else if (!torch_major || *torch_major < 2)
+    vars[old_name] = "1";
+  return vars;
+}
+
 EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
                         const std::string& error_file, const EnvMap& agent_env) {
   const int rank = round.base_rank + local_rank;
@@ -51,11 +62,9 @@ EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& roun
       {"TORCHELASTIC_RUN_ID", settings.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", round.use_agent_store ? "True" : "False"},
       {"TORCHELASTIC_ERROR_FILE", error_file},
-      {"TORCH_NCCL_ASYNC_ERROR_HANDLING",
-       inherited_or(agent_env, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")},
-      {"NCCL_ASYNC_ERROR_HANDLING", inherited_or(agent_env, "NCCL_ASYNC_ERROR_HANDLING", "1")},
       {"TORCHELASTIC_SIGNALS_TO_HANDLE", settings.signals_to_handle},
   };
+  vars.merge(async_error_handling(settings.torch_major, agent_env));
   if (settings.local_world_size > 1 && agent_env.count("OMP_NUM_THREADS") == 0) {
     vars["OMP_NUM_THREADS"] = "1";
   }
@@ -92,6 +101,14 @@ std::string nccl_dump_pipe(const EnvMap& vars, int rank) {
   auto stem = vars.find("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
   if (stem == vars.end() || stem->second.empty()) return {};
   return stem->second + std::to_string(rank) + ".pipe";
+}
+
+std::string nccl_dump_file(const EnvMap& vars, int rank) {
+  for (const char* name : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}) {
+    auto stem = vars.find(name);
+    if (stem != vars.end() && !stem->second.empty()) return stem->second + std::to_string(rank);
+  }
+  return "/tmp/nccl_trace_rank_" + std::to_string(rank);
 }
 
 std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables) {

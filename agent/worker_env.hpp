@@ -1,10 +1,11 @@
 // The environment of every worker, exactly as torchrun sets it: ranks, world sizes, master
 // address and port, restart count, run id, agent-store mode, error file, NCCL async error
-// handling, the OMP_NUM_THREADS rule and --virtual-local-rank's one-GPU view, on top of the
-// agent's own environment. Pure; any thread.
+// handling (under the name the workers' torch reads), the OMP_NUM_THREADS rule and
+// --virtual-local-rank's one-GPU view, on top of the agent's own environment. Pure; any thread.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct WorkerEnvSettings {
   std::string run_id;
   std::string signals_to_handle;
   bool virtual_local_rank = false;  ///< LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = this worker's GPU
+  /// The workers' torch major version (2 for --no-python workers); none: unknown.
+  std::optional<int> torch_major;
 };
 
 using EnvMap = std::map<std::string, std::string>;
@@ -40,6 +43,11 @@ using EnvMap = std::map<std::string, std::string>;
 std::string virtual_visible_device(const EnvMap& agent_env, int local_rank);
 
 EnvMap parse_environ(char** environ_block);
+
+/// NCCL's asynchronous error handling, on unless the user set it (either name, passed on as
+/// it is): TORCH_NCCL_ASYNC_ERROR_HANDLING always; the older NCCL_ASYNC_ERROR_HANDLING, which
+/// PyTorch 1.x reads and 2.x warns about, only when torch is older than 2 or unknown.
+EnvMap async_error_handling(std::optional<int> torch_major, const EnvMap& agent_env);
 
 /// The variables cohort sets for local rank `local_rank` (only those, not the inherited ones).
 EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& round, int local_rank,
@@ -57,6 +65,11 @@ std::string python_path_with(const std::string& python_dir, const EnvMap& agent_
 /// The pipe NCCL's flight recorder of global rank `rank` reads (TORCH_NCCL_DEBUG_INFO_PIPE_FILE
 /// is a stem: PyTorch adds the rank and ".pipe"); empty when `vars` has no stem.
 std::string nccl_dump_pipe(const EnvMap& vars, int rank);
+
+/// Where NCCL's flight recorder of global rank `rank` writes the dump its pipe asks for: the
+/// stem in TORCH_FR_DUMP_TEMP_FILE (PyTorch 2.7 on), else TORCH_NCCL_DEBUG_INFO_TEMP_FILE, else
+/// PyTorch's default /tmp/nccl_trace_rank_, followed by the rank.
+std::string nccl_dump_file(const EnvMap& vars, int rank);
 
 /// agent_env overlaid with variables, as "NAME=value" entries.
 std::vector<std::string> merge_env(const EnvMap& agent_env, const EnvMap& variables);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/flight_recorder_dumps.hpp"
 #include "common/exit_status.hpp"
 
 namespace cohort {
@@ -22,6 +23,9 @@ struct HangReport {
   std::string stacks_file;          ///< where its stacks (a Python traceback, eu-stack) were saved
   std::vector<std::string> frames;  ///< the innermost frames of the stuck thread
   std::string note;                 ///< when no stacks could be had: how to get them
+  std::vector<FlightRecorderDump> dumps;   ///< the NCCL dumps asked for and waited on
+  std::chrono::milliseconds dump_wait{0};  ///< --hang-dump-timeout, for "none within S s"
+  bool dumps_kept = true;                  ///< false: removed when the run ends (no --log-dir)
 };
 
 struct WorkerFailure {

@@ -1,7 +1,6 @@
 #include "agent/worker_group.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,17 +48,6 @@ void set_variable(std::vector<std::string>& env, const std::string& name,
   env.push_back(prefix + value);
 }
 
-// Asks NCCL's flight recorder for a dump: any write to the pipe the worker's process group
-// opened (only if the worker made one, so never blocks).
-void request_nccl_dump(const std::string& pipe) {
-  struct stat info {};
-  if (pipe.empty() || ::stat(pipe.c_str(), &info) != 0 || !S_ISFIFO(info.st_mode)) return;
-  int fd = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;
-  write_all(fd, "1\n");
-  ::close(fd);
-}
-
 std::vector<std::string> read_last_lines(const std::string& path, size_t count) {
   std::ifstream in(path);
   std::deque<std::string> lines;
@@ -86,7 +74,8 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, Clock& clock, ProcessSpawn
       progress_(hang),
       hang_timer_(clock.make_timer()),
       grace_timer_(clock.make_timer()),
-      drain_timer_(clock.make_timer()) {}
+      drain_timer_(clock.make_timer()),
+      dump_watcher_(clock) {}
 
 WorkerGroup::~WorkerGroup() {
   *alive_ = false;
@@ -192,6 +181,7 @@ void WorkerGroup::start_worker(Worker& worker) {
 }
 
 void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
+  if (dump_waiter_ == &worker) cut_dump_wait_short();
   spawner_.signal_group(worker.child.pid(), SIGKILL);  // whatever the worker left in its group
   log::debug("worker local_rank=", worker.plan.local_rank, " pid=", worker.child.pid(),
              " ended with ", status.describe());
@@ -284,8 +274,9 @@ void WorkerGroup::on_hang_timer() {
   declare_hang(*workers_[*hung]);
 }
 
-// Takes the hung worker's stacks (and the NCCL flight recorder's dumps), then stops it with
-// SIGABRT; its exit is the group's failure. SIGKILL if it is still there after kAbortWait.
+// Asks for the NCCL flight recorder's dumps, waits for them, takes the hung worker's stacks, then
+// stops it with SIGABRT; its exit is the group's failure. SIGKILL if it is still there after
+// kAbortWait.
 void WorkerGroup::declare_hang(Worker& worker) {
   SteadyTime now = clock_.now();
   HangReport hang;
@@ -304,7 +295,45 @@ void WorkerGroup::declare_hang(Worker& worker) {
   progress_frozen_ = true;
   log::warn("worker rank=", worker.plan.rank, " pid=", worker.child.pid(), " made no progress for ",
             hang.silent_for.count() / 1000.0, " s: taking its stacks and stopping it");
-  for (auto& each : workers_) request_nccl_dump(each->plan.nccl_dump_pipe);
+  ask_for_dumps(worker);
+}
+
+// Asks every rank that made a debug-info pipe for its flight-recorder dump, and takes the hung
+// worker's stacks once the dumps are written (or --hang-dump-timeout has passed): stopping it
+// sooner would lose them. Nothing asked: at once.
+void WorkerGroup::ask_for_dumps(Worker& worker) {
+  std::vector<FlightRecorderDump> asked;
+  for (auto& each : workers_) {
+    if (request_nccl_dump(each->plan.nccl_dump_pipe))
+      asked.push_back({each->plan.rank, each->plan.nccl_dump_file});
+  }
+  SteadyDuration timeout = progress_.settings().dump_timeout;
+  worker.hang->dump_wait = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  worker.hang->dumps_kept = worker.plan.error_file_kept;
+  if (asked.empty() || timeout <= SteadyDuration::zero()) return take_stacks(worker);
+  log::info("waiting up to ", worker.hang->dump_wait.count() / 1000.0, " s for ", asked.size(),
+            " NCCL flight-recorder dump(s)");
+  dump_waiter_ = &worker;
+  dump_watcher_.start(std::move(asked), timeout,
+                      [this, &worker](std::vector<FlightRecorderDump> dumps) {
+                        dumps_waited(worker, std::move(dumps));
+                      });
+}
+
+void WorkerGroup::dumps_waited(Worker& worker, std::vector<FlightRecorderDump> dumps) {
+  dump_waiter_ = nullptr;
+  worker.hang->dumps = std::move(dumps);
+  take_stacks(worker);
+}
+
+// The group stops (or the hung worker ended) while the dumps are awaited: what is there now.
+void WorkerGroup::cut_dump_wait_short() {
+  if (!dump_waiter_) return;
+  dump_waiter_->hang->dumps = dump_watcher_.cut_short();
+  dump_waiter_ = nullptr;
+}
+
+void WorkerGroup::take_stacks(Worker& worker) {
   if (const auto& err = worker.child.pump(SpawnedChild::Stream::Err)) err->start_capture();
   if (!worker.plan.python && take_native_stacks(worker)) return;  // SIGABRT once they are taken
   abort_hung(worker);
@@ -393,6 +422,7 @@ bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
 
 void WorkerGroup::stop(int signal) {
   hang_timer_->cancel();  // no more hangs to find, nor a hung worker's abort to wait for
+  cut_dump_wait_short();
   progress_frozen_ = true;
   if (stopping_ || signal == SIGKILL) {
     stopping_ = true;

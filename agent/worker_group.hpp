@@ -3,9 +3,10 @@
 // when asked: the signal, then SIGKILL once the Clock passes the grace period, and every process
 // reaped. With hang detection on, every sign of life (a heartbeat on COHORT_HEARTBEAT_FD, an
 // output line) moves the worker's deadline (ProgressDeadlines) and one timer waits for the
-// earliest; a worker past it is hung: its stacks are taken (SIGABRT: Python's faulthandler
-// prints every thread; eu-stack for native ones), NCCL is asked for a flight-recorder dump, and
-// it counts as failed. Once every worker has exited, the container is killed: nothing a worker
+// earliest; a worker past it is hung: NCCL is asked for every rank's flight-recorder dump and
+// the group waits (DumpWatcher, bounded) until they are written, then its stacks are taken
+// (SIGABRT: Python's faulthandler prints every thread; eu-stack for native ones) and it counts
+// as failed. Once every worker has exited, the container is killed: nothing a worker
 // started (in its process group or not) outlives the group. Reports one GroupOutcome. Owned by the
 // agent, one per round; io thread only.
 #pragma once
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/dump_watcher.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
 #include "agent/step_times.hpp"
@@ -50,6 +52,7 @@ struct WorkerPlan {
   std::string prefix;           ///< console line prefix (empty in raw mode)
   std::string hang_file;        ///< where its stacks go if it hangs; empty: nowhere
   std::string nccl_dump_pipe;   ///< its TORCH_NCCL_DEBUG_INFO_PIPE_FILE pipe; empty: none
+  std::string nccl_dump_file;   ///< where its flight recorder writes the dump the pipe asks for
   bool python = false;          ///< a Python interpreter: SIGABRT makes it print its stacks
   std::string stack_tool;       ///< eu-stack, for the stacks of a native worker; empty: none
 };
@@ -99,6 +102,10 @@ class WorkerGroup {
   void arm_hang_timer();
   void on_hang_timer();
   void declare_hang(Worker& worker);
+  void ask_for_dumps(Worker& worker);
+  void dumps_waited(Worker& worker, std::vector<FlightRecorderDump> dumps);
+  void cut_dump_wait_short();
+  void take_stacks(Worker& worker);
   bool take_native_stacks(Worker& worker);
   void abort_hung(Worker& worker);
   void save_stacks(const Worker& worker, WorkerFailure& failure) const;
@@ -115,6 +122,8 @@ class WorkerGroup {
   std::unique_ptr<Timer> hang_timer_;  ///< at the earliest deadline; after a hang, the abort wait
   std::unique_ptr<Timer> grace_timer_;
   std::unique_ptr<Timer> drain_timer_;
+  DumpWatcher dump_watcher_;
+  Worker* dump_waiter_ = nullptr;  ///< the hung worker whose stacks wait for the NCCL dumps
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<WorkerFailure> failures_;
   std::vector<size_t> failed_workers_;  ///< index into workers_, parallel to failures_

@@ -135,6 +135,9 @@ void add_hang_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--hang-first-timeout", o.hang_first_timeout,
               "Seconds a worker may take to its first sign of life (default: 10 x --hang-timeout)")
       ->default_str("10 x --hang-timeout");
+  flag_option(app, "--hang-dump-timeout", o.hang_dump_timeout,
+              "Seconds a hang waits for the NCCL flight recorder's dumps it asked for before the "
+              "hung worker is stopped (0: do not wait)");
   flag_option(app, "--straggler-factor", o.straggler_factor,
               "A rank whose step time stays this many times the run's median for a minute is "
               "named as a straggler in the rendezvous's log (above 1)");

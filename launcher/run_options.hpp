@@ -45,6 +45,7 @@ struct RunOptions {
   std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   double hang_timeout = 0;                 ///< seconds without a sign of life; 0: off
   std::optional<double> hang_first_timeout;  ///< before the first one; unset: 10 x hang_timeout
+  double hang_dump_timeout = 10;      ///< seconds a hang waits for the NCCL flight recorder's dumps
   double straggler_factor = 1.5;      ///< a rank this many times slower than the median straggles
   int max_same_failures = 3;          ///< the same failure this often in a row ends the run
   std::string no_restart_exit_codes;  ///< "1,3": failures with these codes are final

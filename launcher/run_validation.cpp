@@ -103,6 +103,7 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
     return;
   }
   config.executable = python_executable(machine);
+  config.python_worker = true;
   config.args = {"-u"};
   if (options.module) config.args.push_back("-m");
   config.args.push_back(target);
@@ -276,6 +277,17 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   }
 }
 
+void parse_hang_dump_timeout(const RunOptions& options, AgentConfig& config, Problems& problems) {
+  constexpr double kLongest = 3600;
+  auto timeout = seconds_to_ms(options.hang_dump_timeout);
+  if (!timeout || options.hang_dump_timeout > kLongest) {
+    problems.push_back(cat("--hang-dump-timeout: expected seconds between 0 (do not wait) and ",
+                           kLongest, ", got ", options.hang_dump_timeout));
+    return;
+  }
+  config.hang.dump_timeout = *timeout;
+}
+
 void parse_hang_timeouts(const RunOptions& options, AgentConfig& config, Problems& problems) {
   auto timeout = seconds_to_ms(options.hang_timeout);
   if (!timeout) {
@@ -396,6 +408,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   check_virtual_local_rank(options, machine, config, problems);
   config.console_events = options.event_log_handler == "console";
   parse_hang_timeouts(options, config, problems);
+  parse_hang_dump_timeout(options, config, problems);
   parse_health_check(options, config, problems);
   parse_gpu_health(options, machine, config, problems);
   parse_straggler_factor(options, config, problems);

@@ -1,15 +1,22 @@
 // WorkerGroup's hang detection with a fake spawner and a fake clock: the first-signal allowance,
 // an output line as a sign of life, the worker silent first found hung (SIGABRT to it alone, then
-// SIGKILL to its group after the abort wait), and its failure carrying the hang report.
+// SIGKILL to its group after the abort wait), and its failure carrying the hang report; the
+// NCCL flight-recorder dumps asked of each rank with a pipe, awaited before the stacks are taken.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <fstream>
 #include <optional>
 
 #include "agent/worker_group.hpp"
 #include "tests/support/fake_clock.hpp"
 #include "tests/support/fake_process_spawner.hpp"
 #include "tests/support/io_steps.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;
@@ -132,4 +139,116 @@ TEST_CASE("the group's progress: each worker's silence, last step and median ste
   t.spawner.exit(pids[1], ExitStatus::killed_by(SIGABRT));
   t.spawner.exit(pids[0], ExitStatus::killed_by(SIGTERM));
   REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+}
+
+namespace {
+
+// A rank's debug-info pipe as PyTorch makes it: a FIFO its monitor thread holds open to read.
+struct DumpPipe {
+  std::string path;
+  int reader = -1;
+  explicit DumpPipe(std::string at) : path(std::move(at)) {
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(reader >= 0);
+  }
+  ~DumpPipe() { ::close(reader); }
+  std::string asked() const {
+    char buffer[16];
+    ssize_t n = ::read(reader, buffer, sizeof buffer);
+    return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : std::string();
+  }
+};
+
+std::vector<pid_t> start_with_pipes(HangTest& t, const test::TempDir& dir, bool second_pipe) {
+  std::vector<WorkerPlan> plans;
+  for (int i = 0; i < 2; ++i) {
+    WorkerPlan plan;
+    plan.local_rank = i;
+    plan.rank = 10 + i;
+    plan.request.executable = "/opt/train";
+    if (i == 0 || second_pipe) plan.nccl_dump_pipe = dir.file("pipe_" + std::to_string(10 + i));
+    plan.nccl_dump_file = dir.file("trace_" + std::to_string(10 + i));
+    plans.push_back(plan);
+  }
+  t.group.start(std::move(plans), [&t](GroupOutcome reported) { t.outcome = std::move(reported); });
+  return t.spawner.pids();
+}
+
+}  // namespace
+
+TEST_CASE("a hang asks each rank with a pipe for its NCCL dump and stops the worker once written",
+          "[worker_group][hang]") {
+  HangTest t;
+  test::TempDir dir;
+  DumpPipe pipe(dir.file("pipe_10"));
+  std::vector<pid_t> pids = start_with_pipes(t, dir, /*second_pipe=*/false);
+  t.clock.advance(10s);  // rank 10 is hung at its first-signal allowance
+  CHECK(pipe.asked() == "1\n");
+  CHECK(t.process_signals(pids[0]).empty());  // not yet: its dump is awaited
+  t.clock.advance(1500ms);
+  { std::ofstream(dir.file("trace_10")) << std::string(1000, 'x'); }
+  t.clock.advance(200ms);
+  { std::ofstream(dir.file("trace_10"), std::ios::app) << std::string(2433, 'y'); }
+  t.clock.advance(499ms);
+  CHECK(t.process_signals(pids[0]).empty());  // its size has not held for the settle time
+  t.clock.advance(200ms);
+  CHECK(t.process_signals(pids[0]) == std::vector<int>{SIGABRT});
+
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGABRT));
+  t.spawner.exit(pids[1], ExitStatus::killed_by(SIGTERM));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+  REQUIRE(t.outcome->failures.size() == 1);
+  REQUIRE(t.outcome->failures[0].hang);
+  const HangReport& hang = *t.outcome->failures[0].hang;
+  REQUIRE(hang.dumps.size() == 1);  // rank 11 made no pipe: not asked, not waited for
+  CHECK(hang.dumps[0].rank == 10);
+  CHECK(hang.dumps[0].path == dir.file("trace_10"));
+  CHECK(hang.dumps[0].bytes == 3433u);
+  CHECK(hang.dumps[0].complete);
+}
+
+TEST_CASE("the NCCL dump wait ends at --hang-dump-timeout, and 0 does not wait",
+          "[worker_group][hang]") {
+  HangTest t;
+  test::TempDir dir;
+  DumpPipe pipe10(dir.file("pipe_10")), pipe11(dir.file("pipe_11"));
+  std::vector<pid_t> pids = start_with_pipes(t, dir, /*second_pipe=*/true);
+  t.clock.advance(10s);
+  CHECK(pipe10.asked() == "1\n");
+  CHECK(pipe11.asked() == "1\n");
+  t.clock.advance(1s);
+  { std::ofstream(dir.file("trace_11")) << "dump"; }  // rank 11's comes, rank 10's never
+  t.clock.advance(8999ms);
+  CHECK(t.process_signals(pids[0]).empty());
+  t.clock.advance(1ms);  // 10 s after asking
+  CHECK(t.process_signals(pids[0]) == std::vector<int>{SIGABRT});
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGABRT));
+  t.spawner.exit(pids[1], ExitStatus::killed_by(SIGTERM));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+  const HangReport& hang = *t.outcome->failures.at(0).hang;
+  REQUIRE(hang.dumps.size() == 2);
+  CHECK_FALSE(hang.dumps[0].bytes);
+  CHECK(hang.dumps[1].bytes == 4u);
+  CHECK(hang.dumps[1].complete);
+  CHECK(hang.dump_wait == 10s);
+
+  test::FakeClock clock;
+  test::FakeProcessSpawner spawner;
+  HangSettings no_wait{2s, 10s};
+  no_wait.dump_timeout = SteadyDuration::zero();
+  WorkerGroup group{t.io, clock, spawner, 30000ms, no_wait};
+  test::TempDir dir2;
+  DumpPipe pipe(dir2.file("pipe_10"));
+  WorkerPlan plan;
+  plan.rank = 10;
+  plan.request.executable = "/opt/train";
+  plan.nccl_dump_pipe = pipe.path;
+  plan.nccl_dump_file = dir2.file("trace_10");
+  group.start({plan}, [](GroupOutcome) {});
+  clock.advance(10s);
+  CHECK(pipe.asked() == "1\n");  // asked all the same
+  bool aborted = false;
+  for (const auto& sent : spawner.signals()) aborted = aborted || sent.signal == SIGABRT;
+  CHECK(aborted);  // at once
 }

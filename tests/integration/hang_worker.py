@@ -7,12 +7,18 @@
   silent-first RANK STEP  every rank beats a step each 50 ms; rank RANK stops after step STEP
                        (wedged_in_allreduce), the others 1 s later (waiting_in_allreduce), as
                        ranks blocked in a collective on the wedged one would.
+  flight-recorder RANK  like PyTorch's NCCL monitor thread, every rank makes its debug-info pipe
+                       (TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe) and, 2 s after something is
+                       written to it, writes its dump to TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>
+                       (dump_bytes(rank), in two parts 0.2 s apart); every rank beats steps 0..4,
+                       then rank RANK wedges and the others go on beating (at most 30 s).
   straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
                        file "stop" appears in the working directory (at most 60 s).
 """
 
 import os
 import sys
+import threading
 import time
 
 import cohort_heartbeat
@@ -48,6 +54,38 @@ def silent_first(hung_rank, last_step):
     wedged_in_allreduce() if rank == hung_rank else waiting_in_allreduce()
 
 
+def dump_bytes(rank):
+    return (f"rank {rank} entry\n" * 200).encode()
+
+
+def serve_dump_pipe(rank):
+    pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + f"{rank}.pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    while not os.read(reader, 16):  # b"" (no writer yet) until cohort writes
+        time.sleep(0.1)
+    time.sleep(2)
+    dump = dump_bytes(rank)
+    with open(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + str(rank), "wb") as out:
+        out.write(dump[:1000])
+        out.flush()
+        time.sleep(0.2)
+        out.write(dump[1000:])
+
+
+def flight_recorder(hung_rank):
+    rank = int(os.environ["RANK"])
+    threading.Thread(target=serve_dump_pipe, args=(rank,), daemon=True).start()
+    started = time.monotonic()
+    step = 0
+    while time.monotonic() - started < 30:
+        cohort_heartbeat.beat(step)
+        time.sleep(0.05)
+        step += 1
+        if step == 5 and rank == hung_rank:
+            wedged_in_allreduce()
+
+
 def straggler(slow_rank):
     rank = int(os.environ["RANK"])
     started = time.monotonic()
@@ -76,6 +114,8 @@ if __name__ == "__main__":
         file_timer()
     elif mode == "silent-first":
         silent_first(int(sys.argv[2]), int(sys.argv[3]))
+    elif mode == "flight-recorder":
+        flight_recorder(int(sys.argv[2]))
     elif mode == "straggler":
         straggler(int(sys.argv[2]))
     else:

@@ -1,8 +1,9 @@
 // `cohort run` with hang detection: a worker that heartbeats through the shipped Python module
 // and then wedges is found within the timeout, named with the function it hung in, and restarted;
 // a worker that only prints and then goes quiet is found too; torchrun's FileTimer pipe is served
-// (a FileTimerClient scope that runs out kills its worker). Real cohort, real Python and
-// test_worker processes; each run is bounded in time.
+// (a FileTimerClient scope that runs out kills its worker); a hang waits for the NCCL flight
+// recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written). Real cohort,
+// real Python and test_worker processes; each run is bounded in time.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -73,6 +74,58 @@ TEST_CASE("the failure summary of a hang says who, for how long, and where it hu
   CHECK(contains(summary, "in wedged_in_allreduce"));
   CHECK(contains(summary, "stacks    : "));
   CHECK(contains(summary, "signal    : SIGABRT"));
+  CHECK(scratch.nothing_left());
+}
+
+namespace {
+
+// What hang_worker.py's flight-recorder mode writes as rank `rank`'s dump.
+std::string fake_dump(int rank) {
+  std::string dump;
+  for (int i = 0; i < 200; ++i) dump += "rank " + std::to_string(rank) + " entry\n";
+  return dump;
+}
+
+}  // namespace
+
+TEST_CASE("a hang waits for the NCCL flight recorder's dumps, keeps them and names them",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  std::string logs = scratch.file("logs");
+  RunResult result = scratch.run({"--nproc-per-node", "2", "--hang-timeout", "1", "--log-dir", logs,
+                                  "--rdzv-id", "dumps", kHangWorker, "flight-recorder", "1"},
+                                 kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "hang      : rank 1 (local rank 1, pid "));
+  CHECK(contains(summary, "in wedged_in_allreduce"));
+  for (int rank : {0, 1}) {
+    std::string dump = logs + "/dumps/attempt_0/nccl_trace_rank_" + std::to_string(rank);
+    REQUIRE(file_exists(dump));
+    CHECK(read_file(dump) == fake_dump(rank));  // written whole, in its two parts
+    CHECK(contains(summary, "nccl dump : flight recorder dump of rank " + std::to_string(rank) +
+                                ": " + dump + " (" + std::to_string(fake_dump(rank).size()) +
+                                " bytes)"));
+  }
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("with --hang-dump-timeout 0 a hang asks for the dumps but does not wait for them",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  std::string logs = scratch.file("logs");
+  RunResult result =
+      scratch.run({"--nproc-per-node", "2", "--hang-timeout", "1", "--hang-dump-timeout", "0",
+                   "--log-dir", logs, "--rdzv-id", "nowait", kHangWorker, "flight-recorder", "1"},
+                  kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "hang      : rank 1 (local rank 1, pid "));
+  CHECK_FALSE(contains(summary, "nccl dump"));
+  CHECK(file_exists(logs + "/nowait/attempt_0/nccl_pipe_rank_1.pipe"));    // it made its pipe
+  CHECK_FALSE(file_exists(logs + "/nowait/attempt_0/nccl_trace_rank_1"));  // stopped before 2 s
   CHECK(scratch.nothing_left());
 }
 

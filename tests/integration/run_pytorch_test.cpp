@@ -2,6 +2,7 @@
 // trained end to end, and the worker environment compared variable by variable with the real
 // torchrun of that PyTorch (tests/integration/torchrun_debian12.py).
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <set>
 
 #include "tests/integration/integration_support.hpp"
@@ -72,6 +73,8 @@ const std::vector<std::string> kTorchrunVariables{
 //   Both must be one of the two.
 // - TORCH_NCCL_ASYNC_ERROR_HANDLING, TORCHELASTIC_SIGNALS_TO_HANDLE: PyTorch 2.x torchrun sets
 //   them, 1.13 does not; cohort follows 2.x. When torchrun sets them, the values must agree.
+// - NCCL_ASYNC_ERROR_HANDLING: cohort sets it ("1") for a Python worker whose torch is older than
+//   2 (the next test), not for a --no-python worker like this one, which gets the 2.x names.
 // - COHORT_HEARTBEAT_FD (cohort's heartbeat descriptor, a number) and PYTHONPATH (cohort adds
 //   the directory of its cohort_heartbeat module at the end): cohort's own additions.
 void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvDump& theirs,
@@ -114,6 +117,9 @@ void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvD
       CHECK(torchrun == "<unset>");
     } else if (name == "PYTHONPATH") {
       CHECK(ends_with(cohort, "/python"));
+    } else if (name == "NCCL_ASYNC_ERROR_HANDLING") {
+      CHECK(cohort == "<unset>");
+      CHECK(torchrun == "1");
     } else if ((name == "TORCH_NCCL_ASYNC_ERROR_HANDLING" ||
                 name == "TORCHELASTIC_SIGNALS_TO_HANDLE") &&
                torchrun == "<unset>") {
@@ -161,5 +167,46 @@ TEST_CASE("workers get the same environment from cohort as from the real torchru
     CHECK(env_value((*dumps)[0], "TORCHELASTIC_RUN_ID") ==
           env_value((*dumps)[1], "TORCHELASTIC_RUN_ID"));
   }
+  CHECK(scratch.nothing_left());
+}
+
+namespace {
+
+// A Python worker that writes its environment as JSON to the path it is given.
+std::string env_script(const Scratch& scratch) {
+  std::string script = scratch.file("dump_env.py");
+  std::ofstream(script) << "import json, os, sys\n"
+                           "json.dump(dict(os.environ), open(sys.argv[1], 'w'))\n";
+  return script;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL's async error handling: both names for torch 1.13, the new one for --no-python",
+          "[integration][run][pytorch]") {
+  require_torch();
+  Scratch scratch;
+  RunResult python = scratch.run(
+      {"--standalone", "--nproc-per-node", "1", env_script(scratch), scratch.file("python.json")},
+      {{"PYTHON_EXEC", kPython}});
+  INFO(python.out << python.err);
+  REQUIRE(python.status.shell_code() == 0);
+  EnvDump env = load_env(scratch.file("python.json"));
+  CHECK(env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+  CHECK(env_value(env, "NCCL_ASYNC_ERROR_HANDLING") == "1");  // the name 1.13 reads
+
+  RunResult native = scratch.run({"--standalone", "--nproc-per-node", "1", "--no-python", kWorker,
+                                  "--dump-env", scratch.file("native.json")});
+  REQUIRE(native.status.shell_code() == 0);
+  env = load_env(scratch.file("native.json"));
+  CHECK(env_value(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING") == "1");
+  CHECK(env_value(env, "NCCL_ASYNC_ERROR_HANDLING") == "<unset>");  // as for PyTorch 2.x
+
+  RunResult mine = scratch.run({"--standalone", "--nproc-per-node", "1", "--no-python", kWorker,
+                                "--dump-env", scratch.file("mine.json")},
+                               {{"NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  REQUIRE(mine.status.shell_code() == 0);
+  env = load_env(scratch.file("mine.json"));
+  CHECK(env_value(env, "NCCL_ASYNC_ERROR_HANDLING") == "0");  // the user's, as it is
   CHECK(scratch.nothing_left());
 }

@@ -11,8 +11,9 @@ using namespace cohort::test;
 namespace {
 
 // Every variable torchrun 2.6 sets for a worker (local_elastic_agent.py), and those cohort adds
-// for other releases (NCCL_ASYNC_ERROR_HANDLING for 1.13, TORCHELASTIC_SIGNALS_TO_HANDLE for
-// 2.9+), plus OMP_NUM_THREADS, which both set when more than one worker runs.
+// for other releases (NCCL_ASYNC_ERROR_HANDLING for 1.13, unset here as in torchrun 2.6;
+// TORCHELASTIC_SIGNALS_TO_HANDLE for 2.9+), plus OMP_NUM_THREADS, which both set when more than one
+// worker runs.
 const std::vector<std::string> kTorchrunVariables{
     "LOCAL_RANK",
     "RANK",
@@ -48,8 +49,6 @@ const std::vector<std::string> kTorchrunVariables{
 //   other endpoints); cohort 127.0.0.1 (the address it reached the rendezvous by).
 // - TORCHELASTIC_ERROR_FILE: the base directory differs (torchrun: $TMPDIR/torchelastic_*/
 //   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>); both end in attempt_0/<lr>/error.json.
-// - NCCL_ASYNC_ERROR_HANDLING: the name PyTorch 1.13 reads; torchrun 2.6 sets only
-//   TORCH_NCCL_ASYNC_ERROR_HANDLING. cohort sets both to 1.
 // - TORCHELASTIC_SIGNALS_TO_HANDLE: set by torchrun from 2.9 on (--signals-to-handle), not by
 //   2.6. cohort sets its --signals-to-handle (default SIGTERM,SIGINT,SIGHUP,SIGQUIT).
 // - COHORT_HEARTBEAT_FD (the worker's heartbeat descriptor, a small number) and PYTHONPATH
@@ -86,9 +85,6 @@ void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvD
     } else if (name == "TORCHELASTIC_ERROR_FILE") {
       CHECK(ends_with(cohort, "/attempt_0/" + lr + "/error.json"));
       CHECK(ends_with(torchrun, "/attempt_0/" + lr + "/error.json"));
-    } else if (name == "NCCL_ASYNC_ERROR_HANDLING") {
-      CHECK(cohort == "1");
-      CHECK(torchrun == "<unset>");
     } else if (name == "TORCHELASTIC_SIGNALS_TO_HANDLE") {
       CHECK(cohort == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
       CHECK(torchrun == "<unset>");

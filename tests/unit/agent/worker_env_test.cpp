@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/output_config.hpp"
+#include "agent/torch_probe.hpp"
 #include "agent/worker_env.hpp"
 
 using namespace cohort;
@@ -41,6 +42,38 @@ TEST_CASE("OMP_NUM_THREADS and NCCL settings of the user are kept", "[unit][agen
   std::vector<std::string> merged = merge_env(agent_env, vars);
   CHECK(std::count(merged.begin(), merged.end(), "OMP_NUM_THREADS=8") == 1);
   CHECK(std::count(merged.begin(), merged.end(), "TORCH_NCCL_ASYNC_ERROR_HANDLING=0") == 1);
+}
+
+TEST_CASE("NCCL async error handling under the names the workers' torch reads", "[unit][agent]") {
+  // PyTorch 2.x: only the new name (2.x warns about the old one); 1.x: the old one too.
+  CHECK(async_error_handling(2, {}) == EnvMap{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}});
+  CHECK(async_error_handling(3, {}) == EnvMap{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}});
+  const EnvMap both{{"NCCL_ASYNC_ERROR_HANDLING", "1"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  CHECK(async_error_handling(1, {}) == both);
+  CHECK(async_error_handling(std::nullopt, {}) == both);  // unknown: both, as before
+  // What the user set, under either name, is passed on as it is.
+  CHECK(async_error_handling(2, {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}) ==
+        EnvMap{{"NCCL_ASYNC_ERROR_HANDLING", "0"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}});
+  CHECK(async_error_handling(1, {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}) ==
+        EnvMap{{"NCCL_ASYNC_ERROR_HANDLING", "1"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}});
+  // And so in every worker's variables.
+  WorkerEnvSettings settings{"default", 1, 0, "none", ""};
+  settings.torch_major = 2;
+  EnvMap vars = worker_variables(settings, RoundInfo{}, 0, "", {});
+  CHECK(vars.count("NCCL_ASYNC_ERROR_HANDLING") == 0);
+  settings.torch_major = 1;
+  CHECK(worker_variables(settings, RoundInfo{}, 0, "", {})["NCCL_ASYNC_ERROR_HANDLING"] == "1");
+}
+
+TEST_CASE("the torch version the probe printed", "[unit][agent]") {
+  CHECK(parse_torch_major("2.6.0+debian\n") == 2);
+  CHECK(parse_torch_major("1.13.0a0+gitunknown\n") == 1);
+  CHECK(parse_torch_major("2.11.0\n") == 2);
+  CHECK(parse_torch_major("10.0\n") == 10);
+  CHECK_FALSE(parse_torch_major(""));
+  CHECK_FALSE(parse_torch_major("torch\n"));
+  CHECK_FALSE(parse_torch_major("2"));
+  CHECK_FALSE(parse_torch_major("123456.0"));
 }
 
 TEST_CASE("a single worker gets no OMP_NUM_THREADS", "[unit][agent]") {

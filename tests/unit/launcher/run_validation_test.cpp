@@ -349,6 +349,23 @@ TEST_CASE("PET_HANG_TIMEOUT sets --hang-timeout", "[unit][launcher][hang]") {
   CHECK(validate({"t.py"}).config.hang.timeout == std::chrono::seconds(4));
 }
 
+TEST_CASE("flag --hang-dump-timeout: 10 s by default, 0 does not wait, PET_, validated",
+          "[unit][launcher][hang]") {
+  using namespace std::chrono_literals;
+  CHECK(validate({"t.py"}).config.hang.dump_timeout == 10s);
+  ValidatedRun run = validate({"--hang-dump-timeout", "2.5", "t.py"});
+  REQUIRE(run.problems.empty());
+  CHECK(run.config.hang.dump_timeout == 2500ms);
+  CHECK(validate({"--hang_dump_timeout", "0", "t.py"}).config.hang.dump_timeout == 0s);
+  for (const char* bad : {"-1", "3601", "nan"}) {
+    INFO(bad);
+    CHECK(mentions(validate({"--hang-dump-timeout", bad, "t.py"}).problems, "--hang-dump-timeout"));
+  }
+  test::EnvGuard env;
+  env.set("PET_HANG_DUMP_TIMEOUT", "4");
+  CHECK(validate({"t.py"}).config.hang.dump_timeout == 4s);
+}
+
 TEST_CASE("flag --straggler-factor: 1.5 by default, PET_STRAGGLER_FACTOR, validated",
           "[unit][launcher][straggler]") {
   CHECK(validate({"t.py"}).config.straggler_factor_pct == 150);
