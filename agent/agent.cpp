@@ -314,10 +314,13 @@ int Agent::rank0_port() const {
                                                            : config_.rendezvous.address);
 }
 
-proto::Hello Agent::make_hello() {
+// One attempt's hello, built when the daemon asks for it: a daemon that restarts hears the
+// outcome (and the health) this node has reached by then, not the one when the agent began
+// reconnecting.
+proto::Hello Agent::make_hello(const std::string& node_id) {
   proto::Hello hello;
   hello.run_id = config_.env.run_id;
-  hello.node_id = cat(node_base_id_, "#", connection_++);
+  hello.node_id = node_id;
   hello.address = config_.rendezvous.address;
   hello.unhealthy = unhealthy_;
   hello.local_world_size = config_.nproc;
@@ -347,7 +350,8 @@ void Agent::connect() {
         if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
         perform(state_.connection_lost(kind, reason));
       });
-  client_->connect(make_hello());
+  client_->connect(
+      [this, node_id = cat(node_base_id_, "#", connection_++)] { return make_hello(node_id); });
 }
 
 // How long the next connection may take to be welcomed: what is left of the join timeout since

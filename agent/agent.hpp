@@ -97,7 +97,7 @@ class Agent {
   void perform(agent::Actions actions);
   void perform(const agent::Action& action);
   void connect();
-  proto::Hello make_hello();
+  proto::Hello make_hello(const std::string& node_id);
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);

@@ -31,13 +31,25 @@ FileTimerServer::~FileTimerServer() {
   boost::system::error_code ignored;
   pipe_.close(ignored);
   if (keep_open_ >= 0) ::close(keep_open_);
-  ::unlink(path_.c_str());
+  if (made_) ::unlink(path_.c_str());
+}
+
+// What is at the path already: nothing, or a pipe of this user (a FileTimer pipe an earlier run
+// left), is fine; anything else (a file, a link, another user's pipe) is not ours to remove.
+std::string FileTimerServer::refuse_existing() const {
+  struct stat info {};
+  if (::lstat(path_.c_str(), &info) != 0) return {};
+  if (S_ISFIFO(info.st_mode) && info.st_uid == ::geteuid()) return {};
+  return cat("TORCHELASTIC_TIMER_FILE ", path_,
+             " exists and is not a FileTimer pipe of this user: left alone");
 }
 
 std::string FileTimerServer::start() {
-  ::unlink(path_.c_str());  // torchrun's server replaces what is there too
+  if (std::string refused = refuse_existing(); !refused.empty()) return refused;
+  ::unlink(path_.c_str());  // a stale pipe, as torchrun's server replaces it
   if (::mkfifo(path_.c_str(), 0600) != 0)
     return "cannot make the FileTimer pipe " + path_ + ": " + std::strerror(errno);
+  made_ = true;
   int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return "cannot open the FileTimer pipe " + path_ + ": " + std::strerror(errno);
   keep_open_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
@@ -85,8 +97,7 @@ void FileTimerServer::consume(std::string_view bytes) {
 void FileTimerServer::arm() {
   auto next = timers_.next_expiration();
   if (!next) return (void)timer_.cancel();
-  auto delay = std::chrono::duration<double>(std::max(0.0, *next - wall_seconds()));
-  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(delay));
+  timer_.expires_after(timer_wait(*next, wall_seconds()));
   timer_.async_wait([this, alive = alive_](const boost::system::error_code& error) {
     if (error || !*alive) return;
     for (const ExpiredTimer& expired : timers_.take_expired(wall_seconds())) expired_(expired);

@@ -22,18 +22,20 @@ class FileTimerServer {
   using Expired = std::function<void(const ExpiredTimer&)>;
 
   FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired);
-  /// Removes the pipe.
+  /// Removes the pipe, if start() made it.
   ~FileTimerServer();
   FileTimerServer(const FileTimerServer&) = delete;
   FileTimerServer& operator=(const FileTimerServer&) = delete;
 
-  /// Makes the pipe and starts reading. Returns an error message, empty on success.
+  /// Makes the pipe and starts reading. Returns an error message, empty on success. What is at
+  /// the path is replaced only if it is a pipe of this user; anything else is refused untouched.
   std::string start();
   /// Forgets every timer (the workers they were for are gone).
   void clear();
   const std::string& path() const { return path_; }
 
  private:
+  std::string refuse_existing() const;
   void read_more();
   void consume(std::string_view bytes);
   void arm();
@@ -41,6 +43,7 @@ class FileTimerServer {
   std::string path_;
   Expired expired_;
   boost::asio::posix::stream_descriptor pipe_;
+  bool made_ = false;   ///< start() made the pipe: the destructor removes it
   int keep_open_ = -1;  ///< our own writer, so that the pipe never reads end of file
   boost::asio::steady_timer timer_;
   FileTimers timers_;

@@ -1,5 +1,7 @@
 #include "agent/file_timers.hpp"
 
+#include <cmath>
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,14 @@ bool FileTimers::apply(const TimerRequest& request) {
   if (timers_.size() >= kMaxTimers && timers_.count(key) == 0) return false;
   timers_[key] = request;
   return true;
+}
+
+std::chrono::milliseconds timer_wait(double expiration, double now) {
+  double seconds = expiration - now;
+  if (!(seconds > 0)) return std::chrono::milliseconds(0);
+  constexpr double kLongest = std::chrono::duration<double>(kMaxTimerWait).count();
+  if (seconds >= kLongest) return kMaxTimerWait;
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
 }
 
 std::optional<double> FileTimers::next_expiration() const {

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@ struct ExpiredTimer {
   std::string scope;
   double expiration_time = 0;
 };
+
+/// The longest the server's timer waits at once: an expiration further off (a client may write
+/// 1e12 s) wakes it after this long to look again, instead of a delay no clock can hold.
+inline constexpr std::chrono::hours kMaxTimerWait{24};
+/// How long to wait from wall time `now` until `expiration` (both seconds since the epoch):
+/// rounded up to a millisecond, from zero (past, or not a number) to kMaxTimerWait.
+std::chrono::milliseconds timer_wait(double expiration, double now);
 
 /// Parses one request line; nullopt (with `error` set) for anything else.
 std::optional<TimerRequest> parse_timer_request(std::string_view line, std::string& error);

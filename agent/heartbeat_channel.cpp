@@ -18,6 +18,7 @@ std::optional<int64_t> step_of(std::string_view line) {
   int64_t step = 0;
   auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), step);
   if (error != std::errc() || end != line.data() + line.size()) return std::nullopt;
+  if (step < 0) return std::nullopt;  // a count of steps; a negative one is no step
   return step;
 }
 

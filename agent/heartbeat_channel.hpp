@@ -15,7 +15,8 @@
 
 namespace cohort {
 
-/// Splits heartbeat bytes into lines and keeps the last step reported ("step N"). Pure.
+/// Splits heartbeat bytes into lines and keeps the last step reported ("step N", N from 0 to
+/// INT64_MAX; any other line is a sign of life only). Pure.
 class HeartbeatLines {
  public:
   /// Takes the bytes of one read; returns the last step a complete line in them reported.

@@ -18,7 +18,7 @@ class StepTimes {
   static constexpr size_t kSamples = 9;
 
   /// A heartbeat reported `step` at `now`. A step that does not move forward (a restart of the
-  /// count, a repeat) starts the measurement again.
+  /// count, a repeat) starts the measurement again. Any two counts give a duration >= 0.
   void beat(int64_t step, SteadyTime now);
   /// The median duration of the last kSamples steps; nullopt before two steps were reported.
   std::optional<SteadyDuration> median() const;

@@ -251,7 +251,9 @@ std::vector<proto::RankProgress> WorkerGroup::progress() const {
       rank.step = static_cast<int>(std::clamp<int64_t>(*step, 0, INT32_MAX));
     }
     if (auto median = step_times_.at(worker->index).median()) {
-      rank.step_ms = duration_cast<milliseconds>(*median).count();
+      // Within what the daemon accepts, whatever the worker's counts made of it.
+      rank.step_ms = std::clamp<int64_t>(duration_cast<milliseconds>(*median).count(), 0,
+                                         proto::kMaxDurationMs);
     }
     ranks.push_back(rank);
   }

@@ -59,11 +59,25 @@ std::string format_event_line(const Event& event, std::string_view source, uint6
   return line;
 }
 
+namespace {
+
+// Opens (creating, owner-only) the log for appending, without following a symbolic link at the
+// path: one planted there would send the events (and the creation) wherever it points.
+int open_event_log(const std::string& path, std::string& problem) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0) return fd;
+  problem = errno == ELOOP ? path + ": is a symbolic link (refused; name the file itself)"
+                           : path + ": " + std::strerror(errno);
+  return -1;
+}
+
+}  // namespace
+
 std::string event_log_problem(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return path + ": " + std::strerror(errno);
-  ::close(fd);
-  return {};
+  std::string problem;
+  int fd = open_event_log(path, problem);
+  if (fd >= 0) ::close(fd);
+  return problem;
 }
 
 int64_t wall_clock_ms() {
@@ -77,8 +91,9 @@ EventLog::~EventLog() {
 }
 
 std::string EventLog::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return path + ": " + std::strerror(errno);
+  std::string problem;
+  int fd = open_event_log(path, problem);
+  if (fd < 0) return problem;
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
   path_ = path;

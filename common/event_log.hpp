@@ -38,7 +38,8 @@ class EventLog {
   EventLog(const EventLog&) = delete;
   EventLog& operator=(const EventLog&) = delete;
 
-  /// Appends to `path` from now on (created if missing). "" on success, else why not.
+  /// Appends to `path` from now on (created 0600 if missing; a symbolic link there is refused).
+  /// "" on success, else why not.
   std::string open(const std::string& path);
   /// Prints every line on stderr too.
   void echo_to_stderr(bool on) { echo_ = on; }

@@ -32,8 +32,8 @@ RendezvousClient::~RendezvousClient() {
   close();
 }
 
-void RendezvousClient::connect(proto::Hello hello) {
-  hello_ = std::move(hello);
+void RendezvousClient::connect(HelloSource hello) {
+  make_hello_ = std::move(hello);
   give_up_at_ = clock_.now() + options_.connect_deadline;
   progress_.emplace(endpoint(), clock_.now(), give_up_at_);
   try_connect();
@@ -139,6 +139,7 @@ void RendezvousClient::on_session_message(proto::ControlMessage message) {
 
 void RendezvousClient::answer_challenge(const proto::Challenge& challenge) {
   challenge_ = challenge.nonce;
+  hello_ = make_hello_();
   hello_.client_nonce = proto::random_nonce();
   if (!options_.token.empty()) {
     hello_.proof = proto::hello_proof(options_.token, challenge_, hello_.client_nonce,
@@ -188,7 +189,7 @@ void RendezvousClient::arm_heartbeat() {
 }
 
 void RendezvousClient::send(const proto::ControlMessage& message) {
-  if (connected()) session_->send(message);
+  if (connected() && !challenge_.empty()) session_->send(message);
 }
 
 void RendezvousClient::close(std::optional<proto::ControlMessage> last) {

@@ -40,8 +40,18 @@ class RendezvousClient {
   RendezvousClient(const RendezvousClient&) = delete;
   RendezvousClient& operator=(const RendezvousClient&) = delete;
 
-  /// Connects (retrying) and sends `hello` first; messages and losses are reported after.
-  void connect(proto::Hello hello);
+  /// Builds one attempt's hello when the daemon's challenge comes, from what the agent knows
+  /// then: an outcome reached while no daemon answered goes with the next attempt.
+  using HelloSource = std::function<proto::Hello()>;
+
+  /// Connects (retrying) and sends a fresh hello from `hello` first on each attempt; messages
+  /// and losses are reported after.
+  void connect(HelloSource hello);
+  /// The same hello on every attempt.
+  void connect(proto::Hello hello) {
+    connect([hello = std::move(hello)] { return hello; });
+  }
+  /// Sent only once this connection's hello is (before it, the next hello carries the news).
   void send(const proto::ControlMessage& message);
   /// Sends `last` if connected, then closes quietly (no loss is reported).
   void close(std::optional<proto::ControlMessage> last = std::nullopt);
@@ -67,7 +77,8 @@ class RendezvousClient {
   ClientOptions options_;
   MessageHandler on_message_;
   LostHandler on_lost_;
-  proto::Hello hello_;
+  HelloSource make_hello_;
+  proto::Hello hello_;  ///< the current attempt's, once sent
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<Timer> retry_timer_;

@@ -12,8 +12,26 @@ constexpr const char* kHtml = "text/html; charset=utf-8";
 constexpr const char* kJson = "application/json";
 constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 
+// The path a client asked for, echoed with every control byte (CR, LF, NUL, ESC...) as \xNN: a
+// decoded %0d%0a cannot add lines to the body, nor a %1b reach whoever reads it in a terminal.
+std::string inert(const std::string& text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    }
+  }
+  return out;
+}
+
 observe::HttpResponse not_found(const std::string& what) {
-  return {404, "text/plain; charset=utf-8", what + "\n"};
+  return {404, "text/plain; charset=utf-8", inert(what) + "\n"};
 }
 
 // "/runs/job%2042" -> "job 42": run ids are plain names, but a browser may escape anything.

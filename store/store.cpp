@@ -253,11 +253,28 @@ StoreOutcome Store::check_limits(const StoreRequest& request) const {
     default:
       break;
   }
-  if (growth > 0 && used_bytes_ + growth > limits_.quota_bytes) {
-    return refuse(cat(op, " would take the store to ", used_bytes_ + growth,
-                      " bytes, past its quota of ", limits_.quota_bytes));
+  uint64_t after = used_bytes_ + unfinished_bytes_ + growth;
+  if (growth > 0 && after > limits_.quota_bytes) {
+    return refuse(cat(op, " would take the store to ", after, " bytes (", unfinished_bytes_,
+                      " of them for requests still arriving), past its quota of ",
+                      limits_.quota_bytes));
   }
   return {};
+}
+
+std::string Store::charge_unfinished(uint64_t bytes) {
+  uint64_t after = used_bytes_ + unfinished_bytes_ + bytes;
+  if (after > limits_.quota_bytes) {
+    return cat("the bytes it declares would take the store to ", after, " bytes (",
+               unfinished_bytes_ + bytes,
+               " of them for requests still arriving), past its quota of ", limits_.quota_bytes);
+  }
+  unfinished_bytes_ += bytes;
+  return {};
+}
+
+void Store::release_unfinished(uint64_t bytes) {
+  unfinished_bytes_ -= std::min(bytes, unfinished_bytes_);
 }
 
 // How many bytes the quota would grow by if `key` held a value of `value_size` bytes (0 if it

@@ -48,6 +48,13 @@ class Store {
   /// What the quota counts now: keys, values, queue items and wait registrations,
   /// kStoreEntryOverheadBytes each.
   uint64_t used_bytes() const { return used_bytes_; }
+  /// Requests still arriving: `bytes` more of what they declared count against the quota from
+  /// now on. Returns why not (nothing charged) when that would take the store past its quota.
+  std::string charge_unfinished(uint64_t bytes);
+  /// Returns what charge_unfinished took (the request completed, or its connection closed).
+  void release_unfinished(uint64_t bytes);
+  /// What requests still arriving have charged.
+  uint64_t unfinished_bytes() const { return unfinished_bytes_; }
   const StoreLimits& limits() const { return limits_; }
   std::optional<std::string> value(std::string_view key) const;
   size_t queue_length(std::string_view key) const;
@@ -95,6 +102,7 @@ class Store {
   std::vector<StoreReply>* replies_ = nullptr;  ///< apply()'s output while it runs
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
+  uint64_t unfinished_bytes_ = 0;  ///< charged by requests still arriving
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

@@ -43,6 +43,10 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
 
   /// For sessions: applies a request from `from` and hands every reply to its session.
   void dispatch(StoreSession& from, StoreRequest&& request);
+  /// For sessions: a request still arriving charges (or returns) part of what it declared,
+  /// against the store's quota; see Store::charge_unfinished.
+  std::string charge_unfinished(uint64_t bytes) { return store_.charge_unfinished(bytes); }
+  void release_unfinished(uint64_t bytes) { store_.release_unfinished(bytes); }
   /// For sessions: a closed session leaves the registry and the store's waiter lists.
   void forget(StoreConnectionId id);
   /// For sessions: one read buffer shared by all (one thread; consumed before the next read).

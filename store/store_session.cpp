@@ -4,6 +4,7 @@
 
 #include "common/log.hpp"
 #include "store/store_service.hpp"
+#include "store/tcpstore_limits.hpp"
 
 namespace cohort {
 namespace {
@@ -30,7 +31,27 @@ StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp:
     : service_(std::move(service)),
       socket_(std::move(socket)),
       decoder_(legacy_numbering),
-      id_(id) {}
+      id_(id) {
+  decoder_.check_declared([this](uint64_t declared) { return charge_declared(declared); });
+}
+
+// What a request declares past kStoreUnchargedRequestBytes counts against the store's quota
+// before its bytes are read (they come only as the client sends them, but a client that stops
+// halfway would otherwise hold them for as long as it likes).
+std::string StoreSession::charge_declared(uint64_t declared_bytes) {
+  uint64_t due = declared_bytes > kStoreUnchargedRequestBytes
+                     ? declared_bytes - kStoreUnchargedRequestBytes
+                     : 0;
+  if (due <= charged_) return {};
+  std::string refused = service_->charge_unfinished(due - charged_);
+  if (refused.empty()) charged_ = due;
+  return refused;
+}
+
+void StoreSession::release_charge() {
+  service_->release_unfinished(charged_);
+  charged_ = 0;
+}
 
 // Waits for readability instead of reading into a per-connection buffer: an idle connection
 // holds no read buffer at all.
@@ -85,7 +106,9 @@ void StoreSession::consume(std::string_view bytes) {
       refuse(decoder_.error());
       return;
     }
-    service_->dispatch(*this, decoder_.take_request());
+    StoreRequest request = decoder_.take_request();
+    release_charge();  // the store charges what the request stores, if it does
+    service_->dispatch(*this, std::move(request));
   }
   batching_ = false;
   flush();
@@ -174,6 +197,7 @@ void StoreSession::close(std::string_view reason) {
   socket_.close(ignored);
   release_if_large(outbox_);
   std::string().swap(stash_);
+  release_charge();
   log::debug("store: connection ", id_, " closed: ", reason);
   service_->forget(id_);
 }

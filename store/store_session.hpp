@@ -44,6 +44,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void on_written(const boost::system::error_code& error);
   void resume_reading_if_drained();
   bool drain_stash();
+  std::string charge_declared(uint64_t declared_bytes);
+  void release_charge();
   size_t unsent() const { return outbox_.size() + in_flight_.size(); }
 
   std::shared_ptr<StoreService> service_;
@@ -53,6 +55,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   std::string in_flight_;  ///< the buffer of the async write in progress
   std::string stash_;      ///< input not decoded yet while replies drain (usually empty)
   StoreConnectionId id_;
+  uint64_t charged_ = 0;  ///< what the request still arriving has charged against the quota
   bool batching_ = false;
   bool writing_ = false;
   bool read_paused_ = false;

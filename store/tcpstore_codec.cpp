@@ -274,6 +274,12 @@ bool TcpStoreDecoder::read_field_bytes(std::string_view bytes, size_t& pos,
       fail(cat(op_name(request_.op), " of more than ", kStoreMaxRequestBytes, " bytes"));
       return false;
     }
+    if (check_declared_) {
+      if (std::string refused = check_declared_(request_bytes_); !refused.empty()) {
+        fail(cat(op_name(request_.op), ": ", refused));
+        return false;
+      }
+    }
     list.emplace_back();
     body_left_ = length;
     in_body_ = true;

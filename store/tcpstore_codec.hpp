@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +41,11 @@ class TcpStoreDecoder {
  public:
   /// `legacy` is the table used for connections that do not start with VALIDATE.
   explicit TcpStoreDecoder(StoreNumbering legacy = StoreNumbering::Legacy113);
+
+  /// Asked with the bytes the current request has declared so far (every length prefix read),
+  /// before each field's body is read; a non-empty answer fails the stream with that reason.
+  using DeclaredCheck = std::function<std::string(uint64_t declared_bytes)>;
+  void check_declared(DeclaredCheck check) { check_declared_ = std::move(check); }
 
   /// Consumes bytes up to the end of the next complete request. NeedMore: every byte was
   /// consumed and buffered. Request: take_request() holds it; feed the rest again. Error: the
@@ -79,6 +85,7 @@ class TcpStoreDecoder {
   uint64_t request_bytes_ = 0;
   StoreRequest request_;
   std::string error_;
+  DeclaredCheck check_declared_;
 };
 
 /// Reply encoders: integers little-endian, `bytes` as u64 length + raw bytes (§1).

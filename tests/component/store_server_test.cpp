@@ -26,6 +26,7 @@
 #include "store/store.hpp"
 #include "store/store_server.hpp"
 #include "store/tcpstore_codec.hpp"
+#include "store/tcpstore_limits.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"
@@ -84,6 +85,10 @@ class ServerThread {
   }
   size_t num_keys() {
     return on_io([this] { return server_.store().num_keys(); });
+  }
+  /// What requests still arriving have charged against the quota.
+  uint64_t unfinished_bytes() {
+    return on_io([this] { return server_.store().unfinished_bytes(); });
   }
   void allow(std::optional<std::vector<asio::ip::address>> peers) {
     on_io([&] { server_.set_allowed_peers(peers); });
@@ -153,6 +158,15 @@ class RawClient {
       REQUIRE(sent > 0);
       data.remove_prefix(static_cast<size_t>(sent));
     }
+  }
+  /// Sends what the server takes of `data`; false once it closed the connection.
+  bool offer(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t sent = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (sent <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(sent));
+    }
+    return true;
   }
   /// Exactly `size` bytes, or fewer if the deadline passed or the server closed.
   std::string read(size_t size, std::chrono::milliseconds timeout = 5s) {
@@ -807,6 +821,90 @@ TEST_CASE("store server: a write past the quota closes that connection with a lo
   CHECK(count_lines(text, "closing the connection from 127.0.0.1") == 2);
   CHECK(count_lines(text, "past its quota of 65536") == 1);
   CHECK(count_lines(text, "past the limit of 16384") == 1);
+}
+
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+
+// Heap bytes in use in this process (the server runs in it), mmapped blocks included.
+size_t heap_in_use() {
+  struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+// The start of a 1.13 SET whose value declares `value_bytes`, with `sent` of them.
+std::string half_sent_set(const std::string& key, uint64_t value_bytes, size_t sent) {
+  return u8(0) + bytes(key) + u64(value_bytes) + std::string(sent, 'v');
+}
+
+}  // namespace
+
+TEST_CASE("store server: half-sent SETs are charged against the quota before their bytes are read",
+          "[component][store]") {
+  StoreServerOptions options;
+  options.limits.quota_bytes = 16 * kMiB;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  std::vector<std::unique_ptr<RawClient>> senders;
+  for (int i = 0; i < 8; ++i) {  // each declares 8 MiB and sends 1 MiB: room for two
+    senders.push_back(std::make_unique<RawClient>(server.port()));
+    senders.back()->offer(half_sent_set("/big" + std::to_string(i), 8 * kMiB, kMiB));
+  }
+  const uint64_t charged = 5 + 8 * kMiB - kStoreUnchargedRequestBytes;  // "/bigN" and its value
+  CHECK(wait_until([&] { return server.connections() == 2; }, 10s));
+  CHECK(server.unfinished_bytes() == 2 * charged);
+  RawClient other(server.port());  // small requests still fit in the quota's room
+  other.send(request(StoreOp::Set, {"/mine"}, {"kept"}));
+  CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
+  RawClient large(server.port());  // a whole SET that no longer fits is refused
+  large.offer(request(StoreOp::Set, {"/large"}, {std::string(kMiB, 'l')}));
+  CHECK(large.closed_by_server());
+  senders.clear();  // the half-sent requests end with their connections: the charge goes back
+  CHECK(wait_until([&] { return server.unfinished_bytes() == 0; }, 5s));
+  other.send(request(StoreOp::Set, {"/large"}, {std::string(8 * kMiB, 'l')}));
+  CHECK(other.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  CHECK(count_lines(text, "SET: the bytes it declares would take the store to") == 7);
+}
+
+TEST_CASE("store server: half-sent MULTI_SETs past the quota are closed, not buffered",
+          "[component][store]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("skipped: mallinfo2() does not see a sanitizer's allocator");
+  return;
+#endif
+  StoreServerOptions options;
+  options.limits.quota_bytes = 16 * kMiB;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  RawClient other(server.port());
+  other.send(request(StoreOp::Set, {"/mine"}, {"kept"}));
+  CHECK(other.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
+  size_t before = server.on_io(heap_in_use);
+  // Four clients each declare a MULTI_SET of 62 pairs of 4 MiB values (249 MiB, under the
+  // request limit) and send ten whole pairs, 40 MiB, then stop halfway.
+  std::vector<std::unique_ptr<RawClient>> clients;
+  const std::string value(4 * kMiB, 'v');
+  for (int c = 0; c < 4; ++c) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    RawClient& client = *clients.back();
+    client.offer(u8(10) + u64(62));  // MULTI_SET in the 1.13 numbering, then its count
+    for (int pair = 0; pair < 10; ++pair) {
+      if (!client.offer(bytes(cohort::cat("/k", c, "_", pair)) + bytes(value))) break;
+    }
+  }
+  for (auto& client : clients) CHECK(client->closed_by_server());
+  CHECK(wait_until([&] { return server.connections() == 1; }, 10s));
+  size_t after = server.on_io(heap_in_use);
+  INFO("heap growth " << (after - before) / kMiB << " MiB");
+  CHECK(after < before + 8 * kMiB);  // 160 MiB sent and left unfinished
+  CHECK(server.unfinished_bytes() == 0);
+  CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
 }
 
 TEST_CASE("store server: only allowed peers are served", "[component][store]") {

@@ -349,6 +349,54 @@ TEST_CASE("a worker that fails while cohortd is down counts against the restart 
   CHECK(round_dumps(scratch, cluster, 2).empty());
 }
 
+namespace {
+
+// Kills cohortd; once every agent is retrying its connection, ends every worker of round 0;
+// starts cohortd again on the same port a little later, so that more attempts failed between
+// the outcome and the restart.
+void end_workers_while_agents_retry(Cluster& cluster, const Scratch& scratch,
+                                    const std::vector<std::unique_ptr<ChildProcess>>& nodes) {
+  cluster.daemon().signal(SIGKILL);
+  REQUIRE(cluster.daemon().wait(5s));
+  for (const auto& node : nodes) {
+    INFO(node->output());
+    REQUIRE(wait_until([&] { return contains(node->output(), "reconnecting"); }, 10s));
+  }
+  std::this_thread::sleep_for(1s);  // the retries run, each with the hello of its time
+  std::vector<pid_t> ending;
+  for (int group : {0, 1}) {
+    for (pid_t pid : pids_of_group(round_dumps(scratch, cluster, 0), group)) ending.push_back(pid);
+  }
+  REQUIRE(ending.size() == 4u);
+  for (pid_t pid : ending) ::kill(pid, SIGUSR1);
+  REQUIRE(wait_until([&] { return all_gone(ending); }, 10s));
+  std::this_thread::sleep_for(2s);
+  cluster.start_daemon();
+}
+
+}  // namespace
+
+TEST_CASE("workers that end after the agents began reconnecting: the restarted daemon hears it",
+          "[integration][multinode]") {
+  for (int code : {0, 3}) {
+    DYNAMIC_SECTION("the workers exit " << code) {
+      Scratch scratch;
+      Cluster cluster(scratch);
+      cluster.start_daemon();
+      auto nodes =
+          two_nodes_running(cluster, elastic_flags(), worker_exiting_on_signal(scratch, code));
+      end_workers_while_agents_retry(cluster, scratch, nodes);
+      for (auto& node : nodes) {
+        auto status = node->wait(20s);
+        INFO(node->output());
+        REQUIRE(status);
+        CHECK(*status == cohort::ExitStatus::exited(code));
+      }
+      CHECK(round_dumps(scratch, cluster, 1).empty());  // the job did not run again
+    }
+  }
+}
+
 TEST_CASE("an agent stopped past the heartbeat timeout stops its stale workers when it resumes",
           "[integration][multinode]") {
   Scratch scratch;

@@ -1,6 +1,7 @@
 // torchrun's FileTimer protocol, pure: parsing the JSON lines FileTimerClient writes, acquire and
 // release per (pid, scope), and which workers are reaped with which signal, at a given time.
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "agent/file_timers.hpp"
 
@@ -87,4 +88,17 @@ TEST_CASE("FileTimers: a flood of distinct scopes is refused past the cap",
   CHECK(timers.apply({100, "scope0", 60.0, 9}));  // a known scope still moves
   CHECK(timers.apply({100, "scope1", -1, 0}));    // and is released
   CHECK(timers.apply({100, "now there is room", 70.0, 9}));
+}
+
+TEST_CASE("FileTimers: the server's wait for a far or odd expiration stays within a day",
+          "[unit][agent][timer]") {
+  using std::chrono::milliseconds;
+  const double now = 1.7e9;
+  CHECK(timer_wait(1e12, now) == kMaxTimerWait);  // not a delay that overflows the clock
+  CHECK(timer_wait(1e300, now) == kMaxTimerWait);
+  CHECK(timer_wait(std::numeric_limits<double>::infinity(), now) == kMaxTimerWait);
+  CHECK(timer_wait(now + 1.5, now) == milliseconds(1500));
+  CHECK(timer_wait(now + 0.0001, now) == milliseconds(1));  // never early
+  CHECK(timer_wait(now - 5, now) == milliseconds(0));
+  CHECK(timer_wait(std::numeric_limits<double>::quiet_NaN(), now) == milliseconds(0));
 }

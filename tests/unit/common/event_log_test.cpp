@@ -1,5 +1,6 @@
 // EventLog: the line's fixed head and escaped fields, appends that survive a reopen (a daemon
 // restart), torn and malformed lines skipped by readers, and a file that cannot be opened.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,4 +103,24 @@ TEST_CASE("an event log that cannot be opened says why", "[unit][common][events]
   CHECK(problem.find("/nonexistent-dir/events.jsonl: No such file or directory") == 0);
   CHECK_FALSE(log.writes());
   CHECK(event_log_problem("/nonexistent-dir/x") != "");
+}
+
+TEST_CASE("an event log refuses a symbolic link at its path and is created owner-only",
+          "[unit][common][events]") {
+  test::TempDir dir;
+  std::string target = dir.file("elsewhere");
+  std::string planted = dir.file("planted.jsonl");
+  REQUIRE(::symlink(target.c_str(), planted.c_str()) == 0);
+  EventLog log("agent");
+  std::string problem = log.open(planted);
+  CHECK(problem.find("is a symbolic link") != std::string::npos);
+  CHECK_FALSE(log.writes());
+  CHECK(event_log_problem(planted) != "");
+  struct stat info {};
+  CHECK(::lstat(target.c_str(), &info) != 0);  // nothing was created where it pointed
+
+  std::string path = dir.file("events.jsonl");
+  REQUIRE(log.open(path).empty());
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  CHECK((info.st_mode & 07777) == 0600);
 }

@@ -56,3 +56,18 @@ TEST_CASE("the daemon's pages: metrics, runs, a run's timeline and JSON, 404 oth
   CHECK(pages.answer("/favicon.ico").status == 404);
   CHECK(pages.answer("/runs/%zz").status == 404);
 }
+
+TEST_CASE("a 404 body echoes the asked path with its control bytes escaped",
+          "[unit][rendezvous][http]") {
+  DaemonMetrics metrics;
+  DaemonPages pages(view_of_one_run(), metrics);
+  for (const char* target : {"/runs/a%0d%0aSet-Cookie:%20x%00%1b]0;t%07", "/api/runs/a%0d%0ab"}) {
+    auto page = pages.answer(target);
+    CHECK(page.status == 404);
+    std::string body = page.body.substr(0, page.body.size() - 1);  // its own last newline
+    CHECK(page.body.back() == '\n');
+    for (char c : body) CHECK(static_cast<unsigned char>(c) >= 0x20);
+  }
+  CHECK(pages.answer("/runs/a%0d%0ab").body == "no run a\\x0d\\x0ab\n");
+  CHECK(pages.answer("/x%0a").body.find("no page at /x%0a;") == 0);  // not decoded: as sent
+}
