@@ -43,7 +43,7 @@ struct DaemonOptions {
   std::chrono::milliseconds hello_timeout{10000};
   ConnectionLimits connection_limits;
   /// The HTTP port (/metrics, the runs and timeline pages): -1 none, 0 any free port. Requests
-  /// must carry the token as a bearer token when there is one and http_address is not loopback.
+  /// must carry the token as a bearer token when there is one, on loopback too.
   int http_port = -1;
   std::string http_address = "127.0.0.1";
   /// Appends every event (docs/EVENTS.md) to this file; "" none. The daemon keeps each run's
