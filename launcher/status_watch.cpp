@@ -32,9 +32,12 @@ std::string padded(const std::string& text, size_t width) {
   return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
+// One line of the screen: line breaks as spaces, every byte a terminal could act on made
+// visible (a node's address or a failure may carry ESC or BEL), then cut to the width.
 std::string cut(const std::string& line, int width) {
   std::string flat = line;
   for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  flat = escape_for_terminal(flat);
   return width > 0 && flat.size() > static_cast<size_t>(width) ? flat.substr(0, width) : flat;
 }
 

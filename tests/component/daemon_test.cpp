@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "common/clock.hpp"
+#include "launcher/status_command.hpp"
+#include "launcher/status_watch.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
@@ -537,4 +539,69 @@ TEST_CASE("a node that leaves is lost for its own reason, the last one to leave 
   auto status = watcher.status();
   REQUIRE(std::holds_alternative<proto::StatusReply>(status));
   CHECK(std::get<proto::StatusReply>(status).runs.empty());
+}
+
+namespace {
+
+// A hello for a 1-node run whose node id and address are the caller's.
+proto::Hello crafted_hello(const std::string& run, const std::string& node_id,
+                           const std::string& address) {
+  proto::Hello hello;
+  hello.run_id = run;
+  hello.node_id = node_id;
+  hello.address = address;
+  hello.local_world_size = 2;
+  hello.config = {1, 1, 0, 100, 5000, 5000};
+  return hello;
+}
+
+bool has_control_bytes(const std::string& text) {
+  for (char c : text) {
+    if (c == '\x1b' || c == '\x07' || c == '\x9b') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as visible text",
+          "[component][daemon][security]") {
+  DaemonThread d;
+  Client evil(d.daemon.port());
+  evil.send(crafted_hello("job", "node\x1b]0;owned\x07",
+                          "\x1b[2J\x07"
+                          "addr"));
+  evil.expect<proto::Welcome>();
+  auto round = evil.expect<proto::RoundAssigned>();
+  proto::Progress progress;  // the slowest rank's host, as `cohort status` names it
+  progress.round = round.round;
+  progress.host = "host\x1b]2;title\x07";
+  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 300}};
+  evil.send(progress);
+  evil.send(proto::Heartbeat{});
+  evil.expect<proto::HeartbeatAck>();  // the progress was read before this
+
+  StatusQuery query;
+  query.endpoint = "127.0.0.1:" + std::to_string(d.daemon.port());
+  query.timeout_ms = 5000;
+  StatusFetch fetched = fetch_status(query);
+  REQUIRE(fetched.reply);
+  REQUIRE(fetched.reply->runs.size() == 1);
+  CHECK(fetched.reply->runs[0].nodes[0].address ==
+        "\x1b[2J\x07"
+        "addr");  // kept as sent
+  std::ostringstream table;
+  print_status_table(*fetched.reply, table);
+  std::string screen = watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 0);
+  fetched.reply->runs[0].last_failure = "worker \x1b[5mfailed\x07";
+  std::string failed_screen = watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 80);
+  for (const std::string& text : {table.str(), screen, failed_screen}) {
+    INFO(text);
+    CHECK_FALSE(has_control_bytes(text));
+  }
+  CHECK(table.str().find("\\x1b[2J\\x07addr") != std::string::npos);
+  CHECK(table.str().find("(node\\x1b]0;owned\\x07)") != std::string::npos);
+  CHECK(table.str().find("host\\x1b]2;title\\x07") != std::string::npos);
+  CHECK(screen.find("\\x1b[2J\\x07addr") != std::string::npos);
+  CHECK(failed_screen.find("worker \\x1b[5mfailed\\x07") != std::string::npos);
 }
