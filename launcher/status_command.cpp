@@ -61,6 +61,7 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
       if (!node.reason.empty()) out << "  " << shown(node.reason);
       out << "\n";
     }
+    if (run.more_nodes > 0) out << "  ... and " << run.more_nodes << " more nodes\n";
     print_slowest(run, out);
   }
 }

@@ -42,7 +42,8 @@ std::string cut(const std::string& line, int width) {
 }
 
 void run_lines(const proto::StatusRun& run, int width, std::string& out) {
-  std::string nodes = cat(run.nodes.size(), " (", run.min_nodes, ":", run.max_nodes, ")");
+  std::string nodes = cat(run.nodes.size() + static_cast<size_t>(run.more_nodes), " (",
+                          run.min_nodes, ":", run.max_nodes, ")");
   out += cut(padded(run.run_id, 20) + padded(run.phase, 10) + padded(cat(run.round), 7) +
                  padded(nodes, 11) + padded(cat(run.restarts_used, "/", run.max_restarts), 10) +
                  (run.last_failure.empty() ? "-" : run.last_failure),
@@ -56,6 +57,8 @@ void run_lines(const proto::StatusRun& run, int width, std::string& out) {
                width) +
            "\n";
   }
+  if (run.more_nodes > 0)
+    out += cut(cat("  ... and ", run.more_nodes, " more nodes"), width) + "\n";
 }
 
 std::string wall_clock() {
