@@ -609,7 +609,8 @@ TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as vi
   print_status_table(*fetched.reply, table);
   std::string screen = watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 0);
   fetched.reply->runs[0].last_failure = "worker \x1b[5mfailed\x07";
-  std::string failed_screen = watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 80);
+  std::string failed_screen =
+      watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 200);
   for (const std::string& text : {table.str(), screen, failed_screen}) {
     INFO(text);
     CHECK_FALSE(has_control_bytes(text));

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/fd_limit.hpp"
+
 namespace cohort::test {
 
 // Silent connections from `per_address` sockets on each of `addresses` loopback addresses to
@@ -25,6 +27,7 @@ class SilentSiege {
  public:
   SilentSiege(int port, int addresses, int per_address, int first_octet = 1)
       : port_(port), first_octet_(first_octet) {
+    cohort::raise_fd_limit();  // a thousand sockets: past a default soft limit of 1024
     for (int a = 0; a < addresses; ++a) {
       for (int i = 0; i < per_address; ++i) {
         std::string from =

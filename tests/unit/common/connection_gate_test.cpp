@@ -39,7 +39,7 @@ TEST_CASE("past the total cap on strangers, the oldest stranger anywhere makes r
   CHECK(gate.admit(7, "w").evict.empty());
 }
 
-TEST_CASE("at the cap on all connections a stranger makes room; with none, the newcomer is refused",
+TEST_CASE("at the cap on all connections a stranger makes room, with none the newcomer is refused",
           "[unit][common]") {
   ConnectionGate gate({5, 5, 3});
   for (uint64_t id : {1, 2, 3}) CHECK(gate.admit(id, "a").evict.empty());
