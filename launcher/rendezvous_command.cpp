@@ -171,8 +171,8 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
                  "free port)");
   app.add_option("--http-address", command.http_address,
-                 "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs the "
-                 "token as a bearer token, or --insecure)");
+                 "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs a "
+                 "token, or --insecure). With a token every request sends it as a bearer token");
   app.add_option("--http-port-file", command.http_port_file, "Write the bound HTTP port here");
   app.add_option("--event-log", command.event_log,
                  "Append every run's events to this file (JSON lines, docs/EVENTS.md)");

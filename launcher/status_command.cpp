@@ -14,6 +14,14 @@ namespace cohort {
 
 namespace {
 
+// A field a node or the daemon sent, shown on one line: its line breaks as spaces and every
+// byte a terminal could act on made visible (a node's address may carry ESC or BEL).
+std::string shown(const std::string& text) {
+  std::string flat = text;
+  for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  return escape_for_terminal(flat);
+}
+
 std::string step_seconds(int64_t ms) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(ms) / 1000.0);
@@ -28,8 +36,8 @@ void print_slowest(const proto::StatusRun& run, std::ostream& out) {
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2f",
                   static_cast<double>(rank.step_ms) / static_cast<double>(run.median_step_ms));
-    out << "    rank " << rank.rank << " on " << rank.node << "  " << step_seconds(rank.step_ms)
-        << " per step  " << ratio << " x the median\n";
+    out << "    rank " << rank.rank << " on " << shown(rank.node) << "  "
+        << step_seconds(rank.step_ms) << " per step  " << ratio << " x the median\n";
   }
 }
 
@@ -41,17 +49,19 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
     return;
   }
   for (const proto::StatusRun& run : status.runs) {
-    out << "run " << run.run_id << ": " << run.phase << ", round " << run.round << ", restarts "
-        << run.restarts_used << "/" << run.max_restarts << ", nodes " << run.min_nodes << ":"
-        << run.max_nodes << ", worker store port " << run.store_port << "\n";
+    out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", round " << run.round
+        << ", restarts " << run.restarts_used << "/" << run.max_restarts << ", nodes "
+        << run.min_nodes << ":" << run.max_nodes << ", worker store port " << run.store_port
+        << "\n";
     for (const proto::StatusNode& node : run.nodes) {
-      out << "  " << node.address << "  " << node.state;
+      out << "  " << shown(node.address) << "  " << shown(node.state);
       if (node.group_rank >= 0) out << "  rank " << node.group_rank;
       out << "  workers " << node.local_world_size << (node.succeeded ? "  done" : "") << "  ("
-          << node.node_id << ")";
-      if (!node.reason.empty()) out << "  " << escape_for_terminal(node.reason);
+          << shown(node.node_id) << ")";
+      if (!node.reason.empty()) out << "  " << shown(node.reason);
       out << "\n";
     }
+    if (run.more_nodes > 0) out << "  ... and " << run.more_nodes << " more nodes\n";
     print_slowest(run, out);
   }
 }

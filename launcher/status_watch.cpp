@@ -32,14 +32,18 @@ std::string padded(const std::string& text, size_t width) {
   return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
+// One line of the screen: line breaks as spaces, every byte a terminal could act on made
+// visible (a node's address or a failure may carry ESC or BEL), then cut to the width.
 std::string cut(const std::string& line, int width) {
   std::string flat = line;
   for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  flat = escape_for_terminal(flat);
   return width > 0 && flat.size() > static_cast<size_t>(width) ? flat.substr(0, width) : flat;
 }
 
 void run_lines(const proto::StatusRun& run, int width, std::string& out) {
-  std::string nodes = cat(run.nodes.size(), " (", run.min_nodes, ":", run.max_nodes, ")");
+  std::string nodes = cat(run.nodes.size() + static_cast<size_t>(run.more_nodes), " (",
+                          run.min_nodes, ":", run.max_nodes, ")");
   out += cut(padded(run.run_id, 20) + padded(run.phase, 10) + padded(cat(run.round), 7) +
                  padded(nodes, 11) + padded(cat(run.restarts_used, "/", run.max_restarts), 10) +
                  (run.last_failure.empty() ? "-" : run.last_failure),
@@ -53,6 +57,8 @@ void run_lines(const proto::StatusRun& run, int width, std::string& out) {
                width) +
            "\n";
   }
+  if (run.more_nodes > 0)
+    out += cut(cat("  ... and ", run.more_nodes, " more nodes"), width) + "\n";
 }
 
 std::string wall_clock() {

@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace cohort::observe {
 
@@ -21,7 +22,6 @@ using boost::asio::ip::tcp;
 namespace {
 
 constexpr size_t kMaxHeaderBytes = 8 * 1024;
-constexpr std::chrono::seconds kRequestTimeout{10};
 
 HttpResponse plain(int status, std::string body) {
   return {status, "text/plain; charset=utf-8", body};
@@ -48,35 +48,43 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
 }
 
 // One accepted connection: reads one request, writes one response, closes. Holds itself alive
-// through its handlers' shared_ptr; counts itself in the server's open connections.
+// through its handlers' shared_ptr; counts itself at the server's gate (a stranger until its
+// request has come) and its answer's body in the server's pending bytes.
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, std::string peer, std::shared_ptr<Shared> shared)
-      : stream_(std::move(socket)), peer_(std::move(peer)), shared_(std::move(shared)) {
-    ++shared_->open_connections;
-    ++shared_->open_by_address[peer_];
+  Connection(tcp::socket socket, uint64_t id, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket)), id_(id), shared_(std::move(shared)) {
     parser_.header_limit(kMaxHeaderBytes);
     parser_.body_limit(0);
   }
   ~Connection() {
-    --shared_->open_connections;
-    auto count = shared_->open_by_address.find(peer_);
-    if (--count->second == 0) shared_->open_by_address.erase(count);
+    shared_->gate.closed(id_);
+    shared_->strangers.erase(id_);
+    shared_->pending_bytes -= held_bytes_;
   }
 
   void start() {
-    stream_.expires_after(kRequestTimeout);
+    stream_.expires_after(shared_->options.timeout);
     http::async_read(stream_, buffer_, parser_,
                      [self = shared_from_this()](beast::error_code error, size_t) {
                        if (error || self->shared_->stopped) return self->close();
+                       self->shared_->gate.proven(self->id_);  // its request came
+                       self->shared_->strangers.erase(self->id_);
                        self->respond();
                      });
+  }
+
+  /// Closes at once (evicted to make room for a newcomer).
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
   }
 
  private:
   void respond() {
     const auto& request = parser_.get();
-    HttpResponse answer = answer_for(request);
+    HttpResponse answer = within_budget(answer_for(request));
     response_.result(static_cast<http::status>(answer.status));
     response_.version(11);
     response_.set(http::field::server, "cohortd");
@@ -84,11 +92,30 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     response_.set(http::field::cache_control, "no-store");
     response_.set(http::field::connection, "close");
     if (answer.status == 401) response_.set(http::field::www_authenticate, "Bearer");
+    if (answer.status == 503) response_.set(http::field::retry_after, "1");
     response_.body() = request.method() == http::verb::head ? "" : std::move(answer.body);
     response_.prepare_payload();
     if (request.method() == http::verb::head) response_.content_length(answer.body.size());
+    held_bytes_ = response_.body().size();
+    shared_->pending_bytes += held_bytes_;
+    stream_.expires_after(shared_->options.timeout);  // a client that never reads is closed
     http::async_write(stream_, response_,
                       [self = shared_from_this()](beast::error_code, size_t) { self->close(); });
+  }
+
+  // The answer, or a short 503 when it is bigger than one page may be or than what is left of
+  // the budget for answers still being sent.
+  HttpResponse within_budget(HttpResponse answer) const {
+    const HttpOptions& options = shared_->options;
+    if (answer.body.size() > options.max_page_bytes) {
+      return plain(503, cat("this page is ", answer.body.size(), " bytes, over the limit of ",
+                            options.max_page_bytes, "\n"));
+    }
+    if (shared_->pending_bytes + answer.body.size() > options.max_pending_bytes) {
+      return plain(503, cat("busy: ", shared_->pending_bytes,
+                            " bytes of answers are still being sent; try again\n"));
+    }
+    return answer;
   }
 
   HttpResponse answer_for(const http::request<http::empty_body>& request) const {
@@ -100,14 +127,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     return shared_->handler(std::string(request.target()));
   }
 
-  void close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
-  }
-
   beast::tcp_stream stream_;
-  std::string peer_;
+  uint64_t id_;
+  size_t held_bytes_ = 0;
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;
   http::response<http::string_body> response_;
@@ -145,13 +167,6 @@ void HttpServer::stop() {
   accept_retry_.cancel();
 }
 
-bool HttpServer::over_caps(const Shared& shared, const std::string& peer) {
-  if (shared.open_connections >= shared.options.max_connections) return true;
-  auto open = shared.open_by_address.find(peer);
-  return open != shared.open_by_address.end() &&
-         open->second >= shared.options.max_connections_per_address;
-}
-
 void HttpServer::accept_next() {
   acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
     if (shared_->stopped || error == boost::asio::error::operation_aborted) return;
@@ -163,15 +178,31 @@ void HttpServer::accept_next() {
       });
       return;
     }
-    std::string peer = peer_address(socket);
-    if (over_caps(*shared_, peer)) {
-      boost::system::error_code ignored;
-      socket.close(ignored);  // over a cap: closed unread
-    } else {
-      std::make_shared<Connection>(std::move(socket), std::move(peer), shared_)->start();
-    }
+    admit(std::move(socket));
     accept_next();
   });
+}
+
+// Past the caps the oldest strangers make room; with every place held by connections being
+// answered, the newcomer is closed unread.
+void HttpServer::admit(tcp::socket socket) {
+  Shared& shared = *shared_;
+  uint64_t id = shared.next_id++;
+  Admission admission = shared.gate.admit(id, peer_address(socket));
+  if (!admission.refusal.empty()) {
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  for (uint64_t evicted : admission.evict) {
+    auto found = shared.strangers.find(evicted);
+    if (found == shared.strangers.end()) continue;
+    if (auto stranger = found->second.lock()) stranger->close();
+    shared.strangers.erase(found);
+  }
+  auto connection = std::make_shared<Connection>(std::move(socket), id, shared_);
+  shared.strangers[id] = connection;
+  connection->start();
 }
 
 }  // namespace cohort::observe

@@ -1,18 +1,25 @@
 // A small read-only HTTP/1.1 server (Boost.Beast) for /metrics and the status pages: GET and
 // HEAD only, one request per connection, headers capped at 8 KiB and no body, 10 s to send the
-// whole request (a deadline a trickle of bytes does not extend), at most 64 connections at once
-// and 8 from any one address (more are closed at once, so one stranger cannot take every slot),
-// and, when a token is set, `Authorization: Bearer TOKEN` required. The handler answers on the
-// io thread. Owned by the rendezvous daemon; io_context thread only.
+// whole request (a deadline a trickle of bytes does not extend) and 10 s to read the answer. A
+// connection is a stranger until its request has come: 64 strangers at most and 8 from any one
+// address, the oldest making room for a newcomer (common/connection_gate.hpp), so silent
+// connections cannot keep Prometheus or an admin out; 256 connections in all. Answers are
+// bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
+// them (past that, 503), so clients that never read cannot pin the daemon's memory. When a token
+// is set, `Authorization: Bearer TOKEN` is required. The handler answers on the io thread. Owned
+// by the rendezvous daemon; io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+
+#include "common/connection_gate.hpp"
 
 namespace cohort::observe {
 
@@ -29,8 +36,11 @@ struct HttpOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;  ///< 0: any free port
   std::string token;  ///< non-empty: requests must carry it as a bearer token
-  size_t max_connections = 64;
-  size_t max_connections_per_address = 8;
+  /// Strangers are connections whose request has not come yet.
+  ConnectionLimits limits{8, 64, 256};
+  size_t max_page_bytes = 16 << 20;          ///< a bigger answer is a 503
+  size_t max_pending_bytes = 32 << 20;       ///< answers being sent, all connections together
+  std::chrono::milliseconds timeout{10000};  ///< to send the request; then to read the answer
 };
 
 class HttpServer {
@@ -51,12 +61,14 @@ class HttpServer {
   struct Shared {
     HttpOptions options;
     HttpHandler handler;
-    size_t open_connections = 0;
-    std::map<std::string, size_t> open_by_address;  ///< open connections per peer address
+    ConnectionGate gate{options.limits};
+    uint64_t next_id = 1;
+    std::map<uint64_t, std::weak_ptr<Connection>> strangers;  ///< by gate id: still reading
+    size_t pending_bytes = 0;                                 ///< the bodies of answers being sent
     bool stopped = false;
   };
   void accept_next();
-  static bool over_caps(const Shared& shared, const std::string& peer);
+  void admit(boost::asio::ip::tcp::socket socket);
 
   std::shared_ptr<Shared> shared_;
   boost::asio::ip::tcp::acceptor acceptor_;

@@ -222,10 +222,10 @@ std::string render_runs_page(const proto::StatusReply& status,
   for (const proto::StatusRun& run : status.runs) {
     body += "<tr><td><a href=\"/runs/" + html_escape(run.run_id) + "\">" + html_escape(run.run_id) +
             "</a></td><td>" + html_escape(run.phase) + "</td><td>" + std::to_string(run.round) +
-            "</td><td>" + std::to_string(run.nodes.size()) + " (" + std::to_string(run.min_nodes) +
-            ".." + std::to_string(run.max_nodes) + ")</td><td>" +
-            std::to_string(run.restarts_used) + " of " + std::to_string(run.max_restarts) +
-            "</td></tr>\n";
+            "</td><td>" + std::to_string(run.nodes.size() + static_cast<size_t>(run.more_nodes)) +
+            " (" + std::to_string(run.min_nodes) + ".." + std::to_string(run.max_nodes) +
+            ")</td><td>" + std::to_string(run.restarts_used) + " of " +
+            std::to_string(run.max_restarts) + "</td></tr>\n";
   }
   return page("cohortd", body + "</table>\n" + ended_list(ended_runs) +
                              "<p><a href=\"/metrics\">metrics</a></p>\n");

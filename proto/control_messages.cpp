@@ -90,6 +90,7 @@ void to_json(json& out, const StatusRun& m) {
              {"median_step_ms", m.median_step_ms},
              {"slowest", m.slowest},
              {"last_failure", m.last_failure}};
+  if (m.more_nodes > 0) out["more_nodes"] = m.more_nodes;
 }
 void from_json(const json& in, StatusRun& m) {
   in.at("run_id").get_to(m.run_id);
@@ -104,6 +105,7 @@ void from_json(const json& in, StatusRun& m) {
   if (in.contains("median_step_ms")) in.at("median_step_ms").get_to(m.median_step_ms);
   if (in.contains("slowest")) in.at("slowest").get_to(m.slowest);
   if (in.contains("last_failure")) in.at("last_failure").get_to(m.last_failure);
+  if (in.contains("more_nodes")) in.at("more_nodes").get_to(m.more_nodes);
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, port, runs)
 
@@ -274,6 +276,28 @@ bool integers_fit(const json& root, std::string& error) {
 
 bool in_range(int64_t value, int64_t low, int64_t high) { return value >= low && value <= high; }
 
+// A text field over its bound: "node_id is 70000 bytes, over 255"; empty when within.
+std::string too_long(const char* field, const std::string& text, size_t bound) {
+  if (text.size() <= bound) return {};
+  return cat(field, " is ", text.size(), " bytes, over ", bound);
+}
+
+// What a node says of itself, bounded where it enters (it is kept and shown to everyone).
+std::string oversized(const ControlMessage& message) {
+  if (const auto* hello = std::get_if<Hello>(&message)) {
+    for (std::string problem : {too_long("node_id", hello->node_id, kMaxNodeIdBytes),
+                                too_long("address", hello->address, kMaxAddressBytes)}) {
+      if (!problem.empty()) return problem;
+    }
+    if (hello->outcome && hello->outcome->failure) {
+      return too_long("outcome.failure.host", hello->outcome->failure->host, kMaxHostBytes);
+    }
+  } else if (const auto* failed = std::get_if<WorkerFailed>(&message)) {
+    return too_long("host", failed->host, kMaxHostBytes);
+  }
+  return {};
+}
+
 // The bounds of control_messages.hpp, for the messages whose numbers the daemon computes with.
 std::string out_of_range(const ControlMessage& message) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
@@ -319,6 +343,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(status->port, 0, 65535)) return "port";
     for (const StatusRun& run : status->runs) {
       if (!in_range(run.store_port, 0, 65535)) return "store_port";
+      if (run.more_nodes < 0) return "more_nodes";
     }
   }
   return {};
@@ -348,6 +373,9 @@ std::optional<ControlMessage> decode_object(const json& in, std::string& error) 
       error = "unknown message type \"" + type->get<std::string>() + "\"";
     } else if (std::string field = out_of_range(*message); !field.empty()) {
       error = "bad \"" + type->get<std::string>() + "\" message: " + field + " out of range";
+      return std::nullopt;
+    } else if (std::string problem = oversized(*message); !problem.empty()) {
+      error = "bad \"" + type->get<std::string>() + "\" message: " + problem;
       return std::nullopt;
     }
     return message;

@@ -55,6 +55,11 @@ struct CarriedOutcome {
   int round = 0;
   std::optional<WorkerFailed> failure;  ///< absent: every worker exited 0
 };
+/// Bounds of what a node says of itself (hello's node_id and address, a failure's host): what
+/// the daemon keeps for every node and shows in every status reply and page.
+constexpr size_t kMaxNodeIdBytes = 255;
+constexpr size_t kMaxAddressBytes = 255;
+constexpr size_t kMaxHostBytes = 255;
 /// A carried failure's summary is cut to this size: a hello must fit kMaxFirstFrameBytes.
 constexpr size_t kMaxCarriedSummaryBytes = 8 << 10;
 struct Hello {  ///< first frame of every connection: who I am, which run, its settings
@@ -208,7 +213,10 @@ struct StatusRun {
   int64_t median_step_ms = 0;       ///< over every rank that reported one; 0: none
   std::vector<StatusRank> slowest;  ///< the slowest ranks, slowest first
   std::string last_failure;         ///< why the run last restarted or stopped; "" if never
+  int more_nodes = 0;  ///< nodes not listed in `nodes` (a reply lists kMaxStatusNodes at most)
 };
+/// The most nodes one status reply lists, all runs together; the rest are counted in more_nodes.
+constexpr int kMaxStatusNodes = 2000;
 struct StatusReply {
   int port = 0;  ///< the daemon's control port
   std::vector<StatusRun> runs;

@@ -46,11 +46,12 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   std::string remote_address() const;
 
   /// Owner data: the challenge this connection's proofs must answer, the deadline for its first
-  /// message and whether it came (proven), the peer's address, and the node it speaks for once
-  /// it said hello.
+  /// message and whether it came (proven), its id at the owner's connection gate, the peer's
+  /// address, and the node it speaks for once it said hello.
   std::string challenge;
   std::unique_ptr<Timer> hello_deadline;
   bool proven = false;
+  uint64_t gate_id = 0;
   std::string peer;
   std::string run_id;
   std::string node_id;

@@ -212,9 +212,7 @@ boost::system::error_code RendezvousDaemon::start_http() {
   observe::HttpOptions http;
   http.address = options_.http_address;
   http.port = static_cast<uint16_t>(options_.http_port);
-  boost::system::error_code error;
-  bool loopback = boost::asio::ip::make_address(http.address, error).is_loopback();
-  if (!loopback) http.token = options_.token;
+  http.token = options_.token;  // on loopback too: other users of this host are strangers
   DaemonView view{[this] { return status(); }, [this] { return metrics_snapshot(); },
                   [this](const std::string& run) {
                     std::vector<nlohmann::json> events;
@@ -301,19 +299,23 @@ void RendezvousDaemon::accept_later(const boost::system::error_code& error) {
   });
 }
 
-// A new connection: refused at once past the gate's caps, else challenged, with a small frame
-// limit and a deadline until it proves itself.
+// A new connection: challenged, with a small frame limit and a deadline until it proves itself;
+// past the gate's caps the oldest strangers make room for it (refused only when every place is
+// held by proven connections).
 void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   boost::system::error_code error;
   auto remote = socket.remote_endpoint(error);
   std::string peer = error ? std::string("?") : remote.address().to_string();
-  if (std::string refusal = gate_.admit(peer); !refusal.empty()) {
+  uint64_t gate_id = next_gate_id_++;
+  Admission admission = gate_.admit(gate_id, peer);
+  if (!admission.refusal.empty()) {
     if (refusal_log_.due(clock_.now())) {
-      log::warn("rendezvous: refusing a connection from ", peer, ": ", refusal);
+      log::warn("rendezvous: refusing a connection from ", peer, ": ", admission.refusal);
     }
     socket.close(error);
     return;
   }
+  evict(admission);
   auto session = std::make_shared<ControlSession>(
       std::move(socket),
       [this](ControlSession& from, proto::ControlMessage message) {
@@ -321,6 +323,8 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
       },
       [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
   sessions_.insert(session);
+  strangers_[gate_id] = session;
+  session->gate_id = gate_id;
   session->peer = peer;
   session->challenge = proto::random_nonce();
   session->limit_frames(proto::kMaxFirstFrameBytes);
@@ -337,12 +341,29 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   session->send(proto::Challenge{session->challenge});
 }
 
-// The connection said a valid hello: full-size frames, no deadline, no longer a stranger.
+// Strangers that make room for a newcomer: closed at once, unsent bytes and all.
+void RendezvousDaemon::evict(const Admission& admission) {
+  for (uint64_t id : admission.evict) {
+    auto found = strangers_.find(id);
+    if (found == strangers_.end()) continue;
+    std::shared_ptr<ControlSession> stranger = found->second.lock();
+    strangers_.erase(found);
+    if (!stranger) continue;
+    if (refusal_log_.due(clock_.now())) {
+      log::warn("rendezvous: closing a connection from ", stranger->peer, ": ", admission.why);
+    }
+    stranger->close_now("evicted to make room: " + admission.why);
+  }
+}
+
+// The connection said a valid hello (or made a proven request): full-size frames, no deadline,
+// no longer a stranger.
 void RendezvousDaemon::mark_proven(ControlSession& session) {
   session.proven = true;
   session.hello_deadline.reset();
   session.limit_frames(proto::kMaxFrameBytes);
-  gate_.proven(session.peer);
+  gate_.proven(session.gate_id);
+  strangers_.erase(session.gate_id);
 }
 
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
@@ -524,6 +545,7 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
+  mark_proven(session);  // a token holder: not evicted while its answer is sent
   session.close_after(status(request.run_id), "status sent");
 }
 
@@ -539,6 +561,7 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
+  mark_proven(session);  // a token holder: not evicted while its answer is sent
   if (!history_.has_run(request.run_id)) {
     return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
   }
@@ -568,6 +591,7 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
+  mark_proven(session);  // a token holder: not evicted while its answer is sent
   auto found = runs_.find(request.run_id);
   if (found == runs_.end()) {
     return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
@@ -589,7 +613,8 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
   std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
   sessions_.erase(held);
-  gate_.closed(session.peer, session.proven);
+  gate_.closed(session.gate_id);
+  strangers_.erase(session.gate_id);
   session.hello_deadline.reset();
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
@@ -870,6 +895,15 @@ void RendezvousDaemon::record_loss(const std::string& run, const std::string& no
 
 proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
   proto::StatusReply status{port_, {}};
+  int unlisted = options_.status_node_limit;  // what is left to list, all runs together
+  auto listed = [&](proto::StatusRun& out) -> proto::StatusNode* {
+    if (unlisted <= 0) {
+      ++out.more_nodes;
+      return nullptr;
+    }
+    --unlisted;
+    return &out.nodes.emplace_back();
+  };
   for (const auto& [id, run] : runs_) {
     if (!only_run.empty() && id != only_run) continue;
     const rdzv::RunState& state = *run.state;
@@ -884,12 +918,16 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     out.store_port = run.store ? run.store->port() : 0;
     for (const auto& view : state.nodes()) {
       auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now() - view.last_seen);
-      out.nodes.push_back({view.info.node_id, view.info.address, role_name(view.role),
-                           view.group_rank, view.info.local_world_size, view.succeeded,
-                           age.count()});
+      if (proto::StatusNode* node = listed(out)) {
+        *node = {view.info.node_id, view.info.address,          role_name(view.role),
+                 view.group_rank,   view.info.local_world_size, view.succeeded,
+                 age.count()};
+      }
     }
     for (const auto& [node_id, reason] : run.unhealthy) {
-      proto::StatusNode& sick = out.nodes.emplace_back();
+      proto::StatusNode* listed_sick = listed(out);
+      if (listed_sick == nullptr) continue;
+      proto::StatusNode& sick = *listed_sick;
       sick.node_id = node_id;
       sick.state = "unhealthy";
       sick.reason = reason;

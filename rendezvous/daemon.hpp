@@ -17,10 +17,10 @@
 
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
+#include "common/connection_gate.hpp"
 #include "common/event_log.hpp"
 #include "common/log_throttle.hpp"
 #include "observe/http_server.hpp"
-#include "rendezvous/connection_gate.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/daemon_metrics.hpp"
 #include "rendezvous/daemon_pages.hpp"
@@ -42,8 +42,10 @@ struct DaemonOptions {
   /// How long a new connection has for its hello or status request before it is closed.
   std::chrono::milliseconds hello_timeout{10000};
   ConnectionLimits connection_limits;
+  /// The most nodes a status reply (and /api/runs, the runs page) lists; the rest are counted.
+  int status_node_limit = proto::kMaxStatusNodes;
   /// The HTTP port (/metrics, the runs and timeline pages): -1 none, 0 any free port. Requests
-  /// must carry the token as a bearer token when there is one and http_address is not loopback.
+  /// must carry the token as a bearer token when there is one, on loopback too.
   int http_port = -1;
   std::string http_address = "127.0.0.1";
   /// Appends every event (docs/EVENTS.md) to this file; "" none. The daemon keeps each run's
@@ -98,6 +100,7 @@ class RendezvousDaemon {
   void accept_later(const boost::system::error_code& error);
   void admit(boost::asio::ip::tcp::socket socket);
   void mark_proven(ControlSession& session);
+  void evict(const Admission& admission);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
   static std::string hello_problem(const proto::Hello& hello);
@@ -136,6 +139,8 @@ class RendezvousDaemon {
   std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
   AcceptBackoff accept_backoff_;
   ConnectionGate gate_;
+  uint64_t next_gate_id_ = 1;
+  std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven
   LogThrottle refusal_log_;                         ///< refused connections: one log line a second
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "common/clock.hpp"
+#include "launcher/status_command.hpp"
+#include "launcher/status_watch.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
@@ -151,6 +153,13 @@ struct Stranger {
     boost::system::error_code error;
     socket.read_some(boost::asio::buffer(&byte, 1), error);
     return !error;
+  }
+  /// True when the daemon closes the connection before the receive timeout (5 s).
+  bool closed_by_daemon() {
+    char buffer[4096];
+    boost::system::error_code error;
+    while (!error) socket.read_some(boost::asio::buffer(buffer), error);
+    return error == boost::asio::error::eof || error == boost::asio::error::connection_reset;
   }
 };
 
@@ -454,22 +463,30 @@ TEST_CASE("a connection that never says hello is closed at the hello timeout",
   member.expect<proto::HeartbeatAck>();  // and is answered
 }
 
-TEST_CASE("connections that have not said hello are capped per address and in total",
+TEST_CASE("past the caps on connections that have not said hello, the oldest make room",
           "[component][daemon]") {
   DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
   options.connection_limits = {2, 3, 100};
   DaemonThread d(options);
   uint16_t port = d.daemon.port();
   Client member(port);
-  Stranger first(port, "127.0.0.1");
-  REQUIRE(first.challenged());
-  CHECK_FALSE(Stranger(port, "127.0.0.1").challenged());  // a third from the same address
-  Stranger elsewhere(port, "127.0.0.2");                  // another address has its own share
+  member.hello("job", "m", 2);  // proven: not counted, never evicted
+  Stranger oldest(port, "127.0.0.1");
+  REQUIRE(oldest.challenged());
+  Stranger second(port, "127.0.0.1");
+  REQUIRE(second.challenged());
+  Stranger third(port, "127.0.0.1");  // past 2 from this address: the oldest of them goes
+  REQUIRE(third.challenged());
+  CHECK(oldest.closed_by_daemon());
+  Stranger elsewhere(port, "127.0.0.2");  // another address has its own share
   REQUIRE(elsewhere.challenged());
-  CHECK_FALSE(Stranger(port, "127.0.0.3").challenged());  // but the total is reached
-  member.hello("job", "m", 2);                            // proven: no longer counted
-  Stranger after_hello(port, "127.0.0.1");
-  CHECK(after_hello.challenged());
+  Stranger fourth(port, "127.0.0.3");  // past 3 in all: the oldest anywhere goes
+  REQUIRE(fourth.challenged());
+  CHECK(second.closed_by_daemon());
+  member.send(proto::Heartbeat{});
+  member.expect<proto::HeartbeatAck>();
+  Client admin(port);  // a status request is answered whatever the strangers hold
+  CHECK(std::holds_alternative<proto::StatusReply>(admin.status()));
 }
 
 TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, 1 MiB is fine",
@@ -564,4 +581,123 @@ TEST_CASE("a node that reports unhealthy and then leaves is forgotten; status st
   CHECK(runs[0].nodes[0].node_id == "a");
   a.send(proto::Heartbeat{});
   a.expect<proto::HeartbeatAck>();
+}
+
+namespace {
+
+// A hello for a 1-node run whose node id and address are the caller's.
+proto::Hello crafted_hello(const std::string& run, const std::string& node_id,
+                           const std::string& address) {
+  proto::Hello hello;
+  hello.run_id = run;
+  hello.node_id = node_id;
+  hello.address = address;
+  hello.local_world_size = 2;
+  hello.config = {1, 1, 0, 100, 5000, 5000};
+  return hello;
+}
+
+bool has_control_bytes(const std::string& text) {
+  for (char c : text) {
+    if (c == '\x1b' || c == '\x07' || c == '\x9b') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as visible text",
+          "[component][daemon][security]") {
+  DaemonThread d;
+  Client evil(d.daemon.port());
+  evil.send(crafted_hello("job", "node\x1b]0;owned\x07",
+                          "\x1b[2J\x07"
+                          "addr"));
+  evil.expect<proto::Welcome>();
+  auto round = evil.expect<proto::RoundAssigned>();
+  proto::Progress progress;  // the slowest rank's host, as `cohort status` names it
+  progress.round = round.round;
+  progress.host = "host\x1b]2;title\x07";
+  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 300}};
+  evil.send(progress);
+  evil.send(proto::Heartbeat{});
+  evil.expect<proto::HeartbeatAck>();  // the progress was read before this
+
+  StatusQuery query;
+  query.endpoint = "127.0.0.1:" + std::to_string(d.daemon.port());
+  query.timeout_ms = 5000;
+  StatusFetch fetched = fetch_status(query);
+  REQUIRE(fetched.reply);
+  REQUIRE(fetched.reply->runs.size() == 1);
+  CHECK(fetched.reply->runs[0].nodes[0].address ==
+        "\x1b[2J\x07"
+        "addr");  // kept as sent
+  std::ostringstream table;
+  print_status_table(*fetched.reply, table);
+  std::string screen = watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 0);
+  fetched.reply->runs[0].last_failure = "worker \x1b[5mfailed\x07";
+  std::string failed_screen =
+      watch_screen(fetched, query, std::chrono::seconds(1), "12:00:00", 200);
+  for (const std::string& text : {table.str(), screen, failed_screen}) {
+    INFO(text);
+    CHECK_FALSE(has_control_bytes(text));
+  }
+  CHECK(table.str().find("\\x1b[2J\\x07addr") != std::string::npos);
+  CHECK(table.str().find("(node\\x1b]0;owned\\x07)") != std::string::npos);
+  CHECK(table.str().find("host\\x1b]2;title\\x07") != std::string::npos);
+  CHECK(screen.find("\\x1b[2J\\x07addr") != std::string::npos);
+  CHECK(failed_screen.find("worker \\x1b[5mfailed\\x07") != std::string::npos);
+}
+
+TEST_CASE("a hello whose node id or address is over 255 bytes is refused, saying so",
+          "[component][daemon][security]") {
+  DaemonThread d;
+  const std::string long_text(256, 'x'), longest(255, 'y');
+  for (auto [hello, said] :
+       {std::pair{crafted_hello("job", long_text, "addr"), "node_id is 256 bytes, over 255"},
+        std::pair{crafted_hello("job", "n", std::string(60000, 'a')),
+                  "address is 60000 bytes, over 255"}}) {
+    Client client(d.daemon.port());
+    client.send(hello);
+    std::string error = client.expect<proto::Error>().message;
+    CHECK(error.find(said) != std::string::npos);
+    CHECK_FALSE(client.receive());  // closed
+  }
+  Client fine(d.daemon.port());
+  fine.send(crafted_hello("job", longest, longest));
+  fine.expect<proto::Welcome>();
+  Client admin(d.daemon.port());
+  auto status = std::get<proto::StatusReply>(admin.status());
+  REQUIRE(status.runs.size() == 1);
+  REQUIRE(status.runs[0].nodes.size() == 1);
+  CHECK(status.runs[0].nodes[0].address == longest);
+}
+
+TEST_CASE("a status reply lists a bounded number of nodes and counts the rest",
+          "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.status_node_limit = 3;
+  DaemonThread d(options);
+  std::vector<std::unique_ptr<Client>> nodes;
+  for (const char* run : {"blue", "red"}) {
+    for (int i = 0; i < 3; ++i) {
+      nodes.push_back(std::make_unique<Client>(d.daemon.port()));
+      nodes.back()->hello(run, std::string(run) + std::to_string(i), 4);
+    }
+  }
+  Client admin(d.daemon.port());
+  auto status = std::get<proto::StatusReply>(admin.status());
+  REQUIRE(status.runs.size() == 2);
+  CHECK(status.runs[0].nodes.size() == 3);
+  CHECK(status.runs[0].more_nodes == 0);
+  CHECK(status.runs[1].nodes.empty());
+  CHECK(status.runs[1].more_nodes == 3);
+  std::ostringstream table;
+  print_status_table(status, table);
+  CHECK(table.str().find("... and 3 more nodes") != std::string::npos);
+  std::string document = proto::encode_status_document(status);
+  std::string error;
+  auto back = proto::decode_status_document(document, error);
+  REQUIRE(back);
+  CHECK(back->runs[1].more_nodes == 3);
 }

@@ -12,6 +12,7 @@
 
 #include "proto/control_frame.hpp"
 #include "tests/integration/multinode_support.hpp"
+#include "tests/integration/siege_support.hpp"
 
 using namespace cohort::test;
 namespace ip = boost::asio::ip;
@@ -69,6 +70,34 @@ long resident_kib(pid_t pid) {
 
 }  // namespace
 
+TEST_CASE("18 addresses x 60 silent strangers lock out neither a token holder nor a new run",
+          "[integration][security]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.use_token();
+  cluster.start_daemon();
+  SilentSiege siege(cluster.port(), 18, 60);  // 1,080 strangers: over the 1,024 cap
+  std::this_thread::sleep_for(500ms);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    RunResult status = run_to_end({kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint(),
+                                   "--json", "--token-file", cluster.token_file()},
+                                  scratch.options(), 20s);
+    INFO(status.err);
+    answered += status.status.success() ? 1 : 0;
+  }
+  CHECK(answered == 10);
+  auto node =
+      cluster.node("127.0.0.2", {"--nnodes", "1", "--rdzv-id", "besieged"}, {"--exit-code", "0"});
+  auto exit = node->wait(60s);
+  INFO(node->output() << cluster.daemon().err());
+  REQUIRE(exit);
+  CHECK(exit->success());
+  CHECK(siege.reopened() > 0);  // the siege went on: strangers were evicted and came back
+  CHECK(process_alive(cluster.daemon().pid()));
+  CHECK(cluster.stop_daemon());
+}
+
 TEST_CASE("slow strangers are capped and timed out while a real run completes",
           "[integration][security]") {
   Scratch scratch;
@@ -99,7 +128,8 @@ TEST_CASE("slow strangers are capped and timed out while a real run completes",
   size_t closed = 0;
   for (auto& stranger : strangers) closed += closed_by_peer(*stranger, 15s) ? 1 : 0;
   CHECK(closed == strangers.size());  // past the per-address cap at once, the rest at the timeout
-  CHECK(contains(cluster.daemon().err(), "that have not said hello (64)"));
+  CHECK(contains(cluster.daemon().err(),
+                 "the oldest of 64 connections from 127.0.0.5 that have not proven themselves"));
   CHECK(contains(cluster.daemon().err(), "no hello within the hello timeout"));
   CHECK(daemon_status(cluster.endpoint()).runs.empty());
   CHECK(cluster.stop_daemon());

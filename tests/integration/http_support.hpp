@@ -8,17 +8,20 @@
 
 namespace cohort::test {
 
-// One HTTP request with Python's urllib: the status code, then a newline, then the body.
-inline std::string http_get(const std::string& url, const std::string& method = "GET") {
+// One HTTP request with Python's urllib: the status code, then a newline, then the body. A
+// `bearer` token, if any, goes in the Authorization header.
+inline std::string http_get(const std::string& url, const std::string& method = "GET",
+                            const std::string& bearer = {}) {
   std::string script =
       "import sys, urllib.request, urllib.error\n"
       "request = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
+      "if sys.argv[3]: request.add_header('Authorization', 'Bearer ' + sys.argv[3])\n"
       "try:\n"
       "    answer = urllib.request.urlopen(request, timeout=10)\n"
       "except urllib.error.HTTPError as error:\n"
       "    answer = error\n"
       "sys.stdout.write(str(answer.status) + '\\n' + answer.read().decode())\n";
-  RunResult result = run_to_end({kPython, "-c", script, url, method},
+  RunResult result = run_to_end({kPython, "-c", script, url, method, bearer},
                                 ChildOptions{{}, {}, "", "/tmp", "http"}, 20s);
   INFO(result.err);
   REQUIRE(result.status.success());
@@ -45,8 +48,11 @@ inline nlohmann::json checked_metrics(Scratch& scratch, const std::string& text)
 
 class HttpCluster {
  public:
-  explicit HttpCluster(Scratch& scratch, std::vector<std::string> daemon_flags = {})
+  /// `with_token`: the daemon (and every node) proves a token (Cluster::use_token).
+  explicit HttpCluster(Scratch& scratch, std::vector<std::string> daemon_flags = {},
+                       bool with_token = false)
       : scratch_(scratch), cluster_(scratch) {
+    if (with_token) cluster_.use_token();
     daemon_flags.insert(daemon_flags.end(),
                         {"--http-port", "0", "--http-port-file", scratch.file("http_port")});
     cluster_.start_daemon("127.0.0.1", daemon_flags);
@@ -56,6 +62,12 @@ class HttpCluster {
   }
   Cluster& cluster() { return cluster_; }
   std::string url(const std::string& path) const { return base_ + path; }
+  /// The token the daemon holds (the token file's first line); "" without one.
+  std::string token() const {
+    if (cluster_.token_file().empty()) return {};
+    std::string text = read_file(cluster_.token_file());
+    return text.substr(0, text.find('\n'));
+  }
 
  private:
   Scratch& scratch_;

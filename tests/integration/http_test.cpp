@@ -56,6 +56,33 @@ TEST_CASE("cohortd --http-port: /metrics passes a strict check and matches the r
   CHECK(scratch.nothing_left());
 }
 
+TEST_CASE("cohortd with a token asks every HTTP request for it, on loopback too",
+          "[integration][http][security]") {
+  Scratch scratch;
+  HttpCluster http(scratch, {}, true);
+  auto node =
+      http.cluster().node("127.0.0.2", {"--nnodes", "1", "--rdzv-id", "secret"}, {"--hang"});
+  REQUIRE(wait_until(
+      [&] {
+        return daemon_status(http.cluster().endpoint(), http.cluster().token_file()).runs.size() ==
+               1;
+      },
+      20s));
+  for (const char* path : {"/", "/api/runs", "/api/runs/secret", "/runs/secret", "/metrics"}) {
+    INFO(path);
+    std::string refused = http_get(http.url(path));
+    CHECK(http_status(refused) == 401);
+    CHECK_FALSE(contains(refused, "secret"));
+    CHECK(http_status(http_get(http.url(path), "GET", "not-the-token")) == 401);
+    std::string answered = http_get(http.url(path), "GET", http.token());
+    CHECK(http_status(answered) == 200);
+  }
+  CHECK(contains(http_get(http.url("/api/runs"), "GET", http.token()), "\"secret\""));
+  node->signal(SIGTERM);
+  CHECK(node->wait(10s));
+  CHECK(http.cluster().stop_daemon());
+}
+
 TEST_CASE("cohortd --http-address beyond loopback needs a token, bad values name the flag",
           "[integration][http]") {
   Scratch scratch;

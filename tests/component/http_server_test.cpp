@@ -1,0 +1,161 @@
+// observe::HttpServer on 127.0.0.1:0 with raw sockets: silent connections past the caps make
+// room for newcomers (the oldest go), and clients that never read their answers hold at most the
+// send budget; past it a request is answered 503 at once, and the non-readers are closed at the
+// answer's deadline.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "observe/http_server.hpp"
+
+using namespace cohort;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The server on its own thread, answering every GET with a body of `body_bytes`.
+struct ServerThread {
+  boost::asio::io_context io;
+  observe::HttpServer server;
+  std::thread thread;
+
+  ServerThread(observe::HttpOptions options, size_t body_bytes)
+      : server(io, std::move(options), [body_bytes](const std::string&) {
+          return observe::HttpResponse{200, "text/plain", std::string(body_bytes, 'p')};
+        }) {
+    REQUIRE_FALSE(server.start());
+    thread = std::thread([this] { io.run(); });
+  }
+  ~ServerThread() {
+    boost::asio::post(io, [this] {
+      server.stop();
+      io.stop();
+    });
+    thread.join();
+  }
+};
+
+// A blocking TCP connection from `source` with a small receive buffer; closed with the object.
+class Peer {
+ public:
+  Peer(const std::string& source, uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    int small = 4096;  // little kernel buffering: an unread answer stays with the server
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  }
+  ~Peer() { ::close(fd_); }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  void get() const {
+    std::string request = "GET /page HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(request.size()));
+  }
+  /// The first `bytes` the server sent (fewer if it closed first, or after 5 s of silence).
+  std::string read_some(size_t bytes) const {
+    std::string got;
+    char buffer[4096];
+    while (got.size() < bytes) {
+      pollfd ready{fd_, POLLIN, 0};
+      if (::poll(&ready, 1, 5000) <= 0) break;
+      ssize_t n = ::recv(fd_, buffer, std::min(sizeof buffer, bytes - got.size()), 0);
+      if (n <= 0) break;
+      got.append(buffer, static_cast<size_t>(n));
+    }
+    return got;
+  }
+  /// Reads until the server closes: true if it did within `limit`.
+  bool closed_within(std::chrono::milliseconds limit) const {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    char buffer[65536];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd ready{fd_, POLLIN, 0};
+      if (::poll(&ready, 1, 100) <= 0) continue;
+      if (::recv(fd_, buffer, sizeof buffer, 0) <= 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+TEST_CASE("HTTP: past the caps on silent connections the oldest make room for a request",
+          "[component][http]") {
+  observe::HttpOptions options;
+  options.limits = {2, 3, 100};
+  ServerThread s(options, 10);
+  uint16_t port = s.server.port();
+  std::vector<std::unique_ptr<Peer>> silent;
+  for (const char* from : {"127.0.0.2", "127.0.0.3", "127.0.0.4"})
+    silent.push_back(std::make_unique<Peer>(from, port));
+  Peer same("127.0.0.2", port);  // three strangers in all already: the oldest, .2's, goes
+  CHECK(silent[0]->closed_within(5s));
+  same.get();
+  CHECK(same.read_some(12) == "HTTP/1.1 200");
+  Peer a("127.0.0.5", port), b("127.0.0.5", port), c("127.0.0.5", port);  // 2 per address
+  CHECK(a.closed_within(5s));
+  c.get();
+  CHECK(c.read_some(12) == "HTTP/1.1 200");
+}
+
+TEST_CASE("HTTP: clients that never read hold at most the send budget, then are closed",
+          "[component][http]") {
+  observe::HttpOptions options;
+  options.max_page_bytes = 16 << 20;
+  options.max_pending_bytes = 20 << 20;
+  options.timeout = 2000ms;
+  ServerThread s(options, 8 << 20);  // more than the kernel buffers of one connection
+  uint16_t port = s.server.port();
+  Peer first("127.0.0.2", port), second("127.0.0.3", port);
+  first.get();
+  second.get();
+  CHECK(first.read_some(12) == "HTTP/1.1 200");
+  CHECK(second.read_some(12) == "HTTP/1.1 200");
+  Peer third("127.0.0.4", port);  // 16 MiB of answers still unread: 8 more is over 20
+  third.get();
+  std::string busy = third.read_some(4096);
+  CHECK(busy.rfind("HTTP/1.1 503", 0) == 0);
+  CHECK(busy.find("busy") != std::string::npos);
+  // Neither reads on: the answers' deadline (2 s) closes both and frees the budget, so a later
+  // request is answered again (asked every 200 ms, for at most 10 s).
+  std::string answer;
+  for (int i = 0; i < 50 && answer != "HTTP/1.1 200"; ++i) {
+    std::this_thread::sleep_for(200ms);
+    Peer fourth("127.0.0.4", port);
+    fourth.get();
+    answer = fourth.read_some(12);
+  }
+  CHECK(answer == "HTTP/1.1 200");
+  CHECK(first.closed_within(10s));
+  CHECK(second.closed_within(10s));
+}
+
+TEST_CASE("HTTP: a page over the page limit is a 503, not a held answer", "[component][http]") {
+  observe::HttpOptions options;
+  options.max_page_bytes = 1 << 20;
+  ServerThread s(options, 2 << 20);
+  Peer peer("127.0.0.2", s.server.port());
+  peer.get();
+  std::string answer = peer.read_some(4096);
+  CHECK(answer.rfind("HTTP/1.1 503", 0) == 0);
+  CHECK(answer.find("over the limit of 1048576") != std::string::npos);
+}
