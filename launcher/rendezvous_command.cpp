@@ -257,8 +257,10 @@ int run_daemon(const DaemonCommand& command) {
   AsioClock clock(io);
   RendezvousDaemon daemon(io, clock, *options);
   if (auto error = daemon.start()) {
-    std::cerr << "cohortd: cannot listen on " << options->address << ":" << command.port << ": "
-              << error.message() << "\n";
+    std::cerr << "cohortd: "
+              << start_failure_text(daemon.failed_listener(), *options, error,
+                                    "--port " + std::to_string(command.port) + ": cannot listen on")
+              << "\n";
     return kExitInternal;
   }
   std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;

@@ -62,14 +62,17 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
   if (plan.embed == DaemonPlan::Embed::No) return true;
   daemon = std::make_unique<RendezvousDaemon>(io, clock, plan.options);
   if (auto error = daemon->start()) {
+    RendezvousDaemon::Listener failed = daemon->failed_listener();
     daemon.reset();
-    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use) {
+    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use &&
+        failed == RendezvousDaemon::Listener::Control) {
       log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
                 plan.options.port, "; joining it");
       return true;
     }
-    std::cerr << "cohort run: cannot host the rendezvous on " << plan.options.address << ":"
-              << plan.options.port << ": " << error.message() << "\n";
+    std::cerr << "cohort run: "
+              << start_failure_text(failed, plan.options, error, "cannot host the rendezvous on")
+              << "\n";
     return false;
   }
   log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());

@@ -177,6 +177,7 @@ boost::system::error_code RendezvousDaemon::start() {
   // One control connection per agent and one or two store connections per worker, in whichever
   // process hosts the daemon (cohortd, an agent, cohort launch).
   log::info("open-file limit: ", raise_fd_limit());
+  failed_listener_ = Listener::Control;
   boost::system::error_code error;
   ip::address address = ip::make_address(options_.address, error);
   if (error) return error;
@@ -193,12 +194,14 @@ boost::system::error_code RendezvousDaemon::start() {
   }
   port_ = acceptor_.local_endpoint().port();
   if (!options_.event_log.empty()) {
+    failed_listener_ = Listener::EventLog;
     if (std::string problem = event_log_.open(options_.event_log); !problem.empty()) {
       log::error("--event-log ", problem);
       acceptor_.close();
       return boost::system::errc::make_error_code(boost::system::errc::io_error);
     }
   }
+  failed_listener_ = Listener::Http;
   if (auto http_error = start_http()) {
     acceptor_.close();
     return http_error;
@@ -904,6 +907,21 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     }
   }
   return status;
+}
+
+std::string start_failure_text(RendezvousDaemon::Listener failed, const DaemonOptions& options,
+                               const boost::system::error_code& error,
+                               const std::string& control) {
+  switch (failed) {
+    case RendezvousDaemon::Listener::Http:
+      return cat("--http-port ", options.http_port, ": cannot listen on ", options.http_address,
+                 ":", options.http_port, ": ", error.message());
+    case RendezvousDaemon::Listener::EventLog:
+      return cat("--event-log ", options.event_log, ": cannot open it: ", error.message());
+    case RendezvousDaemon::Listener::Control:
+      break;
+  }
+  return cat(control, " ", options.address, ":", options.port, ": ", error.message());
 }
 
 }  // namespace cohort
