@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "common/run_id.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/did_you_mean.hpp"
 #include "launcher/launch_token.hpp"
 #include "launcher/log_dir_check.hpp"
 #include "launcher/run_environment.hpp"
@@ -124,7 +125,8 @@ int run_command(const CLI::App& app, RunOptions& options) {
     std::cerr << "cohort run: " << launched.error << "\n";
     return kExitUsage;
   }
-  if (std::string error = take_command(command_words(*app.get_parent(), app), options);
+  if (std::string error =
+          take_command(command_words(*app.get_parent(), app), options, "run", flag_names(app));
       !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "launcher/did_you_mean.hpp"
+
 namespace cohort {
 namespace {
 
@@ -198,14 +200,18 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
 }
 
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
-                         const std::string& command_name) {
+                         const std::string& command_name, const std::vector<std::string>& flags) {
   std::vector<std::string> command = remaining;
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {
     return "missing the training script: cohort " + command_name + " [OPTIONS] SCRIPT [ARGS...]";
   }
   if (command.front().size() > 1 && command.front()[0] == '-' && remaining.front() != "--") {
-    return "unknown flag '" + command.front() + "' (see cohort " + command_name + " --help)";
+    std::string flag = command.front().substr(0, command.front().find('='));
+    std::string close = closest_name(flag, flags);
+    return "unknown flag '" + command.front() + "'" +
+           (close.empty() ? "" : " (did you mean " + close + "?)") + " (see cohort " +
+           command_name + " --help)";
   }
   options.command = std::move(command);
   return {};
