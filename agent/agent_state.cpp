@@ -280,6 +280,10 @@ Actions AgentState::farewell_for(const proto::Stop& stop) const {
   if (!stop.summary.empty() && (own || !settings_.under_launch)) {
     return {PrintSummary{stop.summary}};
   }
+  if (!stop.stopped_by.empty()) {
+    return {Say{settings_.under_launch ? Level::Info : Level::Warn,
+                "the run was stopped by " + stop.stopped_by + ": " + stop.reason}};
+  }
   if (stop.summary.empty() && !settings_.under_launch) {
     return {Say{Level::Error, "the run failed: " + stop.reason}};
   }

@@ -43,7 +43,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EventsReply, run_id, events, dropped)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof, by)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StopRunReply, run_id, stopped, nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Unhealthy, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Notice, text)
@@ -51,7 +51,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world
                                    world_size, master_addr, master_port, restarts_used,
                                    max_restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
+// Stop: stopped_by optional (older daemons did not send it).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Stop, exit_status, reason, summary, stopped_by)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
 // StatusNode: heartbeat_age_ms optional (older daemons did not send it).
 void to_json(json& out, const StatusNode& m) {
@@ -311,6 +312,7 @@ std::string out_of_range(const ControlMessage& message) {
     return progress_out_of_range(*progress);
   } else if (const auto* stop = std::get_if<StopRunRequest>(&message)) {
     if (stop->reason.size() > kMaxStopReasonBytes) return "reason";
+    if (stop->by.size() > kMaxStopByBytes) return "by";
   } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
     if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
   } else if (const auto* events = std::get_if<EventsReply>(&message)) {

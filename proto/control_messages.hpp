@@ -108,9 +108,11 @@ struct StopRunRequest {
   std::string run_id;
   std::string reason;  ///< recorded in the run.stopped event and each agent's log
   std::string proof;   ///< stop_proof under the daemon's or the run's token; empty without one
+  std::string by;      ///< who asks, "user@host" as the asking machine names them; may be empty
 };
-/// Bounds of a stop request's reason.
+/// Bounds of a stop request's reason and of its `by`.
 constexpr size_t kMaxStopReasonBytes = 1024;
+constexpr size_t kMaxStopByBytes = 256;
 
 // ---- Progress of the workers (hang root cause across nodes, stragglers): agent -> daemon ----
 /// Bounds of a progress report: a host name, and a straggler factor in percent (150 = 1.5 x).
@@ -172,6 +174,7 @@ struct Stop {
   int exit_status = 1;
   std::string reason;
   std::string summary;
+  std::string stopped_by;  ///< `cohort stop`'s "user@host" when the run was stopped from outside
 };
 struct Complete {};
 /// A line every node of the run logs (a host excluded).

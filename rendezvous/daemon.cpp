@@ -12,6 +12,13 @@
 namespace cohort {
 namespace {
 
+// Who stopped the run from outside, as every node is told: cohort stop's "user@host", "cohort
+// launch", or empty for a run that failed on its own.
+std::string stopped_by_text(const std::string& stopped_by, const std::string& stopper) {
+  if (stopped_by == "launch") return "cohort launch";
+  return stopper.empty() ? stopped_by : stopper;
+}
+
 constexpr const char* kTokenNeeded =
     "authentication failed: this rendezvous needs a token (--token-file or COHORT_TOKEN)";
 constexpr const char* kWrongToken =
@@ -565,7 +572,8 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
                                "bad stop request");
   }
   if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
-        return proto::stop_proof(key, session.challenge, request.run_id, request.reason);
+        return proto::stop_proof(key, session.challenge, request.run_id, request.reason,
+                                 request.by);
       })) {
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
@@ -576,11 +584,15 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
   }
   Run& run = found->second;
   std::string reason = request.reason.empty() ? "stopped by cohort stop" : request.reason;
-  log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer, ": ", reason);
+  log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer,
+            request.by.empty() ? "" : " by " + request.by, ": ", reason);
   bool running = run.state->phase() == rdzv::RunState::Phase::Forming ||
                  run.state->phase() == rdzv::RunState::Phase::Running;
   int nodes = static_cast<int>(run.sessions.size());
-  if (running) run.stopped_by = "cohort stop";
+  if (running) {
+    run.stopped_by = "cohort stop";
+    run.stopper = request.by;
+  }
   session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0},
                       "stop answered");
   apply(run, run.state->cancel(kExitStopped, reason));
@@ -652,13 +664,15 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
               record(run.state->run_id(), "run.failed",
                      {{"reason", typed.reason}, {"exit_status", typed.exit_status}});
             } else {
-              record(run.state->run_id(), "run.stopped",
-                     {{"reason", typed.reason},
-                      {"exit_status", typed.exit_status},
-                      {"by", run.stopped_by}});
+              nlohmann::json fields{{"reason", typed.reason},
+                                  {"exit_status", typed.exit_status},
+                                  {"by", run.stopped_by}};
+            if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
+            record(run.state->run_id(), "run.stopped", std::move(fields));
             }
             run.store.reset();
-            proto::Stop stop{typed.exit_status, typed.reason, typed.summary};
+            proto::Stop stop{typed.exit_status, typed.reason, typed.summary,
+                             stopped_by_text(run.stopped_by, run.stopper)};
             send_to(run, typed.node_ids, stop);
             send_to(run, unhealthy_ids(run.unhealthy), stop);
           } else if constexpr (std::is_same_v<T, rdzv::CompleteRun>) {

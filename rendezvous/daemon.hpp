@@ -93,6 +93,7 @@ class RendezvousDaemon {
     bool refresh_armed = false;
     std::string last_failure;  ///< the latest restart's or stop's reason (cohort status)
     std::string stopped_by;    ///< set when stopped from outside: "cohort stop", "launch"
+    std::string stopper;       ///< cohort stop's "user@host", when it said
     /// Connected nodes whose health check failed: not in the state machine until they join.
     std::map<std::string, std::string> unhealthy;  ///< node id -> why
   };
