@@ -77,6 +77,12 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
     return false;
   }
   log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  if (plan.embed == DaemonPlan::Embed::IfFree) {
+    // Nothing listened at --rdzv-endpoint: a mistyped one would otherwise wait in silence.
+    std::string endpoint = plan.options.address + ":" + std::to_string(daemon->port());
+    log::warn("nothing listened at ", endpoint, " (--rdzv-endpoint), so this node now hosts the ",
+              "rendezvous there: the other nodes must reach it at ", endpoint);
+  }
   if (plan.options.http_port >= 0) {
     std::cerr << "cohort run: /metrics and the timeline pages on http://"
               << plan.options.http_address << ":" << daemon->http_port() << "/\n";

@@ -42,6 +42,9 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
   if (!open_ || closing_) return;
   if (error)
     return finish(error == boost::asio::error::eof ? "connection closed by peer" : error.message());
+  if (first_bytes_.size() < 16) {
+    first_bytes_.append(buffer_, std::min(size, 16 - first_bytes_.size()));
+  }
   decoder_.feed(buffer_, size);
   std::string payload;
   for (;;) {
@@ -64,8 +67,12 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
 }
 
 void ControlSession::send(const proto::ControlMessage& message) {
+  send_bytes(proto::encode_frame(proto::encode_message(message)));
+}
+
+void ControlSession::send_bytes(const std::string& bytes) {
   if (!open_ || closing_) return;
-  outbox_ += proto::encode_frame(proto::encode_message(message));
+  outbox_ += bytes;
   // A peer that keeps sending but never reads would grow the outbox without bound.
   if (outbox_.size() + in_flight_.size() > kMaxOutboxBytes) {
     return finish("the peer does not read (over " + std::to_string(kMaxOutboxBytes >> 20) +

@@ -32,6 +32,10 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// From the next frame on, the peer's frames may be up to this size.
   void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
+  /// Sends `bytes` as they are, no frame (the client's probe of a peer that says nothing).
+  void send_bytes(const std::string& bytes);
+  /// The first bytes the peer sent (at most 16): what it speaks when it is no cohort peer.
+  const std::string& first_bytes() const { return first_bytes_; }
   /// Sends `last` (if any) and then closes; no message is delivered after this call.
   void close_after(std::optional<proto::ControlMessage> last, const std::string& reason);
   /// Closes at once without telling the owner (the owner already knows).
@@ -70,6 +74,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   bool open_ = true;
   bool closing_ = false;
   bool peer_broke_protocol_ = false;
+  std::string first_bytes_;
   std::string close_reason_;
 };
 
