@@ -100,6 +100,7 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
     return;
   }
   config.executable = python_executable(machine);
+  config.crash_loop.python = config.executable;
   config.args = {"-u"};
   if (options.module) config.args.push_back("-m");
   config.args.push_back(target);
