@@ -16,7 +16,8 @@ std::string CrashLoopRule::missing_torch(const WorkerFailure& root) const {
   if (settings_.python.empty()) return {};
   const std::string error = "No module named 'torch'";
   bool said = root.error_message.find(error) != std::string::npos;
-  for (const std::string& line : root.stderr_tail) said = said || line.find(error) != std::string::npos;
+  for (const std::string& line : root.stderr_tail)
+    said = said || line.find(error) != std::string::npos;
   if (!said) return {};
   return "the workers' Python, " + settings_.python +
          ", has no torch (ModuleNotFoundError: No module named 'torch'), and no restart can change "

@@ -40,8 +40,8 @@ LaunchContext launch_context() {
 }  // namespace
 
 int launch_command(const CLI::App& app, LaunchOptions& options) {
-  if (std::string error =
-          take_command(command_words(*app.get_parent(), app), options.run, "launch", flag_names(app));
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options.run, "launch",
+                                       flag_names(app));
       !error.empty()) {
     std::cerr << "cohort launch: " << error << "\n";
     return kExitUsage;

@@ -665,10 +665,10 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
                      {{"reason", typed.reason}, {"exit_status", typed.exit_status}});
             } else {
               nlohmann::json fields{{"reason", typed.reason},
-                                  {"exit_status", typed.exit_status},
-                                  {"by", run.stopped_by}};
-            if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
-            record(run.state->run_id(), "run.stopped", std::move(fields));
+                                    {"exit_status", typed.exit_status},
+                                    {"by", run.stopped_by}};
+              if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
+              record(run.state->run_id(), "run.stopped", std::move(fields));
             }
             run.store.reset();
             proto::Stop stop{typed.exit_status, typed.reason, typed.summary,
@@ -924,8 +924,7 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
 }
 
 std::string start_failure_text(RendezvousDaemon::Listener failed, const DaemonOptions& options,
-                               const boost::system::error_code& error,
-                               const std::string& control) {
+                               const boost::system::error_code& error, const std::string& control) {
   switch (failed) {
     case RendezvousDaemon::Listener::Http:
       return cat("--http-port ", options.http_port, ": cannot listen on ", options.http_address,

@@ -37,10 +37,9 @@ TEST_CASE("cohortd names the busy --http-port, not the control port", "[integrat
 TEST_CASE("cohort run --standalone names the busy --http-port", "[integration][ports]") {
   Scratch scratch;
   BusyPort busy;
-  RunResult result = scratch.run(
-      {"--standalone", "--http-port", busy.port(), "--no-python", kTestWorkerBin, "--exit-code",
-       "0"},
-      {}, 30s);
+  RunResult result = scratch.run({"--standalone", "--http-port", busy.port(), "--no-python",
+                                  kTestWorkerBin, "--exit-code", "0"},
+                                 {}, 30s);
   INFO(result.out << result.err);
   CHECK(result.status.shell_code() == 3);
   CHECK(contains(result.err, "cohort run: --http-port " + busy.port() +

@@ -1,8 +1,8 @@
 // `cohort run` pointed at an endpoint where no cohort rendezvous answers. Each way ends with exit 3
 // and a message naming the endpoint and the cause: a service that speaks something else (an sshd's
-// banner, the daemon's HTTP port) at once; a worker store, a silent service, a name that does not resolve and a port where
-// nothing listens once the join timeout has passed (counted once, however often the agent tried
-// again), saying so within a second or two and then every ten seconds.
+// banner, the daemon's HTTP port) at once; a worker store, a silent service, a name that does not
+// resolve and a port where nothing listens once the join timeout has passed (counted once, however
+// often the agent tried again), saying so within a second or two and then every ten seconds.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>

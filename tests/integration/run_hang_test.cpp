@@ -205,8 +205,8 @@ TEST_CASE("a python3 without torch first on PATH is named, with PYTHON_EXEC, and
   INFO(result.out << result.err);
   CHECK(result.status.shell_code() == 1);
   CHECK(contains(result.err, "ModuleNotFoundError: No module named 'torch'"));
-  CHECK(contains(result.err, "cohort: not restarting: the workers' Python, " + python +
-                                 ", has no torch"));
+  CHECK(contains(result.err,
+                 "cohort: not restarting: the workers' Python, " + python + ", has no torch"));
   CHECK(contains(result.err, "PYTHON_EXEC=/usr/bin/python3"));
   CHECK(split_lines(read_file(scratch.file("starts"))).size() == 2);  // one round, no restart
   CHECK(scratch.nothing_left());

@@ -29,8 +29,7 @@ TEST_CASE("a failure's cause: its status and its last stderr line", "[unit][agen
 
 TEST_CASE("a Python worker without torch is final at once, naming the interpreter",
           "[unit][agent][crash-loop]") {
-  const std::vector<std::string> tail{"Traceback (most recent call last):",
-                                      "    import torch",
+  const std::vector<std::string> tail{"Traceback (most recent call last):", "    import torch",
                                       "ModuleNotFoundError: No module named 'torch'"};
   SECTION("through python: which interpreter, and how to choose another") {
     CrashLoopRule rule({3, {}, 0ms, "/opt/venv/bin/python3"});

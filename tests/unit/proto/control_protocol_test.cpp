@@ -409,11 +409,11 @@ TEST_CASE("events and stop_run requests and replies survive a round trip and are
   REQUIRE(told);
   CHECK(std::get<Stop>(*told).stopped_by == "alice@h");
   // Older peers send neither field.
-  CHECK(std::get<Stop>(*decode_message(
-                           R"({"type":"stop","exit_status":1,"reason":"r","summary":""})", error))
+  CHECK(std::get<Stop>(
+            *decode_message(R"({"type":"stop","exit_status":1,"reason":"r","summary":""})", error))
             .stopped_by.empty());
-  CHECK_FALSE(decode_message(
-      encode_message(StopRunRequest{"job", "", "", std::string(300, 'u')}), error));
+  CHECK_FALSE(
+      decode_message(encode_message(StopRunRequest{"job", "", "", std::string(300, 'u')}), error));
   CHECK(std::get<StopRunReply>(*decode_message(encode_message(StopRunReply{"job", true, 3}), error))
             .nodes == 3);
   CHECK(std::holds_alternative<EventsRequest>(
