@@ -169,7 +169,8 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Write the bound TCPStore port to this file");
   app.add_option("--http-port", command.http_port,
                  "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
-                 "free port)");
+                 "free port; default: off)")
+      ->type_name("PORT");
   app.add_option("--http-address", command.http_address,
                  "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs the "
                  "token as a bearer token, or --insecure)");
