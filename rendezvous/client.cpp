@@ -13,12 +13,6 @@ const char* const kNotTheControlPort =
     "; --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
     "rendezvous, not a worker store (--tcpstore-port) or another service";
 
-// Sent once on a connection where the daemon's challenge has not come by the first heartbeat: a
-// server that waits for its client to speak first (HTTP: the daemon's --http-port) answers it in
-// its own protocol, which ends the run at once instead of at the join timeout. A cohort daemon
-// sends its challenge at accept, so it has spoken long before this.
-const char* const kProbe = "GET / HTTP/1.0\r\n\r\n";
-
 bool speaks_http(const std::string& first_bytes) { return first_bytes.rfind("HTTP/", 0) == 0; }
 
 }  // namespace
@@ -197,7 +191,10 @@ void RendezvousClient::arm_heartbeat() {
     }
     if (challenge_.empty() && !welcomed_ && !probed_) {
       probed_ = true;
-      session_->send_bytes(kProbe);
+      // A server that waits for its client to speak first (HTTP: the daemon's --http-port)
+      // answers this in its own protocol, which ends the run at once instead of at the join
+      // timeout; a daemon slow to send its challenge skips it.
+      session_->send_bytes(std::string(proto::kSilentPeerProbe));
     } else {
       session_->send(proto::Heartbeat{});
     }

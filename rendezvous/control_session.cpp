@@ -2,6 +2,8 @@
 
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
+
 namespace cohort {
 
 ControlSession::ControlSession(boost::asio::ip::tcp::socket socket, MessageHandler on_message,
@@ -45,7 +47,7 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
   if (first_bytes_.size() < 16) {
     first_bytes_.append(buffer_, std::min(size, 16 - first_bytes_.size()));
   }
-  decoder_.feed(buffer_, size);
+  feed(buffer_, size);
   std::string payload;
   for (;;) {
     auto status = decoder_.next(payload);
@@ -64,6 +66,24 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
     if (!open_ || closing_) return;
   }
   read_more();
+}
+
+// Reads past the bytes skip_leading() named when the connection begins with them; a start that
+// differs is decoded whole, what matched so far included.
+void ControlSession::feed(const char* data, size_t size) {
+  if (leading_matched_ < leading_.size()) {
+    size_t n = std::min(size, leading_.size() - leading_matched_);
+    if (leading_.substr(leading_matched_, n) == std::string_view(data, n)) {
+      leading_matched_ += n;
+      data += n;
+      size -= n;
+    } else {
+      decoder_.feed(leading_.data(), leading_matched_);
+      leading_ = {};
+      leading_matched_ = 0;
+    }
+  }
+  decoder_.feed(data, size);
 }
 
 void ControlSession::send(const proto::ControlMessage& message) {

@@ -334,6 +334,7 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   session->peer = peer;
   session->challenge = proto::random_nonce();
   session->limit_frames(proto::kMaxFirstFrameBytes);
+  session->skip_leading(proto::kSilentPeerProbe);
   session->hello_deadline = clock_.make_timer();
   session->hello_deadline->start_after(
       options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
