@@ -155,7 +155,8 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
                              root.status.describe(),
                              settings_.host_name,
                              sent_summary_,
-                             final_reason};
+                             final_reason,
+                             failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
   reported_ = {round_, report};
   std::string& carried_summary = reported_.failure->summary;
   if (carried_summary.size() > proto::kMaxCarriedSummaryBytes) {

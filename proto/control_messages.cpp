@@ -15,7 +15,8 @@ using json = nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
                                    join_timeout_ms, heartbeat_timeout_ms, host_failure_limit,
                                    host_cooldown_ms)
-// WorkerFailed: every field required, but final_reason (absent from older agents) optional.
+// WorkerFailed: every field required, but final_reason and cause (absent from older agents)
+// optional.
 void to_json(json& out, const WorkerFailed& m) {
   out = json{{"round", m.round},
              {"rank", m.rank},
@@ -25,6 +26,7 @@ void to_json(json& out, const WorkerFailed& m) {
              {"host", m.host},
              {"summary", m.summary}};
   if (!m.final_reason.empty()) out["final_reason"] = m.final_reason;
+  if (!m.cause.empty()) out["cause"] = m.cause;
 }
 void from_json(const json& in, WorkerFailed& m) {
   in.at("round").get_to(m.round);
@@ -35,6 +37,7 @@ void from_json(const json& in, WorkerFailed& m) {
   in.at("host").get_to(m.host);
   in.at("summary").get_to(m.summary);
   if (in.contains("final_reason")) in.at("final_reason").get_to(m.final_reason);
+  if (in.contains("cause")) in.at("cause").get_to(m.cause);
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
@@ -306,6 +309,7 @@ std::string out_of_range(const ControlMessage& message) {
   } else if (const auto* failed = std::get_if<WorkerFailed>(&message)) {
     if (!in_range(failed->round, 0, kMaxRound)) return "round";
     if (failed->rank < 0 || failed->local_rank < 0) return "rank";
+    if (failed->cause.size() > kMaxFailureCauseBytes) return "cause";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {

@@ -47,7 +47,12 @@ struct WorkerFailed {
   /// Not empty: the failure must end the run, whatever restarts are left (a crash loop, an exit
   /// code listed in --no-restart-exit-codes); says why.
   std::string final_reason;
+  /// What the failure is, for telling two apart across nodes: its status and its last stderr
+  /// line ("exit code 1: ValueError: boom"); empty from older agents.
+  std::string cause;
 };
+/// A failure's cause is cut to this size.
+constexpr size_t kMaxFailureCauseBytes = 1024;
 /// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
 /// daemon may have died before it read the report). The daemon's next word about the run is the
 /// acknowledgment.

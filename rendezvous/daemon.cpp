@@ -36,8 +36,8 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
 }
 
 rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
-  return {failed.round,       failed.rank, failed.local_rank, failed.exit_status,
-          failed.description, failed.host, failed.summary,    failed.final_reason};
+  return {failed.round, failed.rank,    failed.local_rank,   failed.exit_status, failed.description,
+          failed.host,  failed.summary, failed.final_reason, failed.cause};
 }
 
 rdzv::ProgressReport to_progress(const proto::Progress& wire) {

@@ -162,6 +162,7 @@ TEST_CASE("agent: a failure is reported with the root cause and its summary", "[
   CHECK(report.exit_status == 128 + SIGSEGV);
   CHECK(report.host == "hostA");
   CHECK(report.summary.find("train.py") != std::string::npos);
+  CHECK(report.cause == "signal 11 (SIGSEGV)");  // for the daemon to tell it from other hosts'
   CHECK(find<ReportFailure>(actions)->root_cause.rank == 3);
   CHECK(f.state.phase() == Phase::Reported);
 }

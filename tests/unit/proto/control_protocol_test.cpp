@@ -109,6 +109,12 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
   auto f = std::get<WorkerFailed>(*decode_message(encode_message(failed), error));
   CHECK(f.summary == "summary\ntext");
   CHECK(f.exit_status == 139);
+  CHECK(f.cause.empty());  // an older agent's report has none
+  failed.cause = "signal 11 (SIGSEGV): Segmentation fault";
+  CHECK(std::get<WorkerFailed>(*decode_message(encode_message(failed), error)).cause ==
+        failed.cause);
+  failed.cause = std::string(kMaxFailureCauseBytes + 1, 'c');
+  CHECK_FALSE(decode_message(encode_message(failed), error));
   auto w =
       std::get<Waiting>(*decode_message(encode_message(Waiting{1, 2, 2, std::nullopt}), error));
   CHECK_FALSE(w.last_call_in_ms);
