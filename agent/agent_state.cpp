@@ -155,7 +155,8 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
                              root.status.describe(),
                              settings_.host_name,
                              sent_summary_,
-                             final_reason};
+                             final_reason,
+                             failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
   reported_ = {round_, report};
   std::string& carried_summary = reported_.failure->summary;
   if (carried_summary.size() > proto::kMaxCarriedSummaryBytes) {
@@ -279,6 +280,10 @@ Actions AgentState::farewell_for(const proto::Stop& stop) const {
   bool own = !sent_summary_.empty() && stop.summary.rfind(sent_summary_, 0) == 0;
   if (!stop.summary.empty() && (own || !settings_.under_launch)) {
     return {PrintSummary{stop.summary}};
+  }
+  if (!stop.stopped_by.empty()) {
+    return {Say{settings_.under_launch ? Level::Info : Level::Warn,
+                "the run was stopped by " + stop.stopped_by + ": " + stop.reason}};
   }
   if (stop.summary.empty() && !settings_.under_launch) {
     return {Say{Level::Error, "the run failed: " + stop.reason}};

@@ -2,7 +2,8 @@
 // same root cause (exit status and last stderr line) `max_same_failures` times in a row is a
 // crash loop; an exit code the user listed as final (--no-restart-exit-codes) is final at once.
 // A worker that failed within `min_uptime` of its start is a start-up failure (said in the
-// summary). Owned by AgentState; io thread.
+// summary). A Python worker that cannot import torch is final too: its interpreter lacks it. Owned
+// by AgentState; io thread.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@ struct CrashLoopSettings {
   int max_same_failures = 3;                ///< 0: off
   std::set<int> final_exit_codes;           ///< exit codes never restarted
   std::chrono::milliseconds min_uptime{0};  ///< 0: off
+  std::string python;                       ///< the workers' interpreter; empty for --no-python
 };
 
 /// What a failure is, for telling two apart: "exit code 1: RuntimeError: boom".
@@ -36,6 +38,8 @@ class CrashLoopRule {
   const CrashLoopSettings& settings() const { return settings_; }
 
  private:
+  std::string missing_torch(const WorkerFailure& root) const;
+
   CrashLoopSettings settings_;
   std::string last_cause_;
   int same_in_a_row_ = 0;

@@ -1,6 +1,7 @@
 // cohortd: the standalone rendezvous daemon (and optionally a plain TCPStore).
 #include <iostream>
 
+#include "launcher/did_you_mean.hpp"
 #include "launcher/flag_abbreviations.hpp"
 #include "launcher/help_format.hpp"
 #include "launcher/rendezvous_command.hpp"
@@ -9,6 +10,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cohortd: cohort's rendezvous daemon; serves many runs at once", "cohortd"};
   cohort::DaemonCommand command;
   cohort::add_daemon_flags(app, command);
+  app.allow_extras();  // an unknown word is named below, with the closest flag
   app.failure_message([](const CLI::App*, const CLI::Error& error) {
     return cohort::parse_error_message("cohortd", error);
   });
@@ -24,6 +26,12 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
+  }
+  if (!app.remaining().empty()) {
+    std::cerr << "cohortd: "
+              << cohort::unknown_argument(app.remaining().front(), cohort::flag_names(app))
+              << " (cohortd --help)\n";
+    return 2;
   }
   return cohort::run_daemon(command);
 }

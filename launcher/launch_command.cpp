@@ -11,6 +11,7 @@
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/did_you_mean.hpp"
 #include "launcher/launch/launch.hpp"
 #include "launcher/launch_token.hpp"
 #include "process/child_reaper.hpp"
@@ -39,8 +40,8 @@ LaunchContext launch_context() {
 }  // namespace
 
 int launch_command(const CLI::App& app, LaunchOptions& options) {
-  if (std::string error =
-          take_command(command_words(*app.get_parent(), app), options.run, "launch");
+  if (std::string error = take_command(command_words(*app.get_parent(), app), options.run, "launch",
+                                       flag_names(app));
       !error.empty()) {
     std::cerr << "cohort launch: " << error << "\n";
     return kExitUsage;

@@ -187,6 +187,7 @@ int main(int argc, char** argv) {
     std::optional<std::string> token = query_token("stop", stop_query.token_file);
     if (!token) return kExitUsage;
     stop_query.token = *token;
+    stop_query.by = stop_requester();
     return run_stop_command(stop_query);
   }
   return kExitUsage;

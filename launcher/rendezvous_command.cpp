@@ -169,7 +169,8 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Write the bound TCPStore port to this file");
   app.add_option("--http-port", command.http_port,
                  "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
-                 "free port)");
+                 "free port; default: off)")
+      ->type_name("PORT");
   app.add_option("--http-address", command.http_address,
                  "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs a "
                  "token, or --insecure). With a token every request sends it as a bearer token");
@@ -257,8 +258,10 @@ int run_daemon(const DaemonCommand& command) {
   AsioClock clock(io);
   RendezvousDaemon daemon(io, clock, *options);
   if (auto error = daemon.start()) {
-    std::cerr << "cohortd: cannot listen on " << options->address << ":" << command.port << ": "
-              << error.message() << "\n";
+    std::cerr << "cohortd: "
+              << start_failure_text(daemon.failed_listener(), *options, error,
+                                    "--port " + std::to_string(command.port) + ": cannot listen on")
+              << "\n";
     return kExitInternal;
   }
   std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;

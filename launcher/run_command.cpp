@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "common/run_id.hpp"
 #include "launcher/command_words.hpp"
+#include "launcher/did_you_mean.hpp"
 #include "launcher/launch_token.hpp"
 #include "launcher/log_dir_check.hpp"
 #include "launcher/run_environment.hpp"
@@ -62,17 +63,26 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
   if (plan.embed == DaemonPlan::Embed::No) return true;
   daemon = std::make_unique<RendezvousDaemon>(io, clock, plan.options);
   if (auto error = daemon->start()) {
+    RendezvousDaemon::Listener failed = daemon->failed_listener();
     daemon.reset();
-    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use) {
+    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use &&
+        failed == RendezvousDaemon::Listener::Control) {
       log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
                 plan.options.port, "; joining it");
       return true;
     }
-    std::cerr << "cohort run: cannot host the rendezvous on " << plan.options.address << ":"
-              << plan.options.port << ": " << error.message() << "\n";
+    std::cerr << "cohort run: "
+              << start_failure_text(failed, plan.options, error, "cannot host the rendezvous on")
+              << "\n";
     return false;
   }
   log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  if (plan.embed == DaemonPlan::Embed::IfFree) {
+    // Nothing listened at --rdzv-endpoint: a mistyped one would otherwise wait in silence.
+    std::string endpoint = plan.options.address + ":" + std::to_string(daemon->port());
+    log::warn("nothing listened at ", endpoint, " (--rdzv-endpoint), so this node now hosts the ",
+              "rendezvous there: the other nodes must reach it at ", endpoint);
+  }
   if (plan.options.http_port >= 0) {
     std::cerr << "cohort run: /metrics and the timeline pages on http://"
               << plan.options.http_address << ":" << daemon->http_port() << "/\n";
@@ -121,7 +131,8 @@ int run_command(const CLI::App& app, RunOptions& options) {
     std::cerr << "cohort run: " << launched.error << "\n";
     return kExitUsage;
   }
-  if (std::string error = take_command(command_words(*app.get_parent(), app), options);
+  if (std::string error =
+          take_command(command_words(*app.get_parent(), app), options, "run", flag_names(app));
       !error.empty()) {
     std::cerr << "cohort run: " << error << "\n";
     return kExitUsage;

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "launcher/did_you_mean.hpp"
+
 namespace cohort {
 namespace {
 
@@ -39,7 +41,11 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
               "npu, ...) counted from its visible-devices variable");
   flag_option(app, "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static");
   flag_option(app, "--rdzv-endpoint", o.rdzv_endpoint, "Rendezvous endpoint, host[:port]");
-  flag_option(app, "--rdzv-id", o.rdzv_id, "Run id shared by every node of the job");
+  flag_option(app, "--rdzv-id", o.rdzv_id,
+              "Run id shared by every node of the job (default: 'none', as torchrun's; "
+              "--standalone: a random one)")
+      ->type_name("ID")
+      ->default_str("");
   flag_option(app, "--rdzv-conf", o.rdzv_conf, "Rendezvous settings, key=value,...");
   bool_flag(app, "--standalone", o.standalone,
             "Single node: a private rendezvous and a random run id");
@@ -71,7 +77,9 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
               "(JSON lines, docs/EVENTS.md)");
   flag_option(app, "--http-port", o.http_port,
               "When this node hosts the rendezvous: serve /metrics and the timeline pages on "
-              "127.0.0.1 at this port (0: any free port)");
+              "127.0.0.1 at this port (0: any free port; default: off)")
+      ->type_name("PORT")
+      ->default_str("");
   flag_option(app, "--role", o.role, "Worker role name (ROLE_NAME, log prefix)");
 }
 
@@ -201,14 +209,18 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
 }
 
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
-                         const std::string& command_name) {
+                         const std::string& command_name, const std::vector<std::string>& flags) {
   std::vector<std::string> command = remaining;
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {
     return "missing the training script: cohort " + command_name + " [OPTIONS] SCRIPT [ARGS...]";
   }
   if (command.front().size() > 1 && command.front()[0] == '-' && remaining.front() != "--") {
-    return "unknown flag '" + command.front() + "' (see cohort " + command_name + " --help)";
+    std::string flag = command.front().substr(0, command.front().find('='));
+    std::string close = closest_name(flag, flags);
+    return "unknown flag '" + command.front() + "'" +
+           (close.empty() ? "" : " (did you mean " + close + "?)") + " (see cohort " +
+           command_name + " --help)";
   }
   options.command = std::move(command);
   return {};

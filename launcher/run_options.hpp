@@ -82,10 +82,11 @@ struct RunOptions {
 void add_run_flags(CLI::App& app, RunOptions& options);
 
 /// Takes the training script and its arguments from what CLI11 left unparsed. Returns an error
-/// message (an unknown flag, no script) or an empty string; `command` names the subcommand in it
-/// ("run", "launch").
+/// message (an unknown flag, with the closest of `flags` when one is close; no script) or an empty
+/// string; `command` names the subcommand in it ("run", "launch").
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
-                         const std::string& command = "run");
+                         const std::string& command = "run",
+                         const std::vector<std::string>& flags = {});
 
 /// "--nproc-per-node" -> "PET_NPROC_PER_NODE": the environment default of a flag.
 std::string pet_name(const std::string& dashed);

@@ -104,6 +104,7 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   }
   config.executable = python_executable(machine);
   config.python_worker = true;
+  config.crash_loop.python = config.executable;
   config.args = {"-u"};
   if (options.module) config.args.push_back("-m");
   config.args.push_back(target);

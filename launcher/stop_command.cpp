@@ -1,5 +1,10 @@
 #include "launcher/stop_command.hpp"
 
+#include <pwd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
 #include <iostream>
 
 #include "common/exit_codes.hpp"
@@ -20,6 +25,19 @@ void add_stop_flags(CLI::App& app, StopQuery& query) {
                  "The daemon's or the run's token (default: $COHORT_TOKEN)");
 }
 
+std::string stop_requester() {
+  std::string user;
+  if (const char* name = std::getenv("USER"); name != nullptr) user = name;
+  if (user.empty()) {
+    if (const passwd* entry = ::getpwuid(::getuid()); entry != nullptr) user = entry->pw_name;
+  }
+  if (user.empty()) user = "uid " + std::to_string(::getuid());
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string by = user + "@" + (host[0] != '\0' ? host.data() : "unknown host");
+  return by.substr(0, proto::kMaxStopByBytes);
+}
+
 int run_stop_command(const StopQuery& query) {
   if (std::string problem = run_id_problem(query.run_id); !problem.empty()) {
     std::cerr << "cohort stop: --rdzv-id: " << problem << "\n";
@@ -31,9 +49,11 @@ int run_stop_command(const StopQuery& query) {
   }
   ControlAnswer answer =
       control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
-        proto::StopRunRequest request{query.run_id, query.reason, ""};
-        if (!query.token.empty())
-          request.proof = proto::stop_proof(query.token, challenge, query.run_id, query.reason);
+        proto::StopRunRequest request{query.run_id, query.reason, "", query.by};
+        if (!query.token.empty()) {
+          request.proof =
+              proto::stop_proof(query.token, challenge, query.run_id, query.reason, query.by);
+        }
         return request;
       });
   std::string problem;

@@ -15,10 +15,14 @@ struct StopQuery {
   std::string reason;
   std::string token_file;
   std::string token;  ///< loaded from token_file, $COHORT_TOKEN or Slurm's job token
+  std::string by;     ///< "user@host": who asks (stop_requester())
   int timeout_ms = 5000;
 };
 
 void add_stop_flags(CLI::App& app, StopQuery& query);
+/// "user@host" of this process: the login name ($USER, else the password entry, else the uid)
+/// and the host name, cut to what a stop request carries.
+std::string stop_requester();
 int run_stop_command(const StopQuery& query);
 
 }  // namespace cohort

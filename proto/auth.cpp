@@ -83,8 +83,9 @@ std::string events_proof(std::string_view key, std::string_view challenge,
 }
 
 std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
-                       std::string_view reason) {
-  return hmac_sha256_hex(key, joined({"cohort-stop", challenge, run_id, reason}));
+                       std::string_view reason, std::string_view by) {
+  if (by.empty()) return hmac_sha256_hex(key, joined({"cohort-stop", challenge, run_id, reason}));
+  return hmac_sha256_hex(key, joined({"cohort-stop", challenge, run_id, reason, by}));
 }
 
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {

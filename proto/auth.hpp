@@ -33,9 +33,10 @@ std::string welcome_proof(std::string_view key, std::string_view challenge,
 std::string status_proof(std::string_view key, std::string_view challenge, std::string_view run_id);
 /// What an events request proves, for one run.
 std::string events_proof(std::string_view key, std::string_view challenge, std::string_view run_id);
-/// What a stop request proves: the right to end run `run_id`, for this reason.
+/// What a stop request proves: the right to end run `run_id`, for this reason, asked by `by`
+/// (covered only when not empty, so a request without it proves what it always did).
 std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
-                       std::string_view reason);
+                       std::string_view reason, std::string_view by = {});
 
 /// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
 /// a team the token of its run, which proves nothing about any other run.

@@ -18,6 +18,12 @@ constexpr uint32_t kMaxFirstFrameBytes = 64 << 10;
 /// A status reply lists every run of a daemon: `cohort status` reads one up to this size.
 constexpr uint32_t kMaxStatusFrameBytes = 64 << 20;
 
+/// What a client sends, unframed, on a connection where no challenge came by its first heartbeat:
+/// an HTTP server (the daemon's --http-port) answers it in its own words. A daemon skips it when
+/// it leads a connection (its 4 bytes read as a length far above any limit, so no frame begins
+/// so), so a daemon merely slow to send its challenge is not broken by it.
+constexpr std::string_view kSilentPeerProbe = "GET / HTTP/1.0\r\n\r\n";
+
 /// The 4-byte length and the payload, ready to write.
 std::string encode_frame(std::string_view payload);
 

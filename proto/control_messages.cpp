@@ -15,7 +15,8 @@ using json = nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
                                    join_timeout_ms, heartbeat_timeout_ms, host_failure_limit,
                                    host_cooldown_ms)
-// WorkerFailed: every field required, but final_reason (absent from older agents) optional.
+// WorkerFailed: every field required, but final_reason and cause (absent from older agents)
+// optional.
 void to_json(json& out, const WorkerFailed& m) {
   out = json{{"round", m.round},
              {"rank", m.rank},
@@ -25,6 +26,7 @@ void to_json(json& out, const WorkerFailed& m) {
              {"host", m.host},
              {"summary", m.summary}};
   if (!m.final_reason.empty()) out["final_reason"] = m.final_reason;
+  if (!m.cause.empty()) out["cause"] = m.cause;
 }
 void from_json(const json& in, WorkerFailed& m) {
   in.at("round").get_to(m.round);
@@ -35,6 +37,7 @@ void from_json(const json& in, WorkerFailed& m) {
   in.at("host").get_to(m.host);
   in.at("summary").get_to(m.summary);
   if (in.contains("final_reason")) in.at("final_reason").get_to(m.final_reason);
+  if (in.contains("cause")) in.at("cause").get_to(m.cause);
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
@@ -43,7 +46,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EventsReply, run_id, events, dropped)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof, by)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StopRunReply, run_id, stopped, nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Unhealthy, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Notice, text)
@@ -51,7 +54,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world
                                    world_size, master_addr, master_port, restarts_used,
                                    max_restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Stop, exit_status, reason, summary)
+// Stop: stopped_by optional (older daemons did not send it).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Stop, exit_status, reason, summary, stopped_by)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Error, message, rejoin)
 // StatusNode: heartbeat_age_ms optional (older daemons did not send it).
 void to_json(json& out, const StatusNode& m) {
@@ -329,12 +333,14 @@ std::string out_of_range(const ControlMessage& message) {
   } else if (const auto* failed = std::get_if<WorkerFailed>(&message)) {
     if (!in_range(failed->round, 0, kMaxRound)) return "round";
     if (failed->rank < 0 || failed->local_rank < 0) return "rank";
+    if (failed->cause.size() > kMaxFailureCauseBytes) return "cause";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {
     return progress_out_of_range(*progress);
   } else if (const auto* stop = std::get_if<StopRunRequest>(&message)) {
     if (stop->reason.size() > kMaxStopReasonBytes) return "reason";
+    if (stop->by.size() > kMaxStopByBytes) return "by";
   } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
     if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
   } else if (const auto* events = std::get_if<EventsReply>(&message)) {

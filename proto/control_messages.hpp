@@ -47,7 +47,12 @@ struct WorkerFailed {
   /// Not empty: the failure must end the run, whatever restarts are left (a crash loop, an exit
   /// code listed in --no-restart-exit-codes); says why.
   std::string final_reason;
+  /// What the failure is, for telling two apart across nodes: its status and its last stderr
+  /// line ("exit code 1: ValueError: boom"); empty from older agents.
+  std::string cause;
 };
+/// A failure's cause is cut to this size.
+constexpr size_t kMaxFailureCauseBytes = 1024;
 /// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
 /// daemon may have died before it read the report). The daemon's next word about the run is the
 /// acknowledgment.
@@ -113,9 +118,11 @@ struct StopRunRequest {
   std::string run_id;
   std::string reason;  ///< recorded in the run.stopped event and each agent's log
   std::string proof;   ///< stop_proof under the daemon's or the run's token; empty without one
+  std::string by;      ///< who asks, "user@host" as the asking machine names them; may be empty
 };
-/// Bounds of a stop request's reason.
+/// Bounds of a stop request's reason and of its `by`.
 constexpr size_t kMaxStopReasonBytes = 1024;
+constexpr size_t kMaxStopByBytes = 256;
 
 // ---- Progress of the workers (hang root cause across nodes, stragglers): agent -> daemon ----
 /// Bounds of a progress report: a host name, and a straggler factor in percent (150 = 1.5 x).
@@ -177,6 +184,7 @@ struct Stop {
   int exit_status = 1;
   std::string reason;
   std::string summary;
+  std::string stopped_by;  ///< `cohort stop`'s "user@host" when the run was stopped from outside
 };
 struct Complete {};
 /// A line every node of the run logs (a host excluded).

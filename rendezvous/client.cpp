@@ -13,6 +13,8 @@ const char* const kNotTheControlPort =
     "; --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
     "rendezvous, not a worker store (--tcpstore-port) or another service";
 
+bool speaks_http(const std::string& first_bytes) { return first_bytes.rfind("HTTP/", 0) == 0; }
+
 }  // namespace
 
 RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
@@ -94,7 +96,11 @@ void RendezvousClient::on_connected() {
       },
       [this, alive = alive_](ControlSession& session, const std::string& reason) {
         if (!*alive || closed_) return;
-        if (!welcomed_ && session.peer_broke_protocol()) return not_a_rendezvous(reason);
+        if (!welcomed_ && session.peer_broke_protocol()) {
+          return not_a_rendezvous(speaks_http(session.first_bytes())
+                                      ? "it answers HTTP: is it a daemon's --http-port?"
+                                      : reason);
+        }
         if (!welcomed_) {
           return attempt_failed(
               "it closed the connection without answering as a cohort rendezvous: " + reason,
@@ -106,6 +112,7 @@ void RendezvousClient::on_connected() {
   last_heard_ = clock_.now();
   challenge_.clear();
   welcomed_ = false;
+  probed_ = false;
   session_->start();
   arm_heartbeat();
 }
@@ -183,7 +190,15 @@ void RendezvousClient::arm_heartbeat() {
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
       return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
     }
-    session_->send(proto::Heartbeat{});
+    if (challenge_.empty() && !welcomed_ && !probed_) {
+      probed_ = true;
+      // A server that waits for its client to speak first (HTTP: the daemon's --http-port)
+      // answers this in its own protocol, which ends the run at once instead of at the join
+      // timeout; a daemon slow to send its challenge skips it.
+      session_->send_bytes(std::string(proto::kSilentPeerProbe));
+    } else {
+      session_->send(proto::Heartbeat{});
+    }
     arm_heartbeat();
   });
 }

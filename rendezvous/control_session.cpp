@@ -2,6 +2,8 @@
 
 #include <boost/asio/write.hpp>
 
+#include <algorithm>
+
 namespace cohort {
 
 ControlSession::ControlSession(boost::asio::ip::tcp::socket socket, MessageHandler on_message,
@@ -42,7 +44,10 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
   if (!open_ || closing_) return;
   if (error)
     return finish(error == boost::asio::error::eof ? "connection closed by peer" : error.message());
-  decoder_.feed(buffer_, size);
+  if (first_bytes_.size() < 16) {
+    first_bytes_.append(buffer_, std::min(size, 16 - first_bytes_.size()));
+  }
+  feed(buffer_, size);
   std::string payload;
   for (;;) {
     auto status = decoder_.next(payload);
@@ -63,9 +68,31 @@ void ControlSession::on_read(const boost::system::error_code& error, size_t size
   read_more();
 }
 
+// Reads past the bytes skip_leading() named when the connection begins with them; a start that
+// differs is decoded whole, what matched so far included.
+void ControlSession::feed(const char* data, size_t size) {
+  if (leading_matched_ < leading_.size()) {
+    size_t n = std::min(size, leading_.size() - leading_matched_);
+    if (leading_.substr(leading_matched_, n) == std::string_view(data, n)) {
+      leading_matched_ += n;
+      data += n;
+      size -= n;
+    } else {
+      decoder_.feed(leading_.data(), leading_matched_);
+      leading_ = {};
+      leading_matched_ = 0;
+    }
+  }
+  decoder_.feed(data, size);
+}
+
 void ControlSession::send(const proto::ControlMessage& message) {
+  send_bytes(proto::encode_frame(proto::encode_message(message)));
+}
+
+void ControlSession::send_bytes(const std::string& bytes) {
   if (!open_ || closing_) return;
-  outbox_ += proto::encode_frame(proto::encode_message(message));
+  outbox_ += bytes;
   // A peer that keeps sending but never reads would grow the outbox without bound.
   if (outbox_.size() + in_flight_.size() > kMaxOutboxBytes) {
     return finish("the peer does not read (over " + std::to_string(kMaxOutboxBytes >> 20) +

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/clock.hpp"
 #include "proto/control_frame.hpp"
@@ -32,6 +33,13 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// From the next frame on, the peer's frames may be up to this size.
   void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
+  /// Sends `bytes` as they are, no frame (the client's probe of a peer that says nothing).
+  void send_bytes(const std::string& bytes);
+  /// The peer's bytes that begin with `leading` (the client's probe) are read past, not decoded;
+  /// any other start is decoded as it is. Call before start().
+  void skip_leading(std::string_view leading) { leading_ = leading; }
+  /// The first bytes the peer sent (at most 16): what it speaks when it is no cohort peer.
+  const std::string& first_bytes() const { return first_bytes_; }
   /// Sends `last` (if any) and then closes; no message is delivered after this call.
   void close_after(std::optional<proto::ControlMessage> last, const std::string& reason);
   /// Closes at once without telling the owner (the owner already knows).
@@ -59,6 +67,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
  private:
   void read_more();
   void on_read(const boost::system::error_code& error, size_t size);
+  void feed(const char* data, size_t size);
   void flush();
   void finish(const std::string& reason);
 
@@ -71,6 +80,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   bool open_ = true;
   bool closing_ = false;
   bool peer_broke_protocol_ = false;
+  std::string first_bytes_;
+  std::string_view leading_;  ///< still to be matched by the peer's first bytes (skip_leading)
+  size_t leading_matched_ = 0;
   std::string close_reason_;
 };
 

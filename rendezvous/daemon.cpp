@@ -12,6 +12,13 @@
 namespace cohort {
 namespace {
 
+// Who stopped the run from outside, as every node is told: cohort stop's "user@host", "cohort
+// launch", or empty for a run that failed on its own.
+std::string stopped_by_text(const std::string& stopped_by, const std::string& stopper) {
+  if (stopped_by == "launch") return "cohort launch";
+  return stopper.empty() ? stopped_by : stopper;
+}
+
 constexpr const char* kTokenNeeded =
     "authentication failed: this rendezvous needs a token (--token-file or COHORT_TOKEN)";
 constexpr const char* kWrongToken =
@@ -29,8 +36,8 @@ rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
 }
 
 rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
-  return {failed.round,       failed.rank, failed.local_rank, failed.exit_status,
-          failed.description, failed.host, failed.summary,    failed.final_reason};
+  return {failed.round, failed.rank,    failed.local_rank,   failed.exit_status, failed.description,
+          failed.host,  failed.summary, failed.final_reason, failed.cause};
 }
 
 rdzv::ProgressReport to_progress(const proto::Progress& wire) {
@@ -177,6 +184,7 @@ boost::system::error_code RendezvousDaemon::start() {
   // One control connection per agent and one or two store connections per worker, in whichever
   // process hosts the daemon (cohortd, an agent, cohort launch).
   log::info("open-file limit: ", raise_fd_limit());
+  failed_listener_ = Listener::Control;
   boost::system::error_code error;
   ip::address address = ip::make_address(options_.address, error);
   if (error) return error;
@@ -193,12 +201,14 @@ boost::system::error_code RendezvousDaemon::start() {
   }
   port_ = acceptor_.local_endpoint().port();
   if (!options_.event_log.empty()) {
+    failed_listener_ = Listener::EventLog;
     if (std::string problem = event_log_.open(options_.event_log); !problem.empty()) {
       log::error("--event-log ", problem);
       acceptor_.close();
       return boost::system::errc::make_error_code(boost::system::errc::io_error);
     }
   }
+  failed_listener_ = Listener::Http;
   if (auto http_error = start_http()) {
     acceptor_.close();
     return http_error;
@@ -328,6 +338,7 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   session->peer = peer;
   session->challenge = proto::random_nonce();
   session->limit_frames(proto::kMaxFirstFrameBytes);
+  session->skip_leading(proto::kSilentPeerProbe);
   session->hello_deadline = clock_.make_timer();
   session->hello_deadline->start_after(
       options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
@@ -586,7 +597,8 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
                                "bad stop request");
   }
   if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
-        return proto::stop_proof(key, session.challenge, request.run_id, request.reason);
+        return proto::stop_proof(key, session.challenge, request.run_id, request.reason,
+                                 request.by);
       })) {
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
@@ -598,11 +610,15 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
   }
   Run& run = found->second;
   std::string reason = request.reason.empty() ? "stopped by cohort stop" : request.reason;
-  log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer, ": ", reason);
+  log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer,
+            request.by.empty() ? "" : " by " + request.by, ": ", reason);
   bool running = run.state->phase() == rdzv::RunState::Phase::Forming ||
                  run.state->phase() == rdzv::RunState::Phase::Running;
   int nodes = static_cast<int>(run.sessions.size());
-  if (running) run.stopped_by = "cohort stop";
+  if (running) {
+    run.stopped_by = "cohort stop";
+    run.stopper = request.by;
+  }
   session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0},
                       "stop answered");
   apply(run, run.state->cancel(kExitStopped, reason));
@@ -675,13 +691,15 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
               record(run.state->run_id(), "run.failed",
                      {{"reason", typed.reason}, {"exit_status", typed.exit_status}});
             } else {
-              record(run.state->run_id(), "run.stopped",
-                     {{"reason", typed.reason},
-                      {"exit_status", typed.exit_status},
-                      {"by", run.stopped_by}});
+              nlohmann::json fields{{"reason", typed.reason},
+                                    {"exit_status", typed.exit_status},
+                                    {"by", run.stopped_by}};
+              if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
+              record(run.state->run_id(), "run.stopped", std::move(fields));
             }
             run.store.reset();
-            proto::Stop stop{typed.exit_status, typed.reason, typed.summary};
+            proto::Stop stop{typed.exit_status, typed.reason, typed.summary,
+                             stopped_by_text(run.stopped_by, run.stopper)};
             send_to(run, typed.node_ids, stop);
             send_to(run, unhealthy_ids(run.unhealthy), stop);
           } else if constexpr (std::is_same_v<T, rdzv::CompleteRun>) {
@@ -944,6 +962,20 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     }
   }
   return status;
+}
+
+std::string start_failure_text(RendezvousDaemon::Listener failed, const DaemonOptions& options,
+                               const boost::system::error_code& error, const std::string& control) {
+  switch (failed) {
+    case RendezvousDaemon::Listener::Http:
+      return cat("--http-port ", options.http_port, ": cannot listen on ", options.http_address,
+                 ":", options.http_port, ": ", error.message());
+    case RendezvousDaemon::Listener::EventLog:
+      return cat("--event-log ", options.event_log, ": cannot open it: ", error.message());
+    case RendezvousDaemon::Listener::Control:
+      break;
+  }
+  return cat(control, " ", options.address, ":", options.port, ": ", error.message());
 }
 
 }  // namespace cohort

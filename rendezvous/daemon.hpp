@@ -63,7 +63,10 @@ class RendezvousDaemon {
   RendezvousDaemon(const RendezvousDaemon&) = delete;
   RendezvousDaemon& operator=(const RendezvousDaemon&) = delete;
 
+  /// Which listener the last start() could not open.
+  enum class Listener { Control, EventLog, Http };
   boost::system::error_code start();
+  Listener failed_listener() const { return failed_listener_; }
   uint16_t port() const { return port_; }
   /// The bound HTTP port once start() succeeded; 0 without one.
   uint16_t http_port() const { return http_ ? http_->port() : 0; }
@@ -92,6 +95,7 @@ class RendezvousDaemon {
     bool refresh_armed = false;
     std::string last_failure;  ///< the latest restart's or stop's reason (cohort status)
     std::string stopped_by;    ///< set when stopped from outside: "cohort stop", "launch"
+    std::string stopper;       ///< cohort stop's "user@host", when it said
     /// Connected nodes whose health check failed: not in the state machine until they join.
     std::map<std::string, std::string> unhealthy;  ///< node id -> why
   };
@@ -154,8 +158,15 @@ class RendezvousDaemon {
   SteadyTime started_steady_;  ///< events' times: the wall clock at start plus the steady time
   int64_t started_wall_ms_ = 0;
   std::unique_ptr<observe::HttpServer> http_;
+  Listener failed_listener_ = Listener::Control;
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
 };
+
+/// What start() could not open, for the user: "--http-port 29477: cannot listen on
+/// 127.0.0.1:29477: Address already in use". `control` words the control port's failure
+/// ("cannot host the rendezvous on"); its address and port follow.
+std::string start_failure_text(RendezvousDaemon::Listener failed, const DaemonOptions& options,
+                               const boost::system::error_code& error, const std::string& control);
 
 }  // namespace cohort

@@ -38,6 +38,7 @@ struct FailureReport {
   std::string host;
   std::string summary;       ///< the failing node's formatted failure summary
   std::string final_reason;  ///< not empty: end the run now (a crash loop), whatever is left
+  std::string cause;         ///< status and last stderr line, to tell failures apart; may be empty
 };
 
 /// What a node rejoining a restarted daemon says of its last round: its workers ended there, and

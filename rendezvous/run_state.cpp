@@ -151,6 +151,7 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
                                 TimePoint now) {
   if (current_round_ < 0) return carry_late_report(node_id, {report.round, report}, now);
   auto found = nodes_.find(node_id);
+  if (found != nodes_.end()) blame_.also(report.round, found->second.info.address, report.cause);
   if (phase_ != Phase::Running || report.round != current_round_ || found == nodes_.end() ||
       found->second.role != Role::Member) {
     return {};  // a report about an earlier round, or a consequence of a restart under way
@@ -159,18 +160,31 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
       cat("worker rank ", report.rank, " on ", report.host, " failed with ", report.description);
   FailureReport named = report;
   std::string culprit = found->second.info.address;  // the host the failure counts against
+  std::string cause = report.cause;
   if (std::string root = hang_root_cause(now); !root.empty()) {
     reason = cat(root, " (", reason, ")");
     named.summary += "root cause across nodes: " + root + "\n";
     auto root_node = nodes_.find(progress_.silent_root_node());
     if (root_node != nodes_.end()) culprit = root_node->second.info.address;
+    cause.clear();  // the root rank's host is to blame, however alike the others' failures
+  }
+  if (!named.final_reason.empty() && blame_.repeats_shared(cause)) {
+    named.final_reason = cat(kSharedFailureText, "; ", named.final_reason);
+    named.summary += cat("cohort: ", kSharedFailureText, "\n");
   }
   if (Actions stop = spend_restart(named, reason, now); !stop.empty()) return stop;
-  Actions actions = exclude_host(culprit, now);
-  Actions restart = restart_members(
-      cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"), now);
-  actions.insert(actions.end(), restart.begin(), restart.end());
-  return actions;
+  blame_.first(report.round, culprit, cause);  // ruled on once the members are back
+  return restart_members(cat(reason, " (restart ", restarts_used_, "/", config_.max_restarts, ")"),
+                         now);
+}
+
+// The ruling on the last round's failure, once its members are back (or the last call is over):
+// it counts against the host that reported it first, unless another host failed the same way.
+Actions RunState::settle_blame(TimePoint now) {
+  bool waited = last_call_deadline_ && now >= *last_call_deadline_;
+  if (!blame_.pending() || (count(Role::Stopping) > 0 && !waited)) return {};
+  std::optional<std::string> host = blame_.settle();
+  return host ? exclude_host(*host, now) : Actions();
 }
 
 // Counts a root-cause failure against `host`; at the limit, when the other nodes can still form a
@@ -185,11 +199,13 @@ Actions RunState::exclude_host(const std::string& host, TimePoint now) {
       exclusions_.failed(host, now, /*can_spare=*/others >= config_.min_nodes);
   if (!exclusion) return {};
   note_exclusion_end(exclusion->until);
+  bool spare = false;  // a node of another host that was no member of the failed round
   for (auto& [id, node] : nodes_) {
     if (node.info.address == host && node.role != Role::Member && node.role != Role::Stopping)
       set_role(node, Role::Excluded);
+    spare = spare || (node.role != Role::Excluded && node.role != Role::Stopping &&
+                      node.info.address != host && node.group_rank < 0);
   }
-  bool spare = count(Role::Spare) + count(Role::Waiting) + count(Role::Pending) > 0;
   std::string text = cat("host ", host, " is excluded for ", seconds_text(exclusion->cooldown),
                          ": the root cause of ", exclusion->failures,
                          " failures (--host-failure-limit ", config_.host_failure_limit, "); ",
@@ -353,6 +369,13 @@ std::optional<TimePoint> RunState::next_deadline() const {
 }
 
 Actions RunState::try_close(TimePoint now, Report report, const std::string& cause) {
+  Actions actions = settle_blame(now);
+  Actions closing = close_round(now, report, cause);
+  actions.insert(actions.end(), closing.begin(), closing.end());
+  return actions;
+}
+
+Actions RunState::close_round(TimePoint now, Report report, const std::string& cause) {
   if (carried_.pending()) {  // no new round before the ruling on the last one
     if (!carried_.ready(now)) {
       if (report == Report::Nobody) return {};

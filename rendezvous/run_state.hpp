@@ -2,9 +2,10 @@
 // the last call once min have joined, or at once when every survivor of a restart is back),
 // ranks are assigned, node loss and worker failures restart every member, one job-wide restart
 // budget, scale-up with waiting nodes and spares, hosts excluded after repeated root-cause
-// failures, completion, and (after a daemon restart) the outcomes the agents carried over. No I/O
-// and no clock reads: time is passed in, decisions come back as Actions, in O(log n) per event
-// unless a round (re)starts. Owned by the daemon; one thread.
+// failures (not for a failure another host shared: that is the job's), completion, and (after a
+// daemon restart) the outcomes the agents carried over. No I/O and no clock reads: time is passed
+// in, decisions come back as Actions, in O(log n) per event unless a round (re)starts. Owned by the
+// daemon; one thread.
 #pragma once
 
 #include <array>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "rendezvous/carried_round.hpp"
+#include "rendezvous/failure_blame.hpp"
 #include "rendezvous/host_exclusions.hpp"
 #include "rendezvous/rendezvous_types.hpp"
 #include "rendezvous/run_progress.hpp"
@@ -93,6 +95,8 @@ class RunState {
 
   Actions admit(const NodeInfo& info, TimePoint now);
   Actions try_close(TimePoint now, Report report, const std::string& cause = {});
+  Actions close_round(TimePoint now, Report report, const std::string& cause);
+  Actions settle_blame(TimePoint now);
   Actions rule_on_carried_round(TimePoint now);
   Actions spend_restart(const FailureReport& report, const std::string& reason, TimePoint now);
   Actions carry_late_report(const std::string& node_id, const CarriedOutcome& outcome,
@@ -134,6 +138,7 @@ class RunState {
   CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end
   RunProgress progress_;  ///< the current round's workers, as the members report them
   HostExclusions exclusions_;
+  FailureBlame blame_;  ///< whom the last round's failure counts against, once ruled
   std::optional<TimePoint> exclusions_end_;  ///< the earliest end of an excluded node's cooldown
 };
 

@@ -175,8 +175,10 @@ void Launch::start_hosts() {
   if (plan_.rdzv_endpoint.empty()) {
     daemon_ = std::make_unique<RendezvousDaemon>(io_, clock_, plan_.daemon);
     if (auto error = daemon_->start()) {
-      std::cerr << "cohort launch: cannot host the rendezvous on " << plan_.daemon.address << ": "
-                << error.message() << "\n";
+      std::cerr << "cohort launch: "
+                << start_failure_text(daemon_->failed_listener(), plan_.daemon, error,
+                                      "cannot host the rendezvous on")
+                << "\n";
       return finish(kExitRendezvous);
     }
     if (plan_.daemon.http_port >= 0) {

@@ -289,6 +289,22 @@ TEST_CASE("malformed frames close only their own connection", "[component][daemo
   good.expect<proto::HeartbeatAck>();
 }
 
+TEST_CASE(
+    "a client's probe that leads its connection is read past: a slow daemon still welcomes it",
+    "[component][daemon]") {
+  DaemonThread d;
+  const std::string probe(proto::kSilentPeerProbe);
+  Client whole(d.daemon.port()), split(d.daemon.port());
+  whole.send_raw(probe);
+  whole.hello("job", "whole", 3);
+  split.send_raw(probe.substr(0, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // two reads, most likely
+  split.send_raw(probe.substr(5));
+  split.hello("job", "split", 3);
+  split.send(proto::Heartbeat{});
+  split.expect<proto::HeartbeatAck>();
+}
+
 TEST_CASE("a node that sends the daemon's own messages is closed, the run goes on",
           "[component][daemon]") {
   DaemonThread d;

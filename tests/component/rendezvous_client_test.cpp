@@ -5,6 +5,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <functional>
@@ -149,4 +150,23 @@ TEST_CASE("a silent service is tried again within the connect deadline, then can
   REQUIRE(t.losses == 1);
   CHECK(t.last_loss == ConnectionLoss::CannotReach);
   CHECK(t.last_reason.find("never answered as a cohort rendezvous") != std::string::npos);
+}
+
+TEST_CASE(
+    "a silent peer is sent the probe once at the first heartbeat: one that answers HTTP ends "
+    "it at once",
+    "[rendezvous_client]") {
+  ClientTest t;
+  SilentDaemon http(t.io);
+  auto client = t.connected_to(http, 600000ms);
+  t.clock.advance(1s);  // the first heartbeat: no challenge came
+  t.settle();
+  std::string probe(proto::kSilentPeerProbe.size(), '\0');
+  boost::asio::read(http.socket, boost::asio::buffer(probe));
+  CHECK(probe == proto::kSilentPeerProbe);
+  boost::asio::write(http.socket,
+                     boost::asio::buffer(std::string("HTTP/1.0 404 Not Found\r\n\r\n")));
+  REQUIRE(t.run_until([&] { return t.losses == 1; }));
+  CHECK(t.last_loss == ConnectionLoss::Untrusted);
+  CHECK(t.last_reason.find("it answers HTTP: is it a daemon's --http-port?") != std::string::npos);
 }

@@ -3,7 +3,10 @@
 // --events`, /metrics' counters match it, and headless Chromium draws its timeline page with a
 // bar per round per node; `cohort stop` ends a run (agents exit 130, the
 // event says who); every agent's own --event-log.
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <csignal>
 #include <regex>
 #include <set>
@@ -233,7 +236,11 @@ TEST_CASE("cohort stop ends a run: every agent exits 130, the event names who st
     CHECK(a->wait(10s));
     CHECK(b->wait(10s));
   }
-  SECTION("with the token every node stops its workers and exits 130") {
+  SECTION("with the token every node stops its workers and exits 130, told who stopped it") {
+    std::array<char, 256> host{};
+    REQUIRE(::gethostname(host.data(), host.size() - 1) == 0);
+    quiet.env["USER"] = "alice";
+    const std::string who = std::string("alice@") + host.data();
     RunResult stopped =
         run_to_end({kCohortBin, "stop", "--rdzv-endpoint", cluster.endpoint(), "--rdzv-id", "halt",
                     "--reason", "maintenance window", "--token-file", cluster.token_file()},
@@ -246,13 +253,15 @@ TEST_CASE("cohort stop ends a run: every agent exits 130, the event names who st
       INFO(node->output());
       REQUIRE(status);
       CHECK(*status == cohort::ExitStatus::exited(130));
-      CHECK(contains(node->output(), "maintenance window"));
+      CHECK(contains(node->output(), "the run was stopped by " + who + ": maintenance window"));
+      CHECK_FALSE(contains(node->output(), "the run failed"));
     }
     std::vector<nlohmann::json> events = cohort::read_event_file(log);
     auto stop = std::find_if(events.begin(), events.end(),
                              [](const auto& event) { return event["event"] == "run.stopped"; });
     REQUIRE(stop != events.end());
     CHECK((*stop)["by"] == "cohort stop");
+    CHECK((*stop)["requested_by"] == who);
     CHECK((*stop)["reason"] == "maintenance window");
     CHECK((*stop)["exit_status"] == 130);
     RunResult again = run_to_end({kCohortBin, "stop", "--rdzv-endpoint", cluster.endpoint(),

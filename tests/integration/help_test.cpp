@@ -100,3 +100,18 @@ TEST_CASE("internal flags are accepted though hidden, --raw_output and PET_RAW_O
       scratch.run({"--no-python", kTestWorkerBin, "--print", "hi"}, {{"PET_RAW_OUTPUT", "1"}});
   CHECK(env.out == "hi\n");
 }
+
+TEST_CASE("--help says what a default means, not its sentinel", "[integration][help]") {
+  Scratch scratch;
+  RunResult run = run_binary(scratch, {kCohortBin, "run", "--help"});
+  INFO(run.out << run.err);
+  CHECK(contains(run.out, "--rdzv-id,--rdzv_id ID"));
+  CHECK_FALSE(contains(run.out, "--rdzv_id TEXT=none"));  // --cpu-bind's none is a mode
+  CHECK(contains(run.out, "--http-port,--http_port PORT"));
+  CHECK_FALSE(contains(run.out, "--http_port INT=-1"));
+  CHECK(contains(run.out, "default: off"));
+  RunResult daemon = run_binary(scratch, {kCohortdBin, "--help"});
+  INFO(daemon.out << daemon.err);
+  CHECK(contains(daemon.out, "--http-port PORT"));
+  CHECK(contains(daemon.out, "default: off"));
+}

@@ -1,8 +1,8 @@
 // `cohort run` pointed at an endpoint where no cohort rendezvous answers. Each way ends with exit 3
 // and a message naming the endpoint and the cause: a service that speaks something else (an sshd's
-// banner) at once; a worker store, a silent service, a name that does not resolve and a port where
-// nothing listens once the join timeout has passed (counted once, however often the agent tried
-// again), saying so within a second or two and then every ten seconds.
+// banner, the daemon's HTTP port) at once; a worker store, a silent service, a name that does not
+// resolve and a port where nothing listens once the join timeout has passed (counted once, however
+// often the agent tried again), saying so within a second or two and then every ten seconds.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
@@ -177,5 +177,44 @@ TEST_CASE("static mode with nobody at the master address ends after the join tim
   check_ended_at_join_timeout(run, 3s);
   CHECK(contains(run.result.err, "cannot reach the rendezvous at 127.0.0.1:" +
                                      std::to_string(port) + ": Connection refused"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("the daemon's HTTP port named as the endpoint ends the run at once, said so",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  std::string http_file = scratch.file("http_port");
+  ChildOptions daemon_options = scratch.options();
+  daemon_options.name = "cohortd";
+  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--http-port", "0",
+                       "--http-port-file", http_file},
+                      daemon_options);
+  REQUIRE(wait_until([&] { return file_exists(http_file); }, 10s));
+  std::string http = "127.0.0.1:" + std::to_string(std::atoi(read_file(http_file).c_str()));
+  // A join timeout far beyond the test's own: only "at once" passes.
+  RunResult result = scratch.run(run_against(http, 600), {}, 30s);
+  INFO(result.err);
+  CHECK(result.status.shell_code() == 3);
+  CHECK(contains(result.err, http + " is not a cohort rendezvous"));
+  CHECK(contains(result.err, "it answers HTTP: is it a daemon's --http-port?"));
+  CHECK_FALSE(contains(result.err, "trying again"));
+}
+
+TEST_CASE("an agent that hosts the rendezvous at an endpoint where nothing listened says so once",
+          "[integration][run][endpoint]") {
+  Scratch scratch;
+  std::string endpoint = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  RunResult result = scratch.run(
+      {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "x",
+       "--rdzv-conf", "join_timeout=2", "--no-python", kTestWorkerBin, "--exit-code", "0"},
+      {}, 30s);
+  INFO(result.err);
+  CHECK(result.status.shell_code() == 3);  // nobody else came
+  std::string said = "nothing listened at " + endpoint +
+                     " (--rdzv-endpoint), so this node now hosts the rendezvous there: the other "
+                     "nodes must reach it at " +
+                     endpoint;
+  CHECK(contains(result.err, said));
+  CHECK(result.err.find(said) == result.err.rfind(said));  // once
   CHECK(scratch.nothing_left());
 }

@@ -208,6 +208,12 @@ TEST_CASE("a mistyped command or flag is refused with the closest name, doing no
        "cohort status: unknown argument '--rdzv-endpiont' (did you mean --rdzv-endpoint?)"},
       {{kCohortBin, "rendezvous", "--prot", "29461"},
        "cohort rendezvous: unknown argument '--prot' (did you mean --port?)"},
+      {{kCohortdBin, "--prot", "29461"},
+       "cohortd: unknown argument '--prot' (did you mean --port?) (cohortd --help)"},
+      {{kCohortBin, "run", "--nproc-per-ndoe", "2", "train.py"},
+       "cohort run: unknown flag '--nproc-per-ndoe' (did you mean --nproc-per-node?)"},
+      {{kCohortBin, "launch", "--nproc-per-ndoe", "2", "train.py"},
+       "cohort launch: unknown flag '--nproc-per-ndoe' (did you mean --nproc-per-node?)"},
       {{kCohortBin, "runn", "train.py"}, "cohort: unknown command 'runn' (did you mean 'run'?)"}};
   for (const Case& c : cases) {
     RunResult result = scratch.run_argv(c.argv, scratch.options(), 20s);

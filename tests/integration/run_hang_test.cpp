@@ -240,3 +240,27 @@ TEST_CASE(
   CHECK(contains(failure_summary(result.err), "a start-up failure"));
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("a python3 without torch first on PATH is named, with PYTHON_EXEC, and not restarted",
+          "[integration][run][crash-loop]") {
+  Scratch scratch;
+  // A python3 that cannot see the system's site-packages (where torch would be), as a venv
+  // without them would be.
+  ::mkdir(scratch.file("bin").c_str(), 0755);
+  std::string python = scratch.file("bin/python3");
+  write_script(python, "echo started >> '" + scratch.file("starts") +
+                           "'\nexec /usr/bin/python3 -S \"$@\"\n");
+  std::string train = scratch.file("train.py");
+  std::ofstream(train) << "import torch\n";
+  std::string path = scratch.file("bin") + ":" + env_value(own_environment(), "PATH");
+  RunResult result =
+      scratch.run({"--nproc-per-node", "2", "--max-restarts", "5", train}, {{"PATH", path}});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 1);
+  CHECK(contains(result.err, "ModuleNotFoundError: No module named 'torch'"));
+  CHECK(contains(result.err,
+                 "cohort: not restarting: the workers' Python, " + python + ", has no torch"));
+  CHECK(contains(result.err, "PYTHON_EXEC=/usr/bin/python3"));
+  CHECK(split_lines(read_file(scratch.file("starts"))).size() == 2);  // one round, no restart
+  CHECK(scratch.nothing_left());
+}

@@ -162,6 +162,7 @@ TEST_CASE("agent: a failure is reported with the root cause and its summary", "[
   CHECK(report.exit_status == 128 + SIGSEGV);
   CHECK(report.host == "hostA");
   CHECK(report.summary.find("train.py") != std::string::npos);
+  CHECK(report.cause == "signal 11 (SIGSEGV)");  // for the daemon to tell it from other hosts'
   CHECK(find<ReportFailure>(actions)->root_cause.rank == 3);
   CHECK(f.state.phase() == Phase::Reported);
 }
@@ -229,6 +230,17 @@ TEST_CASE("agent: under cohort launch only the root cause's host prints the summ
     CHECK(std::get<Say>(actions[0]).level == log::Level::Error);
     CHECK(exit_code(actions) == 130);
   }
+}
+
+TEST_CASE("agent: a run stopped by cohort stop says who stopped it, not that it failed",
+          "[unit][agent]") {
+  Fixture f(false);
+  proto::Stop stop{130, "maintenance", "", "alice@login1"};
+  Actions actions = f.state.stop(stop);
+  CHECK(names(actions) == Names{"Say", "Exit"});
+  CHECK(std::get<Say>(actions[0]).level == log::Level::Warn);
+  CHECK(said(actions)[0] == "the run was stopped by alice@login1: maintenance");
+  CHECK(exit_code(actions) == 130);
 }
 
 TEST_CASE("agent: stop while the workers run stops them first, then reports", "[unit][agent]") {

@@ -27,6 +27,29 @@ TEST_CASE("a failure's cause: its status and its last stderr line", "[unit][agen
   CHECK(failure_cause(failed(ExitStatus::killed_by(SIGSEGV))) == "signal 11 (SIGSEGV)");
 }
 
+TEST_CASE("a Python worker without torch is final at once, naming the interpreter",
+          "[unit][agent][crash-loop]") {
+  const std::vector<std::string> tail{"Traceback (most recent call last):", "    import torch",
+                                      "ModuleNotFoundError: No module named 'torch'"};
+  SECTION("through python: which interpreter, and how to choose another") {
+    CrashLoopRule rule({3, {}, 0ms, "/opt/venv/bin/python3"});
+    std::string reason = rule.judge(failed(ExitStatus::exited(1), tail));
+    CHECK(reason.find("the workers' Python, /opt/venv/bin/python3, has no torch") !=
+          std::string::npos);
+    CHECK(reason.find("PYTHON_EXEC=/usr/bin/python3") != std::string::npos);
+  }
+  SECTION("another missing module is an ordinary failure") {
+    CrashLoopRule rule({3, {}, 0ms, "/opt/venv/bin/python3"});
+    CHECK(rule.judge(failed(ExitStatus::exited(1), {"ModuleNotFoundError: No module named "
+                                                    "'torchvision'"}))
+              .empty());
+  }
+  SECTION("--no-python: not cohort's interpreter to name") {
+    CrashLoopRule rule({3, {}, 0ms, ""});
+    CHECK(rule.judge(failed(ExitStatus::exited(1), tail)).empty());
+  }
+}
+
 TEST_CASE("the same failure three times in a row is a crash loop", "[unit][agent][crash-loop]") {
   CrashLoopRule rule(CrashLoopSettings{});
   WorkerFailure boom = failed(ExitStatus::exited(1), {"RuntimeError: boom"});

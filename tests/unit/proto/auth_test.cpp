@@ -57,4 +57,9 @@ TEST_CASE("status, events and stop proofs differ for the same challenge and run"
   CHECK(events != stop);
   CHECK(stop != stop_proof("token", "challenge", "job", "other reason"));
   CHECK(stop != stop_proof("token", "challenge2", "job", ""));
+  // Who asks is covered when given; without it the proof is what it always was.
+  CHECK(stop == stop_proof("token", "challenge", "job", "", ""));
+  CHECK(stop != stop_proof("token", "challenge", "job", "", "alice@login1"));
+  CHECK(stop_proof("token", "challenge", "job", "", "alice@login1") !=
+        stop_proof("token", "challenge", "job", "", "mallory@login1"));
 }

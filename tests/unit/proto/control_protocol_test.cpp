@@ -109,6 +109,12 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
   auto f = std::get<WorkerFailed>(*decode_message(encode_message(failed), error));
   CHECK(f.summary == "summary\ntext");
   CHECK(f.exit_status == 139);
+  CHECK(f.cause.empty());  // an older agent's report has none
+  failed.cause = "signal 11 (SIGSEGV): Segmentation fault";
+  CHECK(std::get<WorkerFailed>(*decode_message(encode_message(failed), error)).cause ==
+        failed.cause);
+  failed.cause = std::string(kMaxFailureCauseBytes + 1, 'c');
+  CHECK_FALSE(decode_message(encode_message(failed), error));
   auto w =
       std::get<Waiting>(*decode_message(encode_message(Waiting{1, 2, 2, std::nullopt}), error));
   CHECK_FALSE(w.last_call_in_ms);
@@ -400,9 +406,20 @@ TEST_CASE("events and stop_run requests and replies survive a round trip and are
   auto reply = std::get<EventsReply>(*decode_message(encode_message(events), error));
   CHECK(reply.events == events.events);
   CHECK(reply.dropped == 7);
-  auto stop = decode_message(encode_message(StopRunRequest{"job", "maintenance", "p"}), error);
+  auto stop =
+      decode_message(encode_message(StopRunRequest{"job", "maintenance", "p", "alice@h"}), error);
   REQUIRE(stop);
   CHECK(std::get<StopRunRequest>(*stop).reason == "maintenance");
+  CHECK(std::get<StopRunRequest>(*stop).by == "alice@h");
+  auto told = decode_message(encode_message(Stop{130, "maintenance", "", "alice@h"}), error);
+  REQUIRE(told);
+  CHECK(std::get<Stop>(*told).stopped_by == "alice@h");
+  // Older peers send neither field.
+  CHECK(std::get<Stop>(
+            *decode_message(R"({"type":"stop","exit_status":1,"reason":"r","summary":""})", error))
+            .stopped_by.empty());
+  CHECK_FALSE(
+      decode_message(encode_message(StopRunRequest{"job", "", "", std::string(300, 'u')}), error));
   CHECK(std::get<StopRunReply>(*decode_message(encode_message(StopRunReply{"job", true, 3}), error))
             .nodes == 3);
   CHECK(std::holds_alternative<EventsRequest>(

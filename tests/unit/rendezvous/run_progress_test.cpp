@@ -184,6 +184,11 @@ TEST_CASE("a hang counts against the host of the rank that went silent first",
   run.progress("a", ProgressReport{0, true, 2000ms, 150, "node-a", {{0, 2100ms, 9, {}}}}, now);
   Actions actions = run.worker_failed(
       "a", FailureReport{0, 0, 0, 134, "signal 6 (SIGABRT)", "node-a", "SUM\n"}, now);
+  for (const char* id : {"a", "b"}) {  // ruled on once the members are back from the restart
+    Actions more = run.join(
+        NodeInfo{id, id[0] == 'a' ? "127.0.0.2" : "127.0.0.3", 1, std::nullopt, 0, 0}, config, now);
+    actions.insert(actions.end(), more.begin(), more.end());
+  }
   std::optional<HostExcluded> excluded = find<HostExcluded>(actions);
   REQUIRE(excluded);
   CHECK(excluded->host == "127.0.0.3");

@@ -585,6 +585,44 @@ TEST_CASE("a host that is the root cause twice is excluded and a spare takes its
   CHECK(role_of(f.run, "b") == RunState::Role::Spare);
 }
 
+TEST_CASE(
+    "a failure every host reports the same way excludes no host, and ends a crash loop as "
+    "the job's",
+    "[unit][rendezvous][exclusion]") {
+  Fixture f(2, 2, 9);
+  f.join("a");
+  f.join("b");
+  f.join("s");
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+  FailureReport batch = failure(0);
+  batch.cause = "exit code 1: ValueError: 32 is not a multiple of 4";
+  for (int round = 0; round < 2; ++round) {  // twice b first, a the same way: no exclusion
+    REQUIRE(f.run.round() == round);
+    batch.round = round;
+    Actions seen = f.run.worker_failed("b", batch, f.now);
+    REQUIRE(find<RestartMembers>(seen));
+    auto add = [&](Actions more) { seen.insert(seen.end(), more.begin(), more.end()); };
+    add(f.run.worker_failed("a", batch, f.now));  // a's report, sent before it rejoins
+    add(f.join("a"));
+    add(f.join("b"));
+    add(f.advance(200ms));  // past the restart backoff
+    CHECK(find<HostExcluded>(seen) == std::nullopt);
+    std::optional<StartRound> start = find<StartRound>(seen);
+    REQUIRE(start);
+    CHECK(member_ids(*start) == std::vector<std::string>{"a", "b"});  // the spare waits
+  }
+  batch.round = 2;
+  batch.final_reason = "a crash loop: the same failure 3 times in a row";
+  std::optional<StopRun> stop = find<StopRun>(f.run.worker_failed("b", batch, f.now));
+  REQUIRE(stop);
+  CHECK(stop->reason ==
+        "worker rank 1 on addr-a failed with exit code 7: every rank failed the same way: a "
+        "configuration or code error, not a node; a crash loop: the same failure 3 times in a row");
+  CHECK(stop->summary ==
+        "SUMMARY"
+        "cohort: every rank failed the same way: a configuration or code error, not a node\n");
+}
+
 TEST_CASE("a host the run cannot do without is kept until a spare can take its place",
           "[unit][rendezvous][exclusion]") {
   Fixture f(2, 2, 9);
