@@ -572,7 +572,7 @@ TEST_CASE("a node that leaves is lost for its own reason, the last one to leave 
   CHECK(std::get<proto::StatusReply>(status).runs.empty());
 }
 
-TEST_CASE("a node that reports unhealthy and then leaves is forgotten; status still answers",
+TEST_CASE("a node that reports unhealthy and then leaves is forgotten, status still answers",
           "[component][daemon]") {
   DaemonThread d;
   Client a(d.daemon.port()), sick(d.daemon.port());

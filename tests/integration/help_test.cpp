@@ -101,7 +101,7 @@ TEST_CASE("internal flags are accepted though hidden, --raw_output and PET_RAW_O
   CHECK(env.out == "hi\n");
 }
 
-TEST_CASE("--help says what a default means, not its sentinel", "[integration][help]") {
+TEST_CASE("help says what a default means, not its sentinel", "[integration][help]") {
   Scratch scratch;
   RunResult run = run_binary(scratch, {kCohortBin, "run", "--help"});
   INFO(run.out << run.err);

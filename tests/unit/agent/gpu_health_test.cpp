@@ -123,7 +123,7 @@ TEST_CASE("a node whose first reading finds no GPU or no NVML is never checked",
   CHECK(*problem == "");
 }
 
-TEST_CASE("the reading made ahead serves the first check; later checks read again",
+TEST_CASE("the reading made ahead serves the first check, later checks read again",
           "[unit][agent][gpu-health]") {
   FakeClock clock;
   std::vector<GpuState> reading{gpu(0), gpu(1)};
