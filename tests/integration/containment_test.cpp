@@ -1,8 +1,12 @@
 // `cohort run` on one node: what a worker starts outside its process group (a daemon: setsid and
 // a double fork) ends with the worker group, after a normal exit, after a failure's restart, and
 // when cohort is SIGKILLed; and a stopped (SIGSTOP) agent's workers are killed by its keeper once
-// the heartbeat timeout has passed. Each runs with the worker groups in cgroups (root here) and
-// with COHORT_NO_CGROUP=1 (the subreaper fallback). Real cohort, real test_worker processes.
+// the heartbeat timeout has passed, while an agent starved of CPU by an overloaded machine keeps
+// them. Each runs with the worker groups in cgroups (root here) and with COHORT_NO_CGROUP=1 (the
+// subreaper fallback). Real cohort, real test_worker processes.
+#include <dirent.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -109,6 +113,39 @@ std::unique_ptr<ChildProcess> start_two_with_daemons(const Scratch& scratch, con
   INFO(cohort->output());
   REQUIRE(ready);
   return cohort;
+}
+
+// Moves every thread of `pid` onto CPU 0 at the lowest priority (nice 19).
+void push_to_cpu0_at_lowest_priority(pid_t pid) {
+  cpu_set_t cpu0;
+  CPU_ZERO(&cpu0);
+  CPU_SET(0, &cpu0);
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = ::opendir(tasks.c_str());
+  REQUIRE(dir != nullptr);
+  while (dirent* entry = ::readdir(dir)) {
+    pid_t tid = std::atoi(entry->d_name);
+    if (tid <= 0) continue;
+    CHECK(::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19) == 0);
+    CHECK(::sched_setaffinity(tid, sizeof(cpu0), &cpu0) == 0);
+  }
+  ::closedir(dir);
+}
+
+// A process that spins on CPU 0 at the highest priority (nice -20) for `length`, then exits: the
+// overloaded machine, as an agent at nice 19 on that CPU sees it (a few ms of CPU in many seconds).
+pid_t hog_cpu0_for(std::chrono::milliseconds length) {
+  pid_t hog = ::fork();
+  if (hog != 0) return hog;
+  cpu_set_t cpu0;
+  CPU_ZERO(&cpu0);
+  CPU_SET(0, &cpu0);
+  ::sched_setaffinity(0, sizeof(cpu0), &cpu0);
+  ::setpriority(PRIO_PROCESS, 0, -20);
+  auto until = std::chrono::steady_clock::now() + length;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  ::_exit(0);
 }
 
 }  // namespace
@@ -247,4 +284,38 @@ TEST_CASE("a stopped agent's workers and their daemons are killed by the keeper"
     CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
     CHECK(scratch.nothing_left());
   }
+}
+
+TEST_CASE(
+    "an agent starved of CPU past the stale limit keeps its workers until it stops them itself",
+    "[integration][run][containment]") {
+  require_prerequisite(::geteuid() == 0 && ::sysconf(_SC_NPROCESSORS_ONLN) >= 2,
+                       "root (to raise a process to nice -20) and at least 2 CPUs");
+  Scratch scratch;
+  // The first attempt's worker sleeps past the starvation and records the signals it gets; the
+  // second exits 0.
+  std::string worker = scratch.file("worker.sh");
+  write_script(worker, "[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] || exit 0\nexec " + kWorker +
+                           " --record-signals " + scratch.file("signals") + " --ready-file " +
+                           scratch.file("ready") + " --sleep-ms 12000\n");
+  auto cohort = scratch.start({"--standalone", "--nproc-per-node", "1", "--rdzv-conf",
+                               "heartbeat_interval=0.2,heartbeat_timeout=3", "--max-restarts", "1",
+                               "--no-python", worker});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("ready")); }));
+  push_to_cpu0_at_lowest_priority(cohort->pid());
+  // 7 s of starvation: past the stale limit (3 s), within the keeper's patience for a starved
+  // agent (4 stale limits). The keeper, on another CPU, sees the agent runnable and waiting.
+  pid_t hog = hog_cpu0_for(7s);
+  int hog_status = 0;
+  REQUIRE(::waitpid(hog, &hog_status, 0) == hog);
+
+  auto status = cohort->wait(40s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 0);
+  CHECK_FALSE(contains(cohort->err(), "has shown no sign of life"));  // the keeper killed nothing
+  // The agent, once it ran again, found itself dropped by the rendezvous (its client saw its own
+  // stall, or the daemon's silence, depending on which thread ran first) and stopped its worker.
+  CHECK(contains(read_file(scratch.file("signals")), "15"));  // SIGTERM, not the keeper's SIGKILL
+  CHECK(scratch.nothing_left());
 }
