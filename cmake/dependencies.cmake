@@ -31,7 +31,7 @@ endif()
 add_library(cohort_spdlog INTERFACE)
 target_compile_definitions(cohort_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 
-# Prove at configure time that this Boost has Asio C++20 coroutines and a working Process v2.
+# Prove at configure time that this Boost has Asio C++20 coroutines.
 if(NOT DEFINED COHORT_BOOST_PROBE_OK)
   try_run(probe_run probe_compiles ${CMAKE_BINARY_DIR}/boost_probe
           ${CMAKE_SOURCE_DIR}/cmake/probes/boost_probe.cpp

@@ -6,14 +6,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <boost/process/v2.hpp>
 #include <csignal>
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
+#include "process/fork_exec.hpp"
 
 namespace cohort {
-namespace bp2 = boost::process::v2;
 
 namespace {
 
@@ -30,10 +29,8 @@ void announce_group(int fd) {
 }
 
 // Marks every descriptor from `first` on close-on-exec, so that the worker gets none of the
-// agent's sockets, pipes and files. Boost 1.81's own close_all (after on_exec_setup) leaves open
-// the descriptors between stderr and its exec-error pipe (close_handles.ipp compares each
-// whitelist entry with itself); closing them here would take that pipe too, which must stay open
-// until exec and already is close-on-exec. Runs between fork and exec.
+// agent's sockets, pipes and files (fork_exec's error pipe among them, which must stay open until
+// exec). Runs between fork and exec.
 void close_on_exec_from(int first) {
   if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
   rlimit limit{};  // kernels before 5.11: one descriptor at a time
@@ -45,24 +42,18 @@ void close_on_exec_from(int first) {
   }
 }
 
-// Launcher initializer: sets the environment in the parent, and in the child (between fork and
-// exec) the process group, the parent-death signal, the working directory and the three streams.
+// What a worker's child does between fork and exec: joins its cgroup when it was not born in it,
+// makes its process group (announced to the keeper), sets the parent-death signal, the signal
+// state, the working directory and the three streams, then applies its CPU binding. Returns 0 or
+// the errno that stops the spawn.
 struct WorkerSetup {
   const SpawnRequest& request;
-  std::vector<const char*> envp;
   pid_t parent_pid;
   int announce_fd;  ///< a GroupKeeper's pipe, or -1
-  int cgroup_fd;    ///< the cgroup.procs of the container's cgroup, or -1
+  int cgroup_fd;    ///< the cgroup.procs of the container's cgroup to write to, or -1
   PreparedBinding binding;
 
-  template <typename Launcher>
-  bp2::error_code on_setup(Launcher& launcher, const bp2::filesystem::path&, const char* const*) {
-    launcher.env = envp.data();
-    return {};
-  }
-
-  template <typename Launcher>
-  bp2::error_code on_exec_setup(Launcher&, const bp2::filesystem::path&, const char* const*) {
+  int operator()() const {
     // First of all, so that everything the child ever starts is in the cgroup. Should it fail
     // (it did not for the probe child), the orphan sweep is all there is for this one.
     if (cgroup_fd >= 0) {
@@ -70,11 +61,11 @@ struct WorkerSetup {
       }
     }
     if (request.new_process_group) {
-      if (::setpgid(0, 0) != 0) return last_error();
+      if (::setpgid(0, 0) != 0) return errno;
       if (announce_fd >= 0) announce_group(announce_fd);
     }
     if (request.die_with_parent) {
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return last_error();
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return errno;
       if (::getppid() != parent_pid) ::_exit(127);  // the parent died before prctl took effect
     }
     // Signals the agent ignores or blocks must not stay so in the worker.
@@ -83,25 +74,20 @@ struct WorkerSetup {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD})
       ::signal(signal, SIG_DFL);
-    if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0)
-      return last_error();
+    if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0) return errno;
     int in = request.stdin_fd;
     if (in < 0) in = ::open("/dev/null", O_RDONLY);
-    if (in < 0 || ::dup2(in, STDIN_FILENO) < 0) return last_error();
-    if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return last_error();
-    if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return last_error();
+    if (in < 0 || ::dup2(in, STDIN_FILENO) < 0) return errno;
+    if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) return errno;
+    if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) return errno;
     close_on_exec_from(STDERR_FILENO + 1);  // up to the agent's limit, which may be raised
     for (int fd : request.inherit_fds) {    // a heartbeat pipe
       int flags = ::fcntl(fd, F_GETFD);
       if (flags >= 0) ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
     }
     restore_inherited_fd_limit();
-    if (int failed = apply_prepared_binding(binding); failed != 0)
-      return bp2::error_code(failed, bp2::system_category());
-    return {};
+    return apply_prepared_binding(binding);
   }
-
-  static bp2::error_code last_error() { return bp2::error_code(errno, bp2::system_category()); }
 };
 
 }  // namespace
@@ -114,32 +100,26 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
                                  std::error_code& error) {
   bool keep_group = keeper_ && request.new_process_group;
   // The child writes "+<its pid>" to the keeper before exec, so that its group is known before
-  // the program can start children of its own.
-  int cgroup_fd = -1;
+  // the program can start children of its own. It is born in its container's cgroup, or (on a
+  // kernel without clone3's CLONE_INTO_CGROUP) joins it first thing.
+  int cgroup_dir_fd = -1, cgroup_procs_fd = -1;
   if (auto found = containers_.find(request.container);
       found != containers_.end() && found->second > 0) {
-    cgroup_fd = cgroups_->open_procs(found->second);
+    if (cgroups_->joins_at_birth()) {
+      cgroup_dir_fd = cgroups_->open_directory(found->second);
+    } else {
+      cgroup_procs_fd = cgroups_->open_procs(found->second);
+    }
   }
-  WorkerSetup setup{request,    {},
-                    ::getpid(), keep_group ? keeper_->announce_fd() : -1,
-                    cgroup_fd,  prepare_binding(request.binding)};
-  setup.envp.reserve(request.env.size() + 1);
-  for (const auto& entry : request.env) setup.envp.push_back(entry.c_str());
-  setup.envp.push_back(nullptr);
-
-  // Boost 1.81: the (context, error_code&, ...) overload of default_launcher ignores the
-  // error_code and throws; the (executor, error_code&, ...) overload used here does not.
-  bp2::error_code launch_error;
-  bp2::basic_process<boost::asio::any_io_executor> process = bp2::posix::default_launcher()(
-      io_.get_executor(), launch_error, bp2::filesystem::path(request.executable), request.args,
-      setup);
-  if (cgroup_fd >= 0) ::close(cgroup_fd);
-  if (launch_error) {
-    error = std::error_code(launch_error.value(), std::system_category());
-    return -1;
+  WorkerSetup setup{request, ::getpid(), keep_group ? keeper_->announce_fd() : -1, cgroup_procs_fd,
+                    prepare_binding(request.binding)};
+  pid_t pid = fork_exec(ExecPlan{request.executable, request.args, request.env}, cgroup_dir_fd,
+                        setup, error);
+  for (int fd : {cgroup_dir_fd, cgroup_procs_fd}) {
+    if (fd >= 0) ::close(fd);
   }
-  pid_t pid = process.id();
-  process.detach();  // the reaper reaps it (and any orphaned grandchild) on SIGCHLD
+  if (pid < 0) return -1;
+  // The reaper reaps it (and any orphaned grandchild) on SIGCHLD.
   if (!keep_group) {
     reaper_.watch(pid, std::move(on_exit));
     return pid;

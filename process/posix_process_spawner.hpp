@@ -2,11 +2,11 @@
 // stdin/stdout/stderr given as file descriptors, a complete environment, SIGKILL as its
 // parent-death signal, and (given a GroupKeeper) its group known to the keeper from before exec
 // until it is reaped. Given a keeper (the agent's), it also keeps containers: a cgroup each
-// (WorkerCgroups) that the child joins before exec, where the machine allows; else killing a
-// container kills the orphans the ChildReaper holds as subreaper. A request's CpuBinding is
-// applied last before exec (CPU affinity, memory policy). Exits come from the ChildReaper. The only
-// file that uses Boost.Process. Owned by the process's top object (Agent, main of cohort launch);
-// io thread only.
+// (WorkerCgroups) that the child is born in (or joins before exec), where the machine allows;
+// else killing a container kills the orphans the ChildReaper holds as subreaper. A request's
+// CpuBinding is applied last before exec (CPU affinity, memory policy). Exits come from the
+// ChildReaper; the fork and exec are process/fork_exec's. Owned by the process's top object
+// (Agent, main of cohort launch); io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/text.hpp"
+#include "process/fork_exec.hpp"
 
 namespace cohort {
 namespace {
@@ -74,15 +75,30 @@ bool write_text(const std::string& path, std::string_view text) {
   return written == static_cast<ssize_t>(text.size());
 }
 
-// Forks a child that writes "0" to `procs` (joins that cgroup) and exits; 0 when it could, else
-// the errno it met.
-int probe_join(int procs) {
-  pid_t pid = ::fork();
-  if (pid < 0) return errno;
+// Starts a child in `probe` that exits at once: born there (clone3 CLONE_INTO_CGROUP) when the
+// kernel can, else joining it by a write to its cgroup.procs. 0 when it could, else the errno it
+// met; `at_birth` says which way worked.
+int probe_join(const std::string& probe, bool& at_birth) {
+  int directory = ::open(probe.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory < 0) return errno;
+  pid_t pid = fork_into_cgroup(directory);
+  int error = errno;
+  ::close(directory);
+  at_birth = pid >= 0;
+  if (pid < 0 && error != ENOSYS && error != E2BIG && error != EINVAL) return error;
+  int procs = -1;
+  if (pid < 0) {  // before Linux 5.7: a child that migrates itself
+    procs = ::open((probe + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+    if (procs < 0) return errno;
+    pid = ::fork();
+    if (pid < 0) error = errno;
+  }
   if (pid == 0) {
-    ssize_t written = ::write(procs, "0", 1);
+    ssize_t written = procs < 0 ? 1 : ::write(procs, "0", 1);
     ::_exit(written == 1 ? 0 : (errno > 0 && errno < 126 ? errno : 125));
   }
+  if (procs >= 0) ::close(procs);
+  if (pid < 0) return error;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -231,22 +247,19 @@ std::unique_ptr<WorkerCgroups> WorkerCgroups::create(boost::asio::io_context& io
   if (::mkdir(probe.c_str(), 0755) != 0) {
     return failed(cat("cannot create ", probe, ": ", std::strerror(errno)));
   }
-  int procs = ::open((probe + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-  if (procs < 0) return failed(cat("cannot open ", probe, "/cgroup.procs: ", std::strerror(errno)));
-  int error = probe_join(procs);
-  ::close(procs);
-  if (error != 0) {
+  bool at_birth = false;
+  if (int error = probe_join(probe, at_birth); error != 0) {
     return failed(cat("a child cannot join ", probe, ": ", std::strerror(error)));
   }
   // The probe child has exited; its cgroup empties at once, or very soon.
   for (int attempt = 0; !remove_cgroup(probe) && attempt < 100; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return std::unique_ptr<WorkerCgroups>(new WorkerCgroups(io, directory));
+  return std::unique_ptr<WorkerCgroups>(new WorkerCgroups(io, directory, at_birth));
 }
 
-WorkerCgroups::WorkerCgroups(boost::asio::io_context& io, std::string directory)
-    : directory_(std::move(directory)), removal_timer_(io) {}
+WorkerCgroups::WorkerCgroups(boost::asio::io_context& io, std::string directory, bool at_birth)
+    : directory_(std::move(directory)), joins_at_birth_(at_birth), removal_timer_(io) {}
 
 WorkerCgroups::~WorkerCgroups() {
   removal_timer_.cancel();
@@ -263,6 +276,10 @@ int WorkerCgroups::make_group() {
   int group = ++next_group_;
   if (::mkdir(path_of(group).c_str(), 0755) != 0) return 0;
   return group;
+}
+
+int WorkerCgroups::open_directory(int group) const {
+  return ::open(path_of(group).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
 int WorkerCgroups::open_procs(int group) const {

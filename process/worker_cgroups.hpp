@@ -1,10 +1,11 @@
 // The cgroups (v2) that hold the agent's worker groups, when the machine lets cohort make them
 // (root, or a delegated cgroup): <own cgroup>/cohort-<agent pid>/group-<n>, one per worker
-// group. A worker joins its group's cgroup between fork and exec, so everything it ever starts
-// stays there, in whatever session or process group, and cgroup.kill ends all of it. Finding
-// this process's cgroup from /proc's text is pure; the rest is file-system calls. Owned by the
-// PosixProcessSpawner of the agent (created on the first worker group); io thread only. The
-// GroupKeeper uses the free functions on the per-agent directory.
+// group. A worker is born in its group's cgroup (clone3 CLONE_INTO_CGROUP; before Linux 5.7 it
+// joins it between fork and exec), so everything it ever starts stays there, in whatever session or
+// process group, and cgroup.kill ends all of it. Finding this process's cgroup from /proc's text is
+// pure; the rest is file-system calls. Owned by the PosixProcessSpawner of the agent (created on
+// the first worker group); io thread only. The GroupKeeper uses the free functions on the per-agent
+// directory.
 #pragma once
 
 #include <sys/types.h>
@@ -46,11 +47,11 @@ bool remove_cgroup(const std::string& directory);
 
 class WorkerCgroups {
  public:
-  /// Creates <own cgroup>/cohort-<pid> and checks, with a child that joins a cgroup below it and
-  /// exits, that workers can be placed there. First removes the empty directories that agents no
-  /// longer alive left next to it (when something killed the keeper too: Slurm ending a step).
-  /// Null, with `why` set, when they cannot (no cgroup v2 mount, neither root nor a delegated
-  /// cgroup, no cgroup.kill before Linux 5.14, or COHORT_NO_CGROUP set).
+  /// Creates <own cgroup>/cohort-<pid> and checks, with a child born in (or joining) a cgroup
+  /// below it that exits at once, that workers can be placed there. First removes the empty
+  /// directories that agents no longer alive left next to it (when something killed the keeper too:
+  /// Slurm ending a step). Null, with `why` set, when they cannot (no cgroup v2 mount, neither root
+  /// nor a delegated cgroup, no cgroup.kill before Linux 5.14, or COHORT_NO_CGROUP set).
   static std::unique_ptr<WorkerCgroups> create(boost::asio::io_context& io, std::string& why);
   /// Kills what is left in the per-agent directory and removes it (waits a little for that).
   ~WorkerCgroups();
@@ -61,6 +62,12 @@ class WorkerCgroups {
   const std::string& directory() const { return directory_; }
   /// Makes a new cgroup, group-<n>; returns n (> 0), or 0 when it cannot be made.
   int make_group();
+  /// True when children are born in their cgroup (open_directory for fork_into_cgroup); false on
+  /// kernels before 5.7, where a child joins it through open_procs.
+  bool joins_at_birth() const { return joins_at_birth_; }
+  /// `group`'s cgroup directory, open (close-on-exec) for clone3's CLONE_INTO_CGROUP; -1 when it
+  /// cannot be opened.
+  int open_directory(int group) const;
   /// `group`'s cgroup.procs, open for writing and close-on-exec: a child that writes "0" there
   /// between fork and exec joins the cgroup. -1 when it cannot be opened.
   int open_procs(int group) const;
@@ -71,11 +78,12 @@ class WorkerCgroups {
   void remove(int group);
 
  private:
-  WorkerCgroups(boost::asio::io_context& io, std::string directory);
+  WorkerCgroups(boost::asio::io_context& io, std::string directory, bool at_birth);
   std::string path_of(int group) const;
   void retry_removals();
 
   std::string directory_;
+  bool joins_at_birth_;
   int next_group_ = 0;
   boost::asio::steady_timer removal_timer_;
   std::map<std::string, std::chrono::steady_clock::time_point> removing_;  ///< path: give up at

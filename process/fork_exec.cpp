@@ -1,0 +1,91 @@
+#include "process/fork_exec.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace cohort {
+
+namespace {
+
+// Writes `error` to the pipe and ends the child: between fork and exec, no heap.
+[[noreturn]] void fail_child(int pipe_write, int error) {
+  while (::write(pipe_write, &error, sizeof error) < 0 && errno == EINTR) {
+  }
+  ::_exit(127);
+}
+
+// The errno the child wrote before it ended, or 0 when the pipe closed at exec.
+int read_child_error(int pipe_read) {
+  int error = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(pipe_read, &error, sizeof error);
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof error)) return error;
+  return got < 0 ? errno : 0;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& texts) {
+  std::vector<char*> pointers;
+  pointers.reserve(texts.size() + 1);
+  for (std::string& text : texts) pointers.push_back(text.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+}  // namespace
+
+pid_t fork_into_cgroup(int cgroup_dir_fd) {
+  if (cgroup_dir_fd < 0) return ::fork();
+  clone_args args;
+  std::memset(&args, 0, sizeof args);
+  args.flags = CLONE_INTO_CGROUP;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(cgroup_dir_fd);
+  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+}
+
+pid_t fork_exec(const ExecPlan& plan, int cgroup_dir_fd, const ChildSetup& setup,
+                std::error_code& error) {
+  std::vector<std::string> argv_texts{plan.executable};
+  argv_texts.insert(argv_texts.end(), plan.args.begin(), plan.args.end());
+  std::vector<std::string> env_texts = plan.env;
+  std::vector<char*> argv = c_strings(argv_texts);
+  std::vector<char*> envp = c_strings(env_texts);
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    error = std::error_code(errno, std::system_category());
+    return -1;
+  }
+  pid_t pid = fork_into_cgroup(cgroup_dir_fd);
+  if (pid == 0) {
+    ::close(pipe_fds[0]);
+    if (int failed = setup(); failed != 0) fail_child(pipe_fds[1], failed);
+    ::execve(argv[0], argv.data(), envp.data());
+    fail_child(pipe_fds[1], errno);
+  }
+  int fork_error = errno;
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    error = std::error_code(fork_error, std::system_category());
+    return -1;
+  }
+  int child_error = read_child_error(pipe_fds[0]);
+  ::close(pipe_fds[0]);
+  if (child_error == 0) return pid;
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  error = std::error_code(child_error, std::system_category());
+  return -1;
+}
+
+}  // namespace cohort

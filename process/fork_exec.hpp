@@ -1,0 +1,39 @@
+// Starting a child program without the heap between fork and exec: fork, or, given a cgroup v2
+// directory, clone3(CLONE_INTO_CGROUP) so that the child is born in that cgroup (no migration,
+// which waits for the cgroup lock's RCU grace period on a write to cgroup.procs); then the
+// caller's setup in the child, then execve. A setup or exec failure reaches the parent through a
+// close-on-exec pipe as an errno. Free functions; called from the agent's io thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace cohort {
+
+/// fork(), or with `cgroup_dir_fd` >= 0 (an open cgroup v2 directory) clone3 with
+/// CLONE_INTO_CGROUP: returns like fork (0 in the child, -1 with errno set on failure). ENOSYS,
+/// E2BIG or EINVAL mean a kernel without it (before Linux 5.7).
+pid_t fork_into_cgroup(int cgroup_dir_fd);
+
+/// What fork_exec runs: the program, argv[0] being `executable`, and the complete environment.
+struct ExecPlan {
+  std::string executable;
+  std::vector<std::string> args;  ///< argv[1..]
+  std::vector<std::string> env;   ///< "NAME=value"
+};
+
+/// Runs in the child between fork and exec: 0, or the errno that ends the child and that the
+/// parent reports. Must use no heap and no lock (other threads may have held them at the fork).
+using ChildSetup = std::function<int()>;
+
+/// Starts `plan` in a new child (born in the cgroup of `cgroup_dir_fd` when >= 0) after `setup`
+/// and returns its pid once it has exec'ed; -1 with `error` set when it could not be started (the
+/// child, if any, is reaped here then).
+pid_t fork_exec(const ExecPlan& plan, int cgroup_dir_fd, const ChildSetup& setup,
+                std::error_code& error);
+
+}  // namespace cohort

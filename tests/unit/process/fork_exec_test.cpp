@@ -1,0 +1,110 @@
+// fork_exec with real children: the program runs with its arguments and environment, an exec or
+// setup failure comes back as its errno (the child reaped), and fork_into_cgroup with a cgroup
+// directory starts the child in that cgroup (root and a cgroup v2 hierarchy only).
+#include "process/fork_exec.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "process/worker_cgroups.hpp"
+
+using namespace cohort;
+
+namespace {
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("fork_exec runs the program with its arguments and only the given environment",
+          "[unit][process]") {
+  std::error_code error;
+  pid_t pid = fork_exec(
+      ExecPlan{"/bin/sh",
+               {"-c",
+                "[ \"$1\" = two ] && [ \"$ONLY\" = 1 ] && "
+                "[ -z \"$HOME\" ]",
+                "one", "two"},
+               {"ONLY=1"}},
+      -1, [] { return 0; }, error);
+  REQUIRE_FALSE(error);
+  REQUIRE(pid > 0);
+  CHECK(wait_for(pid) == 0);
+}
+
+TEST_CASE("fork_exec reports an exec failure as its errno and leaves no child", "[unit][process]") {
+  std::error_code error;
+  pid_t pid = fork_exec(
+      ExecPlan{"/nonexistent/program", {}, {}}, -1, [] { return 0; }, error);
+  CHECK(pid == -1);
+  CHECK(error.value() == ENOENT);
+  CHECK(::waitpid(-1, nullptr, WNOHANG) == -1);  // reaped already: no child left
+  CHECK(errno == ECHILD);
+}
+
+TEST_CASE("fork_exec reports the errno the child's setup returns, and never execs then",
+          "[unit][process]") {
+  char marker[] = "/tmp/fork_exec_test_XXXXXX";
+  int fd = ::mkstemp(marker);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  ::unlink(marker);
+  std::error_code error;
+  pid_t pid = fork_exec(
+      ExecPlan{"/usr/bin/touch", {marker}, {}}, -1, [] { return EPERM; }, error);
+  CHECK(pid == -1);
+  CHECK(error.value() == EPERM);
+  CHECK(::access(marker, F_OK) != 0);
+}
+
+TEST_CASE("fork_into_cgroup starts the child in the cgroup it is given", "[unit][process]") {
+  std::string why;
+  std::string own = unified_cgroup_path(read_all("/proc/self/cgroup"), why);
+  std::string parent =
+      own.empty() ? "" : cgroup2_directory(read_all("/proc/self/mountinfo"), own, why);
+  if (::geteuid() != 0 || parent.empty()) {
+    FAIL("missing prerequisite: root and a cgroup v2 hierarchy (" << why << ")");
+  }
+  std::string name = "fork-exec-test-" + std::to_string(::getpid());
+  std::string directory = parent + "/" + name;
+  REQUIRE(::mkdir(directory.c_str(), 0755) == 0);
+  int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dir_fd >= 0);
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  pid_t pid = fork_into_cgroup(dir_fd);
+  if (pid == 0) {  // what /proc says of this child's cgroup, through the pipe
+    int self = ::open("/proc/self/cgroup", O_RDONLY);
+    char text[4096];
+    ssize_t got = self < 0 ? 0 : ::read(self, text, sizeof text);
+    if (got > 0) (void)!::write(report[1], text, static_cast<size_t>(got));
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  REQUIRE(pid > 0);
+  char text[4096];
+  ssize_t got = ::read(report[0], text, sizeof text);
+  ::close(report[0]);
+  CHECK(wait_for(pid) == 0);
+  ::close(dir_fd);
+  std::string child_cgroup = unified_cgroup_path(std::string(text, got > 0 ? got : 0), why);
+  CHECK(child_cgroup == (own == "/" ? "" : own) + "/" + name);
+  CHECK(remove_cgroup(directory));
+}
