@@ -414,7 +414,11 @@ void Agent::drop_pending_start() {
 }
 
 void Agent::start_group(const proto::RoundAssigned& assigned) {
-  if (torch_probe_ && !torch_probe_->running()) config_.env.torch_major = torch_probe_->major();
+  if (torch_probe_ && !torch_probe_->running()) {
+    std::optional<TorchVersion> torch = torch_probe_->version();
+    config_.env.torch_major = torch ? std::optional<int>(torch->major) : std::nullopt;
+    config_.env.torch_minor = torch ? std::optional<int>(torch->minor) : std::nullopt;
+  }
   RoundInfo round = round_info(assigned, config_.rendezvous.rank0_store);
   if (std::string error = logs_.prepare_attempt(round.round, config_.nproc); !error.empty()) {
     return perform(state_.group_start_failed(error));
@@ -494,7 +498,7 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       vars["PYTHONPATH"] = python_path_with(python_dir, agent_env_);
     if (config_.hang.enabled()) {
       std::string attempt_dir = logs_.attempt_dir(round.round);
-      vars.merge(hang_variables(attempt_dir, agent_env_));
+      vars.merge(hang_variables(attempt_dir, agent_env_, config_.env));
       plan.nccl_dump_pipe = nccl_dump_pipe(vars, plan.rank);
       plan.nccl_dump_file = nccl_dump_file(vars, plan.rank);
       plan.python = is_python(config_.executable);

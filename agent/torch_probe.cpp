@@ -32,13 +32,29 @@ std::string read_start(int fd) {
 
 }  // namespace
 
-std::optional<int> parse_torch_major(const std::string& printed) {
-  int major = 0;
+namespace {
+
+// The number of at most 4 digits at `at` in `text`, moving `at` past it; none without a digit.
+std::optional<int> number_at(const std::string& text, size_t& at) {
+  int value = 0;
   size_t digits = 0;
-  while (digits < printed.size() && digits < 4 && printed[digits] >= '0' && printed[digits] <= '9')
-    major = major * 10 + (printed[digits++] - '0');
-  if (digits == 0 || digits >= printed.size() || printed[digits] != '.') return std::nullopt;
-  return major;
+  while (at < text.size() && digits < 4 && text[at] >= '0' && text[at] <= '9') {
+    value = value * 10 + (text[at++] - '0');
+    ++digits;
+  }
+  if (digits == 0 || (at < text.size() && text[at] >= '0' && text[at] <= '9')) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<TorchVersion> parse_torch_version(const std::string& printed) {
+  size_t at = 0;
+  std::optional<int> major = number_at(printed, at);
+  if (!major || at >= printed.size() || printed[at] != '.') return std::nullopt;
+  std::optional<int> minor = number_at(printed, ++at);
+  if (!minor) return std::nullopt;
+  return TorchVersion{*major, *minor};
 }
 
 TorchProbe::TorchProbe(Clock& clock, ProcessSpawner& spawner)
@@ -86,7 +102,7 @@ void TorchProbe::finished(const ExitStatus& status) {
   pid_ = -1;
   deadline_->cancel();
   std::string printed = status.success() ? read_start(output_fd_) : std::string();
-  major_ = parse_torch_major(printed);
+  version_ = parse_torch_version(printed);
   log::debug("the workers' torch: ", printed.empty() ? "unknown" : printed);
   if (Done then = std::move(then_)) then();
 }

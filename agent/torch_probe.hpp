@@ -19,9 +19,15 @@
 
 namespace cohort {
 
-/// The major version in what the probe printed ("2.6.0+debian\n" -> 2); none when it printed
-/// no version.
-std::optional<int> parse_torch_major(const std::string& printed);
+/// A torch release, as far as cohort's worker environment cares.
+struct TorchVersion {
+  int major = 0;
+  int minor = 0;
+};
+
+/// The version in what the probe printed ("2.6.0+debian\n" -> 2.6); none when it printed no
+/// version.
+std::optional<TorchVersion> parse_torch_version(const std::string& printed);
 
 class TorchProbe {
  public:
@@ -39,8 +45,8 @@ class TorchProbe {
   /// `then` runs once the probe has ended (at once if it is not running); a later call replaces
   /// an earlier one that has not run.
   void after(Done then);
-  /// torch's major version; none: unknown (no torch found, or the probe failed or timed out).
-  std::optional<int> major() const { return major_; }
+  /// torch's version; none: unknown (no torch found, or the probe failed or timed out).
+  std::optional<TorchVersion> version() const { return version_; }
 
  private:
   void finished(const ExitStatus& status);
@@ -49,7 +55,7 @@ class TorchProbe {
   std::unique_ptr<Timer> deadline_;
   pid_t pid_ = -1;
   int output_fd_ = -1;
-  std::optional<int> major_;
+  std::optional<TorchVersion> version_;
   Done then_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

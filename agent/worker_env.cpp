@@ -75,7 +75,29 @@ EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& roun
   return vars;
 }
 
-EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env) {
+namespace {
+
+// The names under which the flight recorder's dump stem goes (hang_variables).
+std::vector<const char*> dump_stem_names(const WorkerEnvSettings& settings, const EnvMap& user) {
+  const char* newer = "TORCH_FR_DUMP_TEMP_FILE";
+  const char* older = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
+  std::vector<const char*> set_by_user;
+  for (const char* name : {newer, older}) {
+    if (user.count(name) != 0) set_by_user.push_back(name);
+  }
+  if (!set_by_user.empty()) return set_by_user;
+  if (!settings.torch_major || (*settings.torch_major == 2 && !settings.torch_minor)) {
+    return {newer, older};
+  }
+  bool reads_newer =
+      *settings.torch_major > 2 || (*settings.torch_major == 2 && *settings.torch_minor >= 9);
+  return {reads_newer ? newer : older};
+}
+
+}  // namespace
+
+EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env,
+                      const WorkerEnvSettings& settings) {
   EnvMap vars{
       {"PYTHONFAULTHANDLER", inherited_or(agent_env, "PYTHONFAULTHANDLER", "1")},
       {"TORCH_NCCL_DUMP_ON_TIMEOUT", inherited_or(agent_env, "TORCH_NCCL_DUMP_ON_TIMEOUT", "1")},
@@ -83,9 +105,9 @@ EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env) {
        inherited_or(agent_env, "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000")}};
   if (!attempt_dir.empty()) {
     std::string dumps = attempt_dir + "/nccl_trace_rank_";
-    vars["TORCH_FR_DUMP_TEMP_FILE"] = inherited_or(agent_env, "TORCH_FR_DUMP_TEMP_FILE", dumps);
-    vars["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] =
-        inherited_or(agent_env, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", dumps);
+    for (const char* name : dump_stem_names(settings, agent_env)) {
+      vars[name] = inherited_or(agent_env, name, dumps);
+    }
     vars["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] = inherited_or(
         agent_env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", attempt_dir + "/nccl_pipe_rank_");
   }

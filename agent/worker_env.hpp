@@ -33,6 +33,8 @@ struct WorkerEnvSettings {
   bool virtual_local_rank = false;  ///< LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = this worker's GPU
   /// The workers' torch major version (2 for --no-python workers); none: unknown.
   std::optional<int> torch_major;
+  /// Its minor version; none: unknown (and for --no-python workers).
+  std::optional<int> torch_minor;
 };
 
 using EnvMap = std::map<std::string, std::string>;
@@ -55,8 +57,12 @@ EnvMap worker_variables(const WorkerEnvSettings& settings, const RoundInfo& roun
 
 /// With hang detection on, what helps explain a hang, unless the user set it: Python's
 /// faulthandler (PYTHONFAULTHANDLER=1), and NCCL's flight recorder (trace buffer, dump on
-/// timeout, dump files and the debug-info pipe under `attempt_dir`, when not empty).
-EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env);
+/// timeout, dump files and the debug-info pipe under `attempt_dir`, when not empty). The dump
+/// files' stem goes under the name the workers' torch reads without a deprecation warning:
+/// TORCH_FR_DUMP_TEMP_FILE from PyTorch 2.9 on, TORCH_NCCL_DEBUG_INFO_TEMP_FILE before; both
+/// when the minor version is unknown (--no-python); a name the user set is kept, alone.
+EnvMap hang_variables(const std::string& attempt_dir, const EnvMap& agent_env,
+                      const WorkerEnvSettings& settings);
 
 /// PYTHONPATH with `python_dir` (where the cohort_heartbeat module is) added at its end, so
 /// that the user's own modules win.
@@ -67,7 +73,7 @@ std::string python_path_with(const std::string& python_dir, const EnvMap& agent_
 std::string nccl_dump_pipe(const EnvMap& vars, int rank);
 
 /// Where NCCL's flight recorder of global rank `rank` writes the dump its pipe asks for: the
-/// stem in TORCH_FR_DUMP_TEMP_FILE (PyTorch 2.7 on), else TORCH_NCCL_DEBUG_INFO_TEMP_FILE, else
+/// stem in TORCH_FR_DUMP_TEMP_FILE (newer PyTorch), else TORCH_NCCL_DEBUG_INFO_TEMP_FILE, else
 /// PyTorch's default /tmp/nccl_trace_rank_, followed by the rank.
 std::string nccl_dump_file(const EnvMap& vars, int rank);
 

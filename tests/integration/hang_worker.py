@@ -9,8 +9,9 @@
                        ranks blocked in a collective on the wedged one would.
   flight-recorder RANK  like PyTorch's NCCL monitor thread, every rank makes its debug-info pipe
                        (TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe) and, 2 s after something is
-                       written to it, writes its dump to TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>
-                       (dump_bytes(rank), in two parts 0.2 s apart); every rank beats steps 0..4,
+                       written to it, writes its dump to TORCH_FR_DUMP_TEMP_FILE<rank> (else
+                       TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>) (dump_bytes(rank), in two parts
+                       0.2 s apart); every rank beats steps 0..4,
                        then rank RANK wedges and the others go on beating (at most 30 s).
   straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
                        file "stop" appears in the working directory (at most 60 s).
@@ -66,7 +67,8 @@ def serve_dump_pipe(rank):
         time.sleep(0.1)
     time.sleep(2)
     dump = dump_bytes(rank)
-    with open(os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] + str(rank), "wb") as out:
+    stem = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+    with open(stem + str(rank), "wb") as out:
         out.write(dump[:1000])
         out.flush()
         time.sleep(0.2)

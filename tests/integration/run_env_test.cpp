@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <set>
 
 #include "common/nvml.hpp"
@@ -209,4 +210,35 @@ TEST_CASE("flag --nproc-per-node gpu without a GPU is a usage error naming the f
     CHECK(contains(result.err, "--nproc-per-node"));
     CHECK_FALSE(file_exists(scratch.file("env_0.json")));  // nothing was started
   }
+}
+
+TEST_CASE(
+    "with --hang-timeout the flight recorder's dump stem goes under the name the workers' "
+    "torch reads",
+    "[integration][run][env][hang]") {
+  require_torch();  // Debian 12's python3-torch: PyTorch 1.13, which reads only the older name
+  Scratch scratch;
+  std::string script = scratch.file("dump_env.py");
+  std::ofstream(script) << "import json, os, sys\n"
+                           "json.dump(dict(os.environ), open(sys.argv[1], 'w'))\n";
+  RunResult python = scratch.run({"--nproc-per-node", "1", "--hang-timeout", "60", "--log-dir",
+                                  "logs", script, "env_${local_rank}.json"},
+                                 {{"PYTHON_EXEC", kPython}});
+  INFO(python.out << python.err);
+  REQUIRE(python.status.shell_code() == 0);
+  EnvDump env = load_env(scratch.file("env_0.json"));
+  CHECK(contains(env_value(env, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"), "/attempt_0/nccl_trace_rank_"));
+  CHECK(env_value(env, "TORCH_FR_DUMP_TEMP_FILE") == "<unset>");
+  CHECK(env_value(env, "NCCL_ASYNC_ERROR_HANDLING") == "1");
+
+  // A --no-python worker's torch is unknown: both names, so that its dump is kept either way.
+  RunResult native = scratch.run(
+      with({"--nproc-per-node", "1", "--hang-timeout", "60", "--log-dir", "logs"}, dump_args()));
+  INFO(native.out << native.err);
+  REQUIRE(native.status.shell_code() == 0);
+  env = load_env(scratch.file("env_0.json"));
+  std::string stem = env_value(env, "TORCH_FR_DUMP_TEMP_FILE");
+  CHECK(contains(stem, "/attempt_0/nccl_trace_rank_"));
+  CHECK(env_value(env, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == stem);
+  CHECK(scratch.nothing_left());
 }

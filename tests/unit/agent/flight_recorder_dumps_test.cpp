@@ -76,7 +76,7 @@ TEST_CASE("the summary's line for each dump", "[unit][agent][hang]") {
 }
 
 TEST_CASE("where a rank's flight recorder writes its dump", "[unit][agent][hang]") {
-  EnvMap vars = hang_variables("/logs/run/attempt_2", {});
+  EnvMap vars = hang_variables("/logs/run/attempt_2", {}, WorkerEnvSettings{});
   CHECK(nccl_dump_file(vars, 5) == "/logs/run/attempt_2/nccl_trace_rank_5");
   CHECK(nccl_dump_file({{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/old/t_"}}, 1) == "/old/t_1");
   CHECK(nccl_dump_file({{"TORCH_FR_DUMP_TEMP_FILE", "/new/t_"},

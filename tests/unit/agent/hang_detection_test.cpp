@@ -137,7 +137,10 @@ TEST_CASE("a native worker's innermost frames are quoted from eu-stack", "[unit]
 }
 
 TEST_CASE("hang diagnostics presets: set unless the user set them", "[unit][agent][hang]") {
-  EnvMap vars = hang_variables("/logs/run/attempt_2", {});
+  WorkerEnvSettings torch_2_11;
+  torch_2_11.torch_major = 2;
+  torch_2_11.torch_minor = 11;
+  EnvMap vars = hang_variables("/logs/run/attempt_2", {}, torch_2_11);
   CHECK(vars["PYTHONFAULTHANDLER"] == "1");
   CHECK(vars["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1");
   CHECK(vars["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000");
@@ -148,14 +151,40 @@ TEST_CASE("hang diagnostics presets: set unless the user set them", "[unit][agen
   EnvMap user{{"PYTHONFAULTHANDLER", ""},
               {"TORCH_NCCL_TRACE_BUFFER_SIZE", "100"},
               {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/mine/pipe_"}};
-  EnvMap kept = hang_variables("/logs/run/attempt_0", user);
+  EnvMap kept = hang_variables("/logs/run/attempt_0", user, torch_2_11);
   CHECK(kept["PYTHONFAULTHANDLER"].empty());
   CHECK(kept["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "100");
   CHECK(nccl_dump_pipe(kept, 0) == "/mine/pipe_0.pipe");
 
-  EnvMap no_files = hang_variables("", {});
+  EnvMap no_files = hang_variables("", {}, torch_2_11);
   CHECK(no_files.count("TORCH_FR_DUMP_TEMP_FILE") == 0);
   CHECK(nccl_dump_pipe(no_files, 0).empty());
+}
+
+TEST_CASE("the flight recorder's dump stem goes under the one name the workers' torch reads",
+          "[unit][agent][hang]") {
+  auto names = [](std::optional<int> major, std::optional<int> minor, const EnvMap& user = {}) {
+    WorkerEnvSettings settings;
+    settings.torch_major = major;
+    settings.torch_minor = minor;
+    std::string found;
+    for (const auto& [name, value] : hang_variables("/a", user, settings)) {
+      if (name.find("TEMP_FILE") != std::string::npos) found += name + "=" + value + " ";
+    }
+    return found;
+  };
+  const std::string newer = "TORCH_FR_DUMP_TEMP_FILE=/a/nccl_trace_rank_ ";
+  const std::string older = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/a/nccl_trace_rank_ ";
+  CHECK(names(2, 11) == newer);  // 2.11 warns about the older name
+  CHECK(names(2, 9) == newer);
+  CHECK(names(3, 0) == newer);
+  CHECK(names(2, 6) == older);  // 2.6 reads only the older name
+  CHECK(names(1, 13) == older);
+  CHECK(names(2, std::nullopt) == newer + older);  // --no-python: the dump is kept either way
+  CHECK(names(std::nullopt, std::nullopt) == newer + older);
+  // What the user set is kept, alone.
+  CHECK(names(2, 11, {{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/mine_"}}) ==
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/mine_ ");
 }
 
 TEST_CASE("the heartbeat module's directory goes at the end of PYTHONPATH", "[unit][agent][hang]") {

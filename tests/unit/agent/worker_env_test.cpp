@@ -66,14 +66,22 @@ TEST_CASE("NCCL async error handling under the names the workers' torch reads", 
 }
 
 TEST_CASE("the torch version the probe printed", "[unit][agent]") {
-  CHECK(parse_torch_major("2.6.0+debian\n") == 2);
-  CHECK(parse_torch_major("1.13.0a0+gitunknown\n") == 1);
-  CHECK(parse_torch_major("2.11.0\n") == 2);
-  CHECK(parse_torch_major("10.0\n") == 10);
-  CHECK_FALSE(parse_torch_major(""));
-  CHECK_FALSE(parse_torch_major("torch\n"));
-  CHECK_FALSE(parse_torch_major("2"));
-  CHECK_FALSE(parse_torch_major("123456.0"));
+  auto version = [](const std::string& printed) {
+    std::optional<TorchVersion> parsed = parse_torch_version(printed);
+    return parsed ? std::to_string(parsed->major) + "." + std::to_string(parsed->minor) : "none";
+  };
+  CHECK(version("2.6.0+debian\n") == "2.6");
+  CHECK(version("1.13.0a0+gitunknown\n") == "1.13");
+  CHECK(version("2.11.0\n") == "2.11");
+  CHECK(version("10.0\n") == "10.0");
+  CHECK(version("2.9") == "2.9");
+  CHECK(version("") == "none");
+  CHECK(version("torch\n") == "none");
+  CHECK(version("2") == "none");
+  CHECK(version("2.") == "none");
+  CHECK(version("2.x") == "none");
+  CHECK(version("123456.0") == "none");
+  CHECK(version("2.123456") == "none");
 }
 
 TEST_CASE("a single worker gets no OMP_NUM_THREADS", "[unit][agent]") {
