@@ -44,6 +44,17 @@ std::vector<char*> c_strings(std::vector<std::string>& texts) {
 
 pid_t fork_into_cgroup(int cgroup_dir_fd) {
   if (cgroup_dir_fd < 0) return ::fork();
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer carries its own state across fork() alone; a child of a raw clone3 would run
+  // instrumented code on state another thread may have held. Under it the child joins by a write.
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int procs = ::openat(cgroup_dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (procs < 0 || ::write(procs, "0", 1) != 1) ::_exit(126);
+    ::close(procs);
+  }
+  return pid;
+#endif
   clone_args args;
   std::memset(&args, 0, sizeof args);
   args.flags = CLONE_INTO_CGROUP;

@@ -16,7 +16,8 @@ namespace cohort {
 
 /// fork(), or with `cgroup_dir_fd` >= 0 (an open cgroup v2 directory) clone3 with
 /// CLONE_INTO_CGROUP: returns like fork (0 in the child, -1 with errno set on failure). ENOSYS,
-/// E2BIG or EINVAL mean a kernel without it (before Linux 5.7).
+/// E2BIG or EINVAL mean a kernel without it (before Linux 5.7). Under ThreadSanitizer: fork, then
+/// the child writes itself to the cgroup's cgroup.procs (or exits 126).
 pid_t fork_into_cgroup(int cgroup_dir_fd);
 
 /// What fork_exec runs: the program, argv[0] being `executable`, and the complete environment.
