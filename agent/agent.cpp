@@ -529,6 +529,10 @@ void Agent::on_group_done(GroupOutcome outcome) {
 }
 
 void Agent::report_failure(const agent::ReportFailure& failure) {
+  if (failure.late) {  // only for the daemon's judgement of a failure every node shares
+    if (client_) client_->send(failure.report);
+    return;
+  }
   event(agent_events::worker_failed(event_source(), state_.round(), failure.root_cause));
   auto own_error_file = agent_env_.find("TORCHELASTIC_ERROR_FILE");
   if (own_error_file != agent_env_.end() && !own_error_file->second.empty()) {

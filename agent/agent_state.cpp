@@ -139,6 +139,14 @@ Actions AgentState::group_succeeded() {
 }
 
 Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
+  if (phase_ == Phase::Restarting && !failures.empty()) {  // failed before the stop reached them
+    const WorkerFailure& root = failures[root_cause_index(failures)];
+    crash_loop_.judge(root);  // it counts toward this node's streak all the same
+    Actions actions{ReportFailure{failure_report(root, {}, {}), root, /*late=*/true}};
+    Actions next = workers_gone();
+    actions.insert(actions.end(), next.begin(), next.end());
+    return actions;
+  }
   if (phase_ != Phase::Running) return workers_gone();
   if (failures.empty()) return group_stopped();
   for (WorkerFailure& failure : failures)
@@ -148,15 +156,7 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
   sent_summary_ = format_failure_summary(settings_.entrypoint_name, settings_.host_name, failures);
   if (!final_reason.empty()) sent_summary_ += "cohort: not restarting: " + final_reason + "\n";
   phase_ = Phase::Reported;
-  proto::WorkerFailed report{round_,
-                             root.rank,
-                             root.local_rank,
-                             root.status.shell_code(),
-                             root.status.describe(),
-                             settings_.host_name,
-                             sent_summary_,
-                             final_reason,
-                             failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
+  proto::WorkerFailed report = failure_report(root, sent_summary_, final_reason);
   reported_ = {round_, report};
   std::string& carried_summary = reported_.failure->summary;
   if (carried_summary.size() > proto::kMaxCarriedSummaryBytes) {
@@ -164,6 +164,20 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
     carried_summary += "\n  (cut short)\n";
   }
   return {Say{Level::Warn, failure_line(root)}, ReportFailure{std::move(report), root}};
+}
+
+proto::WorkerFailed AgentState::failure_report(const WorkerFailure& root,
+                                               const std::string& summary,
+                                               const std::string& final_reason) const {
+  return proto::WorkerFailed{group_round_,
+                             root.rank,
+                             root.local_rank,
+                             root.status.shell_code(),
+                             root.status.describe(),
+                             settings_.host_name,
+                             summary,
+                             final_reason,
+                             failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
 }
 
 std::optional<proto::CarriedOutcome> AgentState::unanswered_outcome() const {
@@ -248,6 +262,7 @@ Actions AgentState::go_on() {
   switch (next_) {
     case Next::StartRound:
       phase_ = Phase::Running;
+      group_round_ = next_round_.round;
       return {StartGroup{next_round_}};
     case Next::Rejoin:
       phase_ = Phase::Joining;

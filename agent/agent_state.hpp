@@ -49,9 +49,12 @@ struct ReportSuccess {
   int round = 0;
 };
 /// Send the report; write the root cause to the agent's own error file if it was given one.
+/// `late`: the round was already restarting for another node's report; only send it, so that
+/// the daemon can tell a failure every node shares (the job's) from one host's.
 struct ReportFailure {
   proto::WorkerFailed report;
   WorkerFailure root_cause;
+  bool late = false;
 };
 /// Send `leave` if connected, then close the connection.
 struct Leave {
@@ -150,6 +153,9 @@ class AgentState {
   Actions restart_then(Next next);
   Actions end(int exit_code, Actions farewell, int signal);
   Actions workers_gone();
+  /// The report of the workers' round's failure with `root` as its root cause.
+  proto::WorkerFailed failure_report(const WorkerFailure& root, const std::string& summary,
+                                     const std::string& final_reason) const;
   Actions go_on();
   Actions exit_now(int exit_code, Actions farewell);
   Actions finish();
@@ -163,6 +169,7 @@ class AgentState {
   int exit_code_ = 0;                ///< in Ending and Finished
   Actions farewell_;                 ///< said before exiting, once the workers are gone
   int round_ = -1;
+  int group_round_ = -1;  ///< the round the workers (running or stopping) were started for
   int restarts_used_ = 0;
   int stop_signal_ = 0;                     ///< the first termination signal, 0 before one
   std::string sent_summary_;                ///< the failure summary this node last reported

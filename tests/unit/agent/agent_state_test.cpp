@@ -274,13 +274,30 @@ TEST_CASE("agent: restart stops the workers, then joins again", "[unit][agent]")
   CHECK(names(f.state.round_assigned(round_number(1))) == Names{"Say", "StartGroup"});
 }
 
-TEST_CASE("agent: a failure during a restart is not reported", "[unit][agent]") {
+TEST_CASE(
+    "agent: a failure during a restart is only sent for the daemon to compare before it rejoins",
+    "[unit][agent]") {
   Fixture f;
-  f.run_round();
+  f.run_round(2);
   f.state.restart("node b failed");
   Actions gone = f.state.group_failed(failures_of(3, ExitStatus::exited(1)));
-  CHECK(names(gone) == Names{"SendJoin"});
+  CHECK(names(gone) == Names{"ReportFailure", "SendJoin"});
+  ReportFailure late = *find<ReportFailure>(gone);
+  CHECK(late.late);
+  CHECK(late.report.round == 2);
+  CHECK(late.report.cause == "exit code 1");
   CHECK(f.state.phase() == Phase::Joining);
+
+  // Replaced by a new round while they stopped: the failure is still the old round's.
+  f.state.round_assigned(round_number(3));
+  f.state.round_assigned(round_number(4));
+  gone = f.state.group_failed(failures_of(3, ExitStatus::exited(1)));
+  REQUIRE(find<ReportFailure>(gone));
+  CHECK(find<ReportFailure>(gone)->report.round == 3);
+  CHECK(find<StartGroup>(gone)->round.round == 4);
+  // Stopped by the restart itself: nothing to compare.
+  f.state.restart("node c failed");
+  CHECK(names(f.state.group_failed({})) == Names{"SendJoin"});
 }
 
 TEST_CASE("agent: a round while the workers run replaces them", "[unit][agent]") {
