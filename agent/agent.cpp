@@ -14,6 +14,7 @@
 #include "agent/error_file.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
+#include "common/install_layout.hpp"
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
 
@@ -37,12 +38,11 @@ std::string temp_directory() {
   return tmp && *tmp ? tmp : "/tmp";
 }
 
-// Where the cohort_heartbeat Python module is (the source tree's python/), if it is there.
-std::string python_helper_dir() {
-  std::error_code error;
-  return std::filesystem::exists(COHORT_PYTHON_DIR "/cohort_heartbeat.py", error)
-             ? COHORT_PYTHON_DIR
-             : "";
+// Where the cohort_heartbeat Python module is (share/cohort/python beside bin/), if it is there;
+// looked for once.
+const std::string& python_helper_dir() {
+  static const std::string dir = installed_python_module_dir();
+  return dir;
 }
 
 bool is_python(const std::string& executable) {

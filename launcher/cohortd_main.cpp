@@ -1,6 +1,8 @@
 // cohortd: the standalone rendezvous daemon (and optionally a plain TCPStore).
 #include <iostream>
 
+#include "cohort_version.hpp"  // generated: the version, commit and build type
+
 #include "launcher/did_you_mean.hpp"
 #include "launcher/flag_abbreviations.hpp"
 #include "launcher/help_format.hpp"
@@ -10,6 +12,8 @@ int main(int argc, char** argv) {
   CLI::App app{"cohortd: cohort's rendezvous daemon; serves many runs at once", "cohortd"};
   cohort::DaemonCommand command;
   cohort::add_daemon_flags(app, command);
+  app.set_version_flag("--version", std::string("cohortd ") + COHORT_VERSION + " (commit " +
+                                        COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
   app.allow_extras();  // an unknown word is named below, with the closest flag
   app.failure_message([](const CLI::App*, const CLI::Error& error) {
     return cohort::parse_error_message("cohortd", error);

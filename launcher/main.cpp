@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "agent/worker_env.hpp"
+#include "cohort_version.hpp"  // generated: the version, commit and build type
 #include "common/exit_codes.hpp"
 #include "launcher/did_you_mean.hpp"
 #include "launcher/flag_abbreviations.hpp"
@@ -109,7 +110,8 @@ int main(int argc, char** argv) {
                "cohort"};
   app.require_subcommand(1);
   app.allow_extras();  // "cohort run -- script args": after "--" the words land here
-  app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION);
+  app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION + " (commit " +
+                                        COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
 
   RunOptions run_options;
   CLI::App* run =
