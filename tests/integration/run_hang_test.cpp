@@ -77,6 +77,7 @@ TEST_CASE("the README's hang example names rank 1 as the root cause and leaves n
       std::regex(
           R"(root cause across nodes: rank 1 on [^\n]* stopped making progress at step 4)")));
   CHECK_FALSE(contains(result.err, "root cause across nodes: rank 0"));
+  CHECK_FALSE(contains(result.err, "waited on it"));  // rank 0 finished: it waited on nobody
   CHECK(entries_starting_with(scratch.path(), "attempt_").empty());
   CHECK(scratch.nothing_left());
 }
