@@ -154,8 +154,18 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
       run_to_end({kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint(), "--events", "story"},
                  ChildOptions{{}, {}, "", "/tmp", "events"}, 10s);
   CHECK(table.status.success());
-  CHECK(contains(table.out, "round.started  members="));
-  CHECK(contains(table.out, "run.completed"));
+  INFO(table.out);
+  // One-liners for people: members as addresses with rank ranges, a failure by its summary's
+  // meaningful line, never JSON or the summary's "=====" banner.
+  CHECK(std::regex_search(table.out, std::regex(R"(round\.started  round 0, 6 ranks: )"
+                                                R"(127\.0\.0\.\d ranks 0-1, 127\.0\.0\.\d )"
+                                                R"(ranks 2-3, 127\.0\.0\.\d ranks 4-5\n)")));
+  CHECK(contains(table.out, "worker.failed  rank 3 (local "));
+  CHECK_FALSE(contains(table.out, "members="));
+  CHECK_FALSE(contains(table.out, "summary="));
+  CHECK_FALSE(contains(table.out, "====="));
+  CHECK_FALSE(contains(table.out, "{\""));
+  CHECK(contains(table.out, "run.completed  after 3 rounds, "));
 
   // /metrics counts what the log says.
   nlohmann::json samples = checked_metrics(scratch, http_body(http_get(http.url("/metrics"))));
