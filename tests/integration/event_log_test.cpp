@@ -131,6 +131,10 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
   CHECK(events[4]["world_size"] == 6);
   CHECK(events[4]["members"].size() == 3);
   CHECK(events[5]["rank"] == 3);
+  // The summary's line that says something, not its "=====" banner; the failing node's host.
+  CHECK(events[5]["summary"].get<std::string>().find("=====") == std::string::npos);
+  CHECK_FALSE(events[5]["summary"].get<std::string>().empty());
+  CHECK_FALSE(events[5]["host"].get<std::string>().empty());
   CHECK(events[5]["status"].get<std::string>().find("5") != std::string::npos);
   CHECK(events[6]["round"] == 0);
   CHECK(events[6]["restarts_used"] == 1);
