@@ -626,15 +626,17 @@ TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as vi
           "[component][daemon][security]") {
   DaemonThread d;
   Client evil(d.daemon.port());
-  evil.send(crafted_hello("job", "node\x1b]0;owned\x07",
-                          "\x1b[2J\x07"
-                          "addr"));
+  proto::Hello hello = crafted_hello("job", "node\x1b]0;owned\x07",
+                                     "\x1b[2J\x07"
+                                     "addr");
+  hello.local_world_size = 3;
+  evil.send(hello);
   evil.expect<proto::Welcome>();
   auto round = evil.expect<proto::RoundAssigned>();
   proto::Progress progress;  // the slowest rank's host, as `cohort status` names it
   progress.round = round.round;
   progress.host = "host\x1b]2;title\x07";
-  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 300}};
+  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 100}, {2, 10, 5, 300}};  // rank 2: 3 x the median
   evil.send(progress);
   evil.send(proto::Heartbeat{});
   evil.expect<proto::HeartbeatAck>();  // the progress was read before this
