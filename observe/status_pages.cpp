@@ -198,10 +198,14 @@ std::string events_table(const std::vector<nlohmann::json>& events) {
   return out + "</table>\n";
 }
 
-// The run's root cause (its last failure, or why it ended) in one line under the title.
+// The run's root cause (why it failed or stopped; while it runs or once it completed, its last
+// failure) in one line under the title.
 std::string root_cause_line(const Timeline& timeline) {
   if (timeline.root_cause.empty()) return "<p id=\"root-cause\">no failures</p>\n";
-  return "<p id=\"root-cause\"><b>root cause:</b> " + html_escape(timeline.root_cause) + "</p>\n";
+  bool ended_badly = timeline.outcome == "failed" || timeline.outcome == "stopped";
+  return std::string("<p id=\"root-cause\"><b>") +
+         (ended_badly ? "root cause:" : "last failure (recovered from):") + "</b> " +
+         html_escape(timeline.root_cause) + "</p>\n";
 }
 
 std::string page(const std::string& title, const std::string& body) {

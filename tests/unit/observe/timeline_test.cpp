@@ -97,6 +97,9 @@ TEST_CASE("the run page has one bar per round per node and escapes what nodes ar
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("&lt;script&gt;") != std::string::npos);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing external
+  // Completed after two recoveries: the last failure, said as recovered from.
+  CHECK(html.find("<p id=\"root-cause\"><b>last failure (recovered from):</b> node lost</p>") !=
+        std::string::npos);
 }
 
 namespace {
