@@ -173,6 +173,8 @@ std::string members_text(const nlohmann::json& members) {
     int64_t count = std::max<int64_t>(number_of(*member, "local_world_size").value_or(0), 0);
     std::string where = text_of(*member, "address");
     if (where.empty()) where = text_of(*member, "node");
+    std::string host = text_of(*member, "host");
+    if (!host.empty() && host != where) where = host + " (" + where + ")";
     std::string ranks =
         count == 1   ? "rank " + std::to_string(base)
         : count == 0 ? "no ranks"

@@ -13,9 +13,9 @@ namespace cohort::observe {
 /// or spaces; "" when there is none.
 std::string meaningful_line(const std::string& text);
 
-/// "127.0.0.2 ranks 0-3, 127.0.0.3 ranks 4-7": a round's `members` array (docs/EVENTS.md,
-/// round.started) in group-rank order, each by its address (or node id) and the global ranks
-/// its workers hold.
+/// "127.0.0.2 ranks 0-3, node-b (127.0.0.3) ranks 4-7": a round's `members` array
+/// (docs/EVENTS.md, round.started) in group-rank order, each by its host and address (or node
+/// id) and the global ranks its workers hold.
 std::string members_text(const nlohmann::json& members);
 
 /// True for a restart's reason that tells of nodes joining (a scale-up), not of a failure.

@@ -198,6 +198,11 @@ std::string events_table(const std::vector<nlohmann::json>& events) {
   return out + "</table>\n";
 }
 
+// "1 round", "3 rounds".
+std::string counted(size_t count, const char* one, const char* many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
 // The run's root cause (why it failed or stopped; while it runs or once it completed, its last
 // failure) in one line under the title.
 std::string root_cause_line(const Timeline& timeline) {
@@ -276,9 +281,9 @@ std::string render_runs_page(const proto::StatusReply& status,
 std::string render_run_page(const Timeline& timeline, const std::vector<nlohmann::json>& events) {
   std::string body = "<p><a href=\"/\">all runs</a></p>\n<h1>run " + html_escape(timeline.run_id) +
                      ": " + html_escape(timeline.outcome) + "</h1>\n" + root_cause_line(timeline) +
-                     "<p>" + std::to_string(timeline.rounds.size()) + " rounds, " +
-                     std::to_string(timeline.recoveries.size()) + " recoveries, " +
-                     std::to_string(timeline.scale_ups) + " scale-ups, " +
+                     "<p>" + counted(timeline.rounds.size(), "round", "rounds") + ", " +
+                     counted(timeline.recoveries.size(), "recovery", "recoveries") + ", " +
+                     counted(timeline.scale_ups, "scale-up", "scale-ups") + ", " +
                      format_ms(timeline.end_ms - timeline.start_ms) + "</p>\n";
   body += legend() + timeline_svg(timeline) + "<h2>Latest events</h2>\n" + events_table(events);
   return page("cohort run " + timeline.run_id, body);

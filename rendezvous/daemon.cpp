@@ -414,9 +414,11 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
         } else if constexpr (std::is_same_v<T, proto::Unhealthy>) {
           park_unhealthy(run, node, typed.reason);
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
+          if (!typed.host.empty()) run.hosts[node] = typed.host;
           record(session.run_id, "worker.failed", worker_failed_fields(node, typed));
           apply(run, state.worker_failed(node, to_report(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::Progress>) {
+          if (!typed.host.empty()) run.hosts[node] = typed.host;
           if (typed.hang) record(session.run_id, "hang.detected", hang_fields(node, typed));
           apply(run, state.progress(node, to_progress(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
@@ -886,8 +888,14 @@ int64_t RendezvousDaemon::event_ms() const {
          std::chrono::duration_cast<std::chrono::milliseconds>(now() - started_steady_).count();
 }
 
-// One event: to the log file (if any), the run's history and the metrics.
+// One event: to the log file (if any), the run's history and the metrics. An event about a node
+// whose host the run knows carries it.
 void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann::json fields) {
+  auto node = fields.find("node");
+  if (node != fields.end() && node->is_string() && !fields.contains("host")) {
+    if (std::string host = known_host(run, node->get<std::string>()); !host.empty())
+      fields["host"] = host;
+  }
   int64_t t_ms = event_ms();
   Event event{run, name, std::move(fields)};
   history_.add(run, event_log_.record(event, t_ms));
@@ -897,13 +905,23 @@ void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann
   metrics_.on_event(event.fields);
 }
 
+std::string RendezvousDaemon::known_host(const std::string& run, const std::string& node) const {
+  auto found = runs_.find(run);
+  if (found == runs_.end()) return {};
+  auto host = found->second.hosts.find(node);
+  return host == found->second.hosts.end() ? std::string() : host->second;
+}
+
 void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
   nlohmann::json members = nlohmann::json::array();
   for (const rdzv::Assignment& member : start.members) {
-    members.push_back({{"node", member.node_id},
-                       {"address", member.address},
-                       {"group_rank", member.group_rank},
-                       {"local_world_size", member.local_world_size}});
+    nlohmann::json fields{{"node", member.node_id},
+                          {"address", member.address},
+                          {"group_rank", member.group_rank},
+                          {"local_world_size", member.local_world_size}};
+    auto host = run.hosts.find(member.node_id);
+    if (host != run.hosts.end()) fields["host"] = host->second;
+    members.push_back(std::move(fields));
   }
   record(run.state->run_id(), "round.started",
          {{"round", start.round},

@@ -29,7 +29,7 @@ TEST_CASE("the meaningful line of a summary skips its banners", "[unit][observe]
   CHECK(meaningful_line("") == "");
 }
 
-TEST_CASE("a round's members read as addresses with their global ranks",
+TEST_CASE("a round's members read as hosts and addresses with their global ranks",
           "[unit][observe][events]") {
   json members = json::array({{{"node", "127.0.0.3:2:2#0"},
                                {"address", "127.0.0.3"},
@@ -37,10 +37,11 @@ TEST_CASE("a round's members read as addresses with their global ranks",
                                {"local_world_size", 4}},
                               {{"node", "127.0.0.2:1:1#0"},
                                {"address", "127.0.0.2"},
+                               {"host", "node-a"},
                                {"group_rank", 0},
                                {"local_world_size", 4}},
                               {{"node", "n3"}, {"group_rank", 2}, {"local_world_size", 1}}});
-  CHECK(members_text(members) == "127.0.0.2 ranks 0-3, 127.0.0.3 ranks 4-7, n3 rank 8");
+  CHECK(members_text(members) == "node-a (127.0.0.2) ranks 0-3, 127.0.0.3 ranks 4-7, n3 rank 8");
   CHECK(members_text(json("not a list")) == "");
 }
 

@@ -168,7 +168,7 @@ TEST_CASE("the run page has a legend, host labels and the root cause under its t
     INFO(kind);
     CHECK(html.find(std::string("class=\"") + kind + "\"") != std::string::npos);
   }
-  CHECK(html.find("1 recoveries, 1 scale-ups") != std::string::npos);
+  CHECK(html.find("1 recovery, 1 scale-up") != std::string::npos);
   CHECK(html.find(">node-b (127.0.0.3)<title>node 127.0.0.3:2:2#0</title></text>") !=
         std::string::npos);
   CHECK(html.find("class=\"mark excluded\"") != std::string::npos);
