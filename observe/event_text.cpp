@@ -26,6 +26,12 @@ std::string number_text(const nlohmann::json& event, const char* key) {
   return number ? std::to_string(*number) : "?";
 }
 
+// "1 round", "3 rounds", "? rounds".
+std::string counted(const nlohmann::json& event, const char* key, const std::string& noun) {
+  std::string number = number_text(event, key);
+  return number + " " + noun + (number == "1" ? "" : "s");
+}
+
 std::string ms_text(const nlohmann::json& event, const char* key) {
   std::optional<int64_t> ms = number_of(event, key);
   return ms ? format_duration(std::chrono::milliseconds(*ms)) : "?";
@@ -135,8 +141,8 @@ std::string event_text(const std::string& name, const nlohmann::json& event) {
            " after " + number_text(event, "failures") + " root-cause failures";
   }
   if (name == "run.completed") {
-    return "after " + number_text(event, "rounds") + " rounds, " +
-           number_text(event, "restarts_used") + " restarts";
+    return "after " + counted(event, "rounds", "round") + ", " +
+           counted(event, "restarts_used", "restart");
   }
   if (name == "run.failed" || name == "run.stopped") {
     std::string by = text_of(event, "by"), asked = text_of(event, "requested_by");

@@ -91,6 +91,8 @@ TEST_CASE("an event the formatter does not know reads as key=value pairs",
   json odd =
       daemon_event("something.new",
                    {{"count", 3}, {"ranks", json::array({0, 1})}, {"text", "line one\nline two"}});
+  CHECK(event_line(daemon_event("run.completed", {{"rounds", 3}, {"restarts_used", 1}})) ==
+        "19:07:12.345  run.completed  after 3 rounds, 1 restart");
   CHECK(event_line(odd) == "19:07:12.345  something.new  count=3  ranks=0,1  text=line one");
   CHECK(is_scale_up("scale-up: an excluded host's cooldown ended"));
   CHECK_FALSE(is_scale_up("node 127.0.0.4 lost: connection closed"));
