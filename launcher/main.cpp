@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
                      "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status->add_flag("--json", status_query.json, "Print the raw JSON");
   status->add_option("--events", status_query.events_run,
-                     "Print the history of run RUN from the daemon (JSON lines with --json)");
+                     "Print the history of run RUN from the daemon, an event a line (JSON lines "
+                     "with --json)");
   double watch_seconds = 0;
   status
       ->add_option("--watch", watch_seconds,

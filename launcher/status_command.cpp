@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "common/exit_codes.hpp"
 #include "common/text.hpp"
 #include "launcher/control_request.hpp"
+#include "observe/event_text.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_messages.hpp"
 
@@ -28,11 +30,23 @@ std::string step_seconds(int64_t ms) {
   return text;
 }
 
-// The slowest ranks of the round against the run's median step time (from step heartbeats).
+// The slowest ranks of the round against the run's median step time (from step heartbeats):
+// only those kSlowFactor x the median or slower, or "no stragglers".
 void print_slowest(const proto::StatusRun& run, std::ostream& out) {
   if (run.slowest.empty() || run.median_step_ms <= 0) return;
-  out << "  slowest ranks (median step " << step_seconds(run.median_step_ms) << "):\n";
+  std::vector<proto::StatusRank> slow;
   for (const proto::StatusRank& rank : run.slowest) {
+    if (static_cast<double>(rank.step_ms) >= kSlowFactor * static_cast<double>(run.median_step_ms))
+      slow.push_back(rank);
+  }
+  if (slow.empty()) {
+    out << "  no stragglers: no rank at " << kSlowFactor << " x the median step ("
+        << step_seconds(run.median_step_ms) << ") or slower\n";
+    return;
+  }
+  out << "  slowest ranks (" << kSlowFactor << " x the median step "
+      << step_seconds(run.median_step_ms) << " or slower):\n";
+  for (const proto::StatusRank& rank : slow) {
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2f",
                   static_cast<double>(rank.step_ms) / static_cast<double>(run.median_step_ms));
@@ -49,7 +63,8 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
     return;
   }
   for (const proto::StatusRun& run : status.runs) {
-    out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", round " << run.round
+    out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", "
+        << (run.round >= 0 ? "round " + std::to_string(run.round) : "waiting for the first round")
         << ", restarts " << run.restarts_used << "/" << run.max_restarts << ", nodes "
         << run.min_nodes << ":" << run.max_nodes << ", worker store port " << run.store_port
         << "\n";
@@ -86,25 +101,12 @@ StatusFetch fetch_status(const StatusQuery& query) {
 
 namespace {
 
-// "19:07:12.345  round.started  round=3 world_size=8 ...": an event as a line for people.
+// "19:07:12.345  round.started  round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...": an event as a line
+// for people (observe/event_text.hpp); a line that is not JSON as it is.
 std::string readable_event(const std::string& line) {
   nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
-  if (!event.is_object()) return line;
-  std::string time = event.value("time", std::string());
-  size_t clock = time.find('T');
-  std::string text = (clock == std::string::npos ? time : time.substr(clock + 1)) + "  " +
-                     event.value("event", std::string("?"));
-  for (const auto& [key, value] : event.items()) {
-    if (key == "time" || key == "t_ms" || key == "source" || key == "seq" || key == "run" ||
-        key == "event") {
-      continue;
-    }
-    text +=
-        "  " + key + "=" +
-        (value.is_string() ? value.get<std::string>()
-                           : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-  return escape_for_terminal(text);
+  if (!event.is_object()) return escape_for_terminal(line);
+  return escape_for_terminal(observe::event_line(event));
 }
 
 }  // namespace

@@ -11,7 +11,12 @@
 
 namespace cohort {
 
-/// The table `cohort status` prints: one line per run, one indented line per node.
+/// `cohort status` lists a rank among the slowest when its step time is this many times the
+/// run's median or more (below, every rank is within the run's normal spread).
+constexpr double kSlowFactor = 1.2;
+
+/// The table `cohort status` prints: one line per run, one indented line per node, then the
+/// ranks kSlowFactor x the median step time or slower ("no stragglers" when none is).
 void print_status_table(const proto::StatusReply& status, std::ostream& out);
 
 struct StatusQuery {

@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -41,14 +42,22 @@ std::string cut(const std::string& line, int width) {
   return width > 0 && flat.size() > static_cast<size_t>(width) ? flat.substr(0, width) : flat;
 }
 
+// At most this many lines for a run's last failure; the last of them ends in "..." if cut.
+constexpr size_t kFailureLines = 3;
+constexpr const char* kFailureLead = "  last failure: ";
+
 void run_lines(const proto::StatusRun& run, int width, std::string& out) {
   std::string nodes = cat(run.nodes.size() + static_cast<size_t>(run.more_nodes), " (",
                           run.min_nodes, ":", run.max_nodes, ")");
-  out += cut(padded(run.run_id, 20) + padded(run.phase, 10) + padded(cat(run.round), 7) +
-                 padded(nodes, 11) + padded(cat(run.restarts_used, "/", run.max_restarts), 10) +
-                 (run.last_failure.empty() ? "-" : run.last_failure),
+  out += cut(padded(run.run_id, 20) + padded(run.phase, 10) +
+                 padded(run.round >= 0 ? cat(run.round) : "-", 7) + padded(nodes, 11) +
+                 cat(run.restarts_used, "/", run.max_restarts),
              width) +
          "\n";
+  if (!run.last_failure.empty()) {
+    for (const std::string& line : wrap_text(kFailureLead, run.last_failure, width, kFailureLines))
+      out += cut(line, width) + "\n";
+  }
   for (const proto::StatusNode& node : run.nodes) {
     std::string rank = node.group_rank >= 0 ? cat(node.group_rank) : "-";
     out += cut("  " + padded(node.address, 18) + padded(node.state, 11) + padded(rank, 6) +
@@ -60,6 +69,44 @@ void run_lines(const proto::StatusRun& run, int width, std::string& out) {
   if (run.more_nodes > 0)
     out += cut(cat("  ... and ", run.more_nodes, " more nodes"), width) + "\n";
 }
+
+}  // namespace
+
+std::vector<std::string> wrap_text(const std::string& lead, const std::string& text, int width,
+                                   size_t max_lines) {
+  std::string flat = text;
+  for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  flat = escape_for_terminal(flat);
+  if (width <= 0 || lead.size() + flat.size() <= static_cast<size_t>(width)) return {lead + flat};
+  size_t room = static_cast<size_t>(width);
+  std::string indent(lead.size() <= room / 2 ? lead.size() : 2, ' ');
+  std::vector<std::string> lines;
+  std::string line = lead;
+  for (size_t at = 0; at < flat.size();) {
+    size_t left = room > line.size() ? room - line.size() : 1;
+    if (flat.size() - at <= left) {
+      line += flat.substr(at);
+      break;
+    }
+    // Break at the last space that fits; a word longer than the line is cut.
+    size_t space = flat.rfind(' ', at + left);
+    size_t end = space != std::string::npos && space > at ? space : at + left;
+    line += flat.substr(at, end - at);
+    for (at = end; at < flat.size() && flat[at] == ' ';) ++at;
+    if (at < flat.size() && lines.size() + 1 >= max_lines) {
+      if (line.size() + 3 > room) line.resize(room > 3 ? room - 3 : 0);
+      while (line.size() > indent.size() && line.back() == ' ') line.pop_back();
+      lines.push_back(line + "...");
+      return lines;
+    }
+    lines.push_back(line);
+    line = indent;
+  }
+  if (line != indent) lines.push_back(line);
+  return lines;
+}
+
+namespace {
 
 std::string wall_clock() {
   std::time_t now = std::time(nullptr);
@@ -86,8 +133,7 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
                     "\n\n";
   if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
   if (fetched.reply->runs.empty()) return out + "no runs\n";
-  out +=
-      cut("RUN                 PHASE     ROUND  NODES      RESTARTS  LAST FAILURE", width) + "\n";
+  out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
   out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";
   for (const proto::StatusRun& run : fetched.reply->runs) run_lines(run, width, out);
   return out;

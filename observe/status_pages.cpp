@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "observe/event_text.hpp"
+
 namespace cohort::observe {
 namespace {
 
@@ -16,10 +18,44 @@ const char* kStyle = R"(<style>
 body{font:14px system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse}td,th{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}
 .round{fill:#5b8def}.round.odd{fill:#8fb0f5}.failure{fill:#d62728}.lost{fill:#222}
-.hang{fill:#ff7f0e}.straggler{fill:#9467bd}.unhealthy{fill:#8c564b}.restart{stroke:#d62728;
-stroke-dasharray:4 3}.end{stroke:#2ca02c;stroke-width:2}.label{font-size:12px}
+.hang{fill:#ff7f0e}.straggler{fill:#9467bd}.unhealthy{fill:#8c564b}.excluded{fill:#7f7f7f;
+stroke:#222}.restart{stroke:#d62728;stroke-dasharray:4 3}.scaleup{stroke:#17becf;
+stroke-dasharray:2 2}.end{stroke:#2ca02c;stroke-width:2}.label{font-size:12px}
 .recovery{font-size:11px;fill:#d62728}.axis{font-size:11px;fill:#666}code{font-size:12px}
+#legend span{margin-right:14px;white-space:nowrap}#legend svg{vertical-align:middle}
 </style>)";
+
+// What each colour means: a swatch per bar, dot and line kind, drawn with the page's classes.
+std::string legend() {
+  struct Entry {
+    const char* shape;  // "bar", "dot" or "line"
+    const char* kind;
+    const char* meaning;
+  };
+  static const Entry kEntries[] = {
+      {"bar", "round", "round (a node's workers running; alternate rounds lighter)"},
+      {"dot", "failure", "worker failed"},
+      {"dot", "lost", "node lost"},
+      {"dot", "hang", "hang"},
+      {"dot", "straggler", "straggler"},
+      {"dot", "unhealthy", "unhealthy"},
+      {"dot", "excluded", "host excluded"},
+      {"line", "restart", "restart after a failure"},
+      {"line", "scaleup", "scale-up (nodes joined; not a failure)"},
+      {"line", "end", "run ended"}};
+  std::string out = "<p id=\"legend\">\n";
+  for (const Entry& entry : kEntries) {
+    std::string shape = entry.shape;
+    std::string kind = entry.kind;
+    std::string swatch =
+        shape == "bar"   ? "<rect width=\"18\" height=\"12\" class=\"" + kind + "\"/>"
+        : shape == "dot" ? "<circle class=\"" + kind + "\" cx=\"9\" cy=\"6\" r=\"5\"/>"
+                         : "<line class=\"" + kind + "\" x1=\"9\" x2=\"9\" y1=\"0\" y2=\"12\"/>";
+    out +=
+        "<span><svg width=\"18\" height=\"12\">" + swatch + "</svg> " + entry.meaning + "</span>\n";
+  }
+  return out + "</p>\n";
+}
 
 std::string format_ms(int64_t ms) {
   char buffer[32];
@@ -83,8 +119,12 @@ const char* mark_class(TimelineMark::Kind kind) {
       return "straggler";
     case TimelineMark::Kind::Unhealthy:
       return "unhealthy";
+    case TimelineMark::Kind::Excluded:
+      return "excluded";
     case TimelineMark::Kind::Restart:
       return "restart";
+    case TimelineMark::Kind::ScaleUp:
+      return "scaleup";
     case TimelineMark::Kind::End:
       return "end";
   }
@@ -124,9 +164,11 @@ std::string svg_axis(const Timeline& timeline, const Scale& scale) {
            std::to_string(bottom) + "\">+" + format_ms(t - timeline.start_ms) + "</text>\n";
   }
   for (size_t row = 0; row < timeline.nodes.size(); ++row) {
+    const std::string& label = row < timeline.labels.size() ? timeline.labels[row] : "";
     out += "<text class=\"label\" x=\"4\" y=\"" +
            std::to_string(row_y(static_cast<int>(row)) + kRowHeight / 2 + 4) + "\">" +
-           html_escape(timeline.nodes[row]) + "</text>\n";
+           html_escape(label.empty() ? timeline.nodes[row] : label) + "<title>node " +
+           html_escape(timeline.nodes[row]) + "</title></text>\n";
   }
   return out;
 }
@@ -143,17 +185,6 @@ std::string timeline_svg(const Timeline& timeline) {
   return out + "</svg>\n";
 }
 
-std::string event_details(const nlohmann::json& event) {
-  std::string details;
-  for (const auto& [key, value] : event.items()) {
-    if (key == "time" || key == "t_ms" || key == "seq" || key == "run" || key == "event" ||
-        key == "source")
-      continue;
-    details += key + "=" + (value.is_string() ? value.get<std::string>() : value.dump()) + " ";
-  }
-  return details;
-}
-
 std::string events_table(const std::vector<nlohmann::json>& events) {
   std::string out = "<table id=\"events\"><tr><th>time</th><th>event</th><th>details</th></tr>\n";
   size_t first = events.size() > kEventRows ? events.size() - kEventRows : 0;
@@ -162,9 +193,24 @@ std::string events_table(const std::vector<nlohmann::json>& events) {
     if (!event.is_object()) continue;
     out += "<tr><td>" + html_escape(event.value("time", "")) + "</td><td>" +
            html_escape(event.value("event", "")) + "</td><td><code>" +
-           html_escape(event_details(event)) + "</code></td></tr>\n";
+           html_escape(event_details_text(event)) + "</code></td></tr>\n";
   }
   return out + "</table>\n";
+}
+
+// "1 round", "3 rounds".
+std::string counted(size_t count, const char* one, const char* many) {
+  return std::to_string(count) + " " + (count == 1 ? one : many);
+}
+
+// The run's root cause (why it failed or stopped; while it runs or once it completed, its last
+// failure) in one line under the title.
+std::string root_cause_line(const Timeline& timeline) {
+  if (timeline.root_cause.empty()) return "<p id=\"root-cause\">no failures</p>\n";
+  bool ended_badly = timeline.outcome == "failed" || timeline.outcome == "stopped";
+  return std::string("<p id=\"root-cause\"><b>") +
+         (ended_badly ? "root cause:" : "last failure (recovered from):") + "</b> " +
+         html_escape(timeline.root_cause) + "</p>\n";
 }
 
 std::string page(const std::string& title, const std::string& body) {
@@ -221,11 +267,12 @@ std::string render_runs_page(const proto::StatusReply& status,
       "<th>restarts</th></tr>\n";
   for (const proto::StatusRun& run : status.runs) {
     body += "<tr><td><a href=\"/runs/" + html_escape(run.run_id) + "\">" + html_escape(run.run_id) +
-            "</a></td><td>" + html_escape(run.phase) + "</td><td>" + std::to_string(run.round) +
-            "</td><td>" + std::to_string(run.nodes.size() + static_cast<size_t>(run.more_nodes)) +
-            " (" + std::to_string(run.min_nodes) + ".." + std::to_string(run.max_nodes) +
-            ")</td><td>" + std::to_string(run.restarts_used) + " of " +
-            std::to_string(run.max_restarts) + "</td></tr>\n";
+            "</a></td><td>" + html_escape(run.phase) + "</td><td>" +
+            (run.round >= 0 ? std::to_string(run.round) : "waiting for the first") + "</td><td>" +
+            std::to_string(run.nodes.size() + static_cast<size_t>(run.more_nodes)) + " (" +
+            std::to_string(run.min_nodes) + ".." + std::to_string(run.max_nodes) + ")</td><td>" +
+            std::to_string(run.restarts_used) + " of " + std::to_string(run.max_restarts) +
+            "</td></tr>\n";
   }
   return page("cohortd", body + "</table>\n" + ended_list(ended_runs) +
                              "<p><a href=\"/metrics\">metrics</a></p>\n");
@@ -233,11 +280,12 @@ std::string render_runs_page(const proto::StatusReply& status,
 
 std::string render_run_page(const Timeline& timeline, const std::vector<nlohmann::json>& events) {
   std::string body = "<p><a href=\"/\">all runs</a></p>\n<h1>run " + html_escape(timeline.run_id) +
-                     ": " + html_escape(timeline.outcome) + "</h1>\n<p>" +
-                     std::to_string(timeline.rounds.size()) + " rounds, " +
-                     std::to_string(timeline.recoveries.size()) + " recoveries, " +
+                     ": " + html_escape(timeline.outcome) + "</h1>\n" + root_cause_line(timeline) +
+                     "<p>" + counted(timeline.rounds.size(), "round", "rounds") + ", " +
+                     counted(timeline.recoveries.size(), "recovery", "recoveries") + ", " +
+                     counted(timeline.scale_ups, "scale-up", "scale-ups") + ", " +
                      format_ms(timeline.end_ms - timeline.start_ms) + "</p>\n";
-  body += timeline_svg(timeline) + "<h2>Latest events</h2>\n" + events_table(events);
+  body += legend() + timeline_svg(timeline) + "<h2>Latest events</h2>\n" + events_table(events);
   return page("cohort run " + timeline.run_id, body);
 }
 

@@ -1,7 +1,10 @@
 #include "observe/timeline.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+
+#include "observe/event_text.hpp"
 
 namespace cohort::observe {
 namespace {
@@ -30,12 +33,14 @@ class TimelineBuilder {
     std::string name = text_of(event, "event");
     std::string node = text_of(event, "node");
     if (!node.empty() && name != "run.created") see_node(node);
+    learn_names(event, node);
     if (name == "round.started") return start_round(event, t);
     if (name == "worker.failed") {
       return mark(TimelineMark::Kind::Failure, t, node,
                   "rank " + std::to_string(number_of(event, "rank", -1)) + ": " +
                       text_of(event, "status") + " " + text_of(event, "summary"));
     }
+    if (name == "host.excluded") return exclude(event, t);
     if (name == "node.lost") {
       recovery_from(t);
       return mark(TimelineMark::Kind::Lost, t, node, "lost: " + text_of(event, "reason"));
@@ -47,16 +52,18 @@ class TimelineBuilder {
     if (name == "straggler") return mark(TimelineMark::Kind::Straggler, t, node, "straggler");
     if (name == "node.unhealthy")
       return mark(TimelineMark::Kind::Unhealthy, t, node, text_of(event, "reason"));
-    if (name == "restart.decided") {
-      recovery_from(t);
-      return mark(TimelineMark::Kind::Restart, t, "", "restart: " + text_of(event, "reason"));
+    if (name == "restart.decided") return restart(event, t);
+    if (name == "run.completed" || name == "run.failed" || name == "run.stopped") {
+      std::string reason = meaningful_line(text_of(event, "reason"));
+      if (!reason.empty()) timeline_.root_cause = reason;
+      end(name, t);
     }
-    if (name == "run.completed" || name == "run.failed" || name == "run.stopped") end(name, t);
   }
 
   Timeline finish() {
     close_round(ended_ ? timeline_.end_ms : now_ms_);
     if (!ended_) timeline_.end_ms = std::max(now_ms_, timeline_.start_ms);
+    label_nodes();
     return std::move(timeline_);
   }
 
@@ -64,6 +71,56 @@ class TimelineBuilder {
   void see_node(const std::string& node) {
     if (std::find(timeline_.nodes.begin(), timeline_.nodes.end(), node) == timeline_.nodes.end())
       timeline_.nodes.push_back(node);
+  }
+
+  // A node's address (node.joined, a round's members) and host (any event that names one).
+  void learn_names(const nlohmann::json& event, const std::string& node) {
+    if (node.empty()) return;
+    if (std::string address = text_of(event, "address"); !address.empty())
+      addresses_[node] = address;
+    if (std::string host = text_of(event, "host"); !host.empty()) hosts_[node] = host;
+  }
+
+  // "vm (127.0.0.2)", else "127.0.0.2", else the node id; a second node of the same label gets
+  // " #2", a third " #3".
+  void label_nodes() {
+    std::map<std::string, int> seen;
+    for (const std::string& node : timeline_.nodes) {
+      auto address = addresses_.find(node);
+      auto host = hosts_.find(node);
+      std::string label = address == addresses_.end() ? node : address->second;
+      if (host != hosts_.end() && host->second != label) label = host->second + " (" + label + ")";
+      int count = ++seen[label];
+      timeline_.labels.push_back(count == 1 ? label : label + " #" + std::to_string(count));
+    }
+  }
+
+  // A host sits out: a mark on each node at that address, or across the run if none is known.
+  void exclude(const nlohmann::json& event, int64_t t) {
+    std::string host = text_of(event, "host");
+    std::string text = "host " + host + " excluded for " +
+                       std::to_string(number_of(event, "cooldown_ms") / 1000) + " s after " +
+                       std::to_string(number_of(event, "failures")) + " root-cause failures";
+    bool marked = false;
+    for (const auto& [node, address] : addresses_) {
+      if (address != host) continue;
+      mark(TimelineMark::Kind::Excluded, t, node, text);
+      marked = true;
+    }
+    if (!marked) mark(TimelineMark::Kind::Excluded, t, "", text);
+  }
+
+  // A restart after a failure or loss starts a recovery; a scale-up (nodes joined) does not.
+  void restart(const nlohmann::json& event, int64_t t) {
+    std::string reason = text_of(event, "reason");
+    auto flag = event.find("scale_up");
+    if ((flag != event.end() && *flag == true) || is_scale_up(reason)) {
+      ++timeline_.scale_ups;
+      return mark(TimelineMark::Kind::ScaleUp, t, "", "scale-up: " + reason);
+    }
+    recovery_from(t);
+    timeline_.root_cause = meaningful_line(reason);
+    mark(TimelineMark::Kind::Restart, t, "", "restart: " + reason);
   }
 
   void start_round(const nlohmann::json& event, int64_t t) {
@@ -80,6 +137,7 @@ class TimelineBuilder {
                             static_cast<int>(number_of(member, "group_rank", -1)),
                             static_cast<int>(number_of(member, "local_world_size"))};
         see_node(seen.node);
+        learn_names(member, seen.node);
         round.members.push_back(std::move(seen));
       }
     }
@@ -118,6 +176,8 @@ class TimelineBuilder {
   bool round_open_ = false;
   bool ended_ = false;
   std::optional<int64_t> recovering_since_;
+  std::map<std::string, std::string> addresses_;  ///< by node id
+  std::map<std::string, std::string> hosts_;      ///< by node id
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // One run's history, as the timeline page draws it: rounds (who took part, from when to when),
-// marks (failures, losses, hangs, restarts) and recovery times, read from the run's events
-// (docs/EVENTS.md). Pure: events and the current time in, a Timeline out; any thread.
+// marks (failures, losses, hangs, exclusions, restarts, scale-ups), recovery times (from a
+// failure or loss, never from a scale-up), each node's label (its host and address) and the
+// run's root cause, read from the run's events (docs/EVENTS.md). Pure: events and the current
+// time in, a Timeline out; any thread.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,7 @@ struct TimelineRound {
 };
 
 struct TimelineMark {
-  enum class Kind { Failure, Lost, Hang, Straggler, Unhealthy, Restart, End };
+  enum class Kind { Failure, Lost, Hang, Straggler, Unhealthy, Excluded, Restart, ScaleUp, End };
   Kind kind;
   int64_t t_ms = 0;
   std::string node;  ///< empty: the whole run
@@ -41,11 +43,14 @@ struct Timeline {
   std::string run_id;
   int64_t start_ms = 0;
   int64_t end_ms = 0;
-  std::vector<std::string> nodes;  ///< in order of first appearance
+  std::vector<std::string> nodes;   ///< in order of first appearance
+  std::vector<std::string> labels;  ///< by node: "host (address)", the address, else the id
   std::vector<TimelineRound> rounds;
   std::vector<TimelineMark> marks;
   std::vector<Recovery> recoveries;
-  std::string outcome;  ///< "running", "completed", "failed" or "stopped"
+  std::string outcome;     ///< "running", "completed", "failed" or "stopped"
+  std::string root_cause;  ///< the last failure's or the end's reason, one line; "" if none
+  int scale_ups = 0;       ///< new rounds because nodes joined (no recovery)
 };
 
 /// Reads events of one run (in the order written; unknown events are skipped).

@@ -7,6 +7,7 @@
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
+#include "observe/event_text.hpp"
 #include "proto/auth.hpp"
 
 namespace cohort {
@@ -124,10 +125,11 @@ std::vector<boost::asio::ip::address> store_peers(
   return peers;
 }
 
-// The first line of a failure summary, cut to a size an event line can carry.
-std::string first_line(const std::string& text) {
+// The line of a failure summary that says something (not its "=====" banner), cut to a size an
+// event line can carry.
+std::string summary_line(const std::string& text) {
   constexpr size_t kMaxSummaryBytes = 512;
-  std::string line = text.substr(0, text.find('\n'));
+  std::string line = observe::meaningful_line(text);
   if (line.size() > kMaxSummaryBytes) line = line.substr(0, kMaxSummaryBytes) + "...";
   return line;
 }
@@ -140,12 +142,13 @@ nlohmann::json worker_failed_fields(const std::string& node, const proto::Worker
       {"local_rank", failed.local_rank},
       {"status", failed.description.empty() ? "exit status " + std::to_string(failed.exit_status)
                                             : failed.description},
-      {"summary", first_line(failed.summary)}};
+      {"summary", summary_line(failed.summary)},
+      {"host", failed.host}};
 }
 
 // The hung rank a node names: the one silent longest of those it reported.
 nlohmann::json hang_fields(const std::string& node, const proto::Progress& progress) {
-  nlohmann::json fields{{"node", node}, {"round", progress.round}};
+  nlohmann::json fields{{"node", node}, {"host", progress.host}, {"round", progress.round}};
   const proto::RankProgress* silent = nullptr;
   for (const proto::RankProgress& rank : progress.ranks) {
     if (silent == nullptr || rank.silent_ms > silent->silent_ms) silent = &rank;
@@ -411,9 +414,11 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
         } else if constexpr (std::is_same_v<T, proto::Unhealthy>) {
           park_unhealthy(run, node, typed.reason);
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
+          if (!typed.host.empty()) run.hosts[node] = typed.host;
           record(session.run_id, "worker.failed", worker_failed_fields(node, typed));
           apply(run, state.worker_failed(node, to_report(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::Progress>) {
+          if (!typed.host.empty()) run.hosts[node] = typed.host;
           if (typed.hang) record(session.run_id, "hang.detected", hang_fields(node, typed));
           apply(run, state.progress(node, to_progress(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
@@ -674,14 +679,16 @@ void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
             start_round(run, typed);
           } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
             log::info("rendezvous: run ", run.state->run_id(), " restarts: ", typed.reason);
-            run.last_failure = typed.reason;
+            if (!typed.scale_up) run.last_failure = typed.reason;  // a scale-up is no failure
             const rdzv::RunConfig& config = run.state->config();
-            record(run.state->run_id(), "restart.decided",
-                   {{"round", run.state->round()},
-                    {"reason", typed.reason},
-                    {"restarts_used", run.state->restarts_used()},
-                    {"restarts_left", config.max_restarts - run.state->restarts_used()},
-                    {"backoff_ms", typed.backoff.count()}});
+            nlohmann::json fields{
+                {"round", run.state->round()},
+                {"reason", typed.reason},
+                {"restarts_used", run.state->restarts_used()},
+                {"restarts_left", config.max_restarts - run.state->restarts_used()},
+                {"backoff_ms", typed.backoff.count()}};
+            if (typed.scale_up) fields["scale_up"] = true;
+            record(run.state->run_id(), "restart.decided", std::move(fields));
             send_to(run, typed.node_ids, proto::Restart{typed.reason});
           } else if constexpr (std::is_same_v<T, rdzv::StopRun>) {
             log::info("rendezvous: run ", run.state->run_id(),
@@ -881,8 +888,14 @@ int64_t RendezvousDaemon::event_ms() const {
          std::chrono::duration_cast<std::chrono::milliseconds>(now() - started_steady_).count();
 }
 
-// One event: to the log file (if any), the run's history and the metrics.
+// One event: to the log file (if any), the run's history and the metrics. An event about a node
+// whose host the run knows carries it.
 void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann::json fields) {
+  auto node = fields.find("node");
+  if (node != fields.end() && node->is_string() && !fields.contains("host")) {
+    if (std::string host = known_host(run, node->get<std::string>()); !host.empty())
+      fields["host"] = host;
+  }
   int64_t t_ms = event_ms();
   Event event{run, name, std::move(fields)};
   history_.add(run, event_log_.record(event, t_ms));
@@ -892,13 +905,23 @@ void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann
   metrics_.on_event(event.fields);
 }
 
+std::string RendezvousDaemon::known_host(const std::string& run, const std::string& node) const {
+  auto found = runs_.find(run);
+  if (found == runs_.end()) return {};
+  auto host = found->second.hosts.find(node);
+  return host == found->second.hosts.end() ? std::string() : host->second;
+}
+
 void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
   nlohmann::json members = nlohmann::json::array();
   for (const rdzv::Assignment& member : start.members) {
-    members.push_back({{"node", member.node_id},
-                       {"address", member.address},
-                       {"group_rank", member.group_rank},
-                       {"local_world_size", member.local_world_size}});
+    nlohmann::json fields{{"node", member.node_id},
+                          {"address", member.address},
+                          {"group_rank", member.group_rank},
+                          {"local_world_size", member.local_world_size}};
+    auto host = run.hosts.find(member.node_id);
+    if (host != run.hosts.end()) fields["host"] = host->second;
+    members.push_back(std::move(fields));
   }
   record(run.state->run_id(), "round.started",
          {{"round", start.round},

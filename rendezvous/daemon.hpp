@@ -98,6 +98,9 @@ class RendezvousDaemon {
     std::string stopper;       ///< cohort stop's "user@host", when it said
     /// Connected nodes whose health check failed: not in the state machine until they join.
     std::map<std::string, std::string> unhealthy;  ///< node id -> why
+    /// node id -> the host name its progress reports or failures gave: events about the node
+    /// carry it (the timeline labels nodes by it). Lives as long as the run.
+    std::map<std::string, std::string> hosts;
   };
 
   void accept_next();
@@ -126,6 +129,8 @@ class RendezvousDaemon {
   void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
   void reap_runs();
   void record(const std::string& run, const char* name, nlohmann::json fields);
+  /// The host name the run's node gave (progress, a failure); "" when it gave none yet.
+  std::string known_host(const std::string& run, const std::string& node) const;
   void record_round(Run& run, const rdzv::StartRound& start);
   void record_loss(const std::string& run, const std::string& node, const std::string& reason,
                    rdzv::Ms silent);

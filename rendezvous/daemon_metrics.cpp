@@ -47,7 +47,9 @@ void DaemonMetrics::on_event(const nlohmann::json& event) {
     }
   } else if (name == "restart.decided") {
     ++restarts_;
-    recovering_since_ms_.emplace(run, t);  // a loss just before keeps its earlier start
+    // A loss just before keeps its earlier start; a scale-up recovers from nothing.
+    auto scale_up = event.find("scale_up");
+    if (scale_up == event.end() || *scale_up != true) recovering_since_ms_.emplace(run, t);
   } else if (name == "worker.failed") {
     ++worker_failures_;
   } else if (name == "node.lost") {

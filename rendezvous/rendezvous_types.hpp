@@ -89,7 +89,8 @@ struct StartRound {
 struct RestartMembers {
   std::vector<std::string> node_ids;
   std::string reason;
-  Ms backoff{0};  ///< how long the next round waits at least (the restart policy's delay)
+  Ms backoff{0};          ///< how long the next round waits at least (the restart policy's delay)
+  bool scale_up = false;  ///< nodes joined (or came back from a cooldown): no failure
 };
 /// The run failed for good: every node stops and exits with this status.
 struct StopRun {

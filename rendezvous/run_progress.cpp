@@ -37,6 +37,9 @@ std::vector<std::string> RunProgress::report(const std::string& node_id,
   if (report.round != round_ || found == nodes_.end()) return {};
   NodeRanks& node = found->second;
   node.host = report.host;
+  // A rank the report leaves out ended on its own (or never started): it waits on nobody and is
+  // no hang's root cause, whatever its last sign of life was in an earlier report.
+  for (Rank& known : node.ranks) known.last_signal.reset();
   for (const RankReport& rank : report.ranks) {
     if (rank.local_rank < 0 || static_cast<size_t>(rank.local_rank) >= node.ranks.size()) continue;
     Rank& known = node.ranks[static_cast<size_t>(rank.local_rank)];

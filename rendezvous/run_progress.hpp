@@ -53,7 +53,8 @@ class RunProgress {
   void node_gone(const std::string& node_id) { nodes_.erase(node_id); }
   /// A member's report, received at `now`. Returns the stragglers it shows for the first time
   /// (a line each, to log). Reports about another round, or from a non-member, are ignored, and
-  /// so are ranks beyond the node's local world size.
+  /// so are ranks beyond the node's local world size. A report lists every rank of the node
+  /// still running: one it leaves out (it ended on its own) is no longer a hang's root cause.
   std::vector<std::string> report(const std::string& node_id, const ProgressReport& report,
                                   TimePoint now);
   /// A member declared a hang in this round.

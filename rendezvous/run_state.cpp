@@ -112,7 +112,7 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
   if (phase_ == Phase::Running) {
     if (count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
         count(Role::Waiting) > 0) {
-      Actions restart = restart_members("scale-up: new nodes joined", now);
+      Actions restart = restart_members("scale-up: new nodes joined", now, /*scale_up=*/true);
       actions.insert(actions.end(), restart.begin(), restart.end());
     } else {
       Actions status = report_to(&info.node_id, now);
@@ -238,7 +238,7 @@ Actions RunState::end_exclusions(TimePoint now) {
   if (phase_ == Phase::Forming) return try_close(now, Report::Everyone);
   if (phase_ == Phase::Running && count(Role::Member) + count(Role::Waiting) >= config_.max_nodes &&
       count(Role::Waiting) > 0) {
-    return restart_members("scale-up: an excluded host's cooldown ended", now);
+    return restart_members("scale-up: an excluded host's cooldown ended", now, /*scale_up=*/true);
   }
   return {};
 }
@@ -329,7 +329,7 @@ Actions RunState::tick(TimePoint now) {
     }
     add(try_close(now, Report::Nobody));
   } else if (phase_ == Phase::Running && scale_up_deadline_ && now >= *scale_up_deadline_) {
-    add(restart_members("scale-up: new nodes joined", now));
+    add(restart_members("scale-up: new nodes joined", now, /*scale_up=*/true));
   }
   return actions;
 }
@@ -479,7 +479,7 @@ Actions RunState::form_round(TimePoint now) {
   return {start};
 }
 
-Actions RunState::restart_members(const std::string& reason, TimePoint now) {
+Actions RunState::restart_members(const std::string& reason, TimePoint now, bool scale_up) {
   std::vector<std::string> stopping = ids_with({Role::Member});
   for (auto& [id, node] : nodes_) {
     if (node.role == Role::Member) set_role(node, Role::Stopping);
@@ -492,7 +492,7 @@ Actions RunState::restart_members(const std::string& reason, TimePoint now) {
   scale_up_deadline_.reset();
   Actions actions;
   Ms backoff = std::max(Ms(0), std::chrono::duration_cast<Ms>(not_before_ - now));
-  if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason, backoff});
+  if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason, backoff, scale_up});
   Actions closing = try_close(now, Report::Everyone);
   actions.insert(actions.end(), closing.begin(), closing.end());
   return actions;

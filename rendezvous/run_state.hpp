@@ -102,7 +102,7 @@ class RunState {
   Actions carry_late_report(const std::string& node_id, const CarriedOutcome& outcome,
                             TimePoint now);
   Actions form_round(TimePoint now);
-  Actions restart_members(const std::string& reason, TimePoint now);
+  Actions restart_members(const std::string& reason, TimePoint now, bool scale_up = false);
   Actions expire_heartbeats(TimePoint now);
   Actions exclude_host(const std::string& host, TimePoint now);
   Actions end_exclusions(TimePoint now);

@@ -9,12 +9,14 @@
 #include <thread>
 
 #include "common/clock.hpp"
+#include "common/text.hpp"
 #include "launcher/status_command.hpp"
 #include "launcher/status_watch.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/daemon.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace cohort;
 namespace ip = boost::asio::ip;
@@ -626,15 +628,17 @@ TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as vi
           "[component][daemon][security]") {
   DaemonThread d;
   Client evil(d.daemon.port());
-  evil.send(crafted_hello("job", "node\x1b]0;owned\x07",
-                          "\x1b[2J\x07"
-                          "addr"));
+  proto::Hello hello = crafted_hello("job", "node\x1b]0;owned\x07",
+                                     "\x1b[2J\x07"
+                                     "addr");
+  hello.local_world_size = 3;
+  evil.send(hello);
   evil.expect<proto::Welcome>();
   auto round = evil.expect<proto::RoundAssigned>();
   proto::Progress progress;  // the slowest rank's host, as `cohort status` names it
   progress.round = round.round;
   progress.host = "host\x1b]2;title\x07";
-  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 300}};
+  progress.ranks = {{0, 10, 5, 100}, {1, 10, 5, 100}, {2, 10, 5, 300}};  // rank 2: 3 x the median
   evil.send(progress);
   evil.send(proto::Heartbeat{});
   evil.expect<proto::HeartbeatAck>();  // the progress was read before this
@@ -663,6 +667,58 @@ TEST_CASE("a node's ESC and BEL bytes reach cohort status and --watch only as vi
   CHECK(table.str().find("host\\x1b]2;title\\x07") != std::string::npos);
   CHECK(screen.find("\\x1b[2J\\x07addr") != std::string::npos);
   CHECK(failed_screen.find("worker \\x1b[5mfailed\\x07") != std::string::npos);
+}
+
+namespace {
+
+// The run's events as the daemon holds them, through an `events` request.
+std::vector<std::string> events_of(const DaemonThread& d, const std::string& run) {
+  Client asking(d.daemon.port());
+  asking.send(proto::EventsRequest{run, ""});
+  return asking.expect<proto::EventsReply>().events;
+}
+
+bool has_event(const std::vector<std::string>& lines, const std::string& part) {
+  for (const std::string& line : lines) {
+    if (line.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the daemon's events give a node's host and a failure by its summary's meaningful line",
+          "[component][daemon][events]") {
+  DaemonThread d;
+  Client node(d.daemon.port());
+  node.send(crafted_hello("job", "n1", "127.0.0.2"));
+  node.expect<proto::Welcome>();
+  auto round = node.expect<proto::RoundAssigned>();
+  proto::Progress progress;  // the node's host, as its progress reports give it
+  progress.round = round.round;
+  progress.host = "node-a";
+  progress.ranks = {{0, 10, 5, 100}};
+  node.send(progress);
+  node.send(proto::WorkerFailed{round.round, 0, 0, 1, "exit code 1", "node-a",
+                                "=========\ntrain.py FAILED\n---------\n"});
+  node.expect<proto::Stop>();
+  node.socket.close();
+  std::vector<std::string> lines;
+  bool left = cohort::test::wait_until(
+      [&] {
+        lines = events_of(d, "job");
+        return has_event(lines, "\"event\":\"node.left\"");
+      },
+      std::chrono::seconds(5));
+  INFO(cohort::join(lines, "\n"));
+  REQUIRE(left);
+  CHECK(has_event(lines, "\"summary\":\"train.py FAILED\""));
+  CHECK_FALSE(has_event(lines, "\"summary\":\"====="));
+  // The node's leaving, recorded after its progress report, names its host.
+  for (const std::string& line : lines) {
+    if (line.find("\"event\":\"node.left\"") != std::string::npos)
+      CHECK(line.find("\"host\":\"node-a\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("a hello whose node id or address is over 255 bytes is refused, saying so",

@@ -131,6 +131,10 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
   CHECK(events[4]["world_size"] == 6);
   CHECK(events[4]["members"].size() == 3);
   CHECK(events[5]["rank"] == 3);
+  // The summary's line that says something, not its "=====" banner; the failing node's host.
+  CHECK(events[5]["summary"].get<std::string>().find("=====") == std::string::npos);
+  CHECK_FALSE(events[5]["summary"].get<std::string>().empty());
+  CHECK_FALSE(events[5]["host"].get<std::string>().empty());
   CHECK(events[5]["status"].get<std::string>().find("5") != std::string::npos);
   CHECK(events[6]["round"] == 0);
   CHECK(events[6]["restarts_used"] == 1);
@@ -154,8 +158,18 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
       run_to_end({kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint(), "--events", "story"},
                  ChildOptions{{}, {}, "", "/tmp", "events"}, 10s);
   CHECK(table.status.success());
-  CHECK(contains(table.out, "round.started  members="));
-  CHECK(contains(table.out, "run.completed"));
+  INFO(table.out);
+  // One-liners for people: members as addresses with rank ranges, a failure by its summary's
+  // meaningful line, never JSON or the summary's "=====" banner.
+  CHECK(std::regex_search(table.out, std::regex(R"(round\.started  round 0, 6 ranks: )"
+                                                R"(127\.0\.0\.\d ranks 0-1, 127\.0\.0\.\d )"
+                                                R"(ranks 2-3, 127\.0\.0\.\d ranks 4-5\n)")));
+  CHECK(contains(table.out, "worker.failed  rank 3 (local "));
+  CHECK_FALSE(contains(table.out, "members="));
+  CHECK_FALSE(contains(table.out, "summary="));
+  CHECK_FALSE(contains(table.out, "====="));
+  CHECK_FALSE(contains(table.out, "{\""));
+  CHECK(contains(table.out, "run.completed  after 3 rounds, "));
 
   // /metrics counts what the log says.
   nlohmann::json samples = checked_metrics(scratch, http_body(http_get(http.url("/metrics"))));

@@ -2,7 +2,8 @@
 
   heartbeat-hang RANK  beats steps 0..4 through the shipped cohort_heartbeat module, then (on the
                        first attempt, on rank RANK only) wedges in wedged_in_allreduce(); the
-                       others and later attempts finish. Each attempt touches attempt_<N>.rank<R>.
+                       others and later attempts finish. With HANG_WORKER_MARKS=DIR each attempt
+                       touches DIR/attempt_<N>.rank<R> (nothing is written without it).
   file-timer           FileTimerClient with expires(after=1) around a 30 s sleep.
   silent-first RANK STEP  every rank beats a step each 50 ms; rank RANK stops after step STEP
                        (wedged_in_allreduce), the others 1 s later (waiting_in_allreduce), as
@@ -32,7 +33,10 @@ def wedged_in_allreduce():
 def heartbeat_hang(hung_rank):
     rank = int(os.environ["RANK"])
     attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
-    open(f"attempt_{attempt}.rank{rank}", "w").close()
+    marks = os.environ.get("HANG_WORKER_MARKS")
+    if marks:
+        os.makedirs(marks, exist_ok=True)
+        open(os.path.join(marks, f"attempt_{attempt}.rank{rank}"), "w").close()
     for step in range(5):
         assert cohort_heartbeat.beat(step), "no heartbeat descriptor"
         time.sleep(0.05)

@@ -33,15 +33,17 @@ TEST_CASE("a worker that heartbeats and then wedges is found, named and restarte
   Scratch scratch;
   std::string logs = scratch.file("logs");
   auto started = std::chrono::steady_clock::now();
+  std::map<std::string, std::string> env = kPythonEnv;
+  env["HANG_WORKER_MARKS"] = scratch.file("marks");
   RunResult result =
       scratch.run({"--nproc-per-node", "2", "--hang-timeout", "2", "--max-restarts", "1",
                    "--log-dir", logs, "--rdzv-id", "hang", kHangWorker, "heartbeat-hang", "1"},
-                  kPythonEnv);
+                  env);
   auto took = std::chrono::steady_clock::now() - started;
   INFO(result.out << result.err);
   CHECK(result.status.shell_code() == 0);  // the second attempt finished
-  CHECK(file_exists(scratch.file("attempt_1.rank0")));
-  CHECK(file_exists(scratch.file("attempt_1.rank1")));
+  CHECK(file_exists(scratch.file("marks/attempt_1.rank0")));
+  CHECK(file_exists(scratch.file("marks/attempt_1.rank1")));
   // Found within the timeout + 1 s of its last heartbeat, step 4.
   double silence = silence_in(result.err);
   CHECK(silence >= 2.0);
@@ -56,6 +58,27 @@ TEST_CASE("a worker that heartbeats and then wedges is found, named and restarte
   CHECK(contains(read_file(stacks), "in wedged_in_allreduce"));
   CHECK(contains(read_file(stacks), "in heartbeat_hang"));
   CHECK(took < std::chrono::seconds(30));
+  CHECK(scratch.nothing_left());
+}
+
+// The README's hang example, as written there: rank 1 wedges after step 4 while rank 0 finishes
+// (a few ms after its own step 4). The root cause across nodes is rank 1, never the rank that
+// ended on its own, and nothing is left in the working directory but the --log-dir.
+TEST_CASE("the README's hang example names rank 1 as the root cause and leaves no files behind",
+          "[integration][run][hang]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--nproc-per-node", "2", "--hang-timeout", "2", "--log-dir",
+                                  "logs", "--rdzv-id", "demo", kHangWorker, "heartbeat-hang", "1"},
+                                 kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 128 + SIGABRT);
+  CHECK(std::regex_search(
+      result.err,
+      std::regex(
+          R"(root cause across nodes: rank 1 on [^\n]* stopped making progress at step 4)")));
+  CHECK_FALSE(contains(result.err, "root cause across nodes: rank 0"));
+  CHECK_FALSE(contains(result.err, "waited on it"));  // rank 0 finished: it waited on nobody
+  CHECK(entries_starting_with(scratch.path(), "attempt_").empty());
   CHECK(scratch.nothing_left());
 }
 

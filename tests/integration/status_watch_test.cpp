@@ -1,6 +1,7 @@
 // `cohort status --watch` in a real terminal: tmux runs it in a detached session; the test reads
 // the screen with capture-pane, sees it redraw as a node is lost, and stops it with Ctrl-C.
 #include <csignal>
+#include <regex>
 
 #include "tests/integration/multinode_support.hpp"
 
@@ -71,6 +72,77 @@ TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stop
       20s);
   INFO(screen);
   CHECK(redrawn);
+  tmux.tmux({"send-keys", "-t", "watch", "C-c"});
+  CHECK(wait_until([&] { return !tmux.running(); }, 10s));
+  a->signal(SIGTERM);
+  CHECK(a->wait(10s));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+// A second node joining a running run makes a new round: on an 80-column --watch that is no
+// failure (nothing under "last failure"), "round -1" never shows, a lost node's reason is shown
+// whole on lines of its own, and `cohort status --events` reads as one-liners without JSON.
+TEST_CASE("cohort status --watch at 80 columns: a scale-up is no failure, a loss reads whole",
+          "[integration][status]") {
+  require_prerequisite(file_exists("/usr/bin/tmux"), "tmux (scripts/setup installs it)");
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::vector<std::string> flags{
+      "--nnodes",  "1:2",    "--nproc-per-node", "1",
+      "--rdzv-id", "scaled", "--rdzv-conf",      "last_call_timeout=0.5,heartbeat_timeout=2"};
+  std::vector<std::string> worker{"--hang"};
+  Tmux tmux(scratch);
+  RunResult started = tmux.tmux(
+      {"new-session", "-d", "-s", "watch", "-x", "80", "-y", "30",
+       std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + cluster.endpoint()});
+  INFO(started.out << started.err);
+  REQUIRE(started.status.success());
+  auto a = cluster.node("127.0.0.2", flags, worker);
+  std::string screen;
+  bool alone = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "scaled") && contains(screen, "running");
+      },
+      20s);
+  INFO(screen << "\n" << cluster.daemon().output());
+  REQUIRE(alone);
+  auto b = cluster.node("127.0.0.3", flags, worker);
+  bool both = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "running   1") && contains(screen, "127.0.0.3");
+      },
+      20s);
+  INFO(screen);
+  REQUIRE(both);
+  CHECK_FALSE(contains(screen, "scale-up"));
+  CHECK_FALSE(contains(screen, "last failure"));
+  CHECK_FALSE(contains(screen, "-1"));
+  b->signal(SIGKILL);
+  b->wait(5s);
+  bool lost = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "last failure: node 127.0.0.3 lost");
+      },
+      20s);
+  INFO(screen);
+  CHECK(lost);
+  RunResult events = run_to_end(
+      {kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint(), "--events", "scaled"},
+      ChildOptions{{}, {}, "", "/tmp", "events"}, 10s);
+  INFO(events.out << events.err);
+  CHECK(events.status.success());
+  CHECK(contains(events.out, "round.started  round 0, 1 rank: 127.0.0.2 rank 0\n"));
+  CHECK(contains(events.out, "new round after round 0: scale-up: new nodes joined"));
+  // The members of round 1, by address (and host, once the node's progress reports gave it).
+  CHECK(std::regex_search(events.out, std::regex(R"(127\.0\.0\.2\)? rank 0, ([^ ]+ \()?)"
+                                                 R"(127\.0\.0\.3\)? rank 1)")));
+  CHECK_FALSE(contains(events.out, "members="));
+  CHECK_FALSE(contains(events.out, "{\""));
   tmux.tmux({"send-keys", "-t", "watch", "C-c"});
   CHECK(wait_until([&] { return !tmux.running(); }, 10s));
   a->signal(SIGTERM);

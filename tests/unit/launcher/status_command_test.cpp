@@ -17,7 +17,8 @@ TEST_CASE("cohort status prints one line per run and one per node", "[unit][laun
         "run alpha: running, round 0, restarts 1/3, nodes 1:2, worker store port 38517\n"
         "  127.0.0.2  member  rank 0  workers 2  (127.0.0.2:3895:59458#0)\n"
         "  127.0.0.4  member  rank 1  workers 1  done  (127.0.0.4:3897:1#0)\n"
-        "run beta: forming, round -1, restarts 0/0, nodes 2:2, worker store port 0\n"
+        "run beta: forming, waiting for the first round, restarts 0/0, nodes 2:2, worker store "
+        "port 0\n"
         "  127.0.0.3  joining  workers 1  (127.0.0.3:3896:66931#0)\n");
 }
 
@@ -36,9 +37,15 @@ TEST_CASE("cohort status shows the slowest ranks against the median step time",
   print_status_table(proto::StatusReply{36035, {running}}, out);
   CHECK(out.str() ==
         "run alpha: running, round 0, restarts 0/0, nodes 2:2, worker store port 38517\n"
-        "  slowest ranks (median step 0.100 s):\n"
-        "    rank 3 on vm (127.0.0.3)  0.310 s per step  3.10 x the median\n"
-        "    rank 0 on vm (127.0.0.2)  0.101 s per step  1.01 x the median\n");
+        "  slowest ranks (1.2 x the median step 0.100 s or slower):\n"
+        "    rank 3 on vm (127.0.0.3)  0.310 s per step  3.10 x the median\n");
+  // Every rank near the median: no stragglers, rather than a list of ranks at 1.00 x.
+  running.slowest = {{3, "vm (127.0.0.3)", 101}, {0, "vm (127.0.0.2)", 100}};
+  std::ostringstream even;
+  print_status_table(proto::StatusReply{36035, {running}}, even);
+  CHECK(even.str() ==
+        "run alpha: running, round 0, restarts 0/0, nodes 2:2, worker store port 38517\n"
+        "  no stragglers: no rank at 1.2 x the median step (0.100 s) or slower\n");
   // An older daemon's document, without the new keys, still reads.
   std::string error;
   auto old = proto::decode_status_document(

@@ -97,4 +97,82 @@ TEST_CASE("the run page has one bar per round per node and escapes what nodes ar
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("&lt;script&gt;") != std::string::npos);
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // nothing external
+  // Completed after two recoveries: the last failure, said as recovered from.
+  CHECK(html.find("<p id=\"root-cause\"><b>last failure (recovered from):</b> node lost</p>") !=
+        std::string::npos);
+}
+
+namespace {
+
+// Node "127.0.0.2:1:1#0" runs alone; "127.0.0.3:2:2#0" joins (a scale-up), fails twice and its
+// host is excluded; the run fails.
+std::vector<json> scale_up_and_exclusion() {
+  const std::string a = "127.0.0.2:1:1#0", b = "127.0.0.3:2:2#0";
+  json one = json::array(
+      {{{"node", a}, {"address", "127.0.0.2"}, {"group_rank", 0}, {"local_world_size", 1}}});
+  json two = one;
+  two.push_back(
+      {{"node", b}, {"address", "127.0.0.3"}, {"group_rank", 1}, {"local_world_size", 1}});
+  return {event(1000, "run.created"),
+          event(1010, "node.joined", {{"node", a}, {"address", "127.0.0.2"}}),
+          event(1100, "round.started", {{"round", 0}, {"world_size", 1}, {"members", one}}),
+          event(1500, "node.joined", {{"node", b}, {"address", "127.0.0.3"}}),
+          event(2000, "restart.decided",
+                {{"round", 0}, {"reason", "scale-up: new nodes joined"}, {"scale_up", true}}),
+          event(2100, "round.started", {{"round", 1}, {"world_size", 2}, {"members", two}}),
+          event(2500, "worker.failed",
+                {{"node", b}, {"host", "node-b"}, {"rank", 1}, {"status", "exit code 1"}}),
+          event(2501, "restart.decided",
+                {{"round", 1}, {"reason", "worker rank 1 on node-b failed with exit code 1"}}),
+          event(2600, "host.excluded",
+                {{"host", "127.0.0.3"}, {"failures", 2}, {"cooldown_ms", 60000}}),
+          event(2700, "round.started", {{"round", 2}, {"world_size", 1}, {"members", one}}),
+          event(3000, "run.failed",
+                {{"reason", "worker rank 0 on 127.0.0.2 failed with exit code 2\nmore"},
+                 {"exit_status", 2}})};
+}
+
+}  // namespace
+
+TEST_CASE("a scale-up is no recovery, an exclusion is marked, nodes are named by host",
+          "[unit][observe]") {
+  Timeline timeline = build_timeline("job", scale_up_and_exclusion(), 9999);
+  CHECK(timeline.scale_ups == 1);
+  REQUIRE(timeline.recoveries.size() == 1);
+  CHECK(timeline.recoveries[0].from_ms == 2501);
+  CHECK(timeline.labels == std::vector<std::string>{"127.0.0.2", "node-b (127.0.0.3)"});
+  bool excluded = false, scale_up = false;
+  for (const TimelineMark& mark : timeline.marks) {
+    if (mark.kind == TimelineMark::Kind::Excluded) {
+      excluded = true;
+      CHECK(mark.node == "127.0.0.3:2:2#0");
+      CHECK(mark.text == "host 127.0.0.3 excluded for 60 s after 2 root-cause failures");
+    }
+    if (mark.kind == TimelineMark::Kind::ScaleUp) scale_up = true;
+    CHECK_FALSE((mark.kind == TimelineMark::Kind::Restart && mark.t_ms == 2000));
+  }
+  CHECK(excluded);
+  CHECK(scale_up);
+  CHECK(timeline.root_cause == "worker rank 0 on 127.0.0.2 failed with exit code 2");
+}
+
+TEST_CASE("the run page has a legend, host labels and the root cause under its title",
+          "[unit][observe]") {
+  std::vector<json> events = scale_up_and_exclusion();
+  std::string html = render_run_page(build_timeline("job", events, 5000), events);
+  CHECK(html.find("<p id=\"root-cause\"><b>root cause:</b> worker rank 0 on 127.0.0.2 failed "
+                  "with exit code 2</p>") != std::string::npos);
+  CHECK(html.find("id=\"legend\"") != std::string::npos);
+  for (const char* kind : {"failure", "lost", "hang", "straggler", "unhealthy", "excluded",
+                           "restart", "scaleup", "end"}) {
+    INFO(kind);
+    CHECK(html.find(std::string("class=\"") + kind + "\"") != std::string::npos);
+  }
+  CHECK(html.find("1 recovery, 1 scale-up") != std::string::npos);
+  CHECK(html.find(">node-b (127.0.0.3)<title>node 127.0.0.3:2:2#0</title></text>") !=
+        std::string::npos);
+  CHECK(html.find("class=\"mark excluded\"") != std::string::npos);
+  // The events table reads as words: members as rank ranges, not JSON.
+  CHECK(html.find("127.0.0.2 rank 0, 127.0.0.3 rank 1") != std::string::npos);
+  CHECK(html.find("members=") == std::string::npos);
 }

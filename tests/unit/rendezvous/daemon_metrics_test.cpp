@@ -59,3 +59,14 @@ TEST_CASE("loss reasons become a few fixed label values", "[unit][rendezvous][me
   CHECK(DaemonMetrics::loss_class("connection closed (End of file)") == "connection_closed");
   CHECK(DaemonMetrics::loss_class("anything \"else\"") == "other");
 }
+
+TEST_CASE("a scale-up's new round is no recovery", "[unit][rendezvous][metrics]") {
+  DaemonMetrics metrics;
+  for (const json& e : {event(0, "run.created"), event(10, "round.started"),
+                        event(500, "restart.decided",
+                              {{"reason", "scale-up: new nodes joined"}, {"scale_up", true}}),
+                        event(900, "round.started")})
+    metrics.on_event(e);
+  std::string text = metrics.render(MetricsSnapshot{});
+  CHECK(has_line(text, "cohort_recover_seconds_count 0"));
+}

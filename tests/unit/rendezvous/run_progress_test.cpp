@@ -193,3 +193,24 @@ TEST_CASE("a hang counts against the host of the rank that went silent first",
   REQUIRE(excluded);
   CHECK(excluded->host == "127.0.0.3");
 }
+
+TEST_CASE("a rank that ended on its own is not the root cause of a later hang",
+          "[unit][rendezvous][hang]") {
+  TimePoint now = TimePoint(std::chrono::hours(1));
+  RunConfig config{1, 1, 0, 1000ms, 10000ms, 3000ms};
+  RunState run("job", config, now);
+  run.join(NodeInfo{"a", "127.0.0.1", 2, std::nullopt, -1, 0}, config, now);
+  // Both ranks beat step 4; rank 0 a few ms before rank 1. Rank 0 then finishes (the agent
+  // leaves it out of its reports) and rank 1 wedges: rank 1 is the one that hung.
+  run.progress(
+      "a", ProgressReport{0, false, 2000ms, 150, "vm", {{0, 60ms, 4, {}}, {1, 50ms, 4, {}}}}, now);
+  now += 2000ms;
+  run.progress("a", ProgressReport{0, true, 2000ms, 150, "vm", {{1, 2050ms, 4, {}}}}, now);
+  Actions actions =
+      run.worker_failed("a", FailureReport{0, 1, 1, 134, "signal 6 (SIGABRT)", "vm", "SUM\n"}, now);
+  std::optional<StopRun> stop = find<StopRun>(actions);
+  REQUIRE(stop);
+  CHECK(
+      stop->summary ==
+      "SUM\nroot cause across nodes: rank 1 on vm (127.0.0.1) stopped making progress at step 4\n");
+}

@@ -219,6 +219,7 @@ TEST_CASE("joiners below max are coalesced for the last call, then scale up",
   REQUIRE(restart);
   CHECK(restart->node_ids == std::vector<std::string>{"a"});
   CHECK(restart->reason.find("scale-up") != std::string::npos);
+  CHECK(restart->scale_up);  // no failure: not the run's last failure, no recovery
   std::optional<StartRound> start = find<StartRound>(f.join("a"));
   REQUIRE(start);
   CHECK(member_ids(*start) == std::vector<std::string>{"a", "b"});
@@ -246,6 +247,7 @@ TEST_CASE("a worker failure restarts every node and counts once, after a backoff
   std::optional<RestartMembers> restart = find<RestartMembers>(actions);
   REQUIRE(restart);
   CHECK(restart->node_ids.size() == 2);
+  CHECK_FALSE(restart->scale_up);
   CHECK(f.run.restarts_used() == 1);
   CHECK(f.run.worker_failed("b", failure(0), f.now).empty());  // the same round: not counted
   CHECK(f.run.restarts_used() == 1);
@@ -668,6 +670,7 @@ TEST_CASE("an elastic run goes on without an excluded host and takes it back aft
   // The cooldown is over: b is back as a waiting node, and a scale-up takes it in.
   std::optional<RestartMembers> scale_up = find<RestartMembers>(f.advance(1s));
   REQUIRE(scale_up);
+  CHECK(scale_up->scale_up);
   CHECK(scale_up->node_ids == std::vector<std::string>{"a"});
   std::optional<StartRound> back = find<StartRound>(f.join("a"));
   REQUIRE(back);
