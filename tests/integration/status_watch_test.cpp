@@ -22,6 +22,14 @@ class Tmux {
     options.env.erase("COHORT_TEST_MARKER");  // the tmux server is the test's, not cohort's
     return run_to_end(args, options, 10s);
   }
+  /// `cohort status --watch 0.3` against `endpoint` in a `columns`-wide session named "watch".
+  void start_watch(const std::string& endpoint, int columns) {
+    RunResult started =
+        tmux({"new-session", "-d", "-s", "watch", "-x", std::to_string(columns), "-y", "30",
+              std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + endpoint});
+    INFO(started.out << started.err);
+    REQUIRE(started.status.success());
+  }
   std::string screen() { return tmux({"capture-pane", "-p", "-t", "watch"}).out; }
   bool running() { return tmux({"has-session", "-t", "watch"}).status.success(); }
 
@@ -45,11 +53,7 @@ TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stop
   auto a = cluster.node("127.0.0.2", flags, worker);
   auto b = cluster.node("127.0.0.3", flags, worker);
   Tmux tmux(scratch);
-  RunResult started = tmux.tmux(
-      {"new-session", "-d", "-s", "watch", "-x", "150", "-y", "30",
-       std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + cluster.endpoint()});
-  INFO(started.out << started.err);
-  REQUIRE(started.status.success());
+  tmux.start_watch(cluster.endpoint(), 150);
   std::string screen;
   bool both = wait_until(
       [&] {
@@ -94,11 +98,7 @@ TEST_CASE("cohort status --watch at 80 columns: a scale-up is no failure, a loss
       "--rdzv-id", "scaled", "--rdzv-conf",      "last_call_timeout=0.5,heartbeat_timeout=2"};
   std::vector<std::string> worker{"--hang"};
   Tmux tmux(scratch);
-  RunResult started = tmux.tmux(
-      {"new-session", "-d", "-s", "watch", "-x", "80", "-y", "30",
-       std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + cluster.endpoint()});
-  INFO(started.out << started.err);
-  REQUIRE(started.status.success());
+  tmux.start_watch(cluster.endpoint(), 80);
   auto a = cluster.node("127.0.0.2", flags, worker);
   std::string screen;
   bool alone = wait_until(
