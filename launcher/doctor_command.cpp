@@ -461,7 +461,8 @@ TokenResult doctor_token(const DoctorOptions& options) {
 std::string flag_problem(const DoctorOptions& options) {
   if (options.expect_ranks < 1 || options.expect_ranks > 1000000)
     return "--expect-ranks: expected 1 to 1000000 ranks, got " + cat(options.expect_ranks);
-  if (!options.endpoint.empty() && !parse_host_port(options.endpoint, 29400))
+  if ((options.endpoint_given || !options.endpoint.empty()) &&
+      !parse_host_port(options.endpoint, 29400))
     return "--rdzv-endpoint: expected host[:port], got \"" + options.endpoint + "\"";
   if (!options.token_file.empty() && options.endpoint.empty())
     return "--token-file: only with --rdzv-endpoint (the token proven to that daemon)";

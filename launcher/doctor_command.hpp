@@ -34,6 +34,7 @@ struct DoctorOptions {
   std::string token_file;
   int expect_ranks = 1024;
   bool expect_ranks_given = false;  ///< set by the caller: --expect-ranks was on the command line
+  bool endpoint_given = false;      ///< set by the caller: --rdzv-endpoint was (even empty)
   bool json = false;
   int timeout_ms = 5000;
 };

@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
   }
   if (doctor->parsed()) {
     doctor_options.expect_ranks_given = doctor->count("--expect-ranks") > 0;
+    doctor_options.endpoint_given = doctor->count("--rdzv-endpoint") > 0;
     return run_doctor_command(doctor_options);
   }
   return kExitUsage;

@@ -177,6 +177,9 @@ TEST_CASE("cohort doctor's flags: --expect-ranks against the hard limit, each er
   RunResult endpoint = doctor(scratch, {"--rdzv-endpoint", "127.0.0.1:99999"}, no_nvml);
   CHECK(endpoint.status.shell_code() == 2);
   CHECK(contains(endpoint.err, "--rdzv-endpoint: expected host[:port]"));
+  RunResult empty = doctor(scratch, {"--rdzv-endpoint", ""}, no_nvml);
+  CHECK(empty.status.shell_code() == 2);
+  CHECK(contains(empty.err, "--rdzv-endpoint: expected host[:port], got \"\""));
   RunResult unknown = doctor(scratch, {"--gpus"}, no_nvml);
   CHECK(unknown.status.shell_code() == 2);
   CHECK(contains(unknown.err, "cohort doctor"));
