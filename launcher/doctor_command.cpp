@@ -43,7 +43,12 @@ void add_doctor_flags(CLI::App& app, DoctorOptions& options) {
   app.add_option("--expect-ranks", options.expect_ranks,
                  "Check RLIMIT_NOFILE against what a daemon for N ranks needs")
       ->capture_default_str();
-  app.add_flag("--json", options.json, "Print the checks as JSON");
+  app.add_flag("--json", options.json,
+               "Print the checks as JSON: {\"checks\": [{name, level, detail, advice}], \"ok\", "
+               "\"warn\", \"fail\": counts}");
+  app.footer(
+      "One line per check: ok, warn or FAIL, what it found and, when not ok, what to do. Exit "
+      "status: 0 when no check FAILed, 1 when one did, 2 for a bad flag.");
 }
 
 std::string level_word(CheckLevel level) {
