@@ -48,6 +48,8 @@ std::optional<int> number_at(const std::string& text, size_t& at) {
 
 }  // namespace
 
+const char* torch_probe_code() { return kProbe; }
+
 std::optional<TorchVersion> parse_torch_version(const std::string& printed) {
   size_t at = 0;
   std::optional<int> major = number_at(printed, at);

@@ -29,6 +29,10 @@ struct TorchVersion {
 /// version.
 std::optional<TorchVersion> parse_torch_version(const std::string& printed);
 
+/// The Python code the probe runs (`python -c`): prints torch's version from its package
+/// metadata ("2.6.0+debian"), or nothing without torch; imports nothing beyond os and sys.
+const char* torch_probe_code();
+
 class TorchProbe {
  public:
   using Done = std::function<void()>;

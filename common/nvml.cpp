@@ -109,6 +109,21 @@ class NvmlSession {
     return errors;
   }
 
+  std::optional<bool> ecc_enabled(Device device) const {
+    auto mode = symbol<int (*)(Device, int*, int*)>("nvmlDeviceGetEccMode");
+    int current = 0, pending = 0;
+    if (mode == nullptr || mode(device, &current, &pending) != kNvmlSuccess) return std::nullopt;
+    return current != 0;
+  }
+
+  std::optional<std::string> driver_version() const {
+    auto version = symbol<int (*)(char*, unsigned int)>("nvmlSystemGetDriverVersion");
+    char text[96] = {};
+    if (!ready_ || version == nullptr || version(text, sizeof text - 1) != kNvmlSuccess)
+      return std::nullopt;
+    return std::string(text);
+  }
+
   bool memory_repair_pending(Device device) const {
     // Ampere and later remap rows; earlier GPUs retire pages. Either waits for a GPU reset.
     auto remapped =
@@ -164,6 +179,8 @@ std::optional<std::vector<std::string>> nvml_pci_bus_ids() {
   return bus_ids;
 }
 
+std::optional<std::string> nvml_driver_version() { return session().driver_version(); }
+
 std::optional<std::vector<GpuState>> nvml_gpu_states() {
   const NvmlSession& nvml = session();
   std::optional<int> count = nvml.device_count();
@@ -178,6 +195,7 @@ std::optional<std::vector<GpuState>> nvml_gpu_states() {
     state.processes = nvml.processes(*device);
     state.uncorrected_ecc = nvml.uncorrected_ecc(*device);
     state.memory_repair_pending = nvml.memory_repair_pending(*device);
+    state.ecc_enabled = nvml.ecc_enabled(*device);
     states.push_back(std::move(state));
   }
   return states;

@@ -35,7 +35,11 @@ struct GpuState {
   std::vector<pid_t> processes;  ///< compute processes holding it
   uint64_t uncorrected_ecc = 0;  ///< volatile uncorrectable ECC errors since the driver loaded
   bool memory_repair_pending = false;  ///< a row remap or page retirement waits for a reset
+  std::optional<bool> ecc_enabled;     ///< ECC mode in force; none: the GPU has no ECC
 };
+
+/// The driver's version ("550.54.15"); nullopt when NVML is missing or fails.
+std::optional<std::string> nvml_driver_version();
 
 /// Every device's state, by NVML index; nullopt when NVML is missing or fails.
 std::optional<std::vector<GpuState>> nvml_gpu_states();

@@ -1,6 +1,7 @@
 // cohort: the launcher's entry point. Declares the subcommands and their flags, parses the
 // command line, and hands each subcommand to its own file (run_command, launch_command,
-// status_command, rendezvous_command), whose result is the exit code.
+// status_command, rendezvous_command, stop_command, doctor_command), whose result is the exit
+// code.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -8,6 +9,7 @@
 #include "cohort_version.hpp"  // generated: the version, commit and build type
 #include "common/exit_codes.hpp"
 #include "launcher/did_you_mean.hpp"
+#include "launcher/doctor_command.hpp"
 #include "launcher/flag_abbreviations.hpp"
 #include "launcher/help_format.hpp"
 #include "launcher/launch_command.hpp"
@@ -64,9 +66,10 @@ bool unknown_command(const CLI::App& app, int argc, char** argv) {
   for (const CLI::App* command : app.get_subcommands({})) commands.push_back(command->get_name());
   if (std::find(commands.begin(), commands.end(), argv[1]) != commands.end()) return false;
   std::string close = closest_name(argv[1], commands);
-  std::cerr << "cohort: unknown command '" << argv[1] << "'"
-            << (close.empty() ? "" : " (did you mean '" + close + "'?)")
-            << "; the commands are run, launch, rendezvous, status and stop (cohort --help)\n";
+  std::cerr
+      << "cohort: unknown command '" << argv[1] << "'"
+      << (close.empty() ? "" : " (did you mean '" + close + "'?)")
+      << "; the commands are run, launch, rendezvous, status, stop and doctor (cohort --help)\n";
   return true;
 }
 
@@ -158,6 +161,12 @@ int main(int argc, char** argv) {
       app.add_subcommand("stop", "End a run cleanly: every node stops its workers and exits 130");
   add_stop_flags(*stop, stop_query);
 
+  DoctorOptions doctor_options;
+  CLI::App* doctor = app.add_subcommand(
+      "doctor",
+      "Check this node before trusting it: GPUs, cgroups, topology, limits, torch, tools");
+  add_doctor_flags(*doctor, doctor_options);
+
   if (unknown_command(app, argc, argv)) return kExitUsage;
   std::string command = command_name(app, argc, argv);
   app.failure_message([command](const CLI::App*, const CLI::Error& error) {
@@ -174,7 +183,8 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return run_command(*run, run_options);
   if (launch->parsed()) return launch_command(*launch, launch_options);
-  if (refused_extras(*rendezvous) || refused_extras(*status) || refused_extras(*stop))
+  if (refused_extras(*rendezvous) || refused_extras(*status) || refused_extras(*stop) ||
+      refused_extras(*doctor))
     return kExitUsage;
   if (!app.remaining().empty()) {
     std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ")
@@ -192,6 +202,11 @@ int main(int argc, char** argv) {
     stop_query.token = *token;
     stop_query.by = stop_requester();
     return run_stop_command(stop_query);
+  }
+  if (doctor->parsed()) {
+    doctor_options.expect_ranks_given = doctor->count("--expect-ranks") > 0;
+    doctor_options.endpoint_given = doctor->count("--rdzv-endpoint") > 0;
+    return run_doctor_command(doctor_options);
   }
   return kExitUsage;
 }

@@ -6,6 +6,8 @@
 //   process INDEX PID                   (a compute process holding GPU INDEX)
 //   ecc INDEX COUNT                     (volatile uncorrectable ECC errors)
 //   remap_pending INDEX                 (a row remap waiting for a reset)
+//   ecc_off INDEX                       (ECC mode off; it is on otherwise)
+//   driver VERSION                      (nvmlSystemGetDriverVersion's; "550.54.15" otherwise)
 //   init_fails                          (nvmlInit_v2 fails: no usable driver; cohort
 //                                       initialises NVML once per process)
 // COHORT_FAKE_NVML_INIT_MS, COHORT_FAKE_NVML_SHUTDOWN_MS and COHORT_FAKE_NVML_QUERY_MS make
@@ -47,6 +49,8 @@ struct Machine {
   std::map<unsigned int, std::vector<unsigned int>> processes;
   std::map<unsigned int, unsigned long long> ecc;
   std::map<unsigned int, bool> remap_pending;
+  std::map<unsigned int, bool> ecc_off;
+  std::string driver = "550.54.15";
   bool init_fails = false;
 };
 
@@ -87,6 +91,10 @@ Machine machine() {
       if (words >> index >> count) m.ecc[index] = count;
     } else if (what == "remap_pending") {
       if (words >> index) m.remap_pending[index] = true;
+    } else if (what == "ecc_off") {
+      if (words >> index) m.ecc_off[index] = true;
+    } else if (what == "driver") {
+      words >> m.driver;
     } else if (what == "init_fails") {
       m.init_fails = true;
     }
@@ -175,6 +183,20 @@ int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned in
   *uncorrected = waiting ? 1 : 0;
   *pending = waiting ? 1 : 0;
   *failed = 0;
+  return kSuccess;
+}
+
+int nvmlDeviceGetEccMode(void* device, int* current, int* pending) {
+  bool off = machine().ecc_off[static_cast<unsigned int>(index_of(device))];
+  *current = off ? 0 : 1;
+  *pending = *current;
+  return kSuccess;
+}
+
+int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  std::string driver = machine().driver;
+  if (length <= driver.size()) return kInsufficientSize;
+  std::memcpy(version, driver.c_str(), driver.size() + 1);
   return kSuccess;
 }
 
