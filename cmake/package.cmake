@@ -19,5 +19,8 @@ set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36), libstdc++6 (>= 12), libgcc-s1, libudev1")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
+# Removes the bytecode Python leaves beside cohort_heartbeat.py (packaging/deb/prerm).
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/deb/prerm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_INCLUDE_TOPLEVEL_DIRECTORY OFF)  # the tarball unpacks to bin/, share/, ...; the .deb to /usr
 include(CPack)
