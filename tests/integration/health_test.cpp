@@ -87,6 +87,8 @@ TEST_CASE("a node that turns unhealthy after a restart is left out of the next r
                                   scratch.file("failures"),
                                   "--exit-code",
                                   "3",
+                                  "--sleep-ms",  // every rank's dump is written before rank 0 fails
+                                  "1500",
                                   "--hang"};
   std::vector<std::unique_ptr<ChildProcess>> nodes;
   for (const std::string address : {"127.0.0.2", "127.0.0.3", "127.0.0.4"}) {

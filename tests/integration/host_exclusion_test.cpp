@@ -97,11 +97,20 @@ TEST_CASE("a spare joining while the members restart neither fails the job nor t
   // last call (which bounds how long a round waits for its survivors).
   std::vector<std::string> flags = exclusion_flags("8", "3");
   std::string env = scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json");
-  // Rank 0 (127.0.0.2) fails once; 127.0.0.3's worker takes the whole shutdown timeout to stop.
-  auto a = cluster.node("127.0.0.2", flags,
-                        {"--dump-env", env, "--only-rank", "0", "--fail-first-n-runs", "1",
-                         scratch.file("failures"), "--exit-code", "3", "--hang"});
-  auto slow = cluster.node("127.0.0.3", flags, {"--dump-env", env, "--ignore-sigterm", "--hang"});
+  // Rank 0 (127.0.0.2) fails once, when the test says go: once 127.0.0.3's worker ignores
+  // SIGTERM, so that it takes the whole shutdown timeout to stop.
+  std::string go = scratch.file("go"), failed = scratch.file("failed_once");
+  auto a =
+      cluster.node_running("127.0.0.2", flags,
+                           {"/bin/sh", "-c",
+                            "if [ ! -e " + failed + " ]; then touch " + failed + "; while [ ! -e " +
+                                go + " ]; do sleep 0.05; done; exit 3; fi; exec " + kTestWorkerBin +
+                                " --dump-env " + env + " --hang"});
+  std::string ready = scratch.file("slow_ready");
+  auto slow = cluster.node(
+      "127.0.0.3", flags, {"--dump-env", env, "--ignore-sigterm", "--ready-file", ready, "--hang"});
+  REQUIRE(wait_until([&] { return file_exists(ready); }, 20s));
+  std::ofstream(go) << "go\n";
   REQUIRE(wait_until([&] { return contains(a->output(), "restarting the workers"); }, 20s));
   auto spare = cluster.node("127.0.0.4", flags, {"--dump-env", env, "--hang"});
   REQUIRE(wait_until(
