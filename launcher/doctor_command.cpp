@@ -16,7 +16,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "agent/torch_probe.hpp"
 #include "agent/worker_env.hpp"
@@ -359,13 +358,6 @@ std::string command_of(pid_t pid) {
   return name;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void add_gpu_checks(std::vector<CheckResult>& checks) {
   std::optional<std::vector<GpuState>> gpus = nvml_gpu_states();
   checks.push_back(judge_nvml(gpus, nvml_driver_version()));
@@ -388,7 +380,7 @@ void add_gpu_checks(std::vector<CheckResult>& checks) {
 
 CheckResult cgroup_check() {
   std::string why;
-  std::string own = unified_cgroup_path(read_text("/proc/self/cgroup"), why);
+  std::string own = own_cgroup_path(why);
   boost::asio::io_context io;
   std::unique_ptr<WorkerCgroups> cgroups = WorkerCgroups::create(io, why);
   bool contained = cgroups != nullptr;

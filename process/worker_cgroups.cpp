@@ -171,6 +171,10 @@ std::string cgroup2_directory(std::string_view mountinfo, std::string_view cgrou
   return {};
 }
 
+std::string own_cgroup_path(std::string& why) {
+  return unified_cgroup_path(read_text("/proc/self/cgroup"), why);
+}
+
 std::optional<pid_t> agent_of_cgroup(std::string_view name) {
   constexpr std::string_view kPrefix = "cohort-";
   if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
@@ -217,7 +221,7 @@ std::unique_ptr<WorkerCgroups> WorkerCgroups::create(boost::asio::io_context& io
     why = "COHORT_NO_CGROUP is set";
     return nullptr;
   }
-  std::string own = unified_cgroup_path(read_text("/proc/self/cgroup"), why);
+  std::string own = own_cgroup_path(why);
   if (own.empty()) return nullptr;
   std::string parent = cgroup2_directory(read_text("/proc/self/mountinfo"), own, why);
   if (parent.empty()) return nullptr;

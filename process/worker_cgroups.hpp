@@ -33,6 +33,9 @@ std::string cgroup2_directory(std::string_view mountinfo, std::string_view cgrou
 /// "/user.slice/session-2.scope"; empty, with `why` set, when there is none.
 std::string unified_cgroup_path(std::string_view proc_self_cgroup, std::string& why);
 
+/// This process's cgroup v2 path, read from /proc/self/cgroup (unified_cgroup_path).
+std::string own_cgroup_path(std::string& why);
+
 /// The agent pid in the name of a per-agent directory ("cohort-<pid>" or "cohort-<pid>-<n>"), or
 /// nullopt for any other name.
 std::optional<pid_t> agent_of_cgroup(std::string_view name);

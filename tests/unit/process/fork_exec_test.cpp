@@ -9,12 +9,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 
 #include "process/worker_cgroups.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace cohort;
+using cohort::test::read_file;
 
 namespace {
 
@@ -22,13 +22,6 @@ int wait_for(pid_t pid) {
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace
@@ -76,9 +69,9 @@ TEST_CASE("fork_exec reports the errno the child's setup returns, and never exec
 
 TEST_CASE("fork_into_cgroup starts the child in the cgroup it is given", "[unit][process]") {
   std::string why;
-  std::string own = unified_cgroup_path(read_all("/proc/self/cgroup"), why);
+  std::string own = own_cgroup_path(why);
   std::string parent =
-      own.empty() ? "" : cgroup2_directory(read_all("/proc/self/mountinfo"), own, why);
+      own.empty() ? "" : cgroup2_directory(read_file("/proc/self/mountinfo"), own, why);
   if (::geteuid() != 0 || parent.empty()) {
     FAIL("missing prerequisite: root and a cgroup v2 hierarchy (" << why << ")");
   }
