@@ -524,7 +524,7 @@ void Agent::on_group_done(GroupOutcome outcome) {
     case GroupOutcome::Kind::Failed:
       return perform(state_.group_failed(outcome.failures));
     case GroupOutcome::Kind::Stopped:
-      return perform(state_.group_stopped());
+      return perform(state_.group_stopped(outcome.after_stop));
   }
 }
 

@@ -142,10 +142,7 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
   if (phase_ == Phase::Restarting && !failures.empty()) {  // failed before the stop reached them
     const WorkerFailure& root = failures[root_cause_index(failures)];
     crash_loop_.judge(root);  // it counts toward this node's streak all the same
-    Actions actions{ReportFailure{failure_report(root, {}, {}), root, /*late=*/true}};
-    Actions next = workers_gone();
-    actions.insert(actions.end(), next.begin(), next.end());
-    return actions;
+    return late_failure(root);
   }
   if (phase_ != Phase::Running) return workers_gone();
   if (failures.empty()) return group_stopped();
@@ -164,6 +161,14 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
     carried_summary += "\n  (cut short)\n";
   }
   return {Say{Level::Warn, failure_line(root)}, ReportFailure{std::move(report), root}};
+}
+
+// A failure while restarting: reported only for the daemon to compare with the round's first.
+Actions AgentState::late_failure(const WorkerFailure& root) {
+  Actions actions{ReportFailure{failure_report(root, {}, {}), root, /*late=*/true}};
+  Actions next = workers_gone();
+  actions.insert(actions.end(), next.begin(), next.end());
+  return actions;
 }
 
 proto::WorkerFailed AgentState::failure_report(const WorkerFailure& root,
@@ -185,7 +190,14 @@ std::optional<proto::CarriedOutcome> AgentState::unanswered_outcome() const {
   return reported_;
 }
 
-Actions AgentState::group_stopped() {
+// Stopped for a restart, some workers still failed with codes of their own: maybe the failure
+// that restarted the round, which the daemon finds out by comparing it with the first report.
+Actions AgentState::group_stopped(const std::vector<WorkerFailure>& after_stop) {
+  if (phase_ == Phase::Restarting && !after_stop.empty()) {
+    const WorkerFailure& root = after_stop[root_cause_index(after_stop)];
+    crash_loop_.failed_after_stop(root);
+    return late_failure(root);
+  }
   if (phase_ != Phase::Running) return workers_gone();
   return exit_now(kExitInternal, {});  // stopped, yet nobody asked: cohort cannot go on
 }

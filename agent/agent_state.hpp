@@ -129,7 +129,8 @@ class AgentState {
   Actions group_succeeded();
   /// The crash-loop rule may make the failure final (the report says why).
   Actions group_failed(std::vector<WorkerFailure> failures);
-  Actions group_stopped();
+  /// `after_stop`: workers that exited with a failing code of their own once told to stop.
+  Actions group_stopped(const std::vector<WorkerFailure>& after_stop = {});
 
   // The outside: signals to cohort, and (under cohort launch) the end of stdin.
   Actions signal(int signal);
@@ -153,6 +154,7 @@ class AgentState {
   Actions restart_then(Next next);
   Actions end(int exit_code, Actions farewell, int signal);
   Actions workers_gone();
+  Actions late_failure(const WorkerFailure& root);
   /// The report of the workers' round's failure with `root` as its root cause.
   proto::WorkerFailed failure_report(const WorkerFailure& root, const std::string& summary,
                                      const std::string& final_reason) const;

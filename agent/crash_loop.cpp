@@ -40,6 +40,13 @@ std::string CrashLoopRule::judge(const WorkerFailure& root) {
   return {};
 }
 
+void CrashLoopRule::failed_after_stop(const WorkerFailure& failure) {
+  std::string cause = failure_cause(failure);
+  if (same_in_a_row_ > 0 && cause != last_cause_) return;
+  ++same_in_a_row_;
+  last_cause_ = cause;
+}
+
 bool CrashLoopRule::startup_failure(const WorkerFailure& failure) const {
   return settings_.min_uptime.count() > 0 && failure.uptime < settings_.min_uptime;
 }

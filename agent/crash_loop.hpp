@@ -31,6 +31,9 @@ class CrashLoopRule {
   /// The root cause of one failed round of this node: why the run must end now instead of
   /// restarting, or an empty string.
   std::string judge(const WorkerFailure& root);
+  /// A failure after a stop, which may be the stop's doing: it starts a streak where there is none
+  /// and lengthens the same one, but never breaks another.
+  void failed_after_stop(const WorkerFailure& failure);
   /// This node's workers succeeded: the streak ends.
   void succeeded() { same_in_a_row_ = 0; }
   /// Failed within --min-uptime of its start.

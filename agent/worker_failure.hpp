@@ -44,6 +44,7 @@ struct WorkerFailure {
   std::string timer_expired;            ///< stopped by cohort: a FileTimer scope it set ran out
   std::chrono::milliseconds uptime{0};  ///< from its start to its failure
   bool startup_failure = false;         ///< failed within --min-uptime of its start
+  bool after_stop = false;  ///< exited with a code of its own after cohort asked it to stop
 };
 
 }  // namespace cohort

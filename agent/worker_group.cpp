@@ -192,6 +192,9 @@ void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
   if (!status.success() && (!stopping_ || stopped_by_cohort)) {
     record_failure(worker, status);
     if (!stopping_) stop(SIGTERM);
+  } else if (!status.success() && !status.signaled) {
+    record_failure(worker, status);  // past the stop: its own exit code, maybe its own failure
+    failures_.back().after_stop = true;
   }
   maybe_finish();
 }
@@ -483,7 +486,7 @@ void WorkerGroup::finish() {
                                worker.spawn_error.end());
     load_error_file(failure);
     if (failure.hang) save_stacks(worker, failure);
-    outcome.failures.push_back(std::move(failure));
+    (failure.after_stop ? outcome.after_stop : outcome.failures).push_back(std::move(failure));
   }
   if (!outcome.failures.empty())
     outcome.kind = GroupOutcome::Kind::Failed;

@@ -144,6 +144,22 @@ TEST_CASE("stop sends the signal, SIGKILL after the grace period, and reports St
   CHECK(t.outcome->failures.empty());
 }
 
+TEST_CASE("a worker that exits with a code of its own once stopped is set apart, not a failure",
+          "[worker_group]") {
+  GroupTest t;
+  std::vector<pid_t> pids = t.start(3);
+  t.group->stop(SIGTERM);
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGTERM));  // the stop's doing
+  t.spawner.exit(pids[1], ExitStatus::exited(0));
+  t.spawner.exit(pids[2], ExitStatus::exited(1));  // ignored the stop, failed on its own
+  REQUIRE(t.reported());
+  CHECK(t.outcome->kind == GroupOutcome::Kind::Stopped);
+  CHECK(t.outcome->failures.empty());
+  REQUIRE(t.outcome->after_stop.size() == 1);
+  CHECK(t.outcome->after_stop[0].rank == 12);
+  CHECK(t.outcome->after_stop[0].status == ExitStatus::exited(1));
+}
+
 TEST_CASE("a second stop kills at once", "[worker_group]") {
   GroupTest t;
   std::vector<pid_t> pids = t.start(1);

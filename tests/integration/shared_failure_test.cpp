@@ -32,6 +32,7 @@ TEST_CASE("a failure every node reports the same way excludes no host and ends t
   for (auto& node : nodes) {
     auto status = node->wait(90s);
     INFO(node->output());
+    INFO(cluster.daemon().output());
     REQUIRE(status.has_value());
     CHECK(status->shell_code() == 1);
     CHECK_FALSE(contains(node->output(), "is excluded"));

@@ -298,6 +298,16 @@ TEST_CASE(
   // Stopped by the restart itself: nothing to compare.
   f.state.restart("node c failed");
   CHECK(names(f.state.group_failed({})) == Names{"SendJoin"});
+  f.state.round_assigned(round_number(5));
+  f.state.restart("node c failed");
+  CHECK(names(f.state.group_stopped()) == Names{"SendJoin"});
+  // A worker that failed with a code of its own once told to stop: sent to compare.
+  f.state.round_assigned(round_number(6));
+  f.state.restart("node c failed");
+  gone = f.state.group_stopped(failures_of(3, ExitStatus::exited(1)));
+  CHECK(names(gone) == Names{"ReportFailure", "SendJoin"});
+  CHECK(find<ReportFailure>(gone)->late);
+  CHECK(find<ReportFailure>(gone)->report.round == 6);
 }
 
 TEST_CASE("agent: a round while the workers run replaces them", "[unit][agent]") {

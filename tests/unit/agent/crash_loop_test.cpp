@@ -74,6 +74,17 @@ TEST_CASE("a different failure or a success ends the streak", "[unit][agent][cra
   CHECK_FALSE(rule.judge(boom).empty());
 }
 
+TEST_CASE("a failure after a stop starts or lengthens a streak but never breaks one",
+          "[unit][agent][crash-loop]") {
+  CrashLoopRule rule(CrashLoopSettings{});
+  WorkerFailure boom = failed(ExitStatus::exited(1), {"RuntimeError: boom"});
+  WorkerFailure stopped = failed(ExitStatus::exited(1), {"terminated by the launcher"});
+  rule.failed_after_stop(boom);
+  CHECK(rule.judge(boom).empty());
+  rule.failed_after_stop(stopped);  // another cause: maybe the stop's doing, so left out
+  CHECK_FALSE(rule.judge(boom).empty());
+}
+
 TEST_CASE("flag --max-same-failures 0 is off, 1 stops at the first failure",
           "[unit][agent][crash-loop]") {
   CrashLoopRule off(CrashLoopSettings{0, {}, 0ms});
