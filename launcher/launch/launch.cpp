@@ -12,7 +12,7 @@
 #include "common/log.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
-#include "launcher/launch_token.hpp"
+#include "launcher/tokens/launch_token.hpp"
 #include "process/output_pump.hpp"
 
 extern char** environ;

@@ -7,7 +7,7 @@
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/text.hpp"
-#include "launcher/run_validation.hpp"
+#include "launcher/options/run_validation.hpp"
 
 namespace cohort {
 namespace {

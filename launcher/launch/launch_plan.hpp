@@ -14,7 +14,7 @@
 #include "launcher/launch/forwarded_env.hpp"
 #include "launcher/launch/hostfile.hpp"
 #include "launcher/launch/ssh_command.hpp"
-#include "launcher/run_options.hpp"
+#include "launcher/options/run_options.hpp"
 #include "rendezvous/daemon.hpp"
 
 namespace cohort {

@@ -10,8 +10,8 @@
 
 #include "common/clock.hpp"
 #include "common/text.hpp"
-#include "launcher/status_command.hpp"
-#include "launcher/status_watch.hpp"
+#include "launcher/cli/status_command.hpp"
+#include "launcher/cli/status_watch.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "common/exit_codes.hpp"
-#include "launcher/status_command.hpp"
+#include "launcher/cli/status_command.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;

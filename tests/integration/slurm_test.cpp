@@ -7,7 +7,7 @@
 #include <regex>
 #include <thread>
 
-#include "launcher/hostlist.hpp"
+#include "launcher/slurm/hostlist.hpp"
 #include "tests/integration/slurm_support.hpp"
 
 using namespace cohort::test;

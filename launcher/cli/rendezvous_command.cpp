@@ -1,0 +1,269 @@
+#include "launcher/cli/rendezvous_command.hpp"
+
+#include <sys/stat.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "agent/worker_env.hpp"
+#include "common/clock.hpp"
+#include "common/event_log.hpp"
+#include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
+#include "common/log.hpp"
+#include "common/text.hpp"
+#include "launcher/options/byte_size.hpp"
+#include "launcher/tokens/token_source.hpp"
+#include "rendezvous/daemon.hpp"
+#include "store/store_server.hpp"
+
+extern char** environ;
+
+namespace cohort {
+namespace {
+
+bool parse_range(const std::string& text, DaemonOptions& options) {
+  if (text.empty()) return true;
+  auto range = parse_port_range(text);
+  if (!range) return false;
+  std::tie(options.store_port_min, options.store_port_max) = *range;
+  return true;
+}
+
+// Writes the port through a temporary file, so that a reader never sees half of it. An empty
+// path writes nothing. False (errno says why) when the file cannot be written.
+bool write_port_file(const std::string& path, int port) {
+  if (path.empty()) return true;
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    if (!out) return false;
+    out << port << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(temporary.c_str(), path.c_str()) == 0;
+}
+
+// Checks before listening that a port file can be written there (a launcher waits on it): its
+// temporary file can be created, and the rename onto `path` will not meet a directory.
+bool port_file_writable(const std::string& path) {
+  if (path.empty()) return true;
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    errno = EISDIR;
+    return false;
+  }
+  std::string temporary = path + ".tmp";
+  if (!std::ofstream(temporary)) return false;
+  std::remove(temporary.c_str());
+  return true;
+}
+
+int port_file_error(std::string_view flag, const std::string& path) {
+  std::cerr << "cohortd: " << flag << ": cannot write '" << path << "': " << std::strerror(errno)
+            << "\n";
+  return kExitUsage;
+}
+
+// Where to listen: anywhere with a token; without one, loopback only unless --insecure says
+// otherwise. Returns false (after saying why) for a non-loopback --host without either.
+bool choose_host(const DaemonCommand& command, bool has_token, std::string& host) {
+  if (command.host.empty()) {
+    host = has_token || command.insecure ? "0.0.0.0" : "127.0.0.1";
+    if (!has_token && !command.insecure) {
+      std::cerr << "cohortd: no token (--token-file or COHORT_TOKEN): listening on 127.0.0.1 "
+                   "only; give a token, or --insecure, to serve other hosts\n";
+    }
+    return true;
+  }
+  host = command.host;
+  if (has_token || command.insecure || is_loopback_address(host)) return true;
+  std::cerr << "cohortd: --host " << host
+            << ": without a token anyone who reaches this address can join, read and stop "
+               "every run; give --token-file (or COHORT_TOKEN), or --insecure\n";
+  return false;
+}
+
+// --http-port and --http-address: a port in range, an IP literal, and beyond loopback a token
+// (which requests then carry) or --insecure.
+bool http_options(const DaemonCommand& command, bool has_token, DaemonOptions& options) {
+  if (command.http_port < -1 || command.http_port > 65535) {
+    std::cerr << "cohortd: --http-port: expected 0..65535, got " << command.http_port << "\n";
+    return false;
+  }
+  options.http_port = command.http_port;
+  if (!command.http_address.empty()) options.http_address = command.http_address;
+  boost::system::error_code error;
+  auto address = boost::asio::ip::make_address(options.http_address, error);
+  if (error) {
+    std::cerr << "cohortd: --http-address: expected an IP address, got '" << options.http_address
+              << "'\n";
+    return false;
+  }
+  if (options.http_port < 0 || address.is_loopback() || has_token || command.insecure) return true;
+  std::cerr << "cohortd: --http-address " << options.http_address
+            << ": without a token anyone who reaches it can read every run; give --token-file "
+               "(or COHORT_TOKEN), or --insecure\n";
+  return false;
+}
+
+}  // namespace
+
+void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
+  app.add_option("--host", command.host,
+                 "Address to listen on (0.0.0.0, ::, or one address; default 0.0.0.0 with a "
+                 "token, else 127.0.0.1)");
+  app.add_option("--token-file", command.token_file,
+                 "The shared secret agents and `cohort status` must prove they hold (a file only "
+                 "its owner can read; default: $COHORT_TOKEN)");
+  app.add_flag("--insecure", command.insecure,
+               "Listen beyond loopback without a token (anyone who reaches it can steer runs)");
+  app.add_option("--port", command.port, "Control port for agents (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--port-file", command.port_file, "Write the bound control port to this file");
+  app.add_option("--store-ports", command.store_ports,
+                 "Ports for the per-round worker stores, e.g. 29500-29599 (default: any free)");
+  app.add_option("--store-quota", command.store_quota,
+                 "Bytes each round's worker store may hold (keys, values, queues), with an "
+                 "optional K, M or G suffix")
+      ->capture_default_str();
+  app.add_option("--tcpstore-port", command.tcpstore_port,
+                 "Also serve one plain, long-lived TCPStore on this port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--tcpstore-port-file", command.tcpstore_port_file,
+                 "Write the bound TCPStore port to this file");
+  app.add_option("--http-port", command.http_port,
+                 "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
+                 "free port; default: off)")
+      ->type_name("PORT");
+  app.add_option("--http-address", command.http_address,
+                 "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs a "
+                 "token, or --insecure). With a token every request sends it as a bearer token");
+  app.add_option("--http-port-file", command.http_port_file, "Write the bound HTTP port here");
+  app.add_option("--event-log", command.event_log,
+                 "Append every run's events to this file (JSON lines, docs/EVENTS.md)");
+  app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
+}
+
+namespace {
+
+// Every flag checked before anything listens; nullopt (after saying why) on a usage error.
+std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
+  TokenResult token = load_token(command.token_file, parse_environ(environ));
+  if (!token.error.empty()) {
+    std::cerr << "cohortd: " << token.error << "\n";
+    return std::nullopt;
+  }
+  DaemonOptions options;
+  if (!choose_host(command, !token.token.empty(), options.address)) return std::nullopt;
+  options.token = token.token;
+  options.port = static_cast<uint16_t>(command.port);
+  if (!parse_range(command.store_ports, options)) {
+    std::cerr << "cohortd: --store-ports: expected PORT or FIRST-LAST, got '" << command.store_ports
+              << "'\n";
+    return std::nullopt;
+  }
+  auto quota = parse_byte_size(command.store_quota);
+  if (!quota) {
+    std::cerr << "cohortd: --store-quota: expected a positive number of bytes with an optional K, "
+                 "M or G suffix (e.g. 512M), got '"
+              << command.store_quota << "'\n";
+    return std::nullopt;
+  }
+  options.store_quota_bytes = *quota;
+  if (!http_options(command, !token.token.empty(), options)) return std::nullopt;
+  if (!command.event_log.empty()) {
+    if (std::string problem = event_log_problem(command.event_log); !problem.empty()) {
+      std::cerr << "cohortd: --event-log: " << problem << "\n";
+      return std::nullopt;
+    }
+    options.event_log = command.event_log;
+  }
+  for (const auto& [flag, path] : {std::pair{"--port-file", command.port_file},
+                                   std::pair{"--tcpstore-port-file", command.tcpstore_port_file},
+                                   std::pair{"--http-port-file", command.http_port_file}}) {
+    if (!port_file_writable(path)) {
+      port_file_error(flag, path);
+      return std::nullopt;
+    }
+  }
+  return options;
+}
+
+// --tcpstore-port: one plain, long-lived store. Its allowed peers stay unset: it serves whoever
+// can reach the port, as torchrun's own would (there is no round whose nodes could be named).
+int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
+                      const DaemonOptions& options, std::unique_ptr<StoreServer>& tcpstore) {
+  StoreServerOptions store_options;
+  store_options.address = options.address == "0.0.0.0" ? "" : options.address;
+  store_options.port = static_cast<uint16_t>(command.tcpstore_port);
+  store_options.limits.quota_bytes = options.store_quota_bytes;
+  tcpstore = std::make_unique<StoreServer>(io, store_options);
+  if (auto error = tcpstore->start()) {
+    std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
+              << "\n";
+    return kExitInternal;
+  }
+  std::cout << "cohortd: TCPStore on " << options.address << ":" << tcpstore->port() << std::endl;
+  if (!write_port_file(command.tcpstore_port_file, tcpstore->port())) {
+    return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
+  }
+  return kExitSuccess;
+}
+
+}  // namespace
+
+int run_daemon(const DaemonCommand& command) {
+  log::init(command.verbose > 1    ? log::Level::Debug
+            : command.verbose == 1 ? log::Level::Info
+                                   : log::level_from_env(log::Level::Warn));
+  std::optional<DaemonOptions> options = daemon_options(command);
+  if (!options) return kExitUsage;
+  boost::asio::io_context io;
+  AsioClock clock(io);
+  RendezvousDaemon daemon(io, clock, *options);
+  if (auto error = daemon.start()) {
+    std::cerr << "cohortd: "
+              << start_failure_text(daemon.failed_listener(), *options, error,
+                                    "--port " + std::to_string(command.port) + ": cannot listen on")
+              << "\n";
+    return kExitInternal;
+  }
+  std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;
+  if (!write_port_file(command.port_file, daemon.port())) {
+    return port_file_error("--port-file", command.port_file);
+  }
+  if (options->http_port >= 0) {
+    std::cout << "cohortd: HTTP on " << options->http_address << ":" << daemon.http_port()
+              << " (/metrics, /, /runs/ID, /api/runs)" << std::endl;
+    if (!write_port_file(command.http_port_file, daemon.http_port())) {
+      return port_file_error("--http-port-file", command.http_port_file);
+    }
+  }
+  std::unique_ptr<StoreServer> tcpstore;
+  if (command.tcpstore_port >= 0) {
+    if (int failed = start_plain_store(io, command, *options, tcpstore)) return failed;
+  }
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  int exit_code = 0;
+  signals.async_wait([&](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    exit_code = 128 + signal;
+    daemon.stop();
+    if (tcpstore) tcpstore->stop();
+    io.stop();
+  });
+  ::signal(SIGPIPE, SIG_IGN);
+  io.run();
+  return exit_code;
+}
+
+}  // namespace cohort

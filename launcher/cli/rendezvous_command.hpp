@@ -1,0 +1,30 @@
+// The `cohortd` command (also `cohort rendezvous`): flags, the daemon and, if asked, one plain
+// long-lived TCPStore, on one io_context until SIGINT/SIGTERM. Main thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace cohort {
+
+struct DaemonCommand {
+  std::string host;  ///< empty: 0.0.0.0 with a token, 127.0.0.1 without one
+  std::string token_file;
+  bool insecure = false;  ///< listen beyond loopback without a token
+  int port = 29400;
+  std::string port_file;
+  std::string store_ports;
+  std::string store_quota = "1G";
+  int tcpstore_port = -1;  ///< -1: none; 0: any free port
+  std::string tcpstore_port_file;
+  int http_port = -1;        ///< -1: none; 0: any free port
+  std::string http_address;  ///< empty: 127.0.0.1
+  std::string http_port_file;
+  std::string event_log;  ///< append every event to this file; empty: none
+  int verbose = 0;
+};
+
+void add_daemon_flags(CLI::App& app, DaemonCommand& command);
+int run_daemon(const DaemonCommand& command);
+
+}  // namespace cohort

@@ -1,0 +1,176 @@
+#include "launcher/cli/run_command.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <iostream>
+
+#include "agent/agent.hpp"
+#include "common/clock.hpp"
+#include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
+#include "common/log.hpp"
+#include "common/run_id.hpp"
+#include "launcher/options/command_words.hpp"
+#include "launcher/options/did_you_mean.hpp"
+#include "launcher/options/log_dir_check.hpp"
+#include "launcher/options/run_environment.hpp"
+#include "launcher/options/run_validation.hpp"
+#include "launcher/slurm/slurm_defaults.hpp"
+#include "launcher/tokens/launch_token.hpp"
+#include "launcher/tokens/slurm_token.hpp"
+#include "launcher/tokens/token_source.hpp"
+#include "rendezvous/daemon.hpp"
+
+extern char** environ;
+
+namespace cohort {
+namespace {
+
+// A daemon this agent may host must not be open to other hosts without a token.
+std::string open_daemon_problem(const DaemonPlan& plan) {
+  if (plan.embed == DaemonPlan::Embed::No || !plan.options.token.empty() || plan.insecure ||
+      is_loopback_address(plan.options.address)) {
+    return {};
+  }
+  return "hosting the rendezvous on " + plan.options.address +
+         ": without a token anyone who reaches it can join, read and stop the run; give "
+         "--token-file (or COHORT_TOKEN) on every node, or --insecure";
+}
+
+// What can only be found on this machine, before joining: the token, a daemon open to other
+// hosts without one, and --log-dir. Returns false after saying what is wrong.
+bool local_setup_ok(const RunOptions& options, const TokenResult& token, ValidatedRun& validated) {
+  validated.config.rendezvous.token = token.token;
+  validated.daemon.options.token = token.token;
+  validated.daemon.insecure = options.insecure;
+  std::string problem = token.error;
+  if (problem.empty()) problem = open_daemon_problem(validated.daemon);
+  if (problem.empty()) {
+    problem = log_dir_problem(validated.config.log_dir,
+                              run_id_path_component(validated.config.env.run_id));
+  }
+  if (problem.empty()) return true;
+  std::cerr << "cohort run: " << problem << "\n";
+  return false;
+}
+
+// Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
+// but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
+bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
+                           boost::asio::io_context& io, Clock& clock, AgentConfig& config) {
+  if (plan.embed == DaemonPlan::Embed::No) return true;
+  daemon = std::make_unique<RendezvousDaemon>(io, clock, plan.options);
+  if (auto error = daemon->start()) {
+    RendezvousDaemon::Listener failed = daemon->failed_listener();
+    daemon.reset();
+    if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use &&
+        failed == RendezvousDaemon::Listener::Control) {
+      log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
+                plan.options.port, "; joining it");
+      return true;
+    }
+    std::cerr << "cohort run: "
+              << start_failure_text(failed, plan.options, error, "cannot host the rendezvous on")
+              << "\n";
+    return false;
+  }
+  log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  if (plan.embed == DaemonPlan::Embed::IfFree) {
+    // Nothing listened at --rdzv-endpoint: a mistyped one would otherwise wait in silence.
+    std::string endpoint = plan.options.address + ":" + std::to_string(daemon->port());
+    log::warn("nothing listened at ", endpoint, " (--rdzv-endpoint), so this node now hosts the ",
+              "rendezvous there: the other nodes must reach it at ", endpoint);
+  }
+  if (plan.options.http_port >= 0) {
+    std::cerr << "cohort run: /metrics and the timeline pages on http://"
+              << plan.options.http_address << ":" << daemon->http_port() << "/\n";
+  }
+  config.rendezvous.port = daemon->port();
+  return true;
+}
+
+// Before exiting, an agent that hosts the daemon lets the other nodes hear the end of the run
+// (at most 5 s).
+void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
+                     std::function<void()> done) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(5));
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  auto once = [finish, timer] {
+    if (!*finish) return;
+    auto call = std::move(*finish);
+    *finish = nullptr;
+    timer->cancel();
+    call();
+  };
+  daemon.on_run_ended = [&daemon, once] {
+    if (daemon.idle()) once();
+  };
+  if (daemon.idle()) return once();
+  timer->async_wait([once](const boost::system::error_code& error) {
+    if (!error) once();
+  });
+}
+
+// The run's token: under cohort launch, the launcher's, which its first line on stdin carries
+// (read before anything else); else --token-file, COHORT_TOKEN, or in Slurm the job's.
+TokenResult run_token(const RunOptions& options, const TokenResult& launched,
+                      const std::map<std::string, std::string>& env) {
+  if (options.under_launch) return launched;
+  TokenResult token = load_token(options.token_file, env);
+  if (token.token.empty() && token.error.empty()) token = slurm_job_token(env);
+  return token;
+}
+
+}  // namespace
+
+int run_command(const CLI::App& app, RunOptions& options) {
+  TokenResult launched = options.under_launch ? read_token_line(STDIN_FILENO) : TokenResult{};
+  if (!launched.error.empty()) {
+    std::cerr << "cohort run: " << launched.error << "\n";
+    return kExitUsage;
+  }
+  if (std::string error =
+          take_command(command_words(*app.get_parent(), app), options, "run", flag_names(app));
+      !error.empty()) {
+    std::cerr << "cohort run: " << error << "\n";
+    return kExitUsage;
+  }
+  RunEnvironment machine = machine_run_environment(environ);
+  std::vector<std::string> slurm_problems;
+  std::vector<std::string> from_env =
+      apply_slurm_defaults(app, options, machine.env, slurm_problems);
+  for (auto& line : apply_torch_env_defaults(app, options, machine.env)) {
+    from_env.push_back(std::move(line));
+  }
+  if (options.verbose > 0) {
+    for (const auto& line : from_env) std::cerr << "cohort run: " << line << "\n";
+  }
+  ValidatedRun validated = validate_run_options(options, machine);
+  validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
+  if (!validated.problems.empty()) {
+    for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
+    return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
+  }
+  if (!local_setup_ok(options, run_token(options, launched, machine.env), validated)) {
+    return kExitUsage;
+  }
+  log::init(log_level_for(options));
+  for (const auto& warning : validated.warnings) log::warn(warning);
+  boost::asio::io_context io;
+  AsioClock clock(io);
+  std::unique_ptr<RendezvousDaemon> daemon;
+  if (!start_embedded_daemon(validated.daemon, daemon, io, clock, validated.config))
+    return kExitRendezvous;
+  if (daemon) {
+    RendezvousDaemon* hosted = daemon.get();
+    validated.config.before_exit = [hosted, &io](std::function<void()> done) {
+      wait_for_daemon(*hosted, io, std::move(done));
+    };
+  }
+  Agent agent(io, std::move(validated.config));
+  return agent.run();
+}
+
+}  // namespace cohort

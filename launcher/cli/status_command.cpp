@@ -1,0 +1,152 @@
+#include "launcher/cli/status_command.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "common/exit_codes.hpp"
+#include "common/text.hpp"
+#include "launcher/cli/control_request.hpp"
+#include "observe/event_text.hpp"
+#include "proto/auth.hpp"
+#include "proto/control_messages.hpp"
+
+namespace cohort {
+
+namespace {
+
+// A field a node or the daemon sent, shown on one line: its line breaks as spaces and every
+// byte a terminal could act on made visible (a node's address may carry ESC or BEL).
+std::string shown(const std::string& text) {
+  std::string flat = text;
+  for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  return escape_for_terminal(flat);
+}
+
+std::string step_seconds(int64_t ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(ms) / 1000.0);
+  return text;
+}
+
+// The slowest ranks of the round against the run's median step time (from step heartbeats):
+// only those kSlowFactor x the median or slower, or "no stragglers".
+void print_slowest(const proto::StatusRun& run, std::ostream& out) {
+  if (run.slowest.empty() || run.median_step_ms <= 0) return;
+  std::vector<proto::StatusRank> slow;
+  for (const proto::StatusRank& rank : run.slowest) {
+    if (static_cast<double>(rank.step_ms) >= kSlowFactor * static_cast<double>(run.median_step_ms))
+      slow.push_back(rank);
+  }
+  if (slow.empty()) {
+    out << "  no stragglers: no rank at " << kSlowFactor << " x the median step ("
+        << step_seconds(run.median_step_ms) << ") or slower\n";
+    return;
+  }
+  out << "  slowest ranks (" << kSlowFactor << " x the median step "
+      << step_seconds(run.median_step_ms) << " or slower):\n";
+  for (const proto::StatusRank& rank : slow) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f",
+                  static_cast<double>(rank.step_ms) / static_cast<double>(run.median_step_ms));
+    out << "    rank " << rank.rank << " on " << shown(rank.node) << "  "
+        << step_seconds(rank.step_ms) << " per step  " << ratio << " x the median\n";
+  }
+}
+
+}  // namespace
+
+void print_status_table(const proto::StatusReply& status, std::ostream& out) {
+  if (status.runs.empty()) {
+    out << "no runs\n";
+    return;
+  }
+  for (const proto::StatusRun& run : status.runs) {
+    out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", "
+        << (run.round >= 0 ? "round " + std::to_string(run.round) : "waiting for the first round")
+        << ", restarts " << run.restarts_used << "/" << run.max_restarts << ", nodes "
+        << run.min_nodes << ":" << run.max_nodes << ", worker store port " << run.store_port
+        << "\n";
+    for (const proto::StatusNode& node : run.nodes) {
+      out << "  " << shown(node.address) << "  " << shown(node.state);
+      if (node.group_rank >= 0) out << "  rank " << node.group_rank;
+      out << "  workers " << node.local_world_size << (node.succeeded ? "  done" : "") << "  ("
+          << shown(node.node_id) << ")";
+      if (!node.reason.empty()) out << "  " << shown(node.reason);
+      out << "\n";
+    }
+    if (run.more_nodes > 0) out << "  ... and " << run.more_nodes << " more nodes\n";
+    print_slowest(run, out);
+  }
+}
+
+StatusFetch fetch_status(const StatusQuery& query) {
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::StatusRequest request{query.run_id, ""};
+        if (!query.token.empty())
+          request.proof = proto::status_proof(query.token, challenge, query.run_id);
+        return request;
+      });
+  std::string problem;
+  std::optional<proto::StatusReply> reply = answer_as<proto::StatusReply>(answer, problem);
+  if (!reply) {
+    int exit_code = answer.exit_code == kExitSuccess ? kExitRendezvous : answer.exit_code;
+    if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem};
+    return {std::nullopt, exit_code, "no status from " + query.endpoint + ": " + problem};
+  }
+  return {std::move(*reply), kExitSuccess, ""};
+}
+
+namespace {
+
+// "19:07:12.345  round.started  round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...": an event as a line
+// for people (observe/event_text.hpp); a line that is not JSON as it is.
+std::string readable_event(const std::string& line) {
+  nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+  if (!event.is_object()) return escape_for_terminal(line);
+  return escape_for_terminal(observe::event_line(event));
+}
+
+}  // namespace
+
+int run_events_command(const StatusQuery& query) {
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::EventsRequest request{query.events_run, ""};
+        if (!query.token.empty())
+          request.proof = proto::events_proof(query.token, challenge, query.events_run);
+        return request;
+      });
+  std::string problem;
+  std::optional<proto::EventsReply> reply = answer_as<proto::EventsReply>(answer, problem);
+  if (!reply) {
+    std::cerr << "cohort status: no events from " << query.endpoint << ": " << problem << "\n";
+    return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
+  }
+  if (reply->dropped > 0) {
+    std::cerr << "cohort status: the daemon no longer holds the run's " << reply->dropped
+              << " oldest events (its --event-log file has them all)\n";
+  }
+  for (const std::string& line : reply->events) {
+    std::cout << (query.json ? line : readable_event(line)) << "\n";
+  }
+  return kExitSuccess;
+}
+
+int run_status_command(const StatusQuery& query) {
+  StatusFetch fetched = fetch_status(query);
+  if (!fetched.reply) {
+    std::cerr << "cohort status: " << fetched.problem << "\n";
+    return fetched.exit_code;
+  }
+  if (query.json) {
+    std::cout << proto::encode_status_document(*fetched.reply) << "\n";
+  } else {
+    print_status_table(*fetched.reply, std::cout);
+  }
+  return kExitSuccess;
+}
+
+}  // namespace cohort

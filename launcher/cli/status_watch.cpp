@@ -1,0 +1,160 @@
+#include "launcher/cli/status_watch.hpp"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+
+#include "common/exit_codes.hpp"
+#include "common/text.hpp"
+
+namespace cohort {
+namespace {
+
+// "0.3 s", "12 s", "4m05s": a heartbeat age or an interval at a glance.
+std::string age_text(int64_t ms) {
+  char buffer[32];
+  if (ms < 10000) {
+    std::snprintf(buffer, sizeof buffer, "%.1f s", static_cast<double>(ms) / 1000);
+  } else if (ms < 600000) {
+    std::snprintf(buffer, sizeof buffer, "%lld s", static_cast<long long>(ms / 1000));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(ms / 60000),
+                  static_cast<long long>(ms / 1000 % 60));
+  }
+  return buffer;
+}
+
+std::string padded(const std::string& text, size_t width) {
+  return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
+}
+
+// One line of the screen: line breaks as spaces, every byte a terminal could act on made
+// visible (a node's address or a failure may carry ESC or BEL), then cut to the width.
+std::string cut(const std::string& line, int width) {
+  std::string flat = line;
+  for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  flat = escape_for_terminal(flat);
+  return width > 0 && flat.size() > static_cast<size_t>(width) ? flat.substr(0, width) : flat;
+}
+
+// At most this many lines for a run's last failure; the last of them ends in "..." if cut.
+constexpr size_t kFailureLines = 3;
+constexpr const char* kFailureLead = "  last failure: ";
+
+void run_lines(const proto::StatusRun& run, int width, std::string& out) {
+  std::string nodes = cat(run.nodes.size() + static_cast<size_t>(run.more_nodes), " (",
+                          run.min_nodes, ":", run.max_nodes, ")");
+  out += cut(padded(run.run_id, 20) + padded(run.phase, 10) +
+                 padded(run.round >= 0 ? cat(run.round) : "-", 7) + padded(nodes, 11) +
+                 cat(run.restarts_used, "/", run.max_restarts),
+             width) +
+         "\n";
+  if (!run.last_failure.empty()) {
+    for (const std::string& line : wrap_text(kFailureLead, run.last_failure, width, kFailureLines))
+      out += cut(line, width) + "\n";
+  }
+  for (const proto::StatusNode& node : run.nodes) {
+    std::string rank = node.group_rank >= 0 ? cat(node.group_rank) : "-";
+    out += cut("  " + padded(node.address, 18) + padded(node.state, 11) + padded(rank, 6) +
+                   padded(cat(node.local_world_size), 9) +
+                   padded(age_text(node.heartbeat_age_ms), 10) + (node.succeeded ? "done" : ""),
+               width) +
+           "\n";
+  }
+  if (run.more_nodes > 0)
+    out += cut(cat("  ... and ", run.more_nodes, " more nodes"), width) + "\n";
+}
+
+}  // namespace
+
+std::vector<std::string> wrap_text(const std::string& lead, const std::string& text, int width,
+                                   size_t max_lines) {
+  std::string flat = text;
+  for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
+  flat = escape_for_terminal(flat);
+  if (width <= 0 || lead.size() + flat.size() <= static_cast<size_t>(width)) return {lead + flat};
+  size_t room = static_cast<size_t>(width);
+  std::string indent(lead.size() <= room / 2 ? lead.size() : 2, ' ');
+  std::vector<std::string> lines;
+  std::string line = lead;
+  for (size_t at = 0; at < flat.size();) {
+    size_t left = room > line.size() ? room - line.size() : 1;
+    if (flat.size() - at <= left) {
+      line += flat.substr(at);
+      break;
+    }
+    // Break at the last space that fits; a word longer than the line is cut.
+    size_t space = flat.rfind(' ', at + left);
+    size_t end = space != std::string::npos && space > at ? space : at + left;
+    line += flat.substr(at, end - at);
+    for (at = end; at < flat.size() && flat[at] == ' ';) ++at;
+    if (at < flat.size() && lines.size() + 1 >= max_lines) {
+      if (line.size() + 3 > room) line.resize(room > 3 ? room - 3 : 0);
+      while (line.size() > indent.size() && line.back() == ' ') line.pop_back();
+      lines.push_back(line + "...");
+      return lines;
+    }
+    lines.push_back(line);
+    line = indent;
+  }
+  if (line != indent) lines.push_back(line);
+  return lines;
+}
+
+namespace {
+
+std::string wall_clock() {
+  std::time_t now = std::time(nullptr);
+  char buffer[16];
+  std::tm local{};
+  ::localtime_r(&now, &local);
+  std::strftime(buffer, sizeof buffer, "%H:%M:%S", &local);
+  return buffer;
+}
+
+int terminal_width() {
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  return 0;  // not a terminal: no cut
+}
+
+}  // namespace
+
+std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
+                         std::chrono::milliseconds interval, const std::string& clock, int width) {
+  std::string out = cut(cat("cohort status --watch  ", query.endpoint, "  every ",
+                            age_text(interval.count()), "  ", clock, "  (Ctrl-C to stop)"),
+                        width) +
+                    "\n\n";
+  if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
+  if (fetched.reply->runs.empty()) return out + "no runs\n";
+  out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
+  out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";
+  for (const proto::StatusRun& run : fetched.reply->runs) run_lines(run, width, out);
+  return out;
+}
+
+int watch_status(const StatusQuery& query, std::chrono::milliseconds interval) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);  // taken by sigtimedwait below, not fatal
+  for (;;) {
+    StatusFetch fetched = fetch_status(query);
+    std::string screen = watch_screen(fetched, query, interval, wall_clock(), terminal_width());
+    std::cout << "\x1b[H\x1b[2J" << screen << std::flush;  // home, clear, draw
+    timespec wait{static_cast<time_t>(interval.count() / 1000),
+                  static_cast<long>(interval.count() % 1000) * 1000000};
+    if (::sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;
+  }
+  std::cout << "\n";
+  return kExitSuccess;
+}
+
+}  // namespace cohort

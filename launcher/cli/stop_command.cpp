@@ -1,0 +1,74 @@
+#include "launcher/cli/stop_command.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <iostream>
+
+#include "common/exit_codes.hpp"
+#include "common/run_id.hpp"
+#include "launcher/cli/control_request.hpp"
+#include "proto/auth.hpp"
+
+namespace cohort {
+
+void add_stop_flags(CLI::App& app, StopQuery& query) {
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", query.endpoint, "host[:port] of the daemon")
+      ->capture_default_str();
+  app.add_option("--rdzv-id,--rdzv_id", query.run_id, "The run to stop")->required();
+  app.add_option("--reason", query.reason,
+                 "Why (recorded in the run's events and each node's log; default: "
+                 "\"stopped by cohort stop\")");
+  app.add_option("--token-file", query.token_file,
+                 "The daemon's or the run's token (default: $COHORT_TOKEN)");
+}
+
+std::string stop_requester() {
+  std::string user;
+  if (const char* name = std::getenv("USER"); name != nullptr) user = name;
+  if (user.empty()) {
+    if (const passwd* entry = ::getpwuid(::getuid()); entry != nullptr) user = entry->pw_name;
+  }
+  if (user.empty()) user = "uid " + std::to_string(::getuid());
+  std::array<char, 256> host{};
+  if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string by = user + "@" + (host[0] != '\0' ? host.data() : "unknown host");
+  return by.substr(0, proto::kMaxStopByBytes);
+}
+
+int run_stop_command(const StopQuery& query) {
+  if (std::string problem = run_id_problem(query.run_id); !problem.empty()) {
+    std::cerr << "cohort stop: --rdzv-id: " << problem << "\n";
+    return kExitUsage;
+  }
+  if (query.reason.size() > proto::kMaxStopReasonBytes) {
+    std::cerr << "cohort stop: --reason: at most " << proto::kMaxStopReasonBytes << " bytes\n";
+    return kExitUsage;
+  }
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::StopRunRequest request{query.run_id, query.reason, "", query.by};
+        if (!query.token.empty()) {
+          request.proof =
+              proto::stop_proof(query.token, challenge, query.run_id, query.reason, query.by);
+        }
+        return request;
+      });
+  std::string problem;
+  std::optional<proto::StopRunReply> reply = answer_as<proto::StopRunReply>(answer, problem);
+  if (!reply) {
+    std::cerr << "cohort stop: " << query.endpoint << ": " << problem << "\n";
+    return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
+  }
+  if (!reply->stopped) {
+    std::cout << "run " << reply->run_id << " had already ended\n";
+  } else {
+    std::cout << "run " << reply->run_id << ": " << reply->nodes
+              << " node(s) told to stop their workers\n";
+  }
+  return kExitSuccess;
+}
+
+}  // namespace cohort

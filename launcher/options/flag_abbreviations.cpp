@@ -1,0 +1,100 @@
+#include "launcher/options/flag_abbreviations.hpp"
+
+#include <algorithm>
+
+namespace cohort {
+namespace {
+
+bool has(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The flags one of whose long names starts with `prefix`, each once.
+std::vector<const FlagSpec*> candidates(const std::string& prefix,
+                                        const std::vector<FlagSpec>& flags) {
+  std::vector<const FlagSpec*> found;
+  for (const FlagSpec& flag : flags) {
+    for (const std::string& name : flag.long_names) {
+      if (name.rfind(prefix, 0) == 0) {
+        found.push_back(&flag);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+// The long name of `flag` that `prefix` abbreviates (the spelling the user chose).
+std::string completed(const std::string& prefix, const FlagSpec& flag) {
+  for (const std::string& name : flag.long_names) {
+    if (name.rfind(prefix, 0) == 0) return name;
+  }
+  return prefix;
+}
+
+std::string ambiguity(const std::string& prefix, const std::vector<const FlagSpec*>& found) {
+  std::string text = "ambiguous option: " + prefix + " could match";
+  for (size_t i = 0; i < found.size(); ++i) {
+    text += (i == 0 ? " " : ", ") + found[i]->long_names.front();
+  }
+  return text;
+}
+
+// A long flag word: rewritten in full when it abbreviates one flag. Sets `takes_value` when the
+// next word is its value.
+std::string expand_long(const std::string& word, const std::vector<FlagSpec>& flags,
+                        bool& takes_value, std::string& error) {
+  size_t equals = word.find('=');
+  std::string name = word.substr(0, equals);
+  std::vector<const FlagSpec*> found;
+  for (const FlagSpec& flag : flags) {
+    if (has(flag.long_names, name)) found = {&flag};
+  }
+  if (found.empty()) found = candidates(name, flags);
+  if (found.size() > 1) error = ambiguity(name, found);
+  if (found.size() != 1) return word;
+  takes_value = found.front()->takes_value && equals == std::string::npos;
+  return completed(name, *found.front()) + (equals == std::string::npos ? "" : word.substr(equals));
+}
+
+// A short flag word ("-r", "-r3", "-vv"): whether the next word is its value.
+bool short_takes_next(const std::string& word, const std::vector<FlagSpec>& flags) {
+  for (const FlagSpec& flag : flags) {
+    if (has(flag.short_names, word.substr(0, 2))) return flag.takes_value && word.size() == 2;
+  }
+  return false;
+}
+
+}  // namespace
+
+ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
+                                   const std::vector<FlagSpec>& flags) {
+  ExpandedWords result{words, {}};
+  for (size_t i = 0; i < result.words.size(); ++i) {
+    std::string& word = result.words[i];
+    if (word == "--" || word.size() < 2 || word[0] != '-') break;
+    bool takes_value = false;
+    if (word.rfind("--", 0) == 0) {
+      word = expand_long(word, flags, takes_value, result.error);
+      if (!result.error.empty()) return result;
+    } else {
+      takes_value = short_takes_next(word, flags);
+    }
+    if (takes_value) ++i;
+  }
+  return result;
+}
+
+std::vector<FlagSpec> flag_specs(const CLI::App& command) {
+  std::vector<FlagSpec> flags;
+  for (const CLI::Option* option : command.get_options()) {
+    FlagSpec flag;
+    for (const std::string& name : option->get_lnames()) flag.long_names.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) flag.short_names.push_back("-" + name);
+    flag.takes_value = option->get_expected_min() > 0;
+    if (!flag.long_names.empty() || !flag.short_names.empty()) flags.push_back(std::move(flag));
+  }
+  return flags;
+}
+
+}  // namespace cohort

@@ -1,0 +1,44 @@
+#include "launcher/slurm/slurm_defaults.hpp"
+
+#include "common/text.hpp"
+#include "launcher/slurm/slurm_env.hpp"
+
+namespace cohort {
+
+std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
+                                              const EnvMap& env,
+                                              std::vector<std::string>& problems) {
+  std::optional<SlurmDefaults> slurm = slurm_defaults(env);
+  if (!slurm) return {};
+  problems.insert(problems.end(), slurm->problems.begin(), slurm->problems.end());
+  std::vector<std::string> taken;
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  auto take = [&](const char* flag, const std::optional<SlurmValue>& value, std::string& field) {
+    if (!value || given(flag)) return false;
+    field = value->value;
+    taken.push_back(cat(flag, " ", value->value, " from ", value->source));
+    return true;
+  };
+  take("--nnodes", slurm->nnodes, options.nnodes);
+  take("--nproc-per-node", slurm->nproc_per_node, options.nproc_per_node);
+  bool endpoint_taken = false;
+  if (!options.standalone && !given("--rdzv-id"))
+    take("--rdzv-id", slurm->rdzv_id, options.rdzv_id);
+  if (!options.standalone && !given("--master-addr")) {
+    endpoint_taken = take("--rdzv-endpoint", slurm->rdzv_endpoint, options.rdzv_endpoint);
+  }
+  if (endpoint_taken && !given("--rdzv-backend")) {
+    options.rdzv_backend = "c10d";
+    taken.push_back("--rdzv-backend c10d (a Slurm step)");
+  }
+  std::string node_rank;
+  if (take("--node-rank", slurm->node_rank, node_rank)) {
+    options.node_rank = static_cast<int>(parse_int(node_rank).value_or(0));
+    options.node_rank_hint = true;  // c10d honours it too: Slurm's node order
+  }
+  options.in_slurm_step = true;
+  taken.push_back("SIGUSR1/SIGUSR2 not forwarded: Slurm signals every process of the step itself");
+  return taken;
+}
+
+}  // namespace cohort

@@ -1,0 +1,61 @@
+#include "launcher/slurm/slurm_env.hpp"
+
+#include "common/text.hpp"
+#include "launcher/slurm/hostlist.hpp"
+#include "launcher/topology/visible_gpus.hpp"
+
+namespace cohort {
+namespace {
+
+std::optional<std::pair<std::string, std::string>> first_of(
+    const std::map<std::string, std::string>& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto found = env.find(name);
+    if (found != env.end() && !found->second.empty()) return std::make_pair(name, found->second);
+  }
+  return std::nullopt;
+}
+
+SlurmValue sourced(const std::string& value, const std::pair<std::string, std::string>& from) {
+  return {value, from.first + "=" + from.second};
+}
+
+}  // namespace
+
+int slurm_rendezvous_port(long job_id) { return 29400 + static_cast<int>(job_id % 1000); }
+
+std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env) {
+  auto job = first_of(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
+  auto step = first_of(env, {"SLURM_STEP_ID", "SLURM_STEPID"});
+  if (!job || !step) return std::nullopt;
+  SlurmDefaults defaults;
+  if (auto nodes = first_of(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"})) {
+    defaults.nnodes = sourced(nodes->second, *nodes);
+  }
+  defaults.rdzv_id =
+      SlurmValue{"slurm-" + job->second + "." + step->second,
+                 job->first + "=" + job->second + ", " + step->first + "=" + step->second};
+  if (auto list = first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
+    auto hosts = expand_hostlist(list->second);
+    auto job_number = parse_int(job->second);
+    if (!hosts || hosts->empty() || !job_number) {
+      defaults.problems.push_back(
+          cat(list->first, "='", list->second, "' is not a Slurm hostlist cohort can read"));
+    } else {
+      std::string endpoint =
+          cat(hosts->front(), ":", slurm_rendezvous_port(static_cast<long>(*job_number)));
+      defaults.rdzv_endpoint = sourced(endpoint, *list);
+    }
+  }
+  if (auto node = first_of(env, {"SLURM_NODEID"}))
+    defaults.node_rank = sourced(node->second, *node);
+  if (auto gpus = first_of(env, {"SLURM_GPUS_ON_NODE"}); gpus && parse_int(gpus->second) > 0) {
+    defaults.nproc_per_node = sourced(gpus->second, *gpus);
+  } else if (auto visible = first_of(env, {"CUDA_VISIBLE_DEVICES"})) {
+    int count = visible_gpu_count(1 << 20, visible->second.c_str());
+    if (count > 0) defaults.nproc_per_node = sourced(std::to_string(count), *visible);
+  }
+  return defaults;
+}
+
+}  // namespace cohort

@@ -1,0 +1,58 @@
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "launcher/cli/status_command.hpp"
+
+using namespace cohort;
+
+TEST_CASE("cohort status prints one line per run and one per node", "[unit][launcher]") {
+  proto::StatusRun running{"alpha", "running", 0, 1, 3, 1, 2, 38517, {}};
+  running.nodes.push_back({"127.0.0.2:3895:59458#0", "127.0.0.2", "member", 0, 2, false});
+  running.nodes.push_back({"127.0.0.4:3897:1#0", "127.0.0.4", "member", 1, 1, true});
+  proto::StatusRun forming{"beta", "forming", -1, 0, 0, 2, 2, 0, {}};
+  forming.nodes.push_back({"127.0.0.3:3896:66931#0", "127.0.0.3", "joining", -1, 1, false});
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {running, forming}}, out);
+  CHECK(out.str() ==
+        "run alpha: running, round 0, restarts 1/3, nodes 1:2, worker store port 38517\n"
+        "  127.0.0.2  member  rank 0  workers 2  (127.0.0.2:3895:59458#0)\n"
+        "  127.0.0.4  member  rank 1  workers 1  done  (127.0.0.4:3897:1#0)\n"
+        "run beta: forming, waiting for the first round, restarts 0/0, nodes 2:2, worker store "
+        "port 0\n"
+        "  127.0.0.3  joining  workers 1  (127.0.0.3:3896:66931#0)\n");
+}
+
+TEST_CASE("cohort status says when the daemon has no runs", "[unit][launcher]") {
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{29400, {}}, out);
+  CHECK(out.str() == "no runs\n");
+}
+
+TEST_CASE("cohort status shows the slowest ranks against the median step time",
+          "[unit][launcher][straggler]") {
+  proto::StatusRun running{"alpha", "running", 0, 0, 0, 2, 2, 38517, {}};
+  running.median_step_ms = 100;
+  running.slowest = {{3, "vm (127.0.0.3)", 310}, {0, "vm (127.0.0.2)", 101}};
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {running}}, out);
+  CHECK(out.str() ==
+        "run alpha: running, round 0, restarts 0/0, nodes 2:2, worker store port 38517\n"
+        "  slowest ranks (1.2 x the median step 0.100 s or slower):\n"
+        "    rank 3 on vm (127.0.0.3)  0.310 s per step  3.10 x the median\n");
+  // Every rank near the median: no stragglers, rather than a list of ranks at 1.00 x.
+  running.slowest = {{3, "vm (127.0.0.3)", 101}, {0, "vm (127.0.0.2)", 100}};
+  std::ostringstream even;
+  print_status_table(proto::StatusReply{36035, {running}}, even);
+  CHECK(even.str() ==
+        "run alpha: running, round 0, restarts 0/0, nodes 2:2, worker store port 38517\n"
+        "  no stragglers: no rank at 1.2 x the median step (0.100 s) or slower\n");
+  // An older daemon's document, without the new keys, still reads.
+  std::string error;
+  auto old = proto::decode_status_document(
+      R"({"port":1,"runs":[{"run_id":"a","phase":"running","round":0,"restarts_used":0,)"
+      R"("max_restarts":0,"min_nodes":1,"max_nodes":1,"store_port":0,"nodes":[]}]})",
+      error);
+  INFO(error);
+  REQUIRE(old);
+  CHECK(old->runs.at(0).slowest.empty());
+}

@@ -1,0 +1,92 @@
+#include "launcher/cli/status_watch.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cohort;
+
+namespace {
+
+StatusFetch one_run() {
+  proto::StatusRun run{"job", "running", 3, 1, 3, 2, 4, 41817, {}};
+  run.nodes.push_back({"127.0.0.2:1:1#0", "127.0.0.2", "member", 0, 2, false, 300});
+  run.nodes.push_back({"127.0.0.3:1:1#0", "127.0.0.3", "member", 1, 2, true, 12500});
+  run.last_failure = "node 127.0.0.4 lost: connection closed (End of file)";
+  return {proto::StatusReply{29400, {run}}, 0, ""};
+}
+
+}  // namespace
+
+TEST_CASE("the watch screen: a run line, a line per node with its heartbeat age",
+          "[unit][launcher][status]") {
+  StatusQuery query;
+  query.endpoint = "head:29400";
+  std::string screen =
+      watch_screen(one_run(), query, std::chrono::milliseconds(2000), "12:00:00", 0);
+  CHECK(screen ==
+        "cohort status --watch  head:29400  every 2.0 s  12:00:00  (Ctrl-C to stop)\n\n"
+        "RUN                 PHASE     ROUND  NODES      RESTARTS\n"
+        "  NODE              STATE      RANK  WORKERS  HEARTBEAT\n"
+        "job                 running   3      2 (2:4)    1/3\n"
+        "  last failure: node 127.0.0.4 lost: connection closed (End of file)\n"
+        "  127.0.0.2         member     0     2        0.3 s     \n"
+        "  127.0.0.3         member     1     2        12 s      done\n");
+}
+
+TEST_CASE("the watch screen fits the terminal and shows why there is no status",
+          "[unit][launcher][status]") {
+  StatusQuery query;
+  std::string narrow = watch_screen(one_run(), query, std::chrono::milliseconds(500), "x", 30);
+  for (size_t start = 0, end; (end = narrow.find('\n', start)) != std::string::npos;
+       start = end + 1)
+    CHECK(end - start <= 30);
+  StatusFetch failed{std::nullopt, 3, "cannot reach head:29400: Connection refused\nsecond"};
+  std::string screen = watch_screen(failed, query, std::chrono::milliseconds(500), "x", 0);
+  CHECK(screen.find("cannot reach head:29400: Connection refused second\n") != std::string::npos);
+  proto::StatusReply empty{29400, {}};
+  CHECK(watch_screen({empty, 0, ""}, query, std::chrono::milliseconds(500), "x", 0)
+            .find("no runs\n") != std::string::npos);
+}
+
+TEST_CASE("at 80 columns the last failure is whole, on lines of its own",
+          "[unit][launcher][status]") {
+  StatusFetch fetched = one_run();
+  proto::StatusRun& run = fetched.reply->runs[0];
+  run.last_failure =
+      "worker rank 0 on vm failed with signal 6 (SIGABRT): rank 0 (local rank 0, pid 7798) made "
+      "no progress for 2.0 s (last signal: step 4 at 16:49:35)";
+  std::string screen =
+      watch_screen(fetched, StatusQuery{}, std::chrono::milliseconds(2000), "12:00:00", 80);
+  INFO(screen);
+  for (size_t start = 0, end; (end = screen.find('\n', start)) != std::string::npos;
+       start = end + 1)
+    CHECK(end - start <= 80);
+  CHECK(screen.find("job                 running   3      2 (2:4)    1/3\n"
+                    "  last failure: worker rank 0 on vm failed with signal 6 (SIGABRT): rank 0\n"
+                    "                (local rank 0, pid 7798) made no progress for 2.0 s (last\n"
+                    "                signal: step 4 at 16:49:35)\n") != std::string::npos);
+}
+
+TEST_CASE("before the first round the watch screen shows no round number",
+          "[unit][launcher][status]") {
+  StatusFetch fetched = one_run();
+  fetched.reply->runs[0].round = -1;
+  fetched.reply->runs[0].phase = "forming";
+  fetched.reply->runs[0].last_failure.clear();
+  std::string screen =
+      watch_screen(fetched, StatusQuery{}, std::chrono::milliseconds(2000), "x", 0);
+  CHECK(screen.find("job                 forming   -      2 (2:4)    1/3\n") != std::string::npos);
+  CHECK(screen.find("-1") == std::string::npos);
+  CHECK(screen.find("last failure") == std::string::npos);
+}
+
+TEST_CASE("wrapped text breaks at spaces, cuts long words, and ends in ... past its lines",
+          "[unit][launcher][status]") {
+  CHECK(wrap_text("> ", "short", 20, 3) == std::vector<std::string>{"> short"});
+  CHECK(wrap_text("> ", "aaa bbb ccc ddd", 9, 3) ==
+        std::vector<std::string>{"> aaa bbb", "  ccc ddd"});
+  CHECK(wrap_text("> ", "abcdefghijkl", 6, 5) ==
+        std::vector<std::string>{"> abcd", "  efgh", "  ijkl"});
+  CHECK(wrap_text("> ", "aaa bbb ccc ddd eee fff", 9, 2) ==
+        std::vector<std::string>{"> aaa bbb", "  ccc..."});
+  CHECK(wrap_text("> ", "a\x1b[2Jb", 0, 1) == std::vector<std::string>{"> a\\x1b[2Jb"});
+}

@@ -1,0 +1,51 @@
+#include "launcher/options/flag_abbreviations.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "launcher/options/run_options.hpp"
+
+using namespace cohort;
+
+namespace {
+
+ExpandedWords expand(const std::vector<std::string>& words) {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  return expand_abbreviations(words, flag_specs(app));
+}
+
+using Words = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("an unambiguous prefix names its flag, as argparse does", "[unit][launcher]") {
+  CHECK(expand({"--max-r", "3", "t.py"}).words == Words{"--max-restarts", "3", "t.py"});
+  CHECK(expand({"--master_p=29501", "t.py"}).words == Words{"--master_port=29501", "t.py"});
+  CHECK(expand({"--nproc", "2", "t.py"}).words == Words{"--nproc-per-node", "2", "t.py"});
+  CHECK(expand({"--stand", "t.py"}).words == Words{"--standalone", "t.py"});
+  CHECK(expand({"--no-p", "/bin/true"}).words == Words{"--no-python", "/bin/true"});
+}
+
+TEST_CASE("full names, values and the script are left alone", "[unit][launcher]") {
+  // A value that looks like a flag prefix, and the script's own flags, are not expanded.
+  CHECK(expand({"--rdzv-id", "--max", "t.py", "--max-r", "1"}).words ==
+        Words{"--rdzv-id", "--max", "t.py", "--max-r", "1"});
+  CHECK(expand({"-r", "3", "--tee=1", "t.py", "--nproc"}).words ==
+        Words{"-r", "3", "--tee=1", "t.py", "--nproc"});
+  CHECK(expand({"-vv", "--", "--max-r"}).words == Words{"-vv", "--", "--max-r"});
+  CHECK(expand({"--bogus", "t.py"}).words == Words{"--bogus", "t.py"});  // CLI11 says unknown
+  CHECK(expand({"--nnodes", "2", "t.py"}).error.empty());
+}
+
+TEST_CASE("an ambiguous prefix is an error listing the candidates", "[unit][launcher]") {
+  ExpandedWords expanded = expand({"--ma", "1", "t.py"});
+  INFO(expanded.error);
+  CHECK(expanded.error.find("ambiguous option: --ma could match") != std::string::npos);
+  CHECK(expanded.error.find("--max-restarts") != std::string::npos);
+  CHECK(expanded.error.find("--master-addr") != std::string::npos);
+  CHECK(expanded.error.find("--master-port") != std::string::npos);
+  CHECK(expand({"--rdzv", "x", "t.py"}).error.find("--rdzv-endpoint") != std::string::npos);
+  // --log matches --log-dir and --log-line-prefix-template (and --logs-specs).
+  CHECK_FALSE(expand({"--log", "x", "t.py"}).error.empty());
+}

@@ -1,0 +1,178 @@
+#include "launcher/options/run_options.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include "launcher/options/help_format.hpp"
+#include "tests/support/env_guard.hpp"
+
+using namespace cohort;
+
+namespace {
+
+struct Parsed {
+  RunOptions options;
+  std::string command_error;
+};
+
+// Parses `args` as `cohort run` does, with `torch_env` for apply_torch_env_defaults.
+Parsed parse(std::vector<std::string> args,
+             const std::map<std::string, std::string>& torch_env = {}) {
+  Parsed parsed;
+  CLI::App app;
+  add_run_flags(app, parsed.options);
+  args.insert(args.begin(), "run");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  parsed.command_error = take_command(app.remaining(), parsed.options);
+  apply_torch_env_defaults(app, parsed.options, torch_env);
+  return parsed;
+}
+
+}  // namespace
+
+TEST_CASE("both spellings of a flag work", "[unit][launcher]") {
+  CHECK(parse({"--nproc-per-node", "3", "train.py"}).options.nproc_per_node == "3");
+  CHECK(parse({"--nproc_per_node=4", "train.py"}).options.nproc_per_node == "4");
+  CHECK(parse({"--max_restarts", "2", "train.py"}).options.max_restarts == 2);
+}
+
+TEST_CASE("the script and its arguments are taken as given", "[unit][launcher]") {
+  Parsed parsed = parse({"--nproc-per-node", "2", "train.py", "--lr", "0.1", "--nnodes", "9"});
+  CHECK(parsed.command_error.empty());
+  CHECK(parsed.options.command ==
+        std::vector<std::string>{"train.py", "--lr", "0.1", "--nnodes", "9"});
+  CHECK(parsed.options.nnodes == "1:1");  // the script's --nnodes is not cohort's
+}
+
+TEST_CASE("PET_ variables give defaults that flags override", "[unit][launcher]") {
+  test::EnvGuard env;
+  env.set("PET_NPROC_PER_NODE", "5");
+  env.set("PET_STANDALONE", "1");
+  CHECK(parse({"train.py"}).options.nproc_per_node == "5");
+  CHECK(parse({"train.py"}).options.standalone);
+  CHECK(parse({"--nproc-per-node", "2", "train.py"}).options.nproc_per_node == "2");
+  env.set("PET_STANDALONE", "0");
+  CHECK_FALSE(parse({"train.py"}).options.standalone);
+}
+
+TEST_CASE("unknown flags and a missing script are errors", "[unit][launcher]") {
+  CHECK(parse({"--bogus", "t.py"}).command_error.find("--bogus") != std::string::npos);
+  CHECK(parse({}).command_error.find("missing the training script") != std::string::npos);
+  CHECK(parse({"--", "-weird-name.py"}).command_error.empty());
+}
+
+TEST_CASE("cohort's own log level: -q, -v, -vv", "[unit][launcher]") {
+  test::EnvGuard env;
+  env.unset("LOGLEVEL");
+  CHECK(log_level_for(parse({"t.py"}).options) == log::Level::Warn);
+  CHECK(log_level_for(parse({"-q", "t.py"}).options) == log::Level::Error);
+  CHECK(log_level_for(parse({"-v", "t.py"}).options) == log::Level::Info);
+  CHECK(log_level_for(parse({"-vv", "t.py"}).options) == log::Level::Debug);
+  env.set("LOGLEVEL", "ERROR");
+  CHECK(log_level_for(parse({"t.py"}).options) == log::Level::Error);
+  CHECK(log_level_for(parse({"-v", "t.py"}).options) == log::Level::Info);
+}
+
+TEST_CASE("every flag of cohort run has both spellings and reads PET_<NAME>", "[unit][launcher]") {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  int checked = 0;
+  for (const CLI::Option* option : app.get_options()) {
+    std::vector<std::string> names = option->get_lnames();
+    if (names.empty() || names.front() == "help") continue;
+    std::string dashed = "--" + names.front();
+    INFO(dashed);
+    if (dashed.find('-', 2) != std::string::npos) {
+      std::string underscored = dashed;
+      std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+      CHECK(option->check_lname(underscored.substr(2)));
+    }
+    CHECK(option->get_envname() == pet_name(dashed));
+    ++checked;
+  }
+  CHECK(checked > 30);
+}
+
+TEST_CASE("flags that were missing a spelling or PET_ name now have them", "[unit][launcher]") {
+  CHECK(parse({"--raw_output", "t.py"}).options.raw_output);
+  CHECK(parse({"--token_file", "/k", "t.py"}).options.token_file == "/k");
+  test::EnvGuard env;
+  env.set("PET_RAW_OUTPUT", "1");
+  env.set("PET_INSECURE", "1");
+  env.set("PET_VIRTUAL_LOCAL_RANK", "1");
+  env.set("PET_DUPLICATE_STDOUT_FILTERS", "loss");
+  Parsed parsed = parse({"t.py"});
+  CHECK(parsed.options.raw_output);
+  CHECK(parsed.options.insecure);
+  CHECK(parsed.options.virtual_local_rank);
+  CHECK(parsed.options.duplicate_stdout_filters == "loss");
+}
+
+TEST_CASE("every current torchrun flag is accepted in both spellings", "[unit][launcher]") {
+  Parsed parsed = parse({"--logs_specs", "mine", "--numa-binding", "node", "--virtual_local_rank",
+                         "--duplicate-stdout-filters", "a,b", "--duplicate_stderr_filters", "c",
+                         "--log_line_prefix_template", "${rank}:", "--shutdown_timeout", "5",
+                         "--signals_to_handle", "SIGUSR1", "--local_ranks_filter", "0", "t.py"});
+  CHECK(parsed.command_error.empty());
+  CHECK(parsed.options.logs_specs == "mine");
+  CHECK(parsed.options.numa_binding == "node");
+  CHECK(parsed.options.virtual_local_rank);
+  CHECK(parsed.options.duplicate_stdout_filters == "a,b");
+  CHECK(parsed.options.duplicate_stderr_filters == "c");
+  CHECK(parsed.options.log_line_prefix_template == "${rank}:");
+  CHECK(parsed.options.shutdown_timeout == 5.0);
+}
+
+TEST_CASE("cohort run --help: real defaults, the script in the usage, no internal flags",
+          "[unit][launcher]") {
+  RunOptions options;
+  CLI::App top{"", "cohort"};
+  CLI::App* run = top.add_subcommand("run", "");
+  run->formatter(std::make_shared<ScriptUsageFormatter>());
+  add_run_flags(*run, options);
+  std::string help = run->help("cohort");
+  INFO(help);
+  CHECK(help.find("Usage: cohort run [OPTIONS] SCRIPT [ARGS...]") != std::string::npos);
+  CHECK(help.find("INT=29500") != std::string::npos);
+  CHECK(help.find("TEXT=127.0.0.1") != std::string::npos);
+  CHECK(help.find("--node-rank-hint") == std::string::npos);
+  CHECK(help.find("--under-launch") == std::string::npos);
+  CHECK(help.find("--raw-output") != std::string::npos);
+  // Hidden, yet accepted.
+  std::vector<std::string> args{"run", "--node-rank-hint", "--under_launch", "t.py"};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  RunOptions parsed;
+  CLI::App app;
+  add_run_flags(app, parsed);
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  CHECK(parsed.node_rank_hint);
+  CHECK(parsed.under_launch);
+}
+
+TEST_CASE("errors name the command they belong to", "[unit][launcher]") {
+  RunOptions options;
+  CHECK(take_command({"--bogus", "t.py"}, options, "launch").find("cohort launch --help") !=
+        std::string::npos);
+  CHECK(take_command({}, options, "launch").find("cohort launch [OPTIONS] SCRIPT") !=
+        std::string::npos);
+  CLI::ExtrasError error({"--bogus"});
+  CHECK(parse_error_message("cohort status", error).find("(cohort status --help)") !=
+        std::string::npos);
+}
+
+TEST_CASE("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 is --worker-store rank0 unless it is given",
+          "[unit][launcher]") {
+  auto worker_store = [](std::vector<std::string> args,
+                         const std::map<std::string, std::string>& env) {
+    return parse(std::move(args), env).options.worker_store;
+  };
+  const std::map<std::string, std::string> disabled{{"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"}};
+  CHECK(worker_store({"t.py"}, disabled) == "rank0");
+  CHECK(worker_store({"t.py"}, {}) == "daemon");
+  CHECK(worker_store({"t.py"}, {{"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "0"}}) == "daemon");
+  CHECK(worker_store({"--worker-store", "daemon", "t.py"}, disabled) == "daemon");
+}

@@ -1,0 +1,37 @@
+#include <catch2/catch.hpp>
+
+#include "launcher/slurm/hostlist.hpp"
+
+using namespace cohort;
+using Hosts = std::vector<std::string>;
+
+TEST_CASE("hostlists expand like Slurm's", "[unit][launcher][slurm]") {
+  CHECK(*expand_hostlist("gpu-[01-04,07],login1") ==
+        Hosts{"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-07", "login1"});
+  CHECK(*expand_hostlist("node1") == Hosts{"node1"});
+  CHECK(*expand_hostlist("n[8-11]") == Hosts{"n8", "n9", "n10", "n11"});
+  CHECK(*expand_hostlist("rack[1-2]-n[01-02]") ==
+        Hosts{"rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"});
+  CHECK(*expand_hostlist("a[098-101]") == Hosts{"a098", "a099", "a100", "a101"});
+  CHECK(*expand_hostlist("x,y , z") == Hosts{"x", "y", "z"});
+  CHECK(expand_hostlist("")->empty());
+}
+
+TEST_CASE("malformed hostlists are refused", "[unit][launcher][slurm]") {
+  CHECK_FALSE(expand_hostlist("gpu-[01-04"));
+  CHECK_FALSE(expand_hostlist("gpu-01]"));
+  CHECK_FALSE(expand_hostlist("gpu-[4-1]"));
+  CHECK_FALSE(expand_hostlist("gpu-[a-b]"));
+  CHECK_FALSE(expand_hostlist("g[[1]]"));
+  CHECK_FALSE(expand_hostlist("n[1-100000000]", 1000));
+}
+
+TEST_CASE("hostlists compress to ranges", "[unit][launcher][slurm]") {
+  CHECK(compress_hostlist({"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-07", "login1"}) ==
+        "gpu-[01-04,07],login1");
+  CHECK(compress_hostlist({"n8", "n9", "n10"}) == "n[8-10]");
+  CHECK(compress_hostlist({"a098", "a099", "a100"}) == "a[098-100]");
+  CHECK(compress_hostlist({"solo"}) == "solo");
+  Hosts many{"c1", "c2", "c3", "c5"};
+  CHECK(*expand_hostlist(compress_hostlist(many)) == many);
+}
