@@ -286,12 +286,18 @@ void RendezvousDaemon::accept_next() {
       [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
         if (stopped_) return;
         if (!error) {
+          accept_shortage_.accepted();
           admit(std::move(socket));
           accept_backoff_.reset();
         } else if (error == boost::asio::error::operation_aborted) {
           return;
         } else if (AcceptBackoff::is_shortage(error)) {
-          return accept_later(error);
+          return accept_shortage_.refuse_pending(
+              acceptor_,
+              [this] {
+                if (!stopped_) accept_next();
+              },
+              [this, error] { accept_later(error); });
         } else {
           log::warn("rendezvous: accept failed: ", error.message());
         }

@@ -18,6 +18,7 @@
 #include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
 #include "common/connection_gate.hpp"
+#include "common/descriptor_shortage.hpp"
 #include "common/event_log.hpp"
 #include "common/log_throttle.hpp"
 #include "observe/http_server.hpp"
@@ -147,6 +148,7 @@ class RendezvousDaemon {
   std::unique_ptr<Timer> timer_;
   std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
   AcceptBackoff accept_backoff_;
+  DescriptorShortage accept_shortage_{"rendezvous"};
   ConnectionGate gate_;
   uint64_t next_gate_id_ = 1;
   std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven

@@ -84,11 +84,16 @@ void StoreService::accept_next() {
 void StoreService::on_accept(const error_code& error, tcp::socket socket) {
   if (closed_ || error == asio::error::operation_aborted) return;
   if (error) {
-    if (AcceptBackoff::is_shortage(error)) return accept_later(error);
+    if (AcceptBackoff::is_shortage(error)) {
+      auto self = shared_from_this();
+      return shortage_.refuse_pending(
+          acceptor_, [self] { self->accept_next(); }, [self, error] { self->accept_later(error); });
+    }
     accept_next();
     return;
   }
   backoff_.reset();
+  shortage_.accepted();
   if (!allowed(socket)) {
     error_code ignored;
     socket.close(ignored);

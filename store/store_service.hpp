@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/accept_backoff.hpp"
+#include "common/descriptor_shortage.hpp"
 #include "common/log_throttle.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
@@ -63,6 +64,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   AcceptBackoff backoff_;
+  DescriptorShortage shortage_{"store"};
   LogThrottle refusal_log_;
   Store store_;
   std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions_;
