@@ -1,5 +1,6 @@
 #include "observe/pickle_reader.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <tuple>
 #include <unordered_map>
@@ -122,7 +123,10 @@ struct Node {
 
 class Parser {
  public:
-  Parser(std::string_view in, const PickleLimits& limits) : in_(in), limits_(limits) {}
+  Parser(std::string_view in, PickleLimits limits) : in_(in), limits_(limits) {
+    // Nodes are indexed by uint32_t.
+    limits_.max_values = std::min<size_t>(limits_.max_values, UINT32_MAX - 1);
+  }
 
   PickleResult run() {
     PickleResult result;
@@ -594,7 +598,7 @@ class Parser {
   }
 
   std::string_view in_;
-  const PickleLimits& limits_;
+  PickleLimits limits_;
   size_t pos_ = 0;
   size_t op_at_ = 0;  // where the opcode being read starts, for errors
   std::string error_;

@@ -178,7 +178,8 @@ TEST_CASE("a memo get of an index never put is an error", "[unit][observe]") {
         std::string::npos);
 }
 
-TEST_CASE("length prefixes larger than the input are errors, not allocations", "[unit][observe]") {
+TEST_CASE("length prefixes larger than the input are errors and never allocations",
+          "[unit][observe]") {
   CHECK(error_of(bytes("\x80\x02X\xff\xff\xff\xff"
                        "abc")) == "byte 2: BINUNICODE needs 4294967295 bytes, 3 left (truncated)");
   CHECK(error_of(bytes("\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\x7f"
@@ -197,7 +198,7 @@ TEST_CASE("length prefixes larger than the input are errors, not allocations", "
         std::string::npos);
 }
 
-TEST_CASE("nesting deeper than the limit is an error, whatever makes it deep", "[unit][observe]") {
+TEST_CASE("nesting deeper than the limit is an error whatever makes it deep", "[unit][observe]") {
   // A million nested lists: ]]]...]aaa...a.
   const size_t deep = 1'000'000;
   std::string lists = "\x80\x02" + std::string(deep, ']') + std::string(deep - 1, 'a') + ".";
