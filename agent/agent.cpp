@@ -11,6 +11,7 @@
 #include <random>
 
 #include "agent/agent_events.hpp"
+#include "agent/collective_report.hpp"
 #include "agent/error_file.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
@@ -392,6 +393,12 @@ void Agent::on_message(proto::ControlMessage message) {
           perform(state_.complete());
         else if constexpr (std::is_same_v<T, proto::Notice>)
           log::warn("rendezvous: ", escape_for_terminal(typed.text));
+        else if constexpr (std::is_same_v<T, proto::DumpRequest>) {
+          if (group_ && typed.round == group_round_ && group_->ask_for_dumps()) return;
+          if (client_) {  // nothing to ask: say so at once rather than at the daemon's deadline
+            client_->send(collective_report(typed.round, config_.host_name, -1, 0, {}, {}));
+          }
+        }
       },
       message);
 }
@@ -427,9 +434,28 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
   report_bindings(round);
   group_ =
       std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout, config_.hang);
+  group_round_ = round.round;
+  listen_for_dumps(round);
   group_->start(plan_workers(round),
                 [this](GroupOutcome outcome) { on_group_done(std::move(outcome)); });
   report_progress_later();
+}
+
+// A hang here asks the daemon to have every other node's ranks dump too; whenever a dump wait
+// ends (this node's hang, or another's), the dumps go to the daemon, reduced, for the verdict on
+// which collective and which rank.
+void Agent::listen_for_dumps(const RoundInfo& round) {
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
+  WorkerGroup::DumpListener listener;
+  listener.hang_declared = [this, round = round.round, timeout] {
+    if (client_) client_->send(proto::HangDeclared{round, timeout.count()});
+  };
+  listener.dumps_taken = [this, round, timeout](const std::vector<FlightRecorderDump>& dumps) {
+    if (!client_) return;
+    client_->send(collective_report(round.round, config_.host_name, round.base_rank, config_.nproc,
+                                    dumps, timeout));
+  };
+  group_->set_dump_listener(std::move(listener));
 }
 
 // While the group runs: its workers' progress, to the daemon, every progress_interval.

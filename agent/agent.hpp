@@ -123,6 +123,7 @@ class Agent {
   int rank0_port() const;
   void report_progress_later();
   void send_progress(bool hang);
+  void listen_for_dumps(const RoundInfo& round);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -139,6 +140,7 @@ class Agent {
   boost::asio::steady_timer reconnect_timer_;
   std::unique_ptr<RendezvousClient> client_;     ///< from the first Connect to the exit
   std::unique_ptr<WorkerGroup> group_;           ///< the current round's; kept after it ends
+  int group_round_ = -1;                         ///< the round group_ runs
   std::unique_ptr<FileTimerServer> file_timer_;  ///< TORCHELASTIC_ENABLE_FILE_TIMER=1 only
   std::unique_ptr<Timer> progress_timer_;        ///< the next progress report to the daemon
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "agent/error_file.hpp"
 #include "agent/hang_report.hpp"
@@ -305,37 +306,54 @@ void WorkerGroup::declare_hang(Worker& worker) {
 
 // Asks every rank that made a debug-info pipe for its flight-recorder dump, and takes the hung
 // worker's stacks once the dumps are written (or --hang-dump-timeout has passed): stopping it
-// sooner would lose them. Nothing asked: at once.
+// sooner would lose them. A wait another node's hang started serves as well.
 void WorkerGroup::ask_for_dumps(Worker& worker) {
-  std::vector<FlightRecorderDump> asked;
-  for (auto& each : workers_) {
-    if (request_nccl_dump(each->plan.nccl_dump_pipe))
-      asked.push_back({each->plan.rank, each->plan.nccl_dump_file});
-  }
   SteadyDuration timeout = progress_.settings().dump_timeout;
   worker.hang->dump_wait = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
   worker.hang->dumps_kept = worker.plan.error_file_kept;
-  if (asked.empty() || timeout <= SteadyDuration::zero()) return take_stacks(worker);
-  log::info("waiting up to ", worker.hang->dump_wait.count() / 1000.0, " s for ", asked.size(),
-            " NCCL flight-recorder dump(s)");
+  if (listener_.hang_declared) listener_.hang_declared();
   dump_waiter_ = &worker;
-  dump_watcher_.start(std::move(asked), timeout,
-                      [this, &worker](std::vector<FlightRecorderDump> dumps) {
-                        dumps_waited(worker, std::move(dumps));
-                      });
+  if (!dump_watcher_.waiting()) start_dump_wait();
 }
 
-void WorkerGroup::dumps_waited(Worker& worker, std::vector<FlightRecorderDump> dumps) {
-  dump_waiter_ = nullptr;
-  worker.hang->dumps = std::move(dumps);
-  take_stacks(worker);
+bool WorkerGroup::ask_for_dumps() {
+  if (dump_watcher_.waiting() || dump_asked_) return true;  // reported when the wait ends, or was
+  if (stopping_) return false;
+  start_dump_wait();
+  return true;
+}
+
+// Writes every rank's dump pipe and waits for the dumps (nothing asked: done at once).
+void WorkerGroup::start_dump_wait() {
+  dump_asked_ = true;
+  std::vector<FlightRecorderDump> asked;
+  for (auto& each : workers_) {
+    if (!each->child.status() && request_nccl_dump(each->plan.nccl_dump_pipe))
+      asked.push_back({each->plan.rank, each->plan.nccl_dump_file});
+  }
+  SteadyDuration timeout = progress_.settings().dump_timeout;
+  if (asked.empty() || timeout <= SteadyDuration::zero()) return dump_wait_ended({});
+  log::info("waiting up to ", std::chrono::duration<double>(timeout).count(), " s for ",
+            asked.size(), " NCCL flight-recorder dump(s)");
+  dump_watcher_.start(std::move(asked), timeout, [this](std::vector<FlightRecorderDump> dumps) {
+    dump_wait_ended(std::move(dumps));
+  });
+}
+
+void WorkerGroup::dump_wait_ended(std::vector<FlightRecorderDump> dumps) {
+  if (listener_.dumps_taken) listener_.dumps_taken(dumps);
+  Worker* waiter = std::exchange(dump_waiter_, nullptr);
+  if (!waiter) return;
+  waiter->hang->dumps = std::move(dumps);
+  take_stacks(*waiter);
 }
 
 // The group stops (or the hung worker ended) while the dumps are awaited: what is there now.
 void WorkerGroup::cut_dump_wait_short() {
-  if (!dump_waiter_) return;
-  dump_waiter_->hang->dumps = dump_watcher_.cut_short();
-  dump_waiter_ = nullptr;
+  if (!dump_watcher_.waiting()) return;
+  std::vector<FlightRecorderDump> dumps = dump_watcher_.cut_short();
+  if (listener_.dumps_taken) listener_.dumps_taken(dumps);
+  if (Worker* waiter = std::exchange(dump_waiter_, nullptr)) waiter->hang->dumps = dumps;
 }
 
 void WorkerGroup::take_stacks(Worker& worker) {

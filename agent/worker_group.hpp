@@ -93,6 +93,19 @@ class WorkerGroup {
   /// Every worker's pid, started or ended (the GPU health check looks for them after the round).
   std::vector<pid_t> pids() const;
 
+  /// Who hears of the flight-recorder dumps: when one of this group's workers is declared hung
+  /// (its dumps are being asked for), and when a dump wait ends (its own, or one ask_for_dumps()
+  /// started), with the dumps asked and what was found.
+  struct DumpListener {
+    std::function<void()> hang_declared;
+    std::function<void(const std::vector<FlightRecorderDump>&)> dumps_taken;
+  };
+  void set_dump_listener(DumpListener listener) { listener_ = std::move(listener); }
+  /// Another node's worker hung: asks every rank here for its dump now, unless they were asked
+  /// already; dumps_taken hears the outcome. False when the group stops without having asked:
+  /// no dumps will come.
+  bool ask_for_dumps();
+
  private:
   struct Worker;
 
@@ -106,7 +119,8 @@ class WorkerGroup {
   void on_hang_timer();
   void declare_hang(Worker& worker);
   void ask_for_dumps(Worker& worker);
-  void dumps_waited(Worker& worker, std::vector<FlightRecorderDump> dumps);
+  void start_dump_wait();
+  void dump_wait_ended(std::vector<FlightRecorderDump> dumps);
   void cut_dump_wait_short();
   void take_stacks(Worker& worker);
   bool take_native_stacks(Worker& worker);
@@ -127,6 +141,8 @@ class WorkerGroup {
   std::unique_ptr<Timer> drain_timer_;
   DumpWatcher dump_watcher_;
   Worker* dump_waiter_ = nullptr;  ///< the hung worker whose stacks wait for the NCCL dumps
+  DumpListener listener_;
+  bool dump_asked_ = false;  ///< the ranks' dumps were asked for (once per round)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<WorkerFailure> failures_;
   std::vector<size_t> failed_workers_;  ///< index into workers_, parallel to failures_

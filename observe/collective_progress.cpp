@@ -86,22 +86,6 @@ std::optional<std::string> group_of(const PickleValue& entry) {
 
 }  // namespace
 
-std::string CollectiveCall::shape_text() const {
-  std::string text = "[";
-  for (size_t i = 0; i < input_sizes.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += "[";
-    for (size_t j = 0; j < input_sizes[i].size(); ++j) {
-      if (j > 0) text += ", ";
-      text += std::to_string(input_sizes[i][j]);
-    }
-    text += "]";
-  }
-  text += "]";
-  if (!input_dtypes.empty()) text += " " + join(input_dtypes, ",");
-  return text;
-}
-
 RankCollectives collective_progress(const PickleValue& dump) {
   RankCollectives out;
   if (dump.as_dict() == nullptr) return out;

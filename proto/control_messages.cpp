@@ -222,13 +222,104 @@ std::string progress_out_of_range(const Progress& progress) {
 }  // namespace
 // ---- end of progress ----
 
+// ---- Collectives (the flight recorder read across every rank) ----
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(HangDeclared, round, dump_timeout_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DumpRequest, round)
+
+void to_json(json& out, const CollectiveCall& m) {
+  out = json{{"seq", m.seq},
+             {"op", m.op},
+             {"input_sizes", m.input_sizes},
+             {"input_dtypes", m.input_dtypes},
+             {"state", m.state}};
+}
+void from_json(const json& in, CollectiveCall& m) {
+  in.at("seq").get_to(m.seq);
+  in.at("op").get_to(m.op);
+  in.at("input_sizes").get_to(m.input_sizes);
+  in.at("input_dtypes").get_to(m.input_dtypes);
+  in.at("state").get_to(m.state);
+}
+void to_json(json& out, const GroupProgress& m) {
+  out = json{{"id", m.id}, {"desc", m.desc}};
+  if (m.size) out["size"] = *m.size;
+  if (m.last_enqueued) out["last_enqueued"] = *m.last_enqueued;
+  if (m.last_started) out["last_started"] = *m.last_started;
+  if (m.last_completed) out["last_completed"] = *m.last_completed;
+  if (m.first_incomplete) out["first_incomplete"] = *m.first_incomplete;
+  if (m.last_call) out["last_call"] = *m.last_call;
+}
+void from_json(const json& in, GroupProgress& m) {
+  in.at("id").get_to(m.id);
+  in.at("desc").get_to(m.desc);
+  auto optional_int = [&](const char* key, std::optional<int64_t>& field) {
+    if (in.contains(key)) field = in.at(key).get<int64_t>();
+  };
+  optional_int("size", m.size);
+  optional_int("last_enqueued", m.last_enqueued);
+  optional_int("last_started", m.last_started);
+  optional_int("last_completed", m.last_completed);
+  if (in.contains("first_incomplete")) m.first_incomplete = in.at("first_incomplete");
+  if (in.contains("last_call")) m.last_call = in.at("last_call");
+}
+void to_json(json& out, const RankCollectivesReport& m) {
+  out = json{{"rank", m.rank}, {"groups", m.collectives.groups}};
+  if (!m.error.empty()) out["error"] = m.error;
+  if (!m.collectives.version.empty()) out["version"] = m.collectives.version;
+}
+void from_json(const json& in, RankCollectivesReport& m) {
+  in.at("rank").get_to(m.rank);
+  in.at("groups").get_to(m.collectives.groups);
+  if (in.contains("error")) in.at("error").get_to(m.error);
+  if (in.contains("version")) in.at("version").get_to(m.collectives.version);
+}
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Collectives, round, host, ranks)
+
+namespace {
+bool call_fits(const CollectiveCall& call) {
+  if (call.op.size() > kMaxCollectiveText || call.state.size() > kMaxCollectiveText) return false;
+  if (call.input_sizes.size() > kMaxCollectiveItems) return false;
+  if (call.input_dtypes.size() > kMaxCollectiveItems) return false;
+  for (const auto& sizes : call.input_sizes) {
+    if (sizes.size() > kMaxCollectiveItems) return false;
+  }
+  for (const auto& dtype : call.input_dtypes) {
+    if (dtype.size() > kMaxCollectiveText) return false;
+  }
+  return true;
+}
+
+// The bounds of a collectives report; empty when it keeps them.
+std::string collectives_out_of_range(const Collectives& report) {
+  if (report.round < 0 || report.round > kMaxRound) return "round";
+  if (report.host.size() > kMaxProgressHostBytes) return "host";
+  if (report.ranks.size() > static_cast<size_t>(kMaxLocalWorldSize)) return "ranks";
+  for (const RankCollectivesReport& rank : report.ranks) {
+    if (rank.rank < 0) return "ranks.rank";
+    if (rank.error.size() > kMaxCollectiveText * 4) return "ranks.error";
+    if (rank.collectives.version.size() > kMaxCollectiveText) return "ranks.version";
+    if (rank.collectives.groups.size() > kMaxSentProcessGroups) return "ranks.groups";
+    for (const GroupProgress& group : rank.collectives.groups) {
+      if (group.id.size() > kMaxCollectiveText || group.desc.size() > kMaxCollectiveText) {
+        return "ranks.groups.id";
+      }
+      if (group.first_incomplete && !call_fits(*group.first_incomplete)) return "ranks.groups";
+      if (group.last_call && !call_fits(*group.last_call)) return "ranks.groups";
+    }
+  }
+  return {};
+}
+}  // namespace
+// ---- end of collectives ----
+
 namespace {
 
 constexpr const char* kTypeNames[] = {
-    "hello",    "join",          "heartbeat", "worker_failed",  "node_succeeded", "leave",
-    "status",   "welcome",       "waiting",   "round",          "restart",        "stop",
-    "complete", "heartbeat_ack", "error",     "status_reply",   "challenge",      "progress",
-    "events",   "events_reply",  "stop_run",  "stop_run_reply", "unhealthy",      "notice"};
+    "hello",         "join",          "heartbeat",  "worker_failed",  "node_succeeded", "leave",
+    "status",        "welcome",       "waiting",    "round",          "restart",        "stop",
+    "complete",      "heartbeat_ack", "error",      "status_reply",   "challenge",      "progress",
+    "events",        "events_reply",  "stop_run",   "stop_run_reply", "unhealthy",      "notice",
+    "hang_declared", "dump_request",  "collectives"};
 static_assert(std::size(kTypeNames) == std::variant_size_v<ControlMessage>);
 
 template <size_t I = 0>
@@ -338,6 +429,13 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {
     return progress_out_of_range(*progress);
+  } else if (const auto* declared = std::get_if<HangDeclared>(&message)) {
+    if (!in_range(declared->round, 0, kMaxRound)) return "round";
+    if (!in_range(declared->dump_timeout_ms, 0, kMaxDurationMs)) return "dump_timeout_ms";
+  } else if (const auto* request = std::get_if<DumpRequest>(&message)) {
+    if (!in_range(request->round, 0, kMaxRound)) return "round";
+  } else if (const auto* collectives = std::get_if<Collectives>(&message)) {
+    return collectives_out_of_range(*collectives);
   } else if (const auto* stop = std::get_if<StopRunRequest>(&message)) {
     if (stop->reason.size() > kMaxStopReasonBytes) return "reason";
     if (stop->by.size() > kMaxStopByBytes) return "by";

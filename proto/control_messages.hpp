@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include "proto/collective_records.hpp"
+
 #include "common/text.hpp"
 
 namespace cohort::proto {
@@ -152,6 +154,33 @@ struct StatusRank {
 };
 // ---- end of progress ----
 
+// ---- Which collective, which rank (the NCCL flight recorder read across every rank) ----
+/// Agent -> daemon, when one of its workers is declared hung (before its dumps are in): ask
+/// every other node of the round for its ranks' flight-recorder dumps.
+struct HangDeclared {
+  int round = 0;
+  int64_t dump_timeout_ms = 0;  ///< the node's --hang-dump-timeout: how long the others may take
+};
+/// Daemon -> agent: ask each local rank's flight recorder for a dump now, and send `collectives`
+/// once they are written (or the node's --hang-dump-timeout has passed).
+struct DumpRequest {
+  int round = 0;
+};
+/// One local rank's dump, reduced; `error` set (and no groups) when it has none that reads.
+struct RankCollectivesReport {
+  int rank = 0;  ///< global
+  std::string error;
+  RankCollectives collectives;
+};
+/// Agent -> daemon: its ranks' dumps, reduced, after a hang was declared in `round`. At most
+/// local_world_size ranks, kMaxSentProcessGroups groups each, strings and lists capped.
+struct Collectives {
+  int round = 0;
+  std::string host;
+  std::vector<RankCollectivesReport> ranks;
+};
+// ---- end of collectives ----
+
 // Daemon -> agent.
 struct Challenge {  ///< the first frame of every connection: what the peer's proof must cover
   std::string nonce;
@@ -246,7 +275,7 @@ using ControlMessage =
     std::variant<Hello, Join, Heartbeat, WorkerFailed, NodeSucceeded, Leave, StatusRequest, Welcome,
                  Waiting, RoundAssigned, Restart, Stop, Complete, HeartbeatAck, Error, StatusReply,
                  Challenge, Progress, EventsRequest, EventsReply, StopRunRequest, StopRunReply,
-                 Unhealthy, Notice>;
+                 Unhealthy, Notice, HangDeclared, DumpRequest, Collectives>;
 
 /// JSON text of a message (the payload of one frame).
 std::string encode_message(const ControlMessage& message);

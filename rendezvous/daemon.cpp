@@ -147,6 +147,32 @@ nlohmann::json worker_failed_fields(const std::string& node, const proto::Worker
 }
 
 // The hung rank a node names: the one silent longest of those it reported.
+// hang.attributed: the collective where the ranks part ways, bounded (rank lists as ranges).
+nlohmann::json hang_attributed_fields(int round, const rdzv::HangVerdict& verdict) {
+  nlohmann::json fields{{"round", round}, {"text", verdict.text}};
+  const rdzv::CollectiveAttribution& attribution = verdict.attribution;
+  fields["without_dump"] = rdzv::rank_ranges_text(attribution.without_dump);
+  if (!attribution.primary) {
+    fields["classification"] = verdict.had_dumps ? "none" : "no_dumps";
+    return fields;
+  }
+  const rdzv::GroupAttribution& group = attribution.groups[*attribution.primary];
+  fields["classification"] = rdzv::divergence_name(group.divergence);
+  fields["pg"] = group.pg;
+  fields["pg_desc"] = group.pg_desc;
+  fields["seq"] = group.seq;
+  fields["op"] = group.op;
+  fields["ranks"] = group.ranks;
+  fields["culprit_ranks"] = rdzv::rank_ranges_text(group.culprits);
+  fields["waiting_ranks"] = rdzv::rank_ranges_text(group.waiting);
+  nlohmann::json hosts = nlohmann::json::array();
+  for (size_t i = 0; i < group.culprit_hosts.size() && i < 16; ++i) {
+    hosts.push_back(group.culprit_hosts[i]);
+  }
+  fields["culprit_hosts"] = hosts;
+  return fields;
+}
+
 nlohmann::json hang_fields(const std::string& node, const proto::Progress& progress) {
   nlohmann::json fields{{"node", node}, {"host", progress.host}, {"round", progress.round}};
   const proto::RankProgress* silent = nullptr;
@@ -420,9 +446,13 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
         } else if constexpr (std::is_same_v<T, proto::Unhealthy>) {
           park_unhealthy(run, node, typed.reason);
         } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
+          on_worker_failed(run, node, typed);
+        } else if constexpr (std::is_same_v<T, proto::HangDeclared>) {
+          on_hang_declared(run, node, typed);
+        } else if constexpr (std::is_same_v<T, proto::Collectives>) {
           if (!typed.host.empty()) run.hosts[node] = typed.host;
-          record(session.run_id, "worker.failed", worker_failed_fields(node, typed));
-          apply(run, state.worker_failed(node, to_report(typed), now()));
+          run.dumps.reported(node, typed);
+          if (run.dumps.active() && run.dumps.complete()) finish_dumps(run);
         } else if constexpr (std::is_same_v<T, proto::Progress>) {
           if (!typed.host.empty()) run.hosts[node] = typed.host;
           if (typed.hang) record(session.run_id, "hang.detected", hang_fields(node, typed));
@@ -795,6 +825,8 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
   }
   log::info("rendezvous: run ", run.state->run_id(), " round ", start.round, " formed with ",
             start.members.size(), " nodes, world size ", first.world_size);
+  run.dumps.reset();  // a new round: the last one's dumps are no longer wanted
+  if (run.dumps_deadline) run.dumps_deadline->cancel();
   record_round(run, start);
   for (const auto& member : start.members) {
     auto session = run.sessions.find(member.node_id);
@@ -896,6 +928,77 @@ int64_t RendezvousDaemon::event_ms() const {
 
 // One event: to the log file (if any), the run's history and the metrics. An event about a node
 // whose host the run knows carries it.
+// A member declared one of its workers hung: every other member asks its ranks for their
+// flight-recorder dumps now, while their workers still run, and the failure report that follows
+// waits for them (at most the node's dump timeout and kDumpSlack).
+void RendezvousDaemon::on_hang_declared(Run& run, const std::string& node_id,
+                                        const proto::HangDeclared& hang) {
+  rdzv::RunState& state = *run.state;
+  if (state.phase() != rdzv::RunState::Phase::Running || hang.round != state.round()) return;
+  if (run.dumps.round() == hang.round || run.dumps.verdict(hang.round)) {
+    return;  // another node's hang in this round: its dumps were asked already
+  }
+  std::vector<rdzv::RunState::NodeView> members;
+  for (const auto& view : state.nodes()) {
+    if (view.role == rdzv::RunState::Role::Member) members.push_back(view);
+  }
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.group_rank < b.group_rank; });
+  if (std::none_of(members.begin(), members.end(),
+                   [&](const auto& view) { return view.info.node_id == node_id; })) {
+    return;
+  }
+  std::map<std::string, rdzv::MemberRanks> ranks;
+  int first = 0;
+  for (const auto& view : members) {
+    std::string host = known_host(state.run_id(), view.info.node_id);
+    ranks[view.info.node_id] = {first, view.info.local_world_size,
+                                host.empty() ? view.info.address : host};
+    first += view.info.local_world_size;
+  }
+  rdzv::TimePoint deadline = now() + std::chrono::milliseconds(hang.dump_timeout_ms) + kDumpSlack;
+  run.dumps.start(hang.round, std::move(ranks), deadline);
+  std::vector<std::string> others;
+  for (const auto& view : members) {
+    if (view.info.node_id != node_id) others.push_back(view.info.node_id);
+  }
+  send_to(run, others, proto::DumpRequest{hang.round});
+  if (!run.dumps_deadline) run.dumps_deadline = clock_.make_timer();
+  run.dumps_deadline->start_at(deadline, [this, id = state.run_id()] {
+    auto found = runs_.find(id);
+    if (found == runs_.end() || !found->second.dumps.active()) return;
+    finish_dumps(found->second);
+    reap_runs();
+    schedule();
+  });
+}
+
+// A failure of the round whose dumps are being gathered waits for the verdict.
+void RendezvousDaemon::on_worker_failed(Run& run, const std::string& node_id,
+                                        const proto::WorkerFailed& failed) {
+  if (!failed.host.empty()) run.hosts[node_id] = failed.host;
+  record(run.state->run_id(), "worker.failed", worker_failed_fields(node_id, failed));
+  if (run.dumps.active() && run.dumps.round() == failed.round) {
+    return run.dumps.hold(node_id, to_report(failed));
+  }
+  apply(run, run.state->worker_failed(node_id, to_report(failed), now(),
+                                      run.dumps.verdict(failed.round)));
+}
+
+// Every member's dumps are in, or the deadline passed: the verdict, its event, and the failure
+// report it held.
+void RendezvousDaemon::finish_dumps(Run& run) {
+  if (run.dumps_deadline) run.dumps_deadline->cancel();
+  std::optional<int> round = run.dumps.round();
+  rdzv::HangVerdict verdict = run.dumps.finish();
+  record(run.state->run_id(), "hang.attributed",
+         hang_attributed_fields(round.value_or(-1), verdict));
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", verdict.text);
+  if (auto held = run.dumps.take_held()) {
+    apply(run, run.state->worker_failed(held->first, held->second, now(), &verdict));
+  }
+}
+
 void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann::json fields) {
   auto node = fields.find("node");
   if (node != fields.end() && node->is_string() && !fields.contains("host")) {

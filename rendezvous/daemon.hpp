@@ -25,6 +25,7 @@
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/daemon_metrics.hpp"
 #include "rendezvous/daemon_pages.hpp"
+#include "rendezvous/dump_gathering.hpp"
 #include "rendezvous/event_history.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
@@ -86,6 +87,8 @@ class RendezvousDaemon {
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
   static constexpr std::chrono::milliseconds kWaitingRefresh{500};
+  /// How long past a hung node's dump timeout the other nodes' dumps may still come.
+  static constexpr std::chrono::milliseconds kDumpSlack{2000};
 
   struct Run {
     std::unique_ptr<rdzv::RunState> state;
@@ -102,6 +105,9 @@ class RendezvousDaemon {
     /// node id -> the host name its progress reports or failures gave: events about the node
     /// carry it (the timeline labels nodes by it). Lives as long as the run.
     std::map<std::string, std::string> hosts;
+    /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
+    rdzv::DumpGathering dumps;
+    std::unique_ptr<Timer> dumps_deadline;
   };
 
   void accept_next();
@@ -121,6 +127,9 @@ class RendezvousDaemon {
                                         const proto::Hello& hello) const;
   void on_closed(ControlSession& session, const std::string& reason);
   void park_unhealthy(Run& run, const std::string& node_id, const std::string& reason);
+  void on_hang_declared(Run& run, const std::string& node_id, const proto::HangDeclared& hang);
+  void on_worker_failed(Run& run, const std::string& node_id, const proto::WorkerFailed& failed);
+  void finish_dumps(Run& run);
   void apply(Run& run, rdzv::Actions actions);
   void send_waiting(Run& run, const rdzv::WaitingStatus& status);
   void refresh_waiting_later(Run& run);

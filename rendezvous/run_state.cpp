@@ -148,7 +148,7 @@ Actions RunState::node_lost(const std::string& node_id, const std::string& reaso
 }
 
 Actions RunState::worker_failed(const std::string& node_id, const FailureReport& report,
-                                TimePoint now) {
+                                TimePoint now, const HangVerdict* verdict) {
   if (current_round_ < 0) return carry_late_report(node_id, {report.round, report}, now);
   auto found = nodes_.find(node_id);
   if (found != nodes_.end()) blame_.also(report.round, found->second.info.address, report.cause);
@@ -161,12 +161,24 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
   FailureReport named = report;
   std::string culprit = found->second.info.address;  // the host the failure counts against
   std::string cause = report.cause;
-  if (std::string root = hang_root_cause(now); !root.empty()) {
+  if (verdict && verdict->attributed) {
+    reason = cat(verdict->text, " (", reason, ")");
+    named.summary += "collective: " + verdict->text + "\n";
+    cause.clear();  // a culprit rank's host is to blame, or none (stuck in the network)
+    culprit.clear();
+    if (!verdict->culprit_nodes.empty()) {
+      auto culprit_node = nodes_.find(verdict->culprit_nodes.front());
+      if (culprit_node != nodes_.end()) culprit = culprit_node->second.info.address;
+    }
+  } else if (std::string root = hang_root_cause(now); !root.empty()) {
+    if (verdict) named.summary += "flight recorder: " + verdict->text + "\n";
     reason = cat(root, " (", reason, ")");
     named.summary += "root cause across nodes: " + root + "\n";
     auto root_node = nodes_.find(progress_.silent_root_node());
     if (root_node != nodes_.end()) culprit = root_node->second.info.address;
     cause.clear();  // the root rank's host is to blame, however alike the others' failures
+  } else if (verdict) {
+    named.summary += "flight recorder: " + verdict->text + "\n";
   }
   if (!named.final_reason.empty() && blame_.repeats_shared(cause)) {
     named.final_reason = cat(kSharedFailureText, "; ", named.final_reason);
@@ -183,8 +195,8 @@ Actions RunState::worker_failed(const std::string& node_id, const FailureReport&
 Actions RunState::settle_blame(TimePoint now) {
   bool waited = last_call_deadline_ && now >= *last_call_deadline_;
   if (!blame_.pending() || (count(Role::Stopping) > 0 && !waited)) return {};
-  std::optional<std::string> host = blame_.settle();
-  return host ? exclude_host(*host, now) : Actions();
+  std::optional<std::string> host = blame_.settle();  // empty: a failure of no host's
+  return host && !host->empty() ? exclude_host(*host, now) : Actions();
 }
 
 // Counts a root-cause failure against `host`; at the limit, when the other nodes can still form a

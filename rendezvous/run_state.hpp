@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rendezvous/carried_round.hpp"
+#include "rendezvous/dump_gathering.hpp"
 #include "rendezvous/failure_blame.hpp"
 #include "rendezvous/host_exclusions.hpp"
 #include "rendezvous/rendezvous_types.hpp"
@@ -47,7 +48,11 @@ class RunState {
   void heartbeat(const std::string& node_id, TimePoint now);
   /// The node's connection closed, or it left.
   Actions node_lost(const std::string& node_id, const std::string& reason, TimePoint now);
-  Actions worker_failed(const std::string& node_id, const FailureReport& report, TimePoint now);
+  /// `verdict`: what the round's flight-recorder dumps say of a hang (dump_gathering), if they
+  /// were gathered: its line leads the restart reason and the summary, and a culprit rank's host
+  /// is the one the failure counts against.
+  Actions worker_failed(const std::string& node_id, const FailureReport& report, TimePoint now,
+                        const HangVerdict* verdict = nullptr);
   Actions node_succeeded(const std::string& node_id, int round, TimePoint now);
   /// A member's report of its workers' progress; Announce actions name new stragglers. After a
   /// report that declares a hang, the failure that follows names the rank that went silent first

@@ -14,6 +14,9 @@
                        TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>) (dump_bytes(rank), in two parts
                        0.2 s apart); every rank beats steps 0..4,
                        then rank RANK wedges and the others go on beating (at most 30 s).
+  collective-dumps DIR RANK STEP  silent-first's beats, and each rank makes its debug-info pipe
+                       like flight-recorder; 1 s after the pipe is written, it copies DIR/rank<R>.pkl
+                       (a dump the test wrote) to its dump file, in two parts 0.2 s apart.
   straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
                        file "stop" appears in the working directory (at most 60 s).
 """
@@ -61,6 +64,36 @@ def silent_first(hung_rank, last_step):
 
 def dump_bytes(rank):
     return (f"rank {rank} entry\n" * 200).encode()
+
+
+def wait_for_dump_request(rank):
+    pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + f"{rank}.pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    while not os.read(reader, 16):  # b"" (no writer yet) until cohort writes
+        time.sleep(0.1)
+
+
+def write_in_two_parts(rank, dump):
+    stem = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+    with open(stem + str(rank), "wb") as out:
+        out.write(dump[: len(dump) // 2])
+        out.flush()
+        time.sleep(0.2)
+        out.write(dump[len(dump) // 2 :])
+
+
+def serve_given_dump(rank, directory):
+    wait_for_dump_request(rank)
+    time.sleep(1)
+    with open(os.path.join(directory, f"rank{rank}.pkl"), "rb") as given:
+        write_in_two_parts(rank, given.read())
+
+
+def collective_dumps(directory, hung_rank, last_step):
+    rank = int(os.environ["RANK"])
+    threading.Thread(target=serve_given_dump, args=(rank, directory), daemon=True).start()
+    silent_first(hung_rank, last_step)
 
 
 def serve_dump_pipe(rank):
@@ -122,6 +155,8 @@ if __name__ == "__main__":
         silent_first(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "flight-recorder":
         flight_recorder(int(sys.argv[2]))
+    elif mode == "collective-dumps":
+        collective_dumps(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif mode == "straggler":
         straggler(int(sys.argv[2]))
     else:

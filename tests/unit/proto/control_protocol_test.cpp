@@ -430,3 +430,64 @@ TEST_CASE("events and stop_run requests and replies survive a round trip and are
   CHECK_FALSE(
       decode_message(R"({"type":"events_reply","run_id":"j","events":[],"dropped":-1})", error));
 }
+
+TEST_CASE("hang_declared dump_request and collectives survive a round trip and are bounded",
+          "[unit][proto][hang]") {
+  std::string error;
+  auto declared = decode_message(encode_message(HangDeclared{3, 8000}), error);
+  REQUIRE(declared);
+  CHECK(std::get<HangDeclared>(*declared).dump_timeout_ms == 8000);
+  auto request = decode_message(encode_message(DumpRequest{3}), error);
+  REQUIRE(request);
+  CHECK(std::get<DumpRequest>(*request).round == 3);
+
+  CollectiveCall waiting{120, "all_reduce", {{1048576}}, {"Float"}, "scheduled"};
+  GroupProgress group{"0", "default_pg", 4, 120, -1, 119, waiting, waiting};
+  RankCollectivesReport rank;
+  rank.rank = 5;
+  rank.collectives.version = "2.10";
+  rank.collectives.groups = {group};
+  RankCollectivesReport missing;
+  missing.rank = 6;
+  missing.error = "no dump within 8 s";
+  Collectives report{3, "node-b", {rank, missing}};
+  auto decoded = decode_message(encode_message(report), error);
+  INFO(error);
+  REQUIRE(decoded);
+  const Collectives& back = std::get<Collectives>(*decoded);
+  CHECK(back.host == "node-b");
+  REQUIRE(back.ranks.size() == 2);
+  const GroupProgress& got = back.ranks[0].collectives.groups.at(0);
+  CHECK(got.desc == "default_pg");
+  CHECK(got.last_enqueued == 120);
+  CHECK(got.last_completed == 119);
+  REQUIRE(got.first_incomplete);
+  CHECK(got.first_incomplete->shape_text() == "[[1048576]] Float");
+  CHECK(back.ranks[0].collectives.version == "2.10");
+  CHECK(back.ranks[1].error == "no dump within 8 s");
+  CHECK(back.ranks[1].collectives.groups.empty());
+
+  // Past the bounds: too many groups for one rank, long strings, long lists, a negative rank.
+  auto refused = [&](Collectives bad) {
+    error.clear();
+    bool decodes = decode_message(encode_message(bad), error).has_value();
+    INFO(error);
+    return !decodes && error.find("bad \"collectives\" message: ") == 0;
+  };
+  Collectives many = report;
+  many.ranks[0].collectives.groups.assign(kMaxSentProcessGroups + 1, group);
+  CHECK(refused(many));
+  Collectives long_op = report;
+  long_op.ranks[0].collectives.groups[0].first_incomplete->op = std::string(129, 'x');
+  CHECK(refused(long_op));
+  Collectives long_sizes = report;
+  long_sizes.ranks[0].collectives.groups[0].last_call->input_sizes.assign(17, {1});
+  CHECK(refused(long_sizes));
+  Collectives negative = report;
+  negative.ranks[0].rank = -1;
+  CHECK(refused(negative));
+  Collectives long_host = report;
+  long_host.host = std::string(256, 'h');
+  CHECK(refused(long_host));
+  CHECK_FALSE(decode_message(R"({"type":"hang_declared","round":1,"dump_timeout_ms":-1})", error));
+}

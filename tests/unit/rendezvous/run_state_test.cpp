@@ -708,3 +708,46 @@ TEST_CASE("a new node from an excluded host waits out the cooldown, and limit 0 
     run.join(never.node("b"), never.config, now);
   }
 }
+
+TEST_CASE("a hang's collective verdict leads the reason and counts against the culprit's host",
+          "[unit][rendezvous][exclusion][hang]") {
+  Fixture f(2, 2, 9);
+  f.join("a");
+  f.join("b");
+  f.join("s");
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+  HangVerdict verdict;
+  verdict.attributed = true;
+  verdict.text =
+      "all_reduce #120 on default_pg (4 ranks): 3 ranks enqueued it and wait; rank 1 "
+      "(addr-a) never did, its last was #119 (all_reduce)";
+  verdict.culprit_nodes = {"a"};
+  for (int round = 0; round < 2; ++round) {  // b reports the hang, a's rank is the culprit
+    Actions seen = f.run.worker_failed("b", failure(f.run.round()), f.now, &verdict);
+    if (round == 0) {
+      std::optional<RestartMembers> restart = find<RestartMembers>(seen);
+      REQUIRE(restart);
+      CHECK(restart->reason.find(verdict.text + " (worker rank 1 on addr-a failed") == 0);
+    }
+    auto add = [&](Actions more) { seen.insert(seen.end(), more.begin(), more.end()); };
+    add(f.join("a"));
+    add(f.join("b"));
+    add(f.advance(200ms));
+    if (round == 1) {
+      std::optional<HostExcluded> excluded = find<HostExcluded>(seen);
+      REQUIRE(excluded);
+      CHECK(excluded->host == "addr-a");  // not b's, which declared the hang
+    }
+  }
+  // Stuck in the network: said first, counted against no host.
+  HangVerdict stuck;
+  stuck.attributed = true;
+  stuck.text = "all_reduce #7 on default_pg (4 ranks): every rank started it and none completed";
+  Fixture g(2, 2, 0);
+  g.join("a");
+  g.join("b");
+  std::optional<StopRun> stop = find<StopRun>(g.run.worker_failed("b", failure(0), g.now, &stuck));
+  REQUIRE(stop);
+  CHECK(stop->reason.find(stuck.text) == 0);
+  CHECK(stop->summary == "SUMMARYcollective: " + stuck.text + "\n");
+}

@@ -1,0 +1,81 @@
+#include "agent/collective_report.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "observe/collective_progress.hpp"
+
+namespace cohort {
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds waited) {
+  std::string text = std::to_string(waited.count() / 1000.0);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
+// One rank's dump read and reduced, or why not.
+proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
+                                       std::chrono::milliseconds waited) {
+  proto::RankCollectivesReport report;
+  report.rank = rank;
+  if (dump == nullptr) {
+    report.error = "no flight-recorder pipe (no NCCL process group, or the recorder is off)";
+    return report;
+  }
+  if (!dump->complete) {
+    report.error = "no dump within " + seconds_text(waited) + " s";
+    return report;
+  }
+  if (dump->bytes && *dump->bytes > kMaxDumpFileBytes) {
+    report.error = "dump of " + std::to_string(*dump->bytes) + " bytes, over the limit";
+    return report;
+  }
+  std::ifstream in(dump->path, std::ios::binary);
+  std::string bytes;
+  if (in) {
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+    if (bytes.size() > kMaxDumpFileBytes) bytes.clear();
+  }
+  if (!in && bytes.empty()) {
+    report.error = "the dump could not be read";
+    return report;
+  }
+  observe::RankCollectivesResult read = observe::read_collective_progress(bytes);
+  if (!read.value) {
+    report.error = ("not a flight-recorder dump: " + read.error).substr(0, 256);
+    return report;
+  }
+  report.collectives = std::move(*read.value);
+  report.collectives.groups = groups_to_send(std::move(report.collectives.groups));
+  return report;
+}
+
+}  // namespace
+
+std::vector<proto::GroupProgress> groups_to_send(std::vector<proto::GroupProgress> groups) {
+  std::stable_partition(groups.begin(), groups.end(), [](const proto::GroupProgress& group) {
+    return group.first_incomplete.has_value();
+  });
+  if (groups.size() > proto::kMaxSentProcessGroups) groups.resize(proto::kMaxSentProcessGroups);
+  std::sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return groups;
+}
+
+proto::Collectives collective_report(int round, const std::string& host, int base_rank, int ranks,
+                                     const std::vector<FlightRecorderDump>& dumps,
+                                     std::chrono::milliseconds waited) {
+  proto::Collectives report;
+  report.round = round;
+  report.host = host.substr(0, proto::kMaxProgressHostBytes);
+  for (int rank = base_rank; rank < base_rank + ranks; ++rank) {
+    auto found = std::find_if(dumps.begin(), dumps.end(),
+                              [&](const FlightRecorderDump& dump) { return dump.rank == rank; });
+    report.ranks.push_back(read_rank(rank, found == dumps.end() ? nullptr : &*found, waited));
+  }
+  return report;
+}
+
+}  // namespace cohort

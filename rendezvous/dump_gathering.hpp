@@ -1,0 +1,73 @@
+// A round's flight-recorder dumps, gathered from every member once a hang is declared: which
+// nodes were asked and for which ranks, what each sent (reduced, in `collectives` messages), the
+// deadline, and the hung node's failure report, held until the verdict is in (or the deadline
+// passes) so that the other nodes' workers still run while their dumps are written. The verdict
+// is rendezvous/collective_attribution's, with the culprit ranks' nodes. Pure (time passed in);
+// one per run, owned by the daemon's Run; the daemon's thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/control_messages.hpp"
+#include "rendezvous/collective_attribution.hpp"
+#include "rendezvous/rendezvous_types.hpp"
+
+namespace cohort::rdzv {
+
+/// The ranks one member of the round runs: [first, first + count).
+struct MemberRanks {
+  int first = 0;
+  int count = 0;
+  std::string host;  ///< its address, until its report names its host
+};
+
+/// What the gathering found, for the failure report it held.
+struct HangVerdict {
+  CollectiveAttribution attribution;
+  std::string text;                        ///< the line for the summary and the restart reason
+  std::vector<std::string> culprit_nodes;  ///< node ids of the culprit ranks (missing, desync)
+  bool attributed = false;                 ///< a divergence was found (missing, desync, stuck)
+  bool had_dumps = false;                  ///< some rank's dump came and read
+};
+
+class DumpGathering {
+ public:
+  /// A hang was declared in `round`: expect a report from each member until `deadline`. A
+  /// gathering already under way for that round goes on.
+  void start(int round, std::map<std::string, MemberRanks> members, TimePoint deadline);
+  bool active() const { return round_.has_value(); }
+  std::optional<int> round() const { return round_; }
+  TimePoint deadline() const { return deadline_; }
+  /// A member's report; ignored unless it is expected (this round, a member that has not sent
+  /// one yet). Ranks outside the member's own are dropped.
+  void reported(const std::string& node_id, const proto::Collectives& report);
+  /// Every member has reported.
+  bool complete() const;
+  /// Holds the round's failure report until the verdict (only the first one counts).
+  void hold(const std::string& node_id, const FailureReport& report);
+  /// The verdict over what came (members that sent nothing: their ranks have no dump), with the
+  /// report held, if any; the gathering ends, and the verdict stays for the round's failure
+  /// reports that come after it.
+  HangVerdict finish();
+  /// The verdict on `round`, once finished; null before, or for another round.
+  const HangVerdict* verdict(int round) const;
+  std::optional<std::pair<std::string, FailureReport>> take_held();
+  /// The round ended (restart, new round) or the run did: forget it.
+  void reset();
+
+ private:
+  std::optional<int> round_;
+  TimePoint deadline_{};
+  std::map<std::string, MemberRanks> members_;
+  std::map<std::string, bool> answered_;
+  std::map<int, RankDumpRecords> dumps_;
+  std::map<int, RankWithoutDump> without_dump_;
+  std::optional<std::pair<std::string, FailureReport>> held_;
+  std::optional<std::pair<int, HangVerdict>> verdict_;  ///< the last finished round's
+};
+
+}  // namespace cohort::rdzv
