@@ -262,9 +262,11 @@ def main():
     args = parser.parse_args()
     if args.from_json:
         samples = []
-        for path in args.from_json:
+        for batch, path in enumerate(args.from_json):
             with open(path) as f:
-                samples.extend(json.load(f)["samples"])
+                for sample in json.load(f)["samples"]:
+                    sample["batch"] = batch  # repeats pair within one file
+                    samples.append(sample)
         print_tables(samples)
         return
 
@@ -313,7 +315,8 @@ def print_tables(samples):
     for sample in samples:
         key = (sample["ranks"], sample["server"], bool(sample.get("one_source")))
         by.setdefault(key, []).append(sample)
-    print("| ranks | server | complete | connected s | done s | done / connected | lost "
+    print("| ranks | server | complete | connected s | done s | done / connected "
+          "| lost, each run "
           "| connect retries | server peak RSS MiB (before) | server CPU s | accept queue max / backlog "
           "| ListenOverflows | TCPSynRetrans |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -324,7 +327,7 @@ def print_tables(samples):
               f"| {fmt(med([r.get('connected_s') for r in runs]), '.3f')} "
               f"| {fmt(med([r['done_s'] for r in done]), '.3f')} "
               f"| {fmt(med([r['done_s'] / r['connected_s'] for r in done]), '.2f')} "
-              f"| {fmt(med([r.get('lost') for r in runs]), 'g')} "
+              f"| {', '.join(str(r.get('lost')) for r in runs)} "
               f"| {fmt(med([r.get('connect_retries') for r in runs]), 'g')} "
               f"| {fmt(med([r['server_hwm_kib'] / 1024 for r in runs]), '.1f')} "
               f"({fmt(med([r['server_rss_before_kib'] / 1024 for r in runs]), '.1f')}) "
@@ -345,9 +348,12 @@ def print_tables(samples):
             return med([r["done_s"] for r in runs_of(name) if r.get("complete")])
 
         def paired(name):  # median over repeats of PyTorch's time / cohortd's, same repeat
-            theirs = {r["repeat"]: r for r in runs_of(name) if r.get("complete")}
-            ratios = [theirs[r["repeat"]]["done_s"] / r["done_s"] for r in runs_of("cohort")
-                      if r.get("complete") and r["repeat"] in theirs]
+            def pair(run):
+                return run.get("batch", 0), run["repeat"]
+
+            theirs = {pair(r): r for r in runs_of(name) if r.get("complete")}
+            ratios = [theirs[pair(r)]["done_s"] / r["done_s"] for r in runs_of("cohort")
+                      if r.get("complete") and pair(r) in theirs]
             return med(ratios)
 
         print(f"| {ranks:,} | {fmt(done_med('cohort'), '.3f')} | "
