@@ -340,9 +340,9 @@ def print_tables(samples):
     print("| ranks | cohortd done s | PyTorch 1.13 done s | cohortd faster by | "
           "PyTorch 2.6 done s | 2.6 / cohortd |")
     print("|---:|---:|---:|---:|---:|---:|")
-    for ranks in sorted({s["ranks"] for s in samples}):
+    for ranks, one_source in sorted({(s["ranks"], bool(s.get("one_source"))) for s in samples}):
         def runs_of(name):
-            return by.get((ranks, name, False), [])
+            return by.get((ranks, name, one_source), [])
 
         def done_med(name):
             return med([r["done_s"] for r in runs_of(name) if r.get("complete")])
@@ -356,9 +356,10 @@ def print_tables(samples):
                       if r.get("complete") and pair(r) in theirs]
             return med(ratios)
 
-        print(f"| {ranks:,} | {fmt(done_med('cohort'), '.3f')} | "
+        print(f"| {ranks:,}{' (one source)' if one_source else ''} "
+              f"| {fmt(done_med('cohort'), '.3f')} | "
               f"{fmt(done_med('pytorch'), '.3f')} | {fmt(paired('pytorch'), '.1f')}x | "
-              f"{fmt(done_med('pytorch2.6'), '.3f')} | {fmt(paired('pytorch2.6'), '.0f')}x |")
+              f"{fmt(done_med('pytorch2.6'), '.3f')} | {fmt(paired('pytorch2.6'), '.1f')}x |")
 
 
 if __name__ == "__main__":
