@@ -4,6 +4,11 @@
 // connect until every connection has its `round`, then every agent reports node_succeeded and
 // the bench measures the time until every connection has `complete`. Prints one JSON line.
 // Driven by bench/rendezvous_bench.py, which starts cohortd and samples its memory.
+// With --hang, agent 0 declares a hang instead: every other agent answers the daemon's
+// dump_request at once (no dump wait) with its 8 ranks' flight-recorder records, in which rank 13
+// never enqueued all_reduce #4120 that every other rank waits in; agent 0 sends its own and its
+// failure report; the bench measures the time from the hang declared until every agent's `stop`
+// names rank 13 (driven by bench/hang_attribution_bench.py).
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -33,6 +38,7 @@ struct SimOptions {
   int local_world_size = 8;
   int connect_window = 48;  ///< agents connecting or awaiting `welcome` at once (see below)
   int hold_ms = 0;          ///< once every agent has its round, wait this long before succeeding
+  bool hang = false;        ///< declare a hang instead of succeeding (see the header)
   int timeout_s = 120;
   std::string run_id = "sim";
 };
@@ -67,10 +73,12 @@ class Simulation {
     std::printf(
         "{\"agents\": %d, \"connect_ms\": %.2f, \"round_ms\": %.2f, \"complete_ms\": %.2f, "
         "\"succeeded_to_complete_ms\": %.2f, \"waiting_messages\": %llu, \"rounds\": %d, "
-        "\"completes\": %d, \"error\": \"%s\"}\n",
+        "\"completes\": %d, \"ranks\": %d, \"hang_to_verdict_ms\": %.2f, "
+        "\"hang_to_every_stop_ms\": %.2f, \"error\": \"%s\"}\n",
         options_.agents, connected_all_ms_, round_all_ms_, complete_all_ms_,
         complete_all_ms_ - round_all_ms_, static_cast<unsigned long long>(waiting_messages_),
-        rounds_, completes_, error.c_str());
+        rounds_, completes_, options_.agents * options_.local_world_size, first_stop_ms_,
+        every_stop_ms_, error.c_str());
   }
 
  private:
@@ -142,6 +150,7 @@ class Simulation {
         hold_.async_wait([this](const boost::system::error_code& error) {
           if (error) return;
           succeeded_from_ = Clock::now();
+          if (options_.hang) return declare_hang();
           for (auto& each : agents_) each.session->send(proto::NodeSucceeded{each.round});
         });
       }
@@ -149,6 +158,19 @@ class Simulation {
       if (++completes_ == options_.agents) {
         complete_all_ms_ = ms_between(started_, Clock::now()) -
                            ms_between(started_, succeeded_from_) + round_all_ms_;
+        finish();
+      }
+    } else if (auto* request = std::get_if<proto::DumpRequest>(&message)) {
+      agent.session->send(records_of(index, request->round));
+    } else if (auto* stop = std::get_if<proto::Stop>(&message)) {
+      if (!options_.hang) return fail("agent " + std::to_string(index) + " stopped");
+      if (stop->reason.find("rank 13 ") == std::string::npos) {
+        return fail("the stop does not name rank 13: " + stop->reason);
+      }
+      double since = ms_between(succeeded_from_, Clock::now());
+      if (first_stop_ms_ < 0) first_stop_ms_ = since;
+      if (++completes_ == options_.agents) {
+        every_stop_ms_ = since;
         finish();
       }
     } else if (auto* refused = std::get_if<proto::Error>(&message)) {
@@ -160,6 +182,45 @@ class Simulation {
       fail(std::string("agent ") + std::to_string(index) + " got an unexpected " +
            proto::message_type(message));
     }
+  }
+
+  // Agent 0: the hang, its own ranks' records and its failure report, back to back.
+  void declare_hang() {
+    Agent& first = agents_[0];
+    first.session->send(proto::HangDeclared{first.round, 0});
+    first.session->send(records_of(0, first.round));
+    proto::WorkerFailed failed;
+    failed.round = first.round;
+    failed.exit_status = 134;
+    failed.description = "signal 6 (SIGABRT)";
+    failed.host = "sim-host-0";
+    failed.summary = "hung\n";
+    first.session->send(failed);
+  }
+
+  // Agent `index`'s ranks in the default group: all through #4119, waiting in all_reduce #4120,
+  // except rank 13, whose last was #4119.
+  proto::Collectives records_of(int index, int round) const {
+    proto::Collectives report{round, "sim-host-" + std::to_string(index), {}};
+    for (int local = 0; local < options_.local_world_size; ++local) {
+      int rank = index * options_.local_world_size + local;
+      proto::RankCollectivesReport entry;
+      entry.rank = rank;
+      proto::GroupProgress group;
+      group.id = "0";
+      group.desc = "default_pg";
+      group.last_completed = 4119;
+      group.last_enqueued = rank == 13 ? 4119 : 4120;
+      proto::CollectiveCall last{4119, "all_reduce", {{1048576}}, {"Float"}, "completed"};
+      if (rank != 13) {
+        last = {4120, "all_reduce", {{1048576}}, {"Float"}, "scheduled"};
+        group.first_incomplete = last;
+      }
+      group.last_call = last;
+      entry.collectives.groups = {group};
+      report.ranks.push_back(std::move(entry));
+    }
+    return report;
   }
 
   void fail(const std::string& why) {
@@ -192,13 +253,15 @@ class Simulation {
   int completes_ = 0;
   uint64_t waiting_messages_ = 0;
   double connected_all_ms_ = -1, round_all_ms_ = -1, complete_all_ms_ = -1;
+  double first_stop_ms_ = -1, every_stop_ms_ = -1;  ///< --hang: since the hang was declared
   std::string error_;
 };
 
 int usage() {
   std::fputs(
       "rdzv_sim_bench --port P [--host 127.0.0.1] [--agents N] [--local-world-size 8]\n"
-      "               [--connect-window 48] [--timeout-s 120] [--run-id sim] [--hold-ms 0]\n",
+      "               [--connect-window 48] [--timeout-s 120] [--run-id sim] [--hold-ms 0]\n"
+      "               [--hang 1]\n",
       stderr);
   return 2;
 }
@@ -223,6 +286,8 @@ int run(int argc, char** argv) {
       options.connect_window = std::atoi(value.c_str());
     } else if (flag == "--timeout-s") {
       options.timeout_s = std::atoi(value.c_str());
+    } else if (flag == "--hang") {
+      options.hang = value == "1";
     } else if (flag == "--run-id") {
       options.run_id = value;
     } else {

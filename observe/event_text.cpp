@@ -133,6 +133,9 @@ std::string event_text(const std::string& name, const nlohmann::json& event) {
   if (name == "worker.failed") return worker_failed_text(event);
   if (name == "restart.decided") return restart_text(event);
   if (name == "hang.detected") return hang_text(event);
+  if (name == "hang.attributed") {
+    return text_of(event, "classification") + ": " + text_of(event, "text");
+  }
   if (name == "straggler") return text_of(event, "text");
   if (name == "node.unhealthy") return node_of(event) + " unhealthy: " + text_of(event, "reason");
   if (name == "node.healthy") return node_of(event) + " healthy again";

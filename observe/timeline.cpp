@@ -49,6 +49,9 @@ class TimelineBuilder {
       return mark(TimelineMark::Kind::Hang, t, node,
                   "rank " + std::to_string(number_of(event, "rank", -1)) + " hung");
     }
+    if (name == "hang.attributed") {  // the whole round's: which collective, which rank
+      return mark(TimelineMark::Kind::Hang, t, "", "collective: " + text_of(event, "text"));
+    }
     if (name == "straggler") return mark(TimelineMark::Kind::Straggler, t, node, "straggler");
     if (name == "node.unhealthy")
       return mark(TimelineMark::Kind::Unhealthy, t, node, text_of(event, "reason"));

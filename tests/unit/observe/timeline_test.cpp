@@ -1,7 +1,9 @@
 #include "observe/timeline.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "observe/event_text.hpp"
 #include "observe/status_pages.hpp"
 
 using namespace cohort::observe;
@@ -175,4 +177,24 @@ TEST_CASE("the run page has a legend, host labels and the root cause under its t
   // The events table reads as words: members as rank ranges, not JSON.
   CHECK(html.find("127.0.0.2 rank 0, 127.0.0.3 rank 1") != std::string::npos);
   CHECK(html.find("members=") == std::string::npos);
+}
+
+TEST_CASE("the collective a hang was attributed to is a mark of the round and a line of events",
+          "[unit][observe][hang]") {
+  std::vector<json> events = scripted_run();
+  std::string text =
+      "all_reduce #120 on default_pg (4 ranks): 3 ranks enqueued it and wait; rank 1 (node-a) "
+      "never did, its last was #119 (all_reduce)";
+  events.insert(
+      events.begin() + 3,
+      event(2200, "hang.attributed",
+            {{"round", 0}, {"classification", "missing"}, {"culprit_ranks", "1"}, {"text", text}}));
+  Timeline timeline = build_timeline("job", events, 9999);
+  auto mark = std::find_if(timeline.marks.begin(), timeline.marks.end(),
+                           [](const auto& mark) { return mark.kind == TimelineMark::Kind::Hang; });
+  REQUIRE(mark != timeline.marks.end());
+  CHECK(mark->text == "collective: " + text);
+  CHECK(mark->node.empty());  // the round's, not one node's
+  CHECK(event_line(events[3]).find("hang.attributed  missing: all_reduce #120 on default_pg") !=
+        std::string::npos);
 }
