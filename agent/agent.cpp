@@ -395,9 +395,7 @@ void Agent::on_message(proto::ControlMessage message) {
           log::warn("rendezvous: ", escape_for_terminal(typed.text));
         else if constexpr (std::is_same_v<T, proto::DumpRequest>) {
           if (group_ && typed.round == group_round_ && group_->ask_for_dumps()) return;
-          if (client_) {  // nothing to ask: say so at once rather than at the daemon's deadline
-            client_->send(collective_report(typed.round, config_.host_name, -1, 0, {}, {}));
-          }
+          send_dumps_on_disk(typed.round);  // nothing to ask: what is there, at once
         }
       },
       message);
@@ -435,6 +433,7 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
   group_ =
       std::make_unique<WorkerGroup>(io_, clock_, spawner_, config_.shutdown_timeout, config_.hang);
   group_round_ = round.round;
+  group_base_rank_ = round.base_rank;
   listen_for_dumps(round);
   group_->start(plan_workers(round),
                 [this](GroupOutcome outcome) { on_group_done(std::move(outcome)); });
@@ -479,6 +478,18 @@ void Agent::send_progress(bool hang) {
   progress.host = config_.host_name.substr(0, proto::kMaxProgressHostBytes);
   progress.ranks = group_->progress();
   client_->send(progress);
+}
+
+// The dumps this node's ranks have on disk for `round` (none when its workers are gone to
+// another round), to the daemon at once.
+void Agent::send_dumps_on_disk(int round) {
+  if (!client_) return;
+  bool ours = group_ && round == group_round_;
+  std::vector<FlightRecorderDump> dumps =
+      ours ? group_->dumps_on_disk() : std::vector<FlightRecorderDump>{};
+  client_->send(collective_report(round, config_.host_name, ours ? group_base_rank_ : -1,
+                                  ours ? config_.nproc : 0, dumps, {},
+                                  "no dump on disk (its workers had ended)"));
 }
 
 // --report-bindings: each round, since the global ranks may change from one to the next.
@@ -567,6 +578,13 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
   // A hang: every rank's silence with it, so that the daemon can tell which rank, on any node,
   // went silent first.
   if (failure.root_cause.hang) send_progress(/*hang=*/true);
+  // Not cohort's hang, but PyTorch's watchdog dumped on a collective timeout: the daemon gathers
+  // every node's dumps as for a hang before it rules on this failure.
+  if (!failure.root_cause.hang && group_ && !group_->dumps_on_disk().empty()) {
+    auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
+    client_->send(proto::HangDeclared{group_round_, timeout.count()});
+    send_dumps_on_disk(group_round_);
+  }
   client_->send(failure.report);
 }
 

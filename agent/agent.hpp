@@ -124,6 +124,7 @@ class Agent {
   void report_progress_later();
   void send_progress(bool hang);
   void listen_for_dumps(const RoundInfo& round);
+  void send_dumps_on_disk(int round);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -141,6 +142,7 @@ class Agent {
   std::unique_ptr<RendezvousClient> client_;     ///< from the first Connect to the exit
   std::unique_ptr<WorkerGroup> group_;           ///< the current round's; kept after it ends
   int group_round_ = -1;                         ///< the round group_ runs
+  int group_base_rank_ = 0;                      ///< its local rank 0's global rank
   std::unique_ptr<FileTimerServer> file_timer_;  ///< TORCHELASTIC_ENABLE_FILE_TIMER=1 only
   std::unique_ptr<Timer> progress_timer_;        ///< the next progress report to the daemon
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)

@@ -18,14 +18,19 @@ std::string seconds_text(std::chrono::milliseconds waited) {
 
 // One rank's dump read and reduced, or why not.
 proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
-                                       std::chrono::milliseconds waited) {
+                                       std::chrono::milliseconds waited,
+                                       const std::string& missing) {
   proto::RankCollectivesReport report;
   report.rank = rank;
   if (dump == nullptr) {
-    report.error = "no flight-recorder pipe (no NCCL process group, or the recorder is off)";
+    report.error = missing.empty()
+                       ? "no flight-recorder pipe (no NCCL process group, or the recorder is off)"
+                       : missing;
     return report;
   }
-  if (!dump->complete) {
+  // Not seen to settle (the wait was cut short when the workers stopped): read what is there,
+  // which reads only if it is whole (a pickle ends with its STOP).
+  if (!dump->complete && dump->bytes.value_or(0) == 0) {
     report.error = "no dump within " + seconds_text(waited) + " s";
     return report;
   }
@@ -45,7 +50,8 @@ proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
   }
   observe::RankCollectivesResult read = observe::read_collective_progress(bytes);
   if (!read.value) {
-    report.error = ("not a flight-recorder dump: " + read.error).substr(0, 256);
+    report.error = dump->complete ? ("not a flight-recorder dump: " + read.error).substr(0, 256)
+                                  : "no whole dump within " + seconds_text(waited) + " s";
     return report;
   }
   report.collectives = std::move(*read.value);
@@ -66,14 +72,15 @@ std::vector<proto::GroupProgress> groups_to_send(std::vector<proto::GroupProgres
 
 proto::Collectives collective_report(int round, const std::string& host, int base_rank, int ranks,
                                      const std::vector<FlightRecorderDump>& dumps,
-                                     std::chrono::milliseconds waited) {
+                                     std::chrono::milliseconds waited, const std::string& missing) {
   proto::Collectives report;
   report.round = round;
   report.host = host.substr(0, proto::kMaxProgressHostBytes);
   for (int rank = base_rank; rank < base_rank + ranks; ++rank) {
     auto found = std::find_if(dumps.begin(), dumps.end(),
                               [&](const FlightRecorderDump& dump) { return dump.rank == rank; });
-    report.ranks.push_back(read_rank(rank, found == dumps.end() ? nullptr : &*found, waited));
+    report.ranks.push_back(
+        read_rank(rank, found == dumps.end() ? nullptr : &*found, waited, missing));
   }
   return report;
 }

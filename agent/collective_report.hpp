@@ -22,8 +22,10 @@ inline constexpr uint64_t kMaxDumpFileBytes = 64ull << 20;
 std::vector<proto::GroupProgress> groups_to_send(std::vector<proto::GroupProgress> groups);
 
 /// The report of this node's ranks [base_rank, base_rank + ranks) from the dumps a wait found.
+/// `missing`: why a rank not in `dumps` has none (default: it made no pipe).
 proto::Collectives collective_report(int round, const std::string& host, int base_rank, int ranks,
                                      const std::vector<FlightRecorderDump>& dumps,
-                                     std::chrono::milliseconds waited);
+                                     std::chrono::milliseconds waited,
+                                     const std::string& missing = {});
 
 }  // namespace cohort

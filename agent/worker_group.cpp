@@ -1,6 +1,7 @@
 #include "agent/worker_group.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,6 +182,13 @@ void WorkerGroup::start_worker(Worker& worker) {
              " pid=", worker.child.pid());
 }
 
+// The size of a dump file; 0 when there is none.
+uint64_t WorkerGroup::dump_file_bytes(const std::string& path) {
+  struct stat info {};
+  if (path.empty() || ::stat(path.c_str(), &info) != 0 || info.st_size <= 0) return 0;
+  return static_cast<uint64_t>(info.st_size);
+}
+
 void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
   if (dump_waiter_ == &worker) cut_dump_wait_short();
   spawner_.signal_group(worker.child.pid(), SIGKILL);  // whatever the worker left in its group
@@ -238,6 +246,17 @@ std::vector<pid_t> WorkerGroup::pids() const {
     if (worker->child.pid() > 0) pids.push_back(worker->child.pid());
   }
   return pids;
+}
+
+// PyTorch's watchdog writes a rank's dump by itself when a collective times out
+// (TORCH_NCCL_DUMP_ON_TIMEOUT): what is on disk now, asked for or not.
+std::vector<FlightRecorderDump> WorkerGroup::dumps_on_disk() const {
+  std::vector<FlightRecorderDump> dumps;
+  for (const auto& worker : workers_) {
+    uint64_t bytes = dump_file_bytes(worker->plan.nccl_dump_file);
+    if (bytes > 0) dumps.push_back({worker->plan.rank, worker->plan.nccl_dump_file, bytes, true});
+  }
+  return dumps;
 }
 
 std::vector<proto::RankProgress> WorkerGroup::progress() const {
@@ -323,12 +342,15 @@ bool WorkerGroup::ask_for_dumps() {
   return true;
 }
 
-// Writes every rank's dump pipe and waits for the dumps (nothing asked: done at once).
+// Writes every rank's dump pipe and waits for the dumps (nothing asked: done at once). A rank
+// without a pipe (or no longer running) whose dump is on disk already (PyTorch's watchdog wrote
+// it) is waited for too, until its size holds.
 void WorkerGroup::start_dump_wait() {
   dump_asked_ = true;
   std::vector<FlightRecorderDump> asked;
   for (auto& each : workers_) {
-    if (!each->child.status() && request_nccl_dump(each->plan.nccl_dump_pipe))
+    bool requested = !each->child.status() && request_nccl_dump(each->plan.nccl_dump_pipe);
+    if (requested || dump_file_bytes(each->plan.nccl_dump_file) > 0)
       asked.push_back({each->plan.rank, each->plan.nccl_dump_file});
   }
   SteadyDuration timeout = progress_.settings().dump_timeout;

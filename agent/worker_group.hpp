@@ -92,6 +92,9 @@ class WorkerGroup {
   std::vector<proto::RankProgress> progress() const;
   /// Every worker's pid, started or ended (the GPU health check looks for them after the round).
   std::vector<pid_t> pids() const;
+  /// The ranks' flight-recorder dumps on disk now (PyTorch's watchdog writes them by itself on a
+  /// collective timeout), each taken as complete.
+  std::vector<FlightRecorderDump> dumps_on_disk() const;
 
   /// Who hears of the flight-recorder dumps: when one of this group's workers is declared hung
   /// (its dumps are being asked for), and when a dump wait ends (its own, or one ask_for_dumps()
@@ -120,6 +123,7 @@ class WorkerGroup {
   void declare_hang(Worker& worker);
   void ask_for_dumps(Worker& worker);
   void start_dump_wait();
+  static uint64_t dump_file_bytes(const std::string& path);
   void dump_wait_ended(std::vector<FlightRecorderDump> dumps);
   void cut_dump_wait_short();
   void take_stacks(Worker& worker);

@@ -15,16 +15,17 @@ void DumpGathering::start(int round, std::map<std::string, MemberRanks> members,
 
 void DumpGathering::reported(const std::string& node_id, const proto::Collectives& report) {
   auto member = members_.find(node_id);
-  if (!round_ || report.round != *round_ || member == members_.end() || answered_[node_id]) return;
-  answered_[node_id] = true;
+  if (!round_ || report.round != *round_ || member == members_.end()) return;
+  answered_[node_id] = true;  // a later report may still bring dumps its ranks lacked
   const MemberRanks& ranks = member->second;
   std::string host = report.host.empty() ? ranks.host : report.host;
   for (const proto::RankCollectivesReport& rank : report.ranks) {
     if (rank.rank < ranks.first || rank.rank >= ranks.first + ranks.count) continue;
-    if (!rank.error.empty()) {
-      without_dump_[rank.rank] = RankWithoutDump{host, rank.error};
-    } else {
+    if (rank.error.empty()) {
       dumps_[rank.rank] = RankDumpRecords{host, rank.collectives};
+      without_dump_.erase(rank.rank);
+    } else if (!dumps_.count(rank.rank)) {
+      without_dump_[rank.rank] = RankWithoutDump{host, rank.error};
     }
   }
   for (int rank = ranks.first; rank < ranks.first + ranks.count; ++rank) {

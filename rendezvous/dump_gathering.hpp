@@ -42,8 +42,9 @@ class DumpGathering {
   bool active() const { return round_.has_value(); }
   std::optional<int> round() const { return round_; }
   TimePoint deadline() const { return deadline_; }
-  /// A member's report; ignored unless it is expected (this round, a member that has not sent
-  /// one yet). Ranks outside the member's own are dropped.
+  /// A member's report; ignored unless it is about this round, from a member. A second report
+  /// of a member adds the dumps its ranks lacked (never takes one away). Ranks outside the
+  /// member's own are dropped.
   void reported(const std::string& node_id, const proto::Collectives& report);
   /// Every member has reported.
   bool complete() const;

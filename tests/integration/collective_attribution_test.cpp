@@ -45,16 +45,9 @@ std::unique_ptr<ChildProcess> dump_node(Scratch& scratch, const Cluster& cluster
   return std::make_unique<ChildProcess>(Scratch::cohort_argv(args), options);
 }
 
-}  // namespace
-
-TEST_CASE("a rank that never enqueued the collective is named on both nodes and in the events",
-          "[integration][multinode][hang]") {
-  Scratch scratch;
-  Cluster cluster(scratch);
-  std::string events = scratch.file("events.jsonl");
-  cluster.start_daemon("127.0.0.1", {"--event-log", events});
-  // Every rank completed all_reduce #119; ranks 0, 2 and 3 enqueued #120 and wait in it, rank 1
-  // never did.
+// Every rank completed all_reduce #119; ranks 0, 2 and 3 enqueued #120 and wait in it, rank 1
+// never did. Returns the directory of rank<R>.pkl.
+std::string write_round_dumps(Scratch& scratch) {
   std::string dumps = scratch.file("dumps");
   std::filesystem::create_directories(dumps);
   for (int rank = 0; rank < 4; ++rank) {
@@ -66,6 +59,21 @@ TEST_CASE("a rank that never enqueued the collective is named on both nodes and 
     std::ofstream(dumps + "/rank" + std::to_string(rank) + ".pkl", std::ios::binary)
         << write_flight_recorder_dump({.groups = {group}});
   }
+  return dumps;
+}
+
+const std::string kNamed =
+    "collective: all_reduce #120 on default_pg (4 ranks): 3 ranks enqueued it and wait; rank 1";
+
+}  // namespace
+
+TEST_CASE("a rank that never enqueued the collective is named on both nodes and in the events",
+          "[integration][multinode][hang]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  std::string events = scratch.file("events.jsonl");
+  cluster.start_daemon("127.0.0.1", {"--event-log", events});
+  std::string dumps = write_round_dumps(scratch);
   std::vector<std::string> worker{"collective-dumps", dumps, "3", "3"};
   auto node_a = dump_node(scratch, cluster, "127.0.0.2", worker);
   auto node_b = dump_node(scratch, cluster, "127.0.0.3", worker);
@@ -75,10 +83,8 @@ TEST_CASE("a rank that never enqueued the collective is named on both nodes and 
   INFO("cohortd:\n" << cluster.daemon().output());
   REQUIRE(status_a);
   REQUIRE(status_b);
-  const std::string named =
-      "collective: all_reduce #120 on default_pg (4 ranks): 3 ranks enqueued it and wait; rank 1";
-  CHECK(contains(node_a->output(), named));
-  CHECK(contains(node_b->output(), named));
+  CHECK(contains(node_a->output(), kNamed));
+  CHECK(contains(node_b->output(), kNamed));
   CHECK(contains(node_a->output(), "never did, its last was #119 (all_reduce)"));
   CHECK(cluster.stop_daemon());
   std::string log = read_file(events);
@@ -88,5 +94,29 @@ TEST_CASE("a rank that never enqueued the collective is named on both nodes and 
   CHECK(contains(log, R"("culprit_ranks":"1")"));
   CHECK(contains(log, R"("waiting_ranks":"0,2-3")"));
   CHECK(contains(log, R"("seq":120)"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("the dumps PyTorch's watchdog writes on a collective timeout are read on every node",
+          "[integration][multinode][hang]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  // No hang for cohort to declare: each rank writes its dump by itself and fails, as PyTorch's
+  // watchdog does with TORCH_NCCL_DUMP_ON_TIMEOUT.
+  std::vector<std::string> worker{"watchdog-dumps", write_round_dumps(scratch)};
+  auto node_a = dump_node(scratch, cluster, "127.0.0.2", worker);
+  auto node_b = dump_node(scratch, cluster, "127.0.0.3", worker);
+  auto status_a = node_a->wait(60s);
+  auto status_b = node_b->wait(20s);
+  INFO("A:\n" << node_a->output() << "\nB:\n" << node_b->output());
+  INFO("cohortd:\n" << cluster.daemon().output());
+  REQUIRE(status_a);
+  REQUIRE(status_b);
+  CHECK(*status_a == cohort::ExitStatus::exited(1));
+  CHECK(contains(node_a->output(), kNamed));
+  CHECK(contains(node_b->output(), kNamed));
+  CHECK(contains(node_a->output(), "Watchdog caught collective operation timeout"));
+  CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
 }

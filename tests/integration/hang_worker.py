@@ -17,6 +17,9 @@
   collective-dumps DIR RANK STEP  silent-first's beats, and each rank makes its debug-info pipe
                        like flight-recorder; 1 s after the pipe is written, it copies DIR/rank<R>.pkl
                        (a dump the test wrote) to its dump file, in two parts 0.2 s apart.
+  watchdog-dumps DIR   like PyTorch's watchdog on a collective timeout: each rank beats a few
+                       steps, writes DIR/rank<R>.pkl as its dump by itself (no pipe), then fails
+                       with the watchdog's error 0.5 s later.
   straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
                        file "stop" appears in the working directory (at most 60 s).
 """
@@ -96,6 +99,18 @@ def collective_dumps(directory, hung_rank, last_step):
     silent_first(hung_rank, last_step)
 
 
+def watchdog_dumps(directory):
+    rank = int(os.environ["RANK"])
+    for step in range(3):
+        cohort_heartbeat.beat(step)
+        time.sleep(0.05)
+    time.sleep(0.5)
+    with open(os.path.join(directory, f"rank{rank}.pkl"), "rb") as given:
+        write_in_two_parts(rank, given.read())
+    time.sleep(0.5)
+    sys.exit(f"RuntimeError: [Rank {rank}] Watchdog caught collective operation timeout")
+
+
 def serve_dump_pipe(rank):
     pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + f"{rank}.pipe"
     os.mkfifo(pipe)
@@ -157,6 +172,8 @@ if __name__ == "__main__":
         flight_recorder(int(sys.argv[2]))
     elif mode == "collective-dumps":
         collective_dumps(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif mode == "watchdog-dumps":
+        watchdog_dumps(sys.argv[2])
     elif mode == "straggler":
         straggler(int(sys.argv[2]))
     else:

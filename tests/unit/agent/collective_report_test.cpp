@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <iterator>
 
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"
@@ -19,15 +20,20 @@ TEST_CASE("a node's dumps reduced for the daemon: read, missing, late and corrup
                         "/tests/data/flight_recorder/"
                         "torch-2.11-one-rank-queued-allreduce.pkl";
   std::ofstream(dir.file("garbage"), std::ios::binary) << "not a pickle at all";
-  std::vector<FlightRecorderDump> dumps{
-      {4, fixture, 3433, true},           // rank 4: the real dump
-      {6, dir.file("late"), 10, false},   // rank 6: asked, not written in time
-      {7, dir.file("garbage"), 19, true}  // rank 7: written, not a dump
-  };                                      // rank 5 made no pipe
-  proto::Collectives report = collective_report(2, "node-b", 4, 4, dumps, 8000ms);
+  std::ifstream whole(fixture, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(whole)), {});
+  std::ofstream(dir.file("half"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  // Rank 4: the real dump; 5: made no pipe; 6: asked, not written in time; 7: written, not a
+  // dump; 8: cut short while it was written; 9: cut short, but whole.
+  std::vector<FlightRecorderDump> dumps{{4, fixture, 3433, true},
+                                        {6, dir.file("late"), std::nullopt, false},
+                                        {7, dir.file("garbage"), 19, true},
+                                        {8, dir.file("half"), 1716, false},
+                                        {9, fixture, 3433, false}};
+  proto::Collectives report = collective_report(2, "node-b", 4, 6, dumps, 8000ms);
   CHECK(report.round == 2);
   CHECK(report.host == "node-b");
-  REQUIRE(report.ranks.size() == 4);
+  REQUIRE(report.ranks.size() == 6);
   const proto::RankCollectivesReport& real = report.ranks[0];
   CHECK(real.rank == 4);
   CHECK(real.error.empty());
@@ -40,6 +46,9 @@ TEST_CASE("a node's dumps reduced for the daemon: read, missing, late and corrup
   CHECK(report.ranks[1].error.find("no flight-recorder pipe") == 0);
   CHECK(report.ranks[2].error == "no dump within 8 s");
   CHECK(report.ranks[3].error.find("not a flight-recorder dump: ") == 0);
+  CHECK(report.ranks[4].error == "no whole dump within 8 s");
+  CHECK(report.ranks[5].error.empty());
+  CHECK(report.ranks[5].collectives.groups.size() == real.collectives.groups.size());
 }
 
 TEST_CASE("a rank sends its groups with a collective not completed first, at most eight",

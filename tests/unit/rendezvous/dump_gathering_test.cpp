@@ -54,7 +54,10 @@ TEST_CASE("dump gathering: every member's dumps in, the culprit's node named",
   gathering.hold("a", hang_failure(4));  // only the first is held
   gathering.reported("b", {4, "node-b", {rank_at(2, 119, 120), rank_at(3, 119, 120)}});
   CHECK_FALSE(gathering.complete());
-  gathering.reported("b", {4, "node-b", {}});  // a second report of a node changes nothing
+  proto::RankCollectivesReport gone;
+  gone.rank = 2;
+  gone.error = "no dump on disk";
+  gathering.reported("b", {4, "node-b", {gone}});  // a second report takes no dump away
   // Node a also claims rank 3, which is b's: dropped.
   gathering.reported("a",
                      {4, "node-a", {rank_at(0, 119, 120), rank_at(1, 119, 119), rank_at(3, 1, 1)}});
@@ -91,6 +94,24 @@ TEST_CASE("dump gathering: at the deadline the silent node's ranks have no dump"
   CHECK(verdict.attribution.without_dump == std::vector<int>{2, 3});
   CHECK_FALSE(verdict.attributed);  // the silent ranks may be the cause: no verdict on them
   CHECK(verdict.culprit_nodes.empty());
+}
+
+TEST_CASE("dump gathering: a node's later report brings the dumps its first lacked",
+          "[unit][rendezvous][hang]") {
+  DumpGathering gathering;
+  gathering.start(0, two_nodes(), TimePoint{});
+  proto::RankCollectivesReport none;
+  none.rank = 0;
+  none.error = "no flight-recorder pipe";
+  proto::RankCollectivesReport also_none = none;
+  also_none.rank = 1;
+  gathering.reported("a", {0, "node-a", {none, also_none}});
+  gathering.reported("b", {0, "node-b", {rank_at(2, 9, 10), rank_at(3, 9, 10)}});
+  REQUIRE(gathering.complete());
+  gathering.reported("a", {0, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 9)}});
+  HangVerdict verdict = gathering.finish();
+  CHECK(verdict.attribution.without_dump.empty());
+  CHECK(verdict.culprit_nodes == std::vector<std::string>{"a"});
 }
 
 TEST_CASE("dump gathering: no dump at all says so", "[unit][rendezvous][hang]") {
