@@ -68,6 +68,8 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
         << ", restarts " << run.restarts_used << "/" << run.max_restarts << ", nodes "
         << run.min_nodes << ":" << run.max_nodes << ", worker store port " << run.store_port
         << "\n";
+    // Why it last restarted or stopped: after a hang, the collective and the rank that holds it.
+    if (!run.last_failure.empty()) out << "  last failure: " << shown(run.last_failure) << "\n";
     for (const proto::StatusNode& node : run.nodes) {
       out << "  " << shown(node.address) << "  " << shown(node.state);
       if (node.group_rank >= 0) out << "  rank " << node.group_rank;

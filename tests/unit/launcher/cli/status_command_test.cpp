@@ -56,3 +56,18 @@ TEST_CASE("cohort status shows the slowest ranks against the median step time",
   REQUIRE(old);
   CHECK(old->runs.at(0).slowest.empty());
 }
+
+TEST_CASE("cohort status says why the run last restarted, the hang's collective first",
+          "[unit][launcher][hang]") {
+  proto::StatusRun running{"alpha", "running", 1, 1, 3, 2, 2, 38517, {}};
+  running.last_failure =
+      "all_reduce #120 on default_pg (4 ranks): 3 ranks enqueued it and wait; rank 1 (node-a) "
+      "never did, its last was #119 (all_reduce) (worker rank 3 on node-b failed with signal 6 "
+      "(SIGABRT)) (restart 1/3)";
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {running}}, out);
+  CHECK(out.str() ==
+        "run alpha: running, round 1, restarts 1/3, nodes 2:2, worker store port 38517\n"
+        "  last failure: " +
+            running.last_failure + "\n");
+}
