@@ -112,11 +112,7 @@ def watchdog_dumps(directory):
 
 
 def serve_dump_pipe(rank):
-    pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + f"{rank}.pipe"
-    os.mkfifo(pipe)
-    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-    while not os.read(reader, 16):  # b"" (no writer yet) until cohort writes
-        time.sleep(0.1)
+    wait_for_dump_request(rank)
     time.sleep(2)
     dump = dump_bytes(rank)
     stem = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
