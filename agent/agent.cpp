@@ -394,8 +394,14 @@ void Agent::on_message(proto::ControlMessage message) {
         else if constexpr (std::is_same_v<T, proto::Notice>)
           log::warn("rendezvous: ", escape_for_terminal(typed.text));
         else if constexpr (std::is_same_v<T, proto::DumpRequest>) {
-          if (group_ && typed.round == group_round_ && group_->ask_for_dumps()) return;
-          send_dumps_on_disk(typed.round);  // nothing to ask: what is there, at once
+          bool ours = group_ && typed.round == group_round_;
+          if (ours && group_->ask_for_dumps()) return;
+          // Nothing to ask: what is on disk, at once (nothing once its workers are another
+          // round's).
+          if (client_) {
+            client_->send(on_disk_report(
+                typed.round, ours ? group_->dumps_on_disk() : std::vector<FlightRecorderDump>{}));
+          }
         }
       },
       message);
@@ -444,7 +450,7 @@ void Agent::start_group(const proto::RoundAssigned& assigned) {
 // ends (this node's hang, or another's), the dumps go to the daemon, reduced, for the verdict on
 // which collective and which rank.
 void Agent::listen_for_dumps(const RoundInfo& round) {
-  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
+  std::chrono::milliseconds timeout = dump_timeout();
   WorkerGroup::DumpListener listener;
   listener.hang_declared = [this, round = round.round, timeout] {
     if (client_) client_->send(proto::HangDeclared{round, timeout.count()});
@@ -480,16 +486,18 @@ void Agent::send_progress(bool hang) {
   client_->send(progress);
 }
 
-// The dumps this node's ranks have on disk for `round` (none when its workers are gone to
-// another round), to the daemon at once.
-void Agent::send_dumps_on_disk(int round) {
-  if (!client_) return;
+std::chrono::milliseconds Agent::dump_timeout() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
+}
+
+// The report of the dumps this node's ranks have on disk for `round`, read without asking; no
+// ranks when `round` is not the current group's.
+proto::Collectives Agent::on_disk_report(int round,
+                                         const std::vector<FlightRecorderDump>& dumps) const {
   bool ours = group_ && round == group_round_;
-  std::vector<FlightRecorderDump> dumps =
-      ours ? group_->dumps_on_disk() : std::vector<FlightRecorderDump>{};
-  client_->send(collective_report(round, config_.host_name, ours ? group_base_rank_ : -1,
-                                  ours ? config_.nproc : 0, dumps, {},
-                                  "no dump on disk (its workers had ended)"));
+  return collective_report(round, config_.host_name, ours ? group_base_rank_ : -1,
+                           ours ? config_.nproc : 0, dumps, {},
+                           "no dump on disk (its workers had ended)");
 }
 
 // --report-bindings: each round, since the global ranks may change from one to the next.
@@ -580,10 +588,12 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
   if (failure.root_cause.hang) send_progress(/*hang=*/true);
   // Not cohort's hang, but PyTorch's watchdog dumped on a collective timeout: the daemon gathers
   // every node's dumps as for a hang before it rules on this failure.
-  if (!failure.root_cause.hang && group_ && !group_->dumps_on_disk().empty()) {
-    auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
-    client_->send(proto::HangDeclared{group_round_, timeout.count()});
-    send_dumps_on_disk(group_round_);
+  if (!failure.root_cause.hang && group_) {
+    std::vector<FlightRecorderDump> dumps = group_->dumps_on_disk();
+    if (!dumps.empty()) {
+      client_->send(proto::HangDeclared{group_round_, dump_timeout().count()});
+      client_->send(on_disk_report(group_round_, dumps));
+    }
   }
   client_->send(failure.report);
 }

@@ -124,7 +124,8 @@ class Agent {
   void report_progress_later();
   void send_progress(bool hang);
   void listen_for_dumps(const RoundInfo& round);
-  void send_dumps_on_disk(int round);
+  std::chrono::milliseconds dump_timeout() const;
+  proto::Collectives on_disk_report(int round, const std::vector<FlightRecorderDump>& dumps) const;
 
   boost::asio::io_context& io_;
   AgentConfig config_;

@@ -9,13 +9,6 @@
 namespace cohort {
 namespace {
 
-std::string seconds_text(std::chrono::milliseconds waited) {
-  std::string text = std::to_string(waited.count() / 1000.0);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (!text.empty() && text.back() == '.') text.pop_back();
-  return text;
-}
-
 // One rank's dump read and reduced, or why not.
 proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
                                        std::chrono::milliseconds waited,
@@ -31,7 +24,7 @@ proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
   // Not seen to settle (the wait was cut short when the workers stopped): read what is there,
   // which reads only if it is whole (a pickle ends with its STOP).
   if (!dump->complete && dump->bytes.value_or(0) == 0) {
-    report.error = "no dump within " + seconds_text(waited) + " s";
+    report.error = "no dump within " + dump_wait_seconds(waited) + " s";
     return report;
   }
   if (dump->bytes && *dump->bytes > kMaxDumpFileBytes) {
@@ -51,7 +44,7 @@ proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
   observe::RankCollectivesResult read = observe::read_collective_progress(bytes);
   if (!read.value) {
     report.error = dump->complete ? ("not a flight-recorder dump: " + read.error).substr(0, 256)
-                                  : "no whole dump within " + seconds_text(waited) + " s";
+                                  : "no whole dump within " + dump_wait_seconds(waited) + " s";
     return report;
   }
   report.collectives = std::move(*read.value);

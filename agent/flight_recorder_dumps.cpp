@@ -3,15 +3,6 @@
 #include <cstdio>
 
 namespace cohort {
-namespace {
-
-std::string seconds(std::chrono::milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", static_cast<double>(duration.count()) / 1000.0);
-  return text;
-}
-
-}  // namespace
 
 DumpWait::DumpWait(std::vector<FlightRecorderDump> asked, SteadyTime asked_at,
                    SteadyDuration timeout, SteadyDuration settle)
@@ -45,13 +36,19 @@ bool DumpWait::finished(SteadyTime now) const {
 std::string dump_line(const FlightRecorderDump& dump, std::chrono::milliseconds waited, bool kept) {
   std::string rank = "rank " + std::to_string(dump.rank);
   if (!dump.bytes || *dump.bytes == 0)
-    return rank + " wrote no dump within " + seconds(waited) + " s";
+    return rank + " wrote no dump within " + dump_wait_seconds(waited) + " s";
   std::string line = "flight recorder dump of " + rank + ": " + dump.path + " (" +
                      std::to_string(*dump.bytes) + " bytes";
-  if (!dump.complete) line += ", still being written after " + seconds(waited) + " s";
+  if (!dump.complete) line += ", still being written after " + dump_wait_seconds(waited) + " s";
   line += ")";
   if (!kept) line += " (removed at exit; --log-dir keeps it)";
   return line;
+}
+
+std::string dump_wait_seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(duration.count()) / 1000.0);
+  return text;
 }
 
 }  // namespace cohort

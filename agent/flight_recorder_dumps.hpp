@@ -47,6 +47,9 @@ class DumpWait {
   SteadyDuration settle_;
 };
 
+/// A dump wait in seconds as the dump lines say it: "10", "0.5".
+std::string dump_wait_seconds(std::chrono::milliseconds duration);
+
 /// The summary's line for one dump: "flight recorder dump of rank 1: PATH (N bytes)", or
 /// "rank 1 wrote no dump within 10 s"; `kept` false adds that the file goes when the run ends.
 std::string dump_line(const FlightRecorderDump& dump, std::chrono::milliseconds waited, bool kept);

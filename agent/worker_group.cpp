@@ -336,7 +336,7 @@ void WorkerGroup::ask_for_dumps(Worker& worker) {
 }
 
 bool WorkerGroup::ask_for_dumps() {
-  if (dump_watcher_.waiting() || dump_asked_) return true;  // reported when the wait ends, or was
+  if (dump_asked_) return true;  // reported when the wait ends, or was already
   if (stopping_) return false;
   start_dump_wait();
   return true;

@@ -825,6 +825,7 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
   }
   log::info("rendezvous: run ", run.state->run_id(), " round ", start.round, " formed with ",
             start.members.size(), " nodes, world size ", first.world_size);
+  run.round_members = start.members;
   run.dumps.reset();  // a new round: the last one's dumps are no longer wanted
   if (run.dumps_deadline) run.dumps_deadline->cancel();
   record_round(run, start);
@@ -930,7 +931,7 @@ int64_t RendezvousDaemon::event_ms() const {
 // whose host the run knows carries it.
 // A member declared one of its workers hung: every other member asks its ranks for their
 // flight-recorder dumps now, while their workers still run, and the failure report that follows
-// waits for them (at most the node's dump timeout and kDumpSlack).
+// waits for them (at most the node's dump timeout, capped at kMaxDumpWait, and kDumpSlack).
 void RendezvousDaemon::on_hang_declared(Run& run, const std::string& node_id,
                                         const proto::HangDeclared& hang) {
   rdzv::RunState& state = *run.state;
@@ -938,30 +939,23 @@ void RendezvousDaemon::on_hang_declared(Run& run, const std::string& node_id,
   if (run.dumps.round() == hang.round || run.dumps.verdict(hang.round)) {
     return;  // another node's hang in this round: its dumps were asked already
   }
-  std::vector<rdzv::RunState::NodeView> members;
-  for (const auto& view : state.nodes()) {
-    if (view.role == rdzv::RunState::Role::Member) members.push_back(view);
-  }
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.group_rank < b.group_rank; });
+  const std::vector<rdzv::Assignment>& members = run.round_members;
   if (std::none_of(members.begin(), members.end(),
-                   [&](const auto& view) { return view.info.node_id == node_id; })) {
+                   [&](const auto& member) { return member.node_id == node_id; })) {
     return;
   }
   std::map<std::string, rdzv::MemberRanks> ranks;
-  int first = 0;
-  for (const auto& view : members) {
-    std::string host = known_host(state.run_id(), view.info.node_id);
-    ranks[view.info.node_id] = {first, view.info.local_world_size,
-                                host.empty() ? view.info.address : host};
-    first += view.info.local_world_size;
-  }
-  rdzv::TimePoint deadline = now() + std::chrono::milliseconds(hang.dump_timeout_ms) + kDumpSlack;
-  run.dumps.start(hang.round, std::move(ranks), deadline);
   std::vector<std::string> others;
-  for (const auto& view : members) {
-    if (view.info.node_id != node_id) others.push_back(view.info.node_id);
+  for (const rdzv::Assignment& member : members) {
+    std::string host = known_host(state.run_id(), member.node_id);
+    ranks[member.node_id] = {member.base_rank, member.local_world_size,
+                             host.empty() ? member.address : host};
+    if (member.node_id != node_id) others.push_back(member.node_id);
   }
+  // A node's timeout is its own flag: the wait it imposes on the run is capped all the same.
+  auto wait = std::min(std::chrono::milliseconds(hang.dump_timeout_ms), kMaxDumpWait);
+  rdzv::TimePoint deadline = now() + wait + kDumpSlack;
+  run.dumps.start(hang.round, std::move(ranks), deadline);
   send_to(run, others, proto::DumpRequest{hang.round});
   if (!run.dumps_deadline) run.dumps_deadline = clock_.make_timer();
   run.dumps_deadline->start_at(deadline, [this, id = state.run_id()] {

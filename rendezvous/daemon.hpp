@@ -89,6 +89,8 @@ class RendezvousDaemon {
   static constexpr std::chrono::milliseconds kWaitingRefresh{500};
   /// How long past a hung node's dump timeout the other nodes' dumps may still come.
   static constexpr std::chrono::milliseconds kDumpSlack{2000};
+  /// The longest a hang's failure report waits for the other nodes' dumps, whatever a node asks.
+  static constexpr std::chrono::milliseconds kMaxDumpWait{600000};
 
   struct Run {
     std::unique_ptr<rdzv::RunState> state;
@@ -105,6 +107,7 @@ class RendezvousDaemon {
     /// node id -> the host name its progress reports or failures gave: events about the node
     /// carry it (the timeline labels nodes by it). Lives as long as the run.
     std::map<std::string, std::string> hosts;
+    std::vector<rdzv::Assignment> round_members;  ///< the current round's, with their ranks
     /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
     rdzv::DumpGathering dumps;
     std::unique_ptr<Timer> dumps_deadline;

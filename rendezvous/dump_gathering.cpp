@@ -16,7 +16,7 @@ void DumpGathering::start(int round, std::map<std::string, MemberRanks> members,
 void DumpGathering::reported(const std::string& node_id, const proto::Collectives& report) {
   auto member = members_.find(node_id);
   if (!round_ || report.round != *round_ || member == members_.end()) return;
-  answered_[node_id] = true;  // a later report may still bring dumps its ranks lacked
+  answered_.insert(node_id);  // a later report may still bring dumps its ranks lacked
   const MemberRanks& ranks = member->second;
   std::string host = report.host.empty() ? ranks.host : report.host;
   for (const proto::RankCollectivesReport& rank : report.ranks) {
@@ -36,10 +36,8 @@ void DumpGathering::reported(const std::string& node_id, const proto::Collective
 }
 
 bool DumpGathering::complete() const {
-  return std::all_of(members_.begin(), members_.end(), [&](const auto& member) {
-    auto answered = answered_.find(member.first);
-    return answered != answered_.end() && answered->second;
-  });
+  return std::all_of(members_.begin(), members_.end(),
+                     [&](const auto& member) { return answered_.count(member.first) > 0; });
 }
 
 void DumpGathering::hold(const std::string& node_id, const FailureReport& report) {
@@ -48,7 +46,7 @@ void DumpGathering::hold(const std::string& node_id, const FailureReport& report
 
 HangVerdict DumpGathering::finish() {
   for (const auto& [node_id, ranks] : members_) {
-    if (answered_[node_id]) continue;
+    if (answered_.count(node_id)) continue;
     for (int rank = ranks.first; rank < ranks.first + ranks.count; ++rank) {
       without_dump_[rank] = RankWithoutDump{ranks.host, "its node sent no dumps in time"};
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,7 @@ class DumpGathering {
   std::optional<int> round_;
   TimePoint deadline_{};
   std::map<std::string, MemberRanks> members_;
-  std::map<std::string, bool> answered_;
+  std::set<std::string> answered_;  ///< members that sent a report
   std::map<int, RankDumpRecords> dumps_;
   std::map<int, RankWithoutDump> without_dump_;
   std::optional<std::pair<std::string, FailureReport>> held_;
