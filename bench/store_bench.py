@@ -33,6 +33,10 @@ SERVERS = ("cohort", "pytorch")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+COHORTD_THREADS = []
+
+
 def raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -98,7 +102,7 @@ class Servers:
         torch_port_file = os.path.join(self.dir, "torch.port")
         self._start("cohort", [os.path.join(build, "bin", "cohortd"), "--host", "127.0.0.1",
                                "--port", "0", "--tcpstore-port", "0",
-                               "--tcpstore-port-file", cohort_port_file], cohort_port_file)
+                               "--tcpstore-port-file", cohort_port_file] + COHORTD_THREADS, cohort_port_file)
         self._start("pytorch", [os.path.join(build, "bin", "store_bench"), "serve-torch",
                                 "--port-file", torch_port_file], torch_port_file)
 
@@ -199,7 +203,11 @@ def main():
     parser.add_argument("--idle-clients", type=int, default=4096)
     parser.add_argument("--json", help="also write every sample to this file")
     parser.add_argument("--from-json", help="only print the table of a --json file of a past run")
+    parser.add_argument("--cohortd-threads", type=int, default=0,
+                        help="cohortd's --threads (default: its own, one per core)")
     args = parser.parse_args()
+    if args.cohortd_threads:
+        COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
     if args.from_json:
         with open(args.from_json) as f:
             raw = json.load(f)

@@ -59,6 +59,10 @@ while True:
 """
 
 
+# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+COHORTD_THREADS = []
+
+
 def raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -69,7 +73,7 @@ def start_server(name, build, scratch):
     port_file = os.path.join(scratch, name.replace(" ", "_") + ".port")
     if name == "cohort":
         argv = [os.path.join(build, "bin", "cohortd"), "--host", "127.0.0.1", "--port", "0",
-                "--tcpstore-port", "0", "--tcpstore-port-file", port_file]
+                "--tcpstore-port", "0", "--tcpstore-port-file", port_file] + COHORTD_THREADS
     else:
         argv = [sys.executable, "-c", TORCH_SERVER, port_file]
     log = open(os.path.join(scratch, name.replace(" ", "_") + ".log"), "wb")
@@ -281,7 +285,11 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--clients", default="1,16,64")
     parser.add_argument("--storm", type=int, default=4096)
+    parser.add_argument("--cohortd-threads", type=int, default=0,
+                        help="cohortd's --threads (default: its own, one per core)")
     args = parser.parse_args()
+    if args.cohortd_threads:
+        COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
     raise_nofile()
     import torch
 

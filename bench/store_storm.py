@@ -62,6 +62,10 @@ while True:
 """
 
 
+# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+COHORTD_THREADS = []
+
+
 def raise_nofile():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -141,7 +145,7 @@ class Server:
             os.remove(port_file)
         if name == "cohort":
             argv = [os.path.join(build, "bin", "cohortd"), "--host", "127.0.0.1", "--port", "0",
-                    "--tcpstore-port", "0", "--tcpstore-port-file", port_file]
+                    "--tcpstore-port", "0", "--tcpstore-port-file", port_file] + COHORTD_THREADS
         elif name == "pytorch":
             argv = [os.path.join(build, "bin", "store_bench"), "serve-torch", "--port-file",
                     port_file]
@@ -259,7 +263,11 @@ def main():
                         help="every rank from 127.0.0.1 (the control for per-address costs)")
     parser.add_argument("--json", help="write every sample to this file")
     parser.add_argument("--from-json", nargs="+", help="merge these runs and print their tables")
+    parser.add_argument("--cohortd-threads", type=int, default=0,
+                        help="cohortd's --threads (default: its own, one per core)")
     args = parser.parse_args()
+    if args.cohortd_threads:
+        COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
     if args.from_json:
         samples = []
         for batch, path in enumerate(args.from_json):

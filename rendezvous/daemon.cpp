@@ -812,6 +812,7 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
     store_options.address = options_.address;
     store_options.limits.quota_bytes = options_.store_quota_bytes;
     store_options.allowed_peers = store_peers(run.sessions, start.members);
+    store_options.io_pool = options_.store_pool;
     for (uint32_t port = options_.store_port_min;; ++port) {
       store_options.port = static_cast<uint16_t>(port);
       run.store = std::make_unique<StoreServer>(io_, store_options);

@@ -32,6 +32,8 @@
 
 namespace cohort {
 
+class IoPool;
+
 struct DaemonOptions {
   std::string address = "0.0.0.0";  ///< where agents connect; "::" for dual-stack
   uint16_t port = 29400;            ///< 0: any free port
@@ -53,6 +55,9 @@ struct DaemonOptions {
   /// Appends every event (docs/EVENTS.md) to this file; "" none. The daemon keeps each run's
   /// recent events in memory either way (the timeline pages, `cohort status --events`).
   std::string event_log;
+  /// The io threads each round's worker store spreads its connections over (see
+  /// StoreServerOptions::io_pool); nullptr: this daemon's own thread serves them.
+  IoPool* store_pool = nullptr;
 };
 
 /// The shortest heartbeat timeout a run may ask for (the launcher's floor, checked again here).

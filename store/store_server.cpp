@@ -29,4 +29,8 @@ uint64_t StoreServer::operations() const { return service_->operations(); }
 
 const Store& StoreServer::store() const { return service_->store(); }
 
+void StoreServer::read_store(const std::function<void(const Store&)>& reader) const {
+  service_->read_store(reader);
+}
+
 }  // namespace cohort

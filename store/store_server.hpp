@@ -1,15 +1,17 @@
 // The worker store's TCP server: serves one Store to PyTorch TCPStore clients (1.13 and 2.x) on
 // an address and port, in the caller's io_context. Cheap to create and destroy, so a component
 // can host a fresh one per round. Owned by its host (rendezvous daemon, launcher, test); every
-// method on the io_context's thread (or while it is not running), except port() and
-// connection_count(), which any thread may read. PyTorch's clients cannot authenticate, so a
-// host names the peer addresses it may serve (allowed_peers); anyone else is refused at accept.
+// method on the io_context's thread (or while it is not running), except port(),
+// connection_count() and operations(), which any thread may read; with an IoPool the connections
+// are served on the pool's threads. PyTorch's clients cannot authenticate, so a host names the
+// peer addresses it may serve (allowed_peers); anyone else is refused at accept.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/system/error_code.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 
 namespace cohort {
 
+class IoPool;
 class Store;
 class StoreService;
 
@@ -36,6 +39,10 @@ struct StoreServerOptions {
   /// the standalone `cohortd --tcpstore-port` store, which has no members to name); an empty
   /// list: no one.
   std::optional<std::vector<boost::asio::ip::address>> allowed_peers;
+  /// Where connections are served: nullptr, all on the server's own io_context; otherwise each
+  /// new connection on the pool's next context (the listener stays on the server's own), and
+  /// the Store behind a lock. The pool must outlive the server.
+  IoPool* io_pool = nullptr;
 };
 
 class StoreServer {
@@ -56,9 +63,12 @@ class StoreServer {
   void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
   /// Live client connections.
   size_t connection_count() const;
-  /// Requests served so far (io thread).
+  /// Requests served so far.
   uint64_t operations() const;
+  /// The served store, for tests and tools: only while no connection is being served.
   const Store& store() const;
+  /// Calls `reader` with the served store, from any thread (under the store's lock).
+  void read_store(const std::function<void(const Store&)>& reader) const;
 
  private:
   std::shared_ptr<StoreService> service_;

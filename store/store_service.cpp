@@ -4,6 +4,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <chrono>
 
+#include "common/io_pool.hpp"
 #include "common/log.hpp"
 #include "store/store_session.hpp"
 
@@ -14,9 +15,6 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
-constexpr size_t kReadBufferBytes = 64 * 1024;
-// Lines about refused accepts: at most one per this interval.
-
 asio::ip::address unmapped(const asio::ip::address& address) {
   if (address.is_v6() && address.to_v6().is_v4_mapped()) return address.to_v6().to_v4();
   return address;
@@ -25,7 +23,11 @@ asio::ip::address unmapped(const asio::ip::address& address) {
 }  // namespace
 
 StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
-    : options_(std::move(options)), acceptor_(io), accept_retry_(io), store_(options_.limits) {
+    : io_(io),
+      options_(std::move(options)),
+      acceptor_(io),
+      accept_retry_(io),
+      store_(options_.limits) {
   set_allowed_peers(std::move(options_.allowed_peers));
 }
 
@@ -53,7 +55,6 @@ error_code StoreService::listen() {
     if (!error) break;
   }
   if (error) return error;
-  read_buffer_.resize(kReadBufferBytes);
   log::debug("store: listening on ", options_.address, " port=", port_.load());
   return {};
 }
@@ -76,12 +77,16 @@ error_code StoreService::bind_and_listen(const tcp::endpoint& endpoint, bool dua
 
 void StoreService::accept_next() {
   if (closed_) return;
-  acceptor_.async_accept([self = shared_from_this()](const error_code& error, tcp::socket socket) {
-    self->on_accept(error, std::move(socket));
-  });
+  // The new connection's socket belongs to the pool's next context, or to the listener's own.
+  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
+  acceptor_.async_accept(
+      context, [self = shared_from_this(), &context](const error_code& error, tcp::socket socket) {
+        self->on_accept(error, std::move(socket), context);
+      });
 }
 
-void StoreService::on_accept(const error_code& error, tcp::socket socket) {
+void StoreService::on_accept(const error_code& error, tcp::socket socket,
+                             asio::io_context& context) {
   if (closed_ || error == asio::error::operation_aborted) return;
   if (error) {
     if (AcceptBackoff::is_shortage(error)) {
@@ -100,18 +105,25 @@ void StoreService::on_accept(const error_code& error, tcp::socket socket) {
     accept_next();
     return;
   }
+  start_session(std::move(socket), context);
+  accept_next();
+}
+
+// Registers the session and starts it on its socket's thread.
+void StoreService::start_session(tcp::socket socket, asio::io_context& context) {
   error_code option_error;
   socket.set_option(tcp::no_delay(true), option_error);
   if (!option_error) socket.non_blocking(true, option_error);
-  if (!option_error) {
-    StoreConnectionId id = ++next_id_;
-    auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), id,
-                                                  options_.legacy_numbering);
+  if (option_error) return;
+  StoreConnectionId id = ++next_id_;
+  auto session = std::make_shared<StoreSession>(
+      shared_from_this(), std::move(socket), context.get_executor(), id, options_.legacy_numbering);
+  {
+    std::lock_guard lock(mutex_);
     sessions_.emplace(id, session);
     connections_ = sessions_.size();
-    session->start();
   }
-  accept_next();
+  session->start();
 }
 
 // The pending connection stays in the backlog, so accepting again at once would fail again at
@@ -153,32 +165,68 @@ void StoreService::close() {
   error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
-  auto sessions = std::move(sessions_);
-  sessions_.clear();
-  for (auto& [id, session] : sessions) session->close("store stopped");
-  connections_ = 0;
+  std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions;
+  {
+    std::lock_guard lock(mutex_);
+    sessions = std::move(sessions_);
+    sessions_.clear();
+    connections_ = 0;
+  }
+  // This is the listener's thread, or its io_context is not running: sessions of that context
+  // close now, the pool's on their own threads.
+  for (auto& [id, session] : sessions) {
+    if (session->executor() == io_.get_executor()) {
+      session->close("store stopped");
+    } else {
+      session->close_on_its_thread("store stopped");
+    }
+  }
 }
 
+// Replies are queued under the lock, so each session receives its bytes in the order the store
+// produced them whichever thread produced them; the writes happen after it, on the sessions'
+// own threads (a write error there closes a session, which takes the lock again).
 void StoreService::dispatch(StoreSession& from, StoreRequest&& request) {
-  ++operations_;
-  replies_.clear();
-  StoreOutcome outcome = store_.apply(from.id(), std::move(request), replies_);
-  // A session may close (write error) while replies are handed out: work on a local list.
-  std::vector<StoreReply> replies = std::move(replies_);
-  for (auto& reply : replies) {
-    if (reply.connection == from.id()) {
-      from.send(reply.bytes);
-      continue;
+  operations_.fetch_add(1, std::memory_order_relaxed);
+  StoreOutcome outcome;
+  std::vector<std::shared_ptr<StoreSession>> woken;
+  {
+    std::lock_guard lock(mutex_);
+    replies_.clear();
+    outcome = store_.apply(from.id(), std::move(request), replies_);
+    for (auto& reply : replies_) {
+      if (reply.connection == from.id()) {
+        from.queue(reply.bytes);
+        continue;
+      }
+      auto found = sessions_.find(reply.connection);
+      if (found == sessions_.end()) continue;
+      found->second->queue(reply.bytes);
+      woken.push_back(found->second);
     }
-    auto found = sessions_.find(reply.connection);
-    if (found != sessions_.end()) found->second->send(reply.bytes);
   }
-  replies.clear();
-  replies_ = std::move(replies);  // keep the capacity for the next request
+  for (auto& session : woken) session->write_queued();
   if (outcome.close_connection) from.refuse(outcome.reason);
 }
 
+void StoreService::read_store(const std::function<void(const Store&)>& reader) {
+  std::lock_guard lock(mutex_);
+  reader(store_);
+}
+
+std::string StoreService::charge_unfinished(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  return store_.charge_unfinished(bytes);
+}
+
+void StoreService::release_unfinished(uint64_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard lock(mutex_);
+  store_.release_unfinished(bytes);
+}
+
 void StoreService::forget(StoreConnectionId id) {
+  std::lock_guard lock(mutex_);
   if (sessions_.erase(id) > 0) connections_ = sessions_.size();
   store_.disconnect(id);
 }

@@ -1,6 +1,9 @@
 #include "store/store_session.hpp"
 
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <vector>
 
 #include "common/log.hpp"
 #include "store/store_service.hpp"
@@ -14,6 +17,14 @@ using boost::system::error_code;
 
 // Output buffers keep at most this much capacity between bursts (idle memory stays small).
 constexpr size_t kKeptBufferBytes = 1024;
+constexpr size_t kReadBufferBytes = 64 * 1024;
+
+// One read buffer per thread, shared by the sessions it serves: a read is consumed before the
+// thread reads again.
+char* thread_read_buffer() {
+  thread_local std::vector<char> buffer(kReadBufferBytes);
+  return buffer.data();
+}
 
 void release_if_large(std::string& buffer) {
   buffer.clear();
@@ -27,9 +38,11 @@ bool would_block(const error_code& error) {
 }  // namespace
 
 StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp::socket socket,
-                           StoreConnectionId id, StoreNumbering legacy_numbering)
+                           asio::io_context::executor_type executor, StoreConnectionId id,
+                           StoreNumbering legacy_numbering)
     : service_(std::move(service)),
       socket_(std::move(socket)),
+      executor_(executor),
       decoder_(legacy_numbering),
       id_(id) {
   decoder_.check_declared([this](uint64_t declared) { return charge_declared(declared); });
@@ -53,6 +66,10 @@ void StoreSession::release_charge() {
   charged_ = 0;
 }
 
+void StoreSession::start() {
+  asio::dispatch(executor_, [self = shared_from_this()] { self->wait_readable(); });
+}
+
 // Waits for readability instead of reading into a per-connection buffer: an idle connection
 // holds no read buffer at all.
 void StoreSession::wait_readable() {
@@ -67,9 +84,9 @@ void StoreSession::on_readable(const error_code& error) {
     close(error.message());
     return;
   }
-  auto buffer = service_->read_buffer();
+  char* buffer = thread_read_buffer();
   error_code read_error;
-  size_t size = socket_.read_some(asio::buffer(buffer.data(), buffer.size()), read_error);
+  size_t size = socket_.read_some(asio::buffer(buffer, kReadBufferBytes), read_error);
   if (would_block(read_error)) {
     wait_readable();
     return;
@@ -78,7 +95,7 @@ void StoreSession::on_readable(const error_code& error) {
     close(read_error == asio::error::eof ? "closed by the client" : read_error.message());
     return;
   }
-  consume(std::string_view(buffer.data(), size));
+  consume(std::string_view(buffer, size));
   if (closed_) return;
   if (!drain_stash()) {
     read_paused_ = true;  // the client does not read its replies; on_written resumes
@@ -114,16 +131,52 @@ void StoreSession::consume(std::string_view bytes) {
   flush();
 }
 
-void StoreSession::send(std::string_view bytes) {
-  if (closed_) return;
-  outbox_.append(bytes);
-  if (!batching_) flush();
+void StoreSession::queue(std::string_view bytes) {
+  std::lock_guard lock(queued_mutex_);
+  queued_.append(bytes);
+}
+
+void StoreSession::write_queued() {
+  if (on_its_thread()) {
+    if (!batching_) flush();
+    return;
+  }
+  {
+    std::lock_guard lock(queued_mutex_);
+    if (write_posted_) return;
+    write_posted_ = true;
+  }
+  asio::post(executor_, [self = shared_from_this()] {
+    {
+      std::lock_guard lock(self->queued_mutex_);
+      self->write_posted_ = false;
+    }
+    self->flush();
+  });
+}
+
+void StoreSession::take_queued() {
+  std::lock_guard lock(queued_mutex_);
+  if (queued_.empty()) return;
+  if (outbox_.empty()) {
+    std::swap(outbox_, queued_);
+  } else {
+    outbox_.append(queued_);
+    queued_.clear();
+  }
+}
+
+size_t StoreSession::unsent() {
+  std::lock_guard lock(queued_mutex_);
+  return queued_.size() + outbox_.size() + in_flight_.size();
 }
 
 // Writes what it can right away (the common case: a few bytes into an empty socket buffer) and
 // leaves the rest to one async write at a time, which keeps replies in order.
 void StoreSession::flush() {
-  if (closed_ || writing_ || outbox_.empty()) return;
+  if (closed_ || writing_) return;
+  take_queued();
+  if (outbox_.empty()) return;
   error_code error;
   size_t written = socket_.write_some(asio::buffer(outbox_), error);
   if (would_block(error)) {
@@ -186,16 +239,26 @@ void StoreSession::refuse(std::string_view reason) {
   close(reason);
 }
 
+void StoreSession::close_on_its_thread(std::string reason) {
+  asio::dispatch(executor_,
+                 [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
+}
+
 void StoreSession::close(std::string_view reason) {
   if (closed_) return;
   auto self = shared_from_this();  // the registry may hold the last reference
   closed_ = true;
   error_code ignored;
+  if (!writing_) take_queued();
   if (!writing_ && !outbox_.empty()) {  // best effort: replies to the requests before the error
     socket_.write_some(asio::buffer(outbox_), ignored);
   }
   socket_.close(ignored);
   release_if_large(outbox_);
+  {
+    std::lock_guard lock(queued_mutex_);
+    std::string().swap(queued_);
+  }
   std::string().swap(stash_);
   release_charge();
   log::debug("store: connection ", id_, " closed: ", reason);

@@ -1,11 +1,14 @@
 // One client connection of the worker store: reads when the socket is readable (no buffer of
 // its own while idle), decodes requests with its TcpStoreDecoder, passes them to the service,
 // and writes replies in order. Any decode or store error closes this connection only. Owned by
-// StoreService's registry and by its own pending handlers; io_context thread only.
+// StoreService's registry and by its own pending handlers. Runs on its socket's io_context
+// thread; queue(), write_queued() and close_on_its_thread() may be called from any thread.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -22,23 +25,36 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   /// catches up.
   static constexpr size_t kMaxUnsentBytes = 16 * 1024 * 1024;
 
+  /// `executor`: of the io_context the socket belongs to.
   StoreSession(std::shared_ptr<StoreService> service, boost::asio::ip::tcp::socket socket,
-               StoreConnectionId id, StoreNumbering legacy_numbering);
+               boost::asio::io_context::executor_type executor, StoreConnectionId id,
+               StoreNumbering legacy_numbering);
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
 
-  void start() { wait_readable(); }
+  /// Starts reading, on the socket's thread.
+  void start();
   StoreConnectionId id() const { return id_; }
-  /// Queues reply bytes; written at once unless a read batch is being processed.
-  void send(std::string_view bytes);
-  /// Closes the socket and leaves the service. Idempotent.
+  boost::asio::io_context::executor_type executor() const { return executor_; }
+  /// Any thread (the service calls it under its lock, which orders the replies): appends reply
+  /// bytes; they are written by the end of this session's read batch or by write_queued().
+  void queue(std::string_view bytes);
+  /// Any thread: writes what queue() added, at once on the session's own thread, otherwise soon
+  /// on it.
+  void write_queued();
+  /// Closes the socket and leaves the service. Idempotent. The session's thread.
   void close(std::string_view reason);
+  /// close(), from any thread: at once on the session's own thread, otherwise soon on it.
+  void close_on_its_thread(std::string reason);
   /// close() for a client's fault (a malformed request, a limit): logs a warning naming the peer.
   void refuse(std::string_view reason);
 
  private:
   void wait_readable();
   void on_readable(const boost::system::error_code& error);
+  bool on_its_thread() const { return executor_.running_in_this_thread(); }
+  /// Moves what queue() added behind outbox_.
+  void take_queued();
   void consume(std::string_view bytes);
   void flush();
   void on_written(const boost::system::error_code& error);
@@ -46,14 +62,18 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   bool drain_stash();
   std::string charge_declared(uint64_t declared_bytes);
   void release_charge();
-  size_t unsent() const { return outbox_.size() + in_flight_.size(); }
+  size_t unsent();
 
   std::shared_ptr<StoreService> service_;
   boost::asio::ip::tcp::socket socket_;
+  boost::asio::io_context::executor_type executor_;
   TcpStoreDecoder decoder_;
   std::string outbox_;     ///< replies not yet given to the socket
   std::string in_flight_;  ///< the buffer of the async write in progress
   std::string stash_;      ///< input not decoded yet while replies drain (usually empty)
+  std::mutex queued_mutex_;
+  std::string queued_;         ///< replies queued but not yet in outbox_ (queued_mutex_)
+  bool write_posted_ = false;  ///< a write_queued() is on its way to this thread (queued_mutex_)
   StoreConnectionId id_;
   uint64_t charged_ = 0;  ///< what the request still arriving has charged against the quota
   bool batching_ = false;

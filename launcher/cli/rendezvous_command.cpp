@@ -16,6 +16,7 @@
 #include "common/event_log.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
+#include "common/io_pool.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "launcher/options/byte_size.hpp"
@@ -149,6 +150,10 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
   app.add_option("--http-port-file", command.http_port_file, "Write the bound HTTP port here");
   app.add_option("--event-log", command.event_log,
                  "Append every run's events to this file (JSON lines, docs/EVENTS.md)");
+  app.add_option("--threads", command.threads,
+                 "Threads serving the worker stores' connections, the main one included "
+                 "(default: one per core, at most 16); the control plane stays on the main one")
+      ->type_name("N");
   app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
 }
 
@@ -178,6 +183,11 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
     return std::nullopt;
   }
   options.store_quota_bytes = *quota;
+  if (command.threads < 0 || command.threads > IoPool::kMaxThreads) {
+    std::cerr << "cohortd: --threads: expected 1.." << IoPool::kMaxThreads
+              << " (0: one per core), got " << command.threads << "\n";
+    return std::nullopt;
+  }
   if (!http_options(command, !token.token.empty(), options)) return std::nullopt;
   if (!command.event_log.empty()) {
     if (std::string problem = event_log_problem(command.event_log); !problem.empty()) {
@@ -202,6 +212,7 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
 int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
                       const DaemonOptions& options, std::unique_ptr<StoreServer>& tcpstore) {
   StoreServerOptions store_options;
+  store_options.io_pool = options.store_pool;
   store_options.address = options.address == "0.0.0.0" ? "" : options.address;
   store_options.port = static_cast<uint16_t>(command.tcpstore_port);
   store_options.limits.quota_bytes = options.store_quota_bytes;
@@ -228,6 +239,10 @@ int run_daemon(const DaemonCommand& command) {
   if (!options) return kExitUsage;
   boost::asio::io_context io;
   AsioClock clock(io);
+  // Declared before the daemon and the store, destroyed after them: their connections' handlers
+  // live in its contexts.
+  IoPool pool(io, command.threads > 0 ? command.threads : IoPool::default_threads());
+  options->store_pool = &pool;
   RendezvousDaemon daemon(io, clock, *options);
   if (auto error = daemon.start()) {
     std::cerr << "cohortd: "

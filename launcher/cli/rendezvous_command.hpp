@@ -1,5 +1,6 @@
 // The `cohortd` command (also `cohort rendezvous`): flags, the daemon and, if asked, one plain
-// long-lived TCPStore, on one io_context until SIGINT/SIGTERM. Main thread.
+// long-lived TCPStore, until SIGINT/SIGTERM: the control plane on the main thread's io_context,
+// the stores' connections spread over --threads io threads (the main one among them).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@ struct DaemonCommand {
   std::string http_address;  ///< empty: 127.0.0.1
   std::string http_port_file;
   std::string event_log;  ///< append every event to this file; empty: none
+  int threads = 0;        ///< io threads; 0: IoPool::default_threads()
   int verbose = 0;
 };
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/io_pool.hpp"
 #include "common/text.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
@@ -54,10 +55,25 @@ std::string validated(StoreOp op, std::vector<std::string> keys = {},
   return request(op, std::move(keys), std::move(values), number, StoreNumbering::Validated);
 }
 
-// A StoreServer in its own io_context, run by a thread, as a host component would run it.
+// The io threads ServerThread's connections are spread over: COHORT_TEST_STORE_THREADS (ctest
+// runs these cases with 1 and with 3), the server's own thread included.
+int store_threads() {
+  const char* threads = std::getenv("COHORT_TEST_STORE_THREADS");
+  return threads != nullptr ? std::max(1, std::atoi(threads)) : 1;
+}
+
+StoreServerOptions with_pool(StoreServerOptions options, IoPool* pool) {
+  options.io_pool = pool;
+  return options;
+}
+
+// A StoreServer in its own io_context, run by a thread, as a host component would run it; with
+// store_threads() > 1 its connections are served on an IoPool's threads too.
 class ServerThread {
  public:
-  explicit ServerThread(StoreServerOptions options = {}) : server_(io_, std::move(options)) {}
+  explicit ServerThread(StoreServerOptions options = {})
+      : pool_(store_threads() > 1 ? std::make_unique<IoPool>(io_, store_threads()) : nullptr),
+        server_(io_, with_pool(std::move(options), pool_.get())) {}
   ~ServerThread() { stop(); }
 
   boost::system::error_code start() {
@@ -84,16 +100,20 @@ class ServerThread {
     return result.get();
   }
   size_t num_keys() {
-    return on_io([this] { return server_.store().num_keys(); });
+    size_t keys = 0;
+    server_.read_store([&](const Store& store) { keys = store.num_keys(); });
+    return keys;
   }
   /// What requests still arriving have charged against the quota.
   uint64_t unfinished_bytes() {
-    return on_io([this] { return server_.store().unfinished_bytes(); });
+    uint64_t bytes = 0;
+    server_.read_store([&](const Store& store) { bytes = store.unfinished_bytes(); });
+    return bytes;
   }
   void allow(std::optional<std::vector<asio::ip::address>> peers) {
     on_io([&] { server_.set_allowed_peers(peers); });
   }
-  /// CPU time the server's thread has used so far.
+  /// CPU time the server's thread has used so far (its own thread only, not the pool's).
   std::chrono::milliseconds cpu_time() {
     clockid_t clock;
     REQUIRE(::pthread_getcpuclockid(thread_.native_handle(), &clock) == 0);
@@ -104,6 +124,7 @@ class ServerThread {
 
  private:
   asio::io_context io_;
+  std::unique_ptr<IoPool> pool_;
   StoreServer server_;
   std::thread thread_;
 };
@@ -993,4 +1014,130 @@ TEST_CASE("store server: out of descriptors, a connection is refused at once and
       },
       5s));
   log.restore();
+}
+
+namespace {
+
+// A client for load from a thread of its own (Catch's assertions are for the test's thread):
+// `ops` ADD round trips on `key`; the number that got an 8-byte answer.
+int add_in_a_loop(uint16_t port, const std::string& key, int ops) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  int answered = 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
+    std::string add;
+    append_request(add, StoreRequest{StoreOp::Add, {key}, {}, 1}, StoreNumbering::Legacy113);
+    for (; answered < ops; ++answered) {
+      if (::send(fd, add.data(), add.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(add.size())) {
+        break;
+      }
+      char reply[8];
+      if (::recv(fd, reply, sizeof reply, MSG_WAITALL) != 8) break;
+    }
+  }
+  ::close(fd);
+  return answered;
+}
+
+// Servers sharing an IoPool with the test's io_context, whose thread runs here.
+struct PooledServers {
+  explicit PooledServers(int threads, int servers) : pool(io, threads) {
+    for (int i = 0; i < servers; ++i) {
+      StoreServerOptions options;
+      options.io_pool = &pool;
+      stores.push_back(std::make_unique<StoreServer>(io, options));
+      REQUIRE_FALSE(stores.back()->start());
+    }
+    thread = std::thread([this] { io.run(); });
+  }
+  ~PooledServers() {
+    asio::post(io, [this] {
+      for (auto& store : stores) store->stop();
+      io.stop();
+    });
+    thread.join();
+    stores.clear();
+  }
+  int64_t counter(size_t store, const std::string& key) {
+    std::optional<std::string> value;
+    stores[store]->read_store([&](const Store& served) { value = served.value(key); });
+    return value ? std::stoll(*value) : 0;
+  }
+
+  asio::io_context io;
+  IoPool pool;
+  std::vector<std::unique_ptr<StoreServer>> stores;
+  std::thread thread;
+};
+
+}  // namespace
+
+TEST_CASE("store server: two stores on one io pool loaded at once make progress together",
+          "[component][store][threads]") {
+  PooledServers servers(3, 2);
+  const int kClientsEach = 3;
+  const int kOps = 3000;
+  std::vector<std::future<int>> loads;
+  for (int i = 0; i < 2 * kClientsEach; ++i) {
+    uint16_t port = servers.stores[i % 2]->port();
+    loads.push_back(std::async(std::launch::async, add_in_a_loop, port, "/n", kOps));
+  }
+  // Whichever store's load ends first, the other had made progress by then: neither waited for
+  // the other to be done.
+  bool first_done_seen = false;
+  uint64_t other_ops_when_first_done = 0;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    uint64_t ops[2] = {servers.stores[0]->operations(), servers.stores[1]->operations()};
+    for (int store = 0; store < 2 && !first_done_seen; ++store) {
+      if (ops[store] == kClientsEach * kOps) {
+        first_done_seen = true;
+        other_ops_when_first_done = ops[1 - store];
+      }
+    }
+    if (ops[0] == kClientsEach * kOps && ops[1] == kClientsEach * kOps) break;
+    std::this_thread::sleep_for(1ms);
+  }
+  for (auto& load : loads) CHECK(load.get() == kOps);
+  CHECK(first_done_seen);
+  CHECK(other_ops_when_first_done > 0);
+  // Every ADD applied exactly once, whatever thread its connection was on.
+  CHECK(servers.counter(0, "/n") == kClientsEach * kOps);
+  CHECK(servers.counter(1, "/n") == kClientsEach * kOps);
+}
+
+TEST_CASE("store server: on an io pool a slow connection stalls no other",
+          "[component][store][threads]") {
+  PooledServers servers(2, 1);
+  uint16_t port = servers.stores[0]->port();
+  std::string big(1 << 20, 'v');
+  RawClient setter(port);
+  REQUIRE(setter.ask(request(StoreOp::Set, {"/big"}, {big}), 0).empty());
+  REQUIRE(setter.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
+  // A client that asks for 48 MiB of replies and reads none (the server stops reading it past
+  // its unsent limit), one that sends half of a request and stops, and one that sends nothing.
+  RawClient hoarder(port, "127.0.0.1", 4096);
+  std::string gets;
+  for (int i = 0; i < 48; ++i) gets += request(StoreOp::Get, {"/big"});
+  hoarder.send(gets);
+  RawClient halfway(port);
+  std::string half_set = request(StoreOp::Set, {"/half"}, {big});
+  halfway.send(std::string_view(half_set).substr(0, 4096));
+  RawClient silent(port);
+  std::vector<std::future<int>> loads;
+  for (int i = 0; i < 4; ++i) {
+    loads.push_back(std::async(std::launch::async, add_in_a_loop, port, "/n", 500));
+  }
+  for (auto& load : loads) CHECK(load.get() == 500);
+  CHECK(servers.counter(0, "/n") == 2000);
+  // The slow ones are still served once they go on.
+  for (int i = 0; i < 48; ++i) REQUIRE(hoarder.read(8 + big.size(), 20s) == bytes(big));
+  halfway.send(std::string_view(half_set).substr(4096));
+  CHECK(halfway.ask(request(StoreOp::Get, {"/half"}), 8 + big.size()) == bytes(big));
+  CHECK(silent.ask(request(StoreOp::GetNumKeys), 8) == i64(3));
 }

@@ -97,8 +97,10 @@ TEST_CASE("the hosted store holds more connections than the user's open-file lim
   CHECK(scratch.nothing_left());
 }
 
-TEST_CASE("cohortd refuses a bad --store-quota or an unwritable --port-file before listening",
-          "[integration][store]") {
+TEST_CASE(
+    "cohortd refuses a bad --store-quota or --threads or an unwritable --port-file before "
+    "listening",
+    "[integration][store]") {
   Scratch scratch;
   ChildOptions options = scratch.options();
   options.name = "cohortd";
@@ -115,6 +117,8 @@ TEST_CASE("cohortd refuses a bad --store-quota or an unwritable --port-file befo
       {{"--store-quota", "12X"}, "--store-quota: expected a positive number of bytes"},
       {{"--store-quota", "0"}, "--store-quota: expected a positive number of bytes"},
       {{"--store-quota", "99999999999G"}, "--store-quota: expected a positive number of bytes"},
+      {{"--threads", "65"}, "--threads: expected 1..64 (0: one per core), got 65"},
+      {{"--threads", "-1"}, "--threads: expected 1..64 (0: one per core), got -1"},
   };
   for (const auto& each : cases) {
     std::vector<std::string> argv{kCohortdBin, "--host", "127.0.0.1", "--port", "0"};

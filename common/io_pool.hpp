@@ -1,0 +1,45 @@
+// The io threads a server spreads its connections over: the host's own io_context (run by the
+// host's thread) and `threads - 1` more, each run by a thread of its own. A server asks next()
+// for the context of each new connection, round robin. Created by the host (cohortd's main, a
+// test) before every server that uses it and destroyed after them: the destructor stops the
+// extra contexts and joins their threads. next() and size() from any thread.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace cohort {
+
+class IoPool {
+ public:
+  /// The most threads --threads accepts.
+  static constexpr int kMaxThreads = 64;
+  /// The default: one per core, at most 16.
+  static int default_threads();
+
+  /// `home` is the host's io_context, which the host runs itself. threads >= 1.
+  IoPool(boost::asio::io_context& home, int threads);
+  ~IoPool();
+  IoPool(const IoPool&) = delete;
+  IoPool& operator=(const IoPool&) = delete;
+
+  /// The context for the next connection: home, then each extra context, in turn.
+  boost::asio::io_context& next();
+  size_t size() const { return extra_.size() + 1; }
+
+ private:
+  using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+
+  boost::asio::io_context& home_;
+  std::vector<std::unique_ptr<boost::asio::io_context>> extra_;
+  std::vector<WorkGuard> guards_;
+  std::vector<std::thread> threads_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace cohort
