@@ -584,14 +584,25 @@ void RunState::touch(Node& node, TimePoint now) {
   node.seen = seen_.insert(std::move(handle));
 }
 
-std::vector<RunState::NodeView> RunState::nodes() const {
+std::vector<RunState::NodeView> RunState::nodes() const { return nodes(nodes_.size()); }
+
+std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
   std::vector<NodeView> views;
+  views.reserve(std::min(limit, nodes_.size()));
   for (const auto& [id, node] : nodes_) {
+    if (views.size() >= limit) break;
     bool member = node.role == Role::Member;
     views.push_back(
         {node.info, node.role, member ? node.group_rank : -1, node.succeeded, node.last_seen});
   }
   return views;
+}
+
+Ms waiting_refresh_interval(size_t waiting_nodes) {
+  constexpr Ms kShortest{500};
+  constexpr std::chrono::microseconds kPerNode{50};
+  auto scaled = std::chrono::duration_cast<Ms>(kPerNode * static_cast<int64_t>(waiting_nodes));
+  return std::max(kShortest, scaled);
 }
 
 }  // namespace cohort::rdzv

@@ -80,6 +80,10 @@ class RunState {
   bool empty() const { return nodes_.empty(); }
   bool has_node(const std::string& node_id) const { return nodes_.count(node_id) > 0; }
   std::vector<NodeView> nodes() const;
+  /// The first `limit` of nodes() (in the same order), for a reply that lists only so many: a
+  /// copy of every node of 100,000 is 30 MiB, allocated and faulted in on every call.
+  std::vector<NodeView> nodes(size_t limit) const;
+  size_t node_count() const { return nodes_.size(); }
   /// The node's last frame; nullopt for a node the run does not have.
   std::optional<TimePoint> last_seen(const std::string& node_id) const;
   const RunProgress& worker_progress() const { return progress_; }
@@ -146,6 +150,13 @@ class RunState {
   FailureBlame blame_;  ///< whom the last round's failure counts against, once ruled
   std::optional<TimePoint> exclusions_end_;  ///< the earliest end of an excluded node's cooldown
 };
+
+/// How long the executor may let every waiting node's view of the round go stale while others
+/// join (see waiting_status): 500 ms, and longer as more nodes wait (50 us per waiting node, 5 s
+/// at 100,000), so that the refreshes cost at most about 20,000 messages a second however many
+/// nodes wait. A fixed period would cost (nodes waiting) x (refreshes while they join): quadratic
+/// in the run's size when the joins come at a fixed rate.
+Ms waiting_refresh_interval(size_t waiting_nodes);
 
 /// "--nnodes 2:3 differs from the run's 3:3 ..." or empty when the settings agree.
 std::string describe_config_difference(const RunConfig& mine, const RunConfig& run);

@@ -751,3 +751,32 @@ TEST_CASE("a hang's collective verdict leads the reason and counts against the c
   CHECK(stop->reason.find(stuck.text) == 0);
   CHECK(stop->summary == "SUMMARYcollective: " + stuck.text + "\n");
 }
+
+TEST_CASE("run state lists its first nodes up to a limit in the order of all of them") {
+  Fixture f(4, 4);
+  for (const char* id : {"d", "b", "a", "c"}) f.join(id);
+  std::vector<RunState::NodeView> all = f.run.nodes();
+  REQUIRE(all.size() == 4);
+  CHECK(f.run.node_count() == 4);
+  std::vector<RunState::NodeView> first = f.run.nodes(2);
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].info.node_id == all[0].info.node_id);
+  CHECK(first[1].info.node_id == all[1].info.node_id);
+  CHECK(first[1].role == all[1].role);
+  CHECK(first[1].group_rank == all[1].group_rank);
+  CHECK(f.run.nodes(0).empty());
+  CHECK(f.run.nodes(10).size() == 4);
+}
+
+TEST_CASE("the waiting refresh period is 500 ms and grows with the run") {
+  CHECK(waiting_refresh_interval(0) == 500ms);
+  CHECK(waiting_refresh_interval(10000) == 500ms);
+  CHECK(waiting_refresh_interval(20000) == 1000ms);
+  CHECK(waiting_refresh_interval(100000) == 5000ms);
+  // At most about 20,000 refresh messages a second, whatever the count.
+  for (size_t waiting : {1000u, 10000u, 50000u, 100000u}) {
+    double per_second = static_cast<double>(waiting) * 1000.0 /
+                        static_cast<double>(waiting_refresh_interval(waiting).count());
+    CHECK(per_second <= 20000.0);
+  }
+}
