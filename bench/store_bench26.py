@@ -103,9 +103,10 @@ def vm_rss_kib(pid):
 
 
 def cpu_ticks(pid):
+    """(user, system) CPU ticks of the process so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+    return int(fields[11]), int(fields[12])  # utime, stime
 
 
 # --- raw 2.x protocol (VALIDATE era: docs in the tcpstore-protocol notes) --------------------
@@ -266,12 +267,16 @@ def measure_load(server, port, clients, seconds):
     every = merged["set"] + merged["get"] + merged["add"]
     every.sort()
     ops = len(every)
+    per_op = lambda ticks: ticks / TICKS * 1e6 / max(ops, 1)  # noqa: E731
+    user, system = (after - before for after, before in zip(ticks_after, ticks_before))
     quantile = lambda q: every[min(len(every) - 1, int(q * len(every)))] / 1000  # noqa: E731
     return {
         "ops_s": ops / seconds,
         "p50_us": quantile(0.50),
         "p99_us": quantile(0.99),
-        "server_cpu_us_per_op": (ticks_after - ticks_before) / TICKS * 1e6 / max(ops, 1),
+        "server_cpu_us_per_op": per_op(user + system),
+        "server_user_us_per_op": per_op(user),
+        "server_system_us_per_op": per_op(system),
     }
 
 
@@ -328,8 +333,8 @@ def main():
     med = statistics.median
     cohort, theirs = results["cohort"], results["pytorch 2.6"]
     print(f"| clients | cohort ops/s | PyTorch 2.6 ops/s | ratio | p50 µs cohort / 2.6 | "
-          f"p99 µs cohort / 2.6 | server CPU µs/op cohort / 2.6 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          f"p99 µs cohort / 2.6 | server CPU µs/op cohort / 2.6 | of which in the kernel |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for clients in clients_list:
         c, t = cohort["load"][clients], theirs["load"][clients]
         ratio = med([a["ops_s"] / b["ops_s"] for a, b in zip(c, t)])
@@ -337,7 +342,9 @@ def main():
         print(f"| {clients} | {pick(c, 'ops_s'):,.0f} | {pick(t, 'ops_s'):,.0f} | {ratio:.2f}x | "
               f"{pick(c, 'p50_us'):,.0f} / {pick(t, 'p50_us'):,.0f} | "
               f"{pick(c, 'p99_us'):,.0f} / {pick(t, 'p99_us'):,.0f} | "
-              f"{pick(c, 'server_cpu_us_per_op'):.1f} / {pick(t, 'server_cpu_us_per_op'):.1f} |")
+              f"{pick(c, 'server_cpu_us_per_op'):.1f} / {pick(t, 'server_cpu_us_per_op'):.1f} | "
+              f"{pick(c, 'server_system_us_per_op'):.1f} / "
+              f"{pick(t, 'server_system_us_per_op'):.1f} |")
     print()
     storm_ratio = med([b / a for a, b in zip(cohort["storm"], theirs["storm"])])
     print("| | cohort | PyTorch 2.6 | ratio |")

@@ -783,13 +783,15 @@ void RendezvousDaemon::send_waiting(Run& run, const rdzv::WaitingStatus& status)
           proto::Waiting{status.joined, status.min_nodes, status.max_nodes, last_call});
 }
 
-// Brings every waiting node of the run up to date once kWaitingRefresh has passed: one message
-// per node for any number of joins in between (one per join would be n^2 for n joining nodes).
+// Brings every waiting node of the run up to date once kWaitingRefresh has passed (longer in a
+// large run, see waiting_refresh_interval): one message per node for any number of joins in
+// between (one per join would be n^2 for n joining nodes).
 void RendezvousDaemon::refresh_waiting_later(Run& run) {
   if (run.refresh_armed) return;
   if (!run.waiting_refresh) run.waiting_refresh = clock_.make_timer();
   run.refresh_armed = true;
-  run.waiting_refresh->start_after(kWaitingRefresh, [this, &run] {
+  auto period = std::max(kWaitingRefresh, rdzv::waiting_refresh_interval(run.state->node_count()));
+  run.waiting_refresh->start_after(period, [this, &run] {
     run.refresh_armed = false;  // the timer lives in `run`: it cannot fire once the run is gone
     for (const auto& action : run.state->waiting_status(now())) {
       if (auto* status = std::get_if<rdzv::WaitingStatus>(&action)) send_waiting(run, *status);
@@ -1061,7 +1063,10 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
     out.min_nodes = state.config().min_nodes;
     out.max_nodes = state.config().max_nodes;
     out.store_port = run.store ? run.store->port() : 0;
-    for (const auto& view : state.nodes()) {
+    // Only the nodes still to be listed are copied out of the state; the rest are counted.
+    std::vector<rdzv::RunState::NodeView> views =
+        state.nodes(static_cast<size_t>(std::max(0, unlisted)));
+    for (const auto& view : views) {
       auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now() - view.last_seen);
       if (proto::StatusNode* node = listed(out)) {
         *node = {view.info.node_id, view.info.address,          role_name(view.role),
@@ -1069,6 +1074,7 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
                  age.count()};
       }
     }
+    out.more_nodes += static_cast<int>(state.node_count() - views.size());
     for (const auto& [node_id, reason] : run.unhealthy) {
       proto::StatusNode* listed_sick = listed(out);
       if (listed_sick == nullptr) continue;

@@ -1,5 +1,7 @@
 #include "store/store_service.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/asio/ip/v6_only.hpp>
 #include <chrono>
@@ -77,16 +79,12 @@ error_code StoreService::bind_and_listen(const tcp::endpoint& endpoint, bool dua
 
 void StoreService::accept_next() {
   if (closed_) return;
-  // The new connection's socket belongs to the pool's next context, or to the listener's own.
-  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
-  acceptor_.async_accept(
-      context, [self = shared_from_this(), &context](const error_code& error, tcp::socket socket) {
-        self->on_accept(error, std::move(socket), context);
-      });
+  acceptor_.async_accept([self = shared_from_this()](const error_code& error, tcp::socket socket) {
+    self->on_accept(error, std::move(socket));
+  });
 }
 
-void StoreService::on_accept(const error_code& error, tcp::socket socket,
-                             asio::io_context& context) {
+void StoreService::on_accept(const error_code& error, tcp::socket socket) {
   if (closed_ || error == asio::error::operation_aborted) return;
   if (error) {
     if (AcceptBackoff::is_shortage(error)) {
@@ -105,12 +103,33 @@ void StoreService::on_accept(const error_code& error, tcp::socket socket,
     accept_next();
     return;
   }
-  start_session(std::move(socket), context);
+  start_session(std::move(socket));
   accept_next();
 }
 
-// Registers the session and starts it on its socket's thread.
-void StoreService::start_session(tcp::socket socket, asio::io_context& context) {
+// Moves an accepted socket to the pool's next context (it was accepted on the listener's: a
+// pending accept then never holds an object of another context, which may be destroyed first).
+// False when the descriptor could not be moved (it is closed).
+bool StoreService::move_to(asio::io_context& context, tcp::socket& socket) {
+  error_code error;
+  auto protocol = socket.local_endpoint(error).protocol();
+  if (error) return false;
+  int descriptor = socket.release(error);
+  if (error) return false;
+  tcp::socket moved(context);
+  moved.assign(protocol, descriptor, error);
+  if (error) {
+    ::close(descriptor);
+    return false;
+  }
+  socket = std::move(moved);
+  return true;
+}
+
+// Registers the session and starts it on its context's thread.
+void StoreService::start_session(tcp::socket socket) {
+  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
+  if (&context != &io_ && !move_to(context, socket)) return;
   error_code option_error;
   socket.set_option(tcp::no_delay(true), option_error);
   if (!option_error) socket.non_blocking(true, option_error);

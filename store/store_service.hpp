@@ -58,11 +58,11 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
  private:
   boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,
                                             bool dual_stack);
-  void on_accept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket,
-                 boost::asio::io_context& context);
+  void on_accept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
   void accept_later(const boost::system::error_code& error);
   bool allowed(boost::asio::ip::tcp::socket& socket);
-  void start_session(boost::asio::ip::tcp::socket socket, boost::asio::io_context& context);
+  void start_session(boost::asio::ip::tcp::socket socket);
+  bool move_to(boost::asio::io_context& context, boost::asio::ip::tcp::socket& socket);
 
   boost::asio::io_context& io_;
   StoreServerOptions options_;
