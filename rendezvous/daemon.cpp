@@ -373,6 +373,19 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   strangers_[gate_id] = session;
   session->gate_id = gate_id;
   session->peer = peer;
+  session->skip_leading(proto::kSilentPeerProbe);
+  // Unread while it waits: one that closes or speaks before its challenge (no agent does) goes
+  // at once, not when its turn comes.
+  session->watch_unstarted(
+      [this, weak = std::weak_ptr<ControlSession>(session)](const std::string& why) {
+        auto gone = weak.lock();
+        if (!gone || stopped_) return;
+        if (refusal_log_.due(clock_.now())) {
+          log::warn("rendezvous: closing a connection from ", gone->peer,
+                    " that waits its turn: ", why);
+        }
+        gone->close_now(why);
+      });
   let_in(std::move(admission));
 }
 
@@ -408,7 +421,6 @@ void RendezvousDaemon::start_stranger(uint64_t gate_id) {
   if (!session) return;
   session->challenge = proto::random_nonce();
   session->limit_frames(proto::kMaxFirstFrameBytes);
-  session->skip_leading(proto::kSilentPeerProbe);
   session->hello_deadline = clock_.make_timer();
   session->hello_deadline->start_after(
       options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
