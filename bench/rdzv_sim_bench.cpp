@@ -149,9 +149,9 @@ class Simulation {
 
   // At most connect_window agents are between connect and `welcome`: a connection the kernel
   // completed but the daemon has not accepted yet waits in a finite accept queue, and one that
-  // overflows it is reset (as it would be for real agents that all start at the same instant);
-  // and the daemon refuses a 65th connection from one address that has not said hello yet
-  // (ConnectionLimits), which all of these share.
+  // overflows it is reset (as it would be for real agents that all start at the same instant).
+  // The daemon takes any number at once from the one address these share: past 64 that have not
+  // said hello yet, the rest wait their turn unread (ConnectionGate).
   void connect_next() {
     int index = next_++;
     ++in_flight_;

@@ -188,17 +188,20 @@ void HttpServer::accept_next() {
 void HttpServer::admit(tcp::socket socket) {
   Shared& shared = *shared_;
   uint64_t id = shared.next_id++;
-  Admission admission = shared.gate.admit(id, peer_address(socket));
-  if (!admission.refusal.empty()) {
-    boost::system::error_code ignored;
-    socket.close(ignored);
-    return;
-  }
+  // With no stranger_grace in its limits, the gate starts every newcomer it does not refuse.
+  Admission admission =
+      shared.gate.admit(id, peer_address(socket), std::chrono::steady_clock::now());
   for (uint64_t evicted : admission.evict) {
     auto found = shared.strangers.find(evicted);
     if (found == shared.strangers.end()) continue;
     if (auto stranger = found->second.lock()) stranger->close();
     shared.strangers.erase(found);
+  }
+  if (admission.start != std::vector<uint64_t>{id}) {
+    shared.gate.closed(id);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return;
   }
   auto connection = std::make_shared<Connection>(std::move(socket), id, shared_);
   shared.strangers[id] = connection;

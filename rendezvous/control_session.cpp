@@ -2,7 +2,10 @@
 
 #include <boost/asio/write.hpp>
 
+#include <sys/socket.h>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace cohort {
 
@@ -15,7 +18,38 @@ ControlSession::ControlSession(boost::asio::ip::tcp::socket socket, MessageHandl
   socket_.set_option(boost::asio::ip::tcp::no_delay(true), ignored);
 }
 
-void ControlSession::start() { read_more(); }
+void ControlSession::start() {
+  if (watching_) {
+    watching_ = false;
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);  // nothing else is pending before start()
+  }
+  read_more();
+}
+
+void ControlSession::watch_unstarted(std::function<void(const std::string& why)> gone) {
+  watching_ = true;
+  socket_.async_wait(
+      boost::asio::ip::tcp::socket::wait_read,
+      [self = shared_from_this(), gone = std::move(gone)](const boost::system::error_code& error) {
+        if (error || !self->open_ || !self->watching_) return;
+        self->watching_ = false;
+        char peeked[64];
+        ssize_t size =
+            ::recv(self->socket_.native_handle(), peeked, sizeof peeked, MSG_PEEK | MSG_DONTWAIT);
+        if (size == 0) return gone("closed by the peer before its turn");
+        if (size < 0) {
+          if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return self->watch_unstarted(gone);
+          return gone(std::string("before its turn: ") + std::strerror(errno));
+        }
+        std::string_view said(peeked, static_cast<size_t>(size));
+        std::string_view leading = self->leading_;
+        if (said.substr(0, leading.size()) == leading.substr(0, said.size()) && !leading.empty())
+          return;  // the client's probe: it waits for us, rightly; read past it once started
+        gone("it spoke before its challenge");
+      });
+}
 
 std::string ControlSession::local_address() const {
   boost::system::error_code error;

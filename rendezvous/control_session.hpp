@@ -30,6 +30,10 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   ControlSession& operator=(const ControlSession&) = delete;
 
   void start();
+  /// Before start(), while the owner keeps the connection unread (waiting its turn): calls
+  /// `gone` once the peer closes, or sends anything but the start of what skip_leading() named
+  /// (a cohort peer speaks after the owner's first message). Reads nothing; start() ends it.
+  void watch_unstarted(std::function<void(const std::string& why)> gone);
   /// From the next frame on, the peer's frames may be up to this size.
   void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
@@ -78,6 +82,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   char buffer_[4096];
   std::string outbox_, in_flight_;
   bool open_ = true;
+  bool watching_ = false;  ///< watch_unstarted()'s wait is pending
   bool closing_ = false;
   bool peer_broke_protocol_ = false;
   std::string first_bytes_;

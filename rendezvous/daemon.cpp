@@ -203,6 +203,7 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
       timer_(clock.make_timer()),
       accept_retry_(clock.make_timer()),
       gate_(options_.connection_limits),
+      gate_timer_(clock.make_timer()),
       started_steady_(clock.now()),
       started_wall_ms_(wall_clock_ms()) {}
 
@@ -299,6 +300,7 @@ void RendezvousDaemon::stop() {
   if (http_) http_->stop();
   timer_->cancel();
   accept_retry_->cancel();
+  gate_timer_->cancel();
   for (const auto& session : sessions_) {
     session->hello_deadline.reset();  // its callback must not outlive the daemon
     session->abandon();
@@ -344,15 +346,16 @@ void RendezvousDaemon::accept_later(const boost::system::error_code& error) {
   });
 }
 
-// A new connection: challenged, with a small frame limit and a deadline until it proves itself;
-// past the gate's caps the oldest strangers make room for it (refused only when every place is
-// held by proven connections).
+// A new connection: past the gate's caps the oldest overdue strangers make room for it, or it
+// waits unread until one proves itself, closes or turns overdue (refused only when every place is
+// held by proven or young connections); started, it is challenged, with a small frame limit and
+// a deadline until it proves itself.
 void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   boost::system::error_code error;
   auto remote = socket.remote_endpoint(error);
   std::string peer = error ? std::string("?") : remote.address().to_string();
   uint64_t gate_id = next_gate_id_++;
-  Admission admission = gate_.admit(gate_id, peer);
+  Admission admission = gate_.admit(gate_id, peer, clock_.now());
   if (!admission.refusal.empty()) {
     if (refusal_log_.due(clock_.now())) {
       log::warn("rendezvous: refusing a connection from ", peer, ": ", admission.refusal);
@@ -360,7 +363,6 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
     socket.close(error);
     return;
   }
-  evict(admission);
   auto session = std::make_shared<ControlSession>(
       std::move(socket),
       [this](ControlSession& from, proto::ControlMessage message) {
@@ -371,9 +373,54 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
   strangers_[gate_id] = session;
   session->gate_id = gate_id;
   session->peer = peer;
+  session->skip_leading(proto::kSilentPeerProbe);
+  // Unread while it waits: one that closes or speaks before its challenge (no agent does) goes
+  // at once, not when its turn comes.
+  session->watch_unstarted(
+      [this, weak = std::weak_ptr<ControlSession>(session)](const std::string& why) {
+        auto gone = weak.lock();
+        if (!gone || stopped_) return;
+        if (refusal_log_.due(clock_.now())) {
+          log::warn("rendezvous: closing a connection from ", gone->peer,
+                    " that waits its turn: ", why);
+        }
+        gone->close_now(why);
+      });
+  let_in(std::move(admission));
+}
+
+// Carries out the gate's decisions, then pumps it until it has none: a close in the middle only
+// frees room, which the next pump hands out. Arms gate_timer_ for the next stranger to turn
+// overdue while connections wait.
+void RendezvousDaemon::let_in(Admission admission) {
+  letting_in_ = true;
+  for (;;) {
+    evict(admission);
+    for (uint64_t id : admission.start) start_stranger(id);
+    admission = gate_.pump(clock_.now());
+    if (admission.evict.empty() && admission.start.empty()) break;
+  }
+  letting_in_ = false;
+  if (auto at = gate_.next_pump(clock_.now())) {
+    gate_timer_->start_at(*at, [this] { pump_gate(); });
+  } else {
+    gate_timer_->cancel();
+  }
+}
+
+// A stranger proved itself or closed, or one turned overdue: waiting connections may start.
+void RendezvousDaemon::pump_gate() {
+  if (letting_in_ || stopped_) return;
+  let_in(gate_.pump(clock_.now()));
+}
+
+void RendezvousDaemon::start_stranger(uint64_t gate_id) {
+  auto found = strangers_.find(gate_id);
+  if (found == strangers_.end()) return;
+  std::shared_ptr<ControlSession> session = found->second.lock();
+  if (!session) return;
   session->challenge = proto::random_nonce();
   session->limit_frames(proto::kMaxFirstFrameBytes);
-  session->skip_leading(proto::kSilentPeerProbe);
   session->hello_deadline = clock_.make_timer();
   session->hello_deadline->start_after(
       options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
@@ -410,6 +457,7 @@ void RendezvousDaemon::mark_proven(ControlSession& session) {
   session.limit_frames(proto::kMaxFrameBytes);
   gate_.proven(session.gate_id);
   strangers_.erase(session.gate_id);
+  pump_gate();
 }
 
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
@@ -673,6 +721,7 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
   gate_.closed(session.gate_id);
   strangers_.erase(session.gate_id);
   session.hello_deadline.reset();
+  pump_gate();
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
   configs_.erase(session.node_id);

@@ -45,7 +45,9 @@ struct DaemonOptions {
   uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
   /// How long a new connection has for its hello or status request before it is closed.
   std::chrono::milliseconds hello_timeout{10000};
-  ConnectionLimits connection_limits;
+  /// The caps on connections that have not proven themselves; each has 2 s after its challenge
+  /// before a newcomer may evict it (common/connection_gate.hpp).
+  ConnectionLimits connection_limits{64, 1024, 16384, std::chrono::milliseconds(2000)};
   /// The most nodes a status reply (and /api/runs, the runs page) lists; the rest are counted.
   int status_node_limit = proto::kMaxStatusNodes;
   /// The HTTP port (/metrics, the runs and timeline pages): -1 none, 0 any free port. Requests
@@ -122,6 +124,9 @@ class RendezvousDaemon {
   void accept_later(const boost::system::error_code& error);
   void admit(boost::asio::ip::tcp::socket socket);
   void mark_proven(ControlSession& session);
+  void let_in(Admission admission);
+  void pump_gate();
+  void start_stranger(uint64_t gate_id);
   void evict(const Admission& admission);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
@@ -169,7 +174,9 @@ class RendezvousDaemon {
   ConnectionGate gate_;
   uint64_t next_gate_id_ = 1;
   std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven
-  LogThrottle refusal_log_;                         ///< refused connections: one log line a second
+  std::unique_ptr<Timer> gate_timer_;  ///< armed while connections wait for a stranger's grace
+  bool letting_in_ = false;            ///< in let_in(): closes there pump the gate after it
+  LogThrottle refusal_log_;            ///< refused connections: one log line a second
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
   uint16_t port_ = 0;
   std::map<std::string, Run> runs_;

@@ -507,6 +507,30 @@ TEST_CASE("past the caps on connections that have not said hello, the oldest mak
   CHECK(std::holds_alternative<proto::StatusReply>(admin.status()));
 }
 
+TEST_CASE("past the cap a newcomer waits unread until a stranger proves itself or its grace ends",
+          "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.connection_limits = {2, 10, 100, std::chrono::milliseconds(1000)};
+  DaemonThread d(options);
+  uint16_t port = d.daemon.port();
+  Client member(port);  // challenged: a stranger until its hello
+  Stranger silent(port, "127.0.0.1");
+  REQUIRE(silent.challenged());
+  Stranger waiting(port, "127.0.0.1");  // its address holds 2 young strangers: it waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(waiting.socket.available() == 0);
+  auto hello_at = std::chrono::steady_clock::now();
+  member.hello("job", "m", 2);  // proven: its place goes to the waiting one at once
+  REQUIRE(waiting.challenged());
+  CHECK(std::chrono::steady_clock::now() - hello_at < std::chrono::milliseconds(500));
+  Stranger next(port, "127.0.0.1");  // waits for `silent`, the oldest, to be past its grace
+  REQUIRE(next.challenged());
+  CHECK(std::chrono::steady_clock::now() - hello_at > std::chrono::milliseconds(500));
+  CHECK(silent.closed_by_daemon());
+  member.send(proto::Heartbeat{});
+  member.expect<proto::HeartbeatAck>();
+}
+
 TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, 1 MiB is fine",
           "[component][daemon]") {
   DaemonThread d;
