@@ -26,32 +26,19 @@ import datetime
 import json
 import os
 import resource
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from proc_stats import cpu_seconds, status_kib, stop
+
 
 def raise_fd_limit():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def proc_status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_cohortd(cohortd, scratch, name):
@@ -70,16 +57,6 @@ def start_cohortd(cohortd, scratch, name):
         return daemon, int(f.read())
 
 
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def kernel_kib():
     """The machine's slab memory (KiB): sockets' kernel objects live there."""
     with open("/proc/meminfo") as f:
@@ -92,7 +69,7 @@ def kernel_kib():
 def socket_run(args, agents, scratch, name):
     daemon, port = start_cohortd(args.cohortd, scratch, name)
     try:
-        idle_kib = proc_status_kib(daemon.pid, "VmRSS")
+        idle_kib = status_kib(daemon.pid, "VmRSS")
         slab_before = kernel_kib()
         argv = [os.path.join(args.build, "bin", "rdzv_sim_bench"), "--port", str(port),
                 "--agents", str(agents), "--timeout-s", str(args.timeout), "--heartbeats", "5",
@@ -105,7 +82,7 @@ def socket_run(args, agents, scratch, name):
                 slab_round = kernel_kib()
                 break
         out, err = runner.communicate(timeout=args.timeout + 30)
-        hwm = proc_status_kib(daemon.pid, "VmHWM")
+        hwm = status_kib(daemon.pid, "VmHWM")
         cpu = cpu_seconds(daemon.pid)
     finally:
         stop(daemon)

@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+from proc_stats import cpu_seconds, status_kib, stop
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCHRUN = os.path.join(ROOT, "tests", "integration", "torchrun_debian12.py")
 TORCH_PYTHON = "/usr/bin/python3"
@@ -213,16 +215,6 @@ def scrape_metrics(http_port, times):
     return statistics.median(spent), len(text), text
 
 
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def one_launch(procs, argvs, stamp_dir, nodes, what):
     """Starts the agents at once; returns (ms until all exited 0, ms until all workers started)."""
     if stamp_dir:
@@ -347,21 +339,6 @@ def recovery(args, procs, scratch):
     return samples
 
 
-def peak_kib(pid, field="VmHWM"):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid):
-    """User + system CPU time of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def simulated(args, procs, scratch):
     """{agents: [{"round_ms", "complete_ms", "hwm_kib", ...}, ...]}."""
     sim = os.path.join(args.build, "bin", "rdzv_sim_bench")
@@ -373,7 +350,7 @@ def simulated(args, procs, scratch):
                 daemon, port, http_port = start_cohortd(procs, args, scratch, name, http=True)
             else:
                 daemon, port = start_cohortd(procs, args, scratch, name)
-            idle_kib = peak_kib(daemon.pid)
+            idle_kib = status_kib(daemon.pid)
             argv = [sim, "--port", str(port), "--agents", str(agents), "--timeout-s",
                     str(args.sim_timeout)]
             scraped = None
@@ -393,7 +370,7 @@ def simulated(args, procs, scratch):
                 done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, timeout=args.sim_timeout + 30,
                                       preexec_fn=raise_fd_limit)
-            hwm = peak_kib(daemon.pid)
+            hwm = status_kib(daemon.pid)
             cpu = cpu_seconds(daemon.pid)
             stop(daemon)
             lines = done.stdout.strip().splitlines()

@@ -20,6 +20,10 @@ Each measurement is repeated (--repeats, servers alternating); medians are repor
 ratio is the median of the per-repeat ratios. A benchmark: it asserts no timing.
 STORE_BENCH_TRACE=SECONDS: print every thread's stack and exit if the run takes longer.
 
+--libuv: PyTorch's libuv server and clients instead (builds that have libuv, e.g. PyTorch 2.11 on
+a GPU node; run there with its own python3, no root needed). --cohortd-threads N: cohortd's
+--threads.
+
 The LibTorch load generator of bench/store_bench.py speaks the 1.13 protocol, which 2.6's server
 does not; hence this Python one. Both servers get exactly the same client work, but the clients'
 Python overhead shares the same cores, so absolute ops/s are lower than store_bench.py's.
@@ -30,7 +34,6 @@ import multiprocessing
 import os
 import resource
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -39,6 +42,8 @@ import tempfile
 import threading
 import time
 from datetime import timedelta
+
+from proc_stats import stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVERS = ("cohort", "pytorch 2.6")
@@ -49,7 +54,7 @@ TORCH_SERVER = """
 import sys, time
 import torch.distributed as dist
 from datetime import timedelta
-store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False, multi_tenant=True,
+store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=LIBUV, multi_tenant=True,
                       wait_for_workers=False, timeout=timedelta(seconds=300))
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(store.port))
@@ -61,6 +66,8 @@ while True:
 
 # `--threads N` for cohortd when --cohortd-threads is given (main sets it).
 COHORTD_THREADS = []
+# PyTorch's libuv server and clients (--libuv); a list, so that main can set it in place.
+LIBUV = [False]
 
 
 def raise_nofile():
@@ -75,7 +82,7 @@ def start_server(name, build, scratch):
         argv = [os.path.join(build, "bin", "cohortd"), "--host", "127.0.0.1", "--port", "0",
                 "--tcpstore-port", "0", "--tcpstore-port-file", port_file] + COHORTD_THREADS
     else:
-        argv = [sys.executable, "-c", TORCH_SERVER, port_file]
+        argv = [sys.executable, "-c", TORCH_SERVER.replace("LIBUV", str(LIBUV[0])), port_file]
     log = open(os.path.join(scratch, name.replace(" ", "_") + ".log"), "wb")
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             preexec_fn=raise_nofile)
@@ -193,7 +200,7 @@ def load_process(port, threads, seconds, first_id, out):
             results[index] = f"client {first_id + index}: {error}"
 
     def cycle(index):
-        store = dist.TCPStore("127.0.0.1", port, is_master=False, use_libuv=False,
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, use_libuv=LIBUV[0],
                               timeout=timedelta(seconds=120))
         key = f"client{first_id + index}"
         value = b"x" * 64
@@ -290,11 +297,14 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--clients", default="1,16,64")
     parser.add_argument("--storm", type=int, default=4096)
+    parser.add_argument("--libuv", action="store_true",
+                        help="PyTorch's libuv server and clients (where the build has libuv)")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
     args = parser.parse_args()
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
+    LIBUV[0] = args.libuv
     raise_nofile()
     import torch
 
@@ -322,12 +332,7 @@ def main():
                 print(f"{name} storm: {elapsed:.3f} s", file=sys.stderr)
     finally:
         for proc, _ in servers.values():
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
     shutil.rmtree(scratch, ignore_errors=True)  # kept when a load failed: the servers' logs
     med = statistics.median
