@@ -52,6 +52,28 @@ uint64_t entry_bytes(const std::string& key, uint64_t size) {
 
 StoreOutcome refuse(std::string reason) { return {true, std::move(reason)}; }
 
+// Whether a buffer of `capacity` holds `size` bytes about as tightly as appending them as they
+// arrive would (at most twice, plus a little): the store keeps only such buffers, so what it
+// holds stays near what its quota charges.
+bool tight(size_t capacity, size_t size) { return capacity <= 2 * size + 64; }
+
+// A string for the store to keep: `string` itself (moved) when its buffer is tight, else a copy.
+std::string keep(std::string& string) {
+  return tight(string.capacity(), string.size()) ? std::move(string) : std::string(string);
+}
+
+// Replaces a stored value without allocating where a buffer fits: the request's (swapped in, the
+// old one going back to the request) or the stored one's (copied into).
+void replace_value(std::string& stored, std::string& value) {
+  if (tight(value.capacity(), value.size())) {
+    stored.swap(value);
+  } else if (value.size() <= stored.capacity() && tight(stored.capacity(), value.size())) {
+    stored.assign(value);
+  } else {
+    stored = std::string(value);
+  }
+}
+
 }  // namespace
 
 std::optional<int64_t> parse_store_counter(std::string_view text) {
@@ -73,15 +95,16 @@ std::optional<int64_t> parse_store_counter(std::string_view text) {
   return -value;
 }
 
-StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
-                          std::vector<StoreReply>& replies) {
+StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest& request,
+                          StoreReplies& replies) {
   if (!well_formed(request)) return {true, cat("malformed ", op_name(request.op), " request")};
   if (StoreOutcome refused = check_limits(request); refused.close_connection) return refused;
   replies_ = &replies;
   // §5: a connection that sends anything while registered gave up its wait (a timed-out 1.13
   // client sends nothing else); answering that wait later would desynchronise its replies.
   drop_registrations(connection);
-  std::string reply;
+  std::string& reply = reply_;
+  reply.clear();
   StoreOutcome outcome;
   auto& keys = request.keys;
   auto& values = request.values;
@@ -89,7 +112,7 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
     case StoreOp::Validate:
       break;
     case StoreOp::Set:
-      set_value(std::move(keys[0]), std::move(values[0]));
+      set_value(keys[0], values[0]);
       break;
     case StoreOp::CompareSet:
       apply_compare_set(request, reply);
@@ -138,7 +161,7 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
       outcome = apply_multi_get(request, reply);
       break;
     case StoreOp::MultiSet:
-      for (size_t i = 0; i < keys.size(); ++i) set_value(std::move(keys[i]), std::move(values[i]));
+      for (size_t i = 0; i < keys.size(); ++i) set_value(keys[i], values[i]);
       break;
     case StoreOp::CancelWait:  // the registrations went above; the reply is 1 in every case
       append_u8(reply, static_cast<uint8_t>(StoreWaitReply::WaitCanceled));
@@ -150,7 +173,7 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
       auto [queue, created] = queues_.try_emplace(keys[0]);
       if (created) used_bytes_ += entry_bytes(queue->first, 0);
       used_bytes_ += values[0].size() + kStoreEntryOverheadBytes;
-      queue->second.push_back(std::move(values[0]));
+      queue->second.push_back(keep(values[0]));
       wake_one(keys[0]);
       break;
     } break;
@@ -167,7 +190,8 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest&& request,
       outcome = apply_barrier(connection, request, reply);
       break;
   }
-  if (!reply.empty()) replies.push_back({connection, std::move(reply)});
+  if (!reply.empty()) replies.add(connection).swap(reply);
+  if (reply_.capacity() > StoreReplies::kKeptBytes) std::string().swap(reply_);
   replies_ = nullptr;
   return outcome;
 }
@@ -286,8 +310,8 @@ uint64_t Store::growth_to(const std::string& key, uint64_t value_size) const {
   return after > before ? after - before : 0;
 }
 
-StoreOutcome Store::apply_add(const StoreRequest& request, std::string& reply) {
-  const std::string& key = request.keys[0];
+StoreOutcome Store::apply_add(StoreRequest& request, std::string& reply) {
+  std::string& key = request.keys[0];
   int64_t result = request.number;
   auto found = values_.find(key);
   if (found != values_.end()) {
@@ -297,7 +321,8 @@ StoreOutcome Store::apply_add(const StoreRequest& request, std::string& reply) {
       return {true, cat("ADD on key '", key, "' overflows")};
     }
   }
-  set_value(key, std::to_string(result));
+  std::string counter = std::to_string(result);
+  set_value(key, counter);
   append_i64(reply, result);
   return {};
 }
@@ -323,9 +348,9 @@ StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& re
 }
 
 // BARRIER: ADD +1 without waking; the arrival that reaches world_size wakes the others.
-StoreOutcome Store::apply_barrier(StoreConnectionId connection, const StoreRequest& request,
+StoreOutcome Store::apply_barrier(StoreConnectionId connection, StoreRequest& request,
                                   std::string& reply) {
-  const std::string& key = request.keys[0];
+  std::string& key = request.keys[0];
   int64_t count = 1;
   auto found = values_.find(key);
   if (found != values_.end()) {
@@ -334,12 +359,13 @@ StoreOutcome Store::apply_barrier(StoreConnectionId connection, const StoreReque
       return {true, cat("BARRIER on key '", key, "' whose value is not a counter")};
     }
   }
-  put(key, std::to_string(count));
+  std::string counter = std::to_string(count);
+  const std::string& stored_key = put(key, counter);
   if (count >= request.number) {
-    wake(key);
+    wake(stored_key);
     append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
   } else {
-    register_wait(connection, key);
+    register_wait(connection, stored_key);
   }
   return {};
 }
@@ -357,10 +383,10 @@ void Store::apply_compare_set(StoreRequest& request, std::string& reply) {
       return;
     }
     append_bytes(reply, desired);
-    set_value(std::move(key), std::move(desired));
+    set_value(key, desired);
   } else if (found->second == expected) {
     append_bytes(reply, desired);
-    set_value(std::move(key), std::move(desired));
+    set_value(key, desired);
   } else {
     append_bytes(reply, found->second);
   }
@@ -412,20 +438,18 @@ StoreOutcome Store::apply_list_keys(std::string& reply) const {
   return {};
 }
 
-const std::string& Store::put(std::string key, std::string value) {
+const std::string& Store::put(std::string& key, std::string& value) {
   auto found = values_.find(key);
   if (found != values_.end()) {
     used_bytes_ = used_bytes_ - found->second.size() + value.size();
-    found->second = std::move(value);
+    replace_value(found->second, value);
     return found->first;
   }
   used_bytes_ += entry_bytes(key, value.size());
-  return values_.emplace(std::move(key), std::move(value)).first->first;
+  return values_.emplace(keep(key), keep(value)).first->first;
 }
 
-void Store::set_value(std::string key, std::string value) {
-  wake(put(std::move(key), std::move(value)));
-}
+void Store::set_value(std::string& key, std::string& value) { wake(put(key, value)); }
 
 // Queues are emptied away, so a queue entry means a non-empty queue.
 bool Store::present(const std::string& key) const {
@@ -472,9 +496,7 @@ void Store::wake_one(const std::string& key) {
 // Every registration of `connection` has been counted down: answer its WAIT (or BARRIER).
 void Store::release(StoreConnectionId connection) {
   erase_waiting(waiting_.find(connection));
-  std::string reply;
-  append_u8(reply, static_cast<uint8_t>(StoreWaitReply::StopWaiting));
-  replies_->push_back({connection, std::move(reply)});
+  append_u8(replies_->add(connection), static_cast<uint8_t>(StoreWaitReply::StopWaiting));
 }
 
 void Store::drop_registrations(StoreConnectionId connection) {

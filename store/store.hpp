@@ -14,17 +14,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "store/store_replies.hpp"
 #include "store/tcpstore_limits.hpp"
 #include "store/tcpstore_request.hpp"
 
 namespace cohort {
-
-using StoreConnectionId = uint64_t;
-
-struct StoreReply {
-  StoreConnectionId connection = 0;
-  std::string bytes;  ///< append to that connection's output, in the order given
-};
 
 struct StoreOutcome {
   /// The request was invalid (bad ADD counter) or past a limit, and was not applied: close it.
@@ -38,9 +32,10 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  /// Applies one request. Replies are appended to `replies` (the caller clears it).
-  StoreOutcome apply(StoreConnectionId connection, StoreRequest&& request,
-                     std::vector<StoreReply>& replies);
+  /// Applies one request. Replies are added to `replies` (the caller clears it). The store may
+  /// take the request's strings, or swap them for buffers it no longer needs (for the decoder
+  /// to reuse): a SET, GET or ADD of a key that exists allocates nothing.
+  StoreOutcome apply(StoreConnectionId connection, StoreRequest& request, StoreReplies& replies);
   /// Drops the wait registrations of a closed connection.
   void disconnect(StoreConnectionId connection);
 
@@ -71,18 +66,19 @@ class Store {
 
   StoreOutcome check_limits(const StoreRequest& request) const;
   uint64_t growth_to(const std::string& key, uint64_t value_size) const;
-  StoreOutcome apply_add(const StoreRequest& request, std::string& reply);
-  StoreOutcome apply_barrier(StoreConnectionId connection, const StoreRequest& request,
+  StoreOutcome apply_add(StoreRequest& request, std::string& reply);
+  StoreOutcome apply_barrier(StoreConnectionId connection, StoreRequest& request,
                              std::string& reply);
   StoreOutcome apply_multi_get(const StoreRequest& request, std::string& reply) const;
   StoreOutcome apply_list_keys(std::string& reply) const;
   void apply_compare_set(StoreRequest& request, std::string& reply);
   void apply_wait(StoreConnectionId connection, const StoreRequest& request, std::string& reply);
   void apply_queue_pop(const StoreRequest& request, std::string& reply);
-  /// Stores `value` at `key` (the quota follows) without waking; set_value also wakes. Returns
-  /// the key as stored.
-  const std::string& put(std::string key, std::string value);
-  void set_value(std::string key, std::string value);
+  /// Stores `value` at `key` (the quota follows) without waking; set_value also wakes. Either
+  /// string may be taken, or swapped for a buffer the store no longer needs. Returns the key as
+  /// stored.
+  const std::string& put(std::string& key, std::string& value);
+  void set_value(std::string& key, std::string& value);
   bool present(const std::string& key) const;
   void register_wait(StoreConnectionId connection, const std::string& key);
   /// Wake(key) of §3: every registration on `key` counts down; zero sends STOP_WAITING.
@@ -99,7 +95,8 @@ class Store {
   /// key -> one entry per registration (a connection waiting twice on a key appears twice).
   std::unordered_map<std::string, std::vector<StoreConnectionId>> waiters_;
   std::unordered_map<StoreConnectionId, Waiting> waiting_;
-  std::vector<StoreReply>* replies_ = nullptr;  ///< apply()'s output while it runs
+  StoreReplies* replies_ = nullptr;  ///< apply()'s output while it runs
+  std::string reply_;                ///< apply()'s reply to the caller, its buffer kept
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
   uint64_t unfinished_bytes_ = 0;  ///< charged by requests still arriving

@@ -205,15 +205,15 @@ void StoreService::close() {
 // Replies are queued under the lock, so each session receives its bytes in the order the store
 // produced them whichever thread produced them; the writes happen after it, on the sessions'
 // own threads (a write error there closes a session, which takes the lock again).
-void StoreService::dispatch(StoreSession& from, StoreRequest&& request) {
+void StoreService::dispatch(StoreSession& from, StoreRequest& request) {
   operations_.fetch_add(1, std::memory_order_relaxed);
   StoreOutcome outcome;
-  std::vector<std::shared_ptr<StoreSession>> woken;
+  thread_local std::vector<std::shared_ptr<StoreSession>> woken;  // capacity kept
   {
     std::lock_guard lock(mutex_);
     replies_.clear();
-    outcome = store_.apply(from.id(), std::move(request), replies_);
-    for (auto& reply : replies_) {
+    outcome = store_.apply(from.id(), request, replies_);
+    for (const auto& reply : replies_) {
       if (reply.connection == from.id()) {
         from.queue(reply.bytes);
         continue;
@@ -225,6 +225,8 @@ void StoreService::dispatch(StoreSession& from, StoreRequest&& request) {
     }
   }
   for (auto& session : woken) session->write_queued();
+  woken.clear();
+  if (woken.capacity() > 1024) woken.shrink_to_fit();
   if (outcome.close_connection) from.refuse(outcome.reason);
 }
 

@@ -47,7 +47,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
 
   /// For sessions, on their thread: applies a request from `from` and queues every reply on
   /// its session, in the store's order; the sessions it woke write on their own threads.
-  void dispatch(StoreSession& from, StoreRequest&& request);
+  void dispatch(StoreSession& from, StoreRequest& request);
   /// For sessions: a request still arriving charges (or returns) part of what it declared,
   /// against the store's quota; see Store::charge_unfinished.
   std::string charge_unfinished(uint64_t bytes);
@@ -76,7 +76,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   std::mutex mutex_;  ///< guards the four below
   Store store_;
   std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions_;
-  std::vector<StoreReply> replies_;  ///< dispatch()'s scratch, capacity kept
+  StoreReplies replies_;  ///< dispatch()'s scratch, buffers kept
 
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> operations_{0};

@@ -123,9 +123,9 @@ void StoreSession::consume(std::string_view bytes) {
       refuse(decoder_.error());
       return;
     }
-    StoreRequest request = decoder_.take_request();
     release_charge();  // the store charges what the request stores, if it does
-    service_->dispatch(*this, std::move(request));
+    service_->dispatch(*this, decoder_.request());
+    decoder_.recycle_request();
   }
   batching_ = false;
   flush();

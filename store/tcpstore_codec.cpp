@@ -87,6 +87,41 @@ uint64_t load_le(const uint8_t* data, size_t width) {
   return value;
 }
 
+// Strings of finished requests, kept for the next fields this thread decodes: at most a few,
+// none larger than a short value, so what the pool holds stays small however many connections
+// the thread serves.
+constexpr size_t kSpareStrings = 16;
+constexpr size_t kSpareStringBytes = 1024;
+/// A list that grew past this many items (a MULTI_GET of many keys) is freed, not kept.
+constexpr size_t kKeptListItems = 8;
+
+std::vector<std::string>& spare_strings() {
+  thread_local std::vector<std::string> spare;
+  return spare;
+}
+
+std::string spare_string() {
+  auto& spare = spare_strings();
+  if (spare.empty()) return {};
+  std::string string = std::move(spare.back());
+  spare.pop_back();
+  return string;
+}
+
+// Empties `list`, keeping its capacity where it is small, and gives its strings to the pool.
+void recycle(std::vector<std::string>& list) {
+  auto& spare = spare_strings();
+  for (auto& string : list) {
+    if (spare.size() >= kSpareStrings) break;
+    if (string.capacity() > kSpareStringBytes) continue;
+    if (spare.capacity() == 0) spare.reserve(kSpareStrings);
+    string.clear();
+    spare.push_back(std::move(string));
+  }
+  list.clear();
+  if (list.capacity() > kKeptListItems) std::vector<std::string>().swap(list);
+}
+
 void append_le(std::string& out, uint64_t value, size_t width) {
   for (size_t i = 0; i < width; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
@@ -280,7 +315,7 @@ bool TcpStoreDecoder::read_field_bytes(std::string_view bytes, size_t& pos,
         return false;
       }
     }
-    list.emplace_back();
+    list.push_back(spare_string());
     body_left_ = length;
     in_body_ = true;
   }
@@ -309,7 +344,10 @@ void TcpStoreDecoder::reset() {
   body_left_ = 0;
   items_left_ = 0;
   request_bytes_ = 0;
-  request_ = StoreRequest{};
+  recycle(request_.keys);
+  recycle(request_.values);
+  request_.op = StoreOp::GetNumKeys;
+  request_.number = 0;
 }
 
 void append_u8(std::string& out, uint8_t value) { out.push_back(static_cast<char>(value)); }

@@ -1,7 +1,9 @@
 // The PyTorch TCPStore wire protocol (docs/tcpstore-protocol.md): an incremental request decoder
 // that detects each connection's opcode numbering from its first bytes, and the encoders of
 // replies (and, for tests and load generators, of requests). Pure: no I/O, no clock. One
-// TcpStoreDecoder per connection, used by the thread that reads that connection.
+// TcpStoreDecoder per connection, used by the thread that reads that connection. The strings of
+// finished requests go to a small per-thread pool that the next fields decoded on that thread
+// reuse, so a warm connection's requests allocate nothing.
 #pragma once
 
 #include <array>
@@ -53,6 +55,11 @@ class TcpStoreDecoder {
   DecodeStep feed(std::string_view bytes);
   /// Moves out the request completed by the last feed and readies the next one.
   StoreRequest take_request();
+  /// The request completed by the last feed, to be applied in place (the store may take its
+  /// strings, or swap them for others); recycle_request() or the next feed() readies the next.
+  StoreRequest& request() { return request_; }
+  /// Readies the next request and gives the buffers of the last one to this thread's pool.
+  void recycle_request() { reset(); }
 
   const std::string& error() const { return error_; }
   /// The connection's numbering once its first bytes decided it.

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     decoders.push_back(std::make_unique<TcpStoreDecoder>(legacy));
   }
   Store store;
-  std::vector<StoreReply> replies;
+  StoreReplies replies;
   size_t pos = 1;
   // Each chunk: a header byte (connection in the low 2 bits, length 1..64 in the high 6 bits,
   // 0 meaning "this connection disconnects"), then that many bytes of the stream.
@@ -84,10 +84,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         decoders[id] = std::make_unique<TcpStoreDecoder>(legacy);
         break;
       }
-      StoreRequest request = decoder.take_request();
+      // Applied in place, as the server does: the store takes or swaps the request's strings,
+      // and the decoder reuses them for the next one.
+      StoreRequest& request = decoder.request();
       check_round_trip(request, *decoder.numbering());
       replies.clear();
-      StoreOutcome outcome = store.apply(id, std::move(request), replies);
+      StoreOutcome outcome = store.apply(id, request, replies);
+      decoder.recycle_request();
       for (const auto& reply : replies) {
         require(reply.connection < connections);
         require(!reply.bytes.empty());

@@ -26,11 +26,11 @@ struct Harness {
 
   Store store;
   StoreOutcome outcome;
-  std::vector<StoreReply> replies;
+  StoreReplies replies;
 
-  std::vector<StoreReply>& run(StoreConnectionId connection, StoreRequest request) {
+  StoreReplies& run(StoreConnectionId connection, StoreRequest request) {
     replies.clear();
-    outcome = store.apply(connection, std::move(request), replies);
+    outcome = store.apply(connection, request, replies);
     return replies;
   }
   /// The one reply to `connection`'s own request ("" when there was none); others ignored.
@@ -551,4 +551,46 @@ TEST_CASE("store: wait registrations count against the quota until answered or d
   CHECK(h.outcome.close_connection);
   CHECK_FALSE(h.store.is_waiting(4));
   CHECK(h.store.used_bytes() == 2 * (2 + 1 + k));
+}
+
+TEST_CASE("store: replies keep their order and come back empty after clear", "[unit][store]") {
+  StoreReplies replies;
+  replies.add(7) = "first";
+  replies.add(8) = std::string(StoreReplies::kKeptBytes + 1, 'x');
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0].connection == 7);
+  CHECK(replies[0].bytes == "first");
+  CHECK(replies[1].connection == 8);
+  replies.clear();
+  CHECK(replies.empty());
+  CHECK(replies.add(9).empty());
+  CHECK(replies.add(10).empty());
+  for (int i = 0; i < 200; ++i) replies.add(11) = "stop";
+  CHECK(replies.size() == 202);
+  replies.clear();
+  CHECK(replies.begin() == replies.end());
+}
+
+TEST_CASE(
+    "store: a SET in place takes the request's strings or gives it others, and the values "
+    "and quota stay right",
+    "[unit][store]") {
+  Harness h;
+  StoreRequest first = req(StoreOp::Set, {"/key"}, {std::string(1000, 'a')});
+  h.store.apply(1, first, h.replies);
+  uint64_t used = h.store.used_bytes();
+  CHECK(used == 4 + 1000 + kStoreEntryOverheadBytes);
+  // Smaller, larger, then the same size again: each replaces the value, whatever buffer it uses.
+  for (size_t size : {10, 5000, 5000, 1, 0}) {
+    StoreRequest again = req(StoreOp::Set, {"/key"}, {std::string(size, 'b')});
+    h.store.apply(1, again, h.replies);
+    CHECK(h.store.value("/key") == std::string(size, 'b'));
+    CHECK(h.store.used_bytes() == 4 + size + kStoreEntryOverheadBytes);
+  }
+  // A value with much spare room (the store copies it rather than keep the room) reads back.
+  StoreRequest spare = req(StoreOp::Set, {"/other"}, {"tiny"});
+  spare.values[0].reserve(100000);
+  h.store.apply(1, spare, h.replies);
+  CHECK(h.store.value("/other") == "tiny");
+  CHECK(h.store.num_keys() == 2);
 }

@@ -415,3 +415,36 @@ TEST_CASE("codec: op names", "[unit][proto][tcpstore]") {
   CHECK(op_name(StoreOp::Barrier) == "BARRIER");
   CHECK(op_name(StoreOp::GetNumKeys) == "GETNUMKEYS");
 }
+
+TEST_CASE(
+    "codec: requests decoded in place and recycled read as taken ones, whatever was left in "
+    "their strings",
+    "[unit][proto][tcpstore]") {
+  std::vector<StoreRequest> sent = {
+      req(StoreOp::Set, {"/first/key"}, {std::string(300, 'a')}),
+      req(StoreOp::MultiSet, {"/k1", "/k2"}, {"v1", "v2"}),
+      req(StoreOp::Get, {"/k"}),
+      req(StoreOp::Add, {"/counter/of/many/ranks"}, {}, 5),
+      req(StoreOp::GetNumKeys),
+  };
+  std::string wire = encode_all(sent, StoreNumbering::Legacy113);
+  REQUIRE(decode_whole(wire).requests == sent);
+
+  TcpStoreDecoder decoder;
+  std::vector<StoreRequest> in_place;
+  std::string_view rest = wire;
+  while (!rest.empty()) {
+    DecodeStep step = decoder.feed(rest);
+    rest.remove_prefix(step.consumed);
+    REQUIRE(step.status == DecodeStatus::Request);
+    StoreRequest& request = decoder.request();
+    in_place.push_back(request);
+    // What a store may leave behind: strings it swapped for old buffers, or took.
+    for (auto& key : request.keys) key = "left behind by the store";
+    if (!request.values.empty()) request.values[0] = std::string(500, 'z');
+    if (request.values.size() > 1) std::string(std::move(request.values[1]));
+    decoder.recycle_request();
+    CHECK(decoder.idle());
+  }
+  CHECK(in_place == sent);
+}
