@@ -2,10 +2,9 @@
 // bench/store_bench.py to compare cohort's store server with PyTorch's own TCPStore server
 // (LibTorch 1.13 c10d::TCPStore) under the same load. Modes: serve-torch (hosts PyTorch's
 // server), load (N LibTorch clients doing set/get/add), storm (4096 raw-socket clients: ADD a
-// counter, then all WAIT on the key the last one sets), bootstrap (N raw-socket ranks, each from
-// its own loopback source address, doing what a rank does at NCCL bootstrap; driven by
-// bench/store_storm.py) and idle (N idle connections). A benchmark, not a test: it measures and
-// prints one JSON line; it asserts nothing about timing.
+// counter, then all WAIT on the key the last one sets) and idle (N idle connections). The
+// bootstrap storm, which needs no LibTorch, is bench/bootstrap_storm.cpp. A benchmark, not a
+// test: it measures and prints one JSON line; it asserts nothing about timing.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -41,6 +40,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
+
+#include "bench/bench_support.hpp"
 
 namespace {
 
@@ -79,7 +80,7 @@ namespace {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using namespace bench;
 
 constexpr const char* kHost = "127.0.0.1";
 
@@ -87,26 +88,6 @@ constexpr const char* kHost = "127.0.0.1";
 constexpr uint8_t kOpSet = 0;
 constexpr uint8_t kOpAdd = 3;
 constexpr uint8_t kOpWait = 5;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-Clock::duration to_duration(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
-// Raises the soft descriptor limit to the hard one; returns the soft limit now in force.
-rlim_t raise_descriptor_limit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
-  if (limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-    getrlimit(RLIMIT_NOFILE, &limit);
-  }
-  return limit.rlim_cur;
-}
 
 // Blocks SIGTERM and SIGINT in every thread started after this call; wait_for_stop() takes them.
 sigset_t block_stop_signals() {
@@ -233,14 +214,6 @@ void run_load_client(int port, int index, const std::vector<LoadOp>& mix, const 
   out.finished = Clock::now();
 }
 
-// CPU seconds (user + system) of every thread of this process so far.
-double process_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& time) { return time.tv_sec + time.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 double percentile_us(std::vector<uint32_t>& samples, double fraction) {
   if (samples.empty()) return 0;
   size_t rank = std::min(samples.size() - 1, static_cast<size_t>(fraction * samples.size()));
@@ -308,36 +281,6 @@ int run_load(int port, int clients, double seconds, const std::string& mix_text)
 
 // ---- storm ------------------------------------------------------------------------------------
 
-void put_u64(std::string& out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
-}
-
-void put_bytes(std::string& out, std::string_view bytes) {
-  put_u64(out, bytes.size());
-  out.append(bytes);
-}
-
-std::string add_request(std::string_view key, int64_t delta, uint8_t op = kOpAdd) {
-  std::string out(1, static_cast<char>(op));
-  put_bytes(out, key);
-  put_u64(out, static_cast<uint64_t>(delta));
-  return out;
-}
-
-std::string set_request(std::string_view key, std::string_view value, uint8_t op = kOpSet) {
-  std::string out(1, static_cast<char>(op));
-  put_bytes(out, key);
-  put_bytes(out, value);
-  return out;
-}
-
-std::string wait_request(std::string_view key, uint8_t op = kOpWait) {
-  std::string out(1, static_cast<char>(op));
-  put_u64(out, 1);
-  put_bytes(out, key);
-  return out;
-}
-
 struct Storm {
   explicit Storm(asio::io_context& io) : io(io) {}
 
@@ -375,7 +318,7 @@ asio::awaitable<void> storm_client(Storm& storm, size_t index) {
   socket.set_option(tcp::no_delay(true));
   if (++storm.connected == storm.clients) storm.connected_s = seconds_since(storm.start);
 
-  std::string request = add_request(storm.counter_key, 1);
+  std::string request = add_request(kOpAdd, storm.counter_key, 1);
   co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
   uint8_t counter_bytes[8];
   co_await asio::async_read(socket, asio::buffer(counter_bytes), asio::use_awaitable);
@@ -383,9 +326,9 @@ asio::awaitable<void> storm_client(Storm& storm, size_t index) {
   for (int i = 7; i >= 0; --i) counter = (counter << 8) | counter_bytes[i];
   if (++storm.added == storm.clients) storm.added_s = seconds_since(storm.start);
 
-  request = wait_request(storm.go_key);
+  request = wait_request(kOpWait, storm.go_key);
   if (counter == static_cast<uint64_t>(storm.clients)) {
-    request = set_request(storm.go_key, "go") + request;
+    request = set_request(kOpSet, storm.go_key, "go") + request;
   }
   co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
   uint8_t reply = 0xFF;
@@ -437,285 +380,6 @@ int run_storm(int port, int clients, double timeout_s) {
             << ",\"connect_retries\":" << storm.connect_retries << ",\"nofile\":" << files << "}"
             << std::endl;
   return 0;
-}
-
-// ---- bootstrap --------------------------------------------------------------------------------
-
-// The opcodes and handshake of one protocol dialect (docs/tcpstore-protocol.md §2 and §4).
-struct Dialect {
-  uint8_t set;
-  uint8_t get;
-  uint8_t add;
-  uint8_t wait;
-  bool validate;  ///< 2.2+: VALIDATE, then (2.5+) PING with its echo, before any request
-};
-constexpr Dialect kLegacyDialect{0, 2, 3, 5, false};
-constexpr Dialect kValidateDialect{1, 3, 4, 6, true};
-constexpr uint32_t kValidateMagic = 0x3C85F7CE;
-constexpr uint8_t kOpValidate = 0;
-constexpr uint8_t kOpPing = 13;
-constexpr size_t kUniqueIdBytes = 128;  // ncclUniqueId
-
-void put_u32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
-}
-
-uint64_t get_u64(const uint8_t* bytes) {
-  uint64_t value = 0;
-  for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
-  return value;
-}
-
-// The loopback source address of rank `rank`: 127.0.a.b with a and b in 1..250, so 62,500 ranks
-// get distinct addresses and none of them runs out of ephemeral ports.
-asio::ip::address_v4 source_address(int rank) {
-  uint32_t a = 1 + static_cast<uint32_t>(rank / 250) % 250;
-  uint32_t b = 1 + static_cast<uint32_t>(rank % 250);
-  return asio::ip::address_v4((127u << 24) | (a << 8) | b);
-}
-
-struct Bootstrap {
-  explicit Bootstrap(asio::io_context& io) : io(io) {}
-
-  asio::io_context& io;
-  tcp::endpoint server;
-  int ranks = 0;
-  Dialect dialect = kLegacyDialect;
-  bool one_source = false;  ///< every rank from 127.0.0.1 (no bind), the control
-  std::string uid_key;
-  std::string uid_value;
-  std::string counter_key;
-  std::string barrier_key;
-  std::string done_key;
-  std::vector<tcp::socket> sockets;  ///< kept open until every rank is done
-  std::vector<double> connect_s;     ///< per rank: when its connect completed
-  std::vector<double> done_s;        ///< per rank: when its last WAIT returned
-  Clock::time_point start;
-  Clock::time_point last_progress;
-  int connected = 0;
-  int added = 0;
-  int got = 0;
-  int arrived = 0;
-  int done = 0;
-  int lost = 0;  ///< connections that failed after connect (reset, closed, bad reply)
-  double connected_s = 0;
-  double added_s = 0;
-  double got_s = 0;
-  double arrived_s = 0;
-  double finished_s = 0;
-  uint64_t connect_retries = 0;
-  std::vector<std::string> errors;  ///< the first few distinct ones
-
-  void note_error(const std::string& what) {
-    if (errors.size() < 4 && std::find(errors.begin(), errors.end(), what) == errors.end()) {
-      errors.push_back(what);
-    }
-  }
-  void progress(int& count, double& when) {
-    last_progress = Clock::now();
-    if (++count == ranks) when = seconds_since(start);
-  }
-};
-
-// Connects rank `rank`'s socket from its own source address; a refused, reset or timed-out
-// connect is retried after a pause (what a rank does until its store timeout).
-asio::awaitable<void> bootstrap_connect(Bootstrap& run, int rank) {
-  tcp::socket& socket = run.sockets[static_cast<size_t>(rank)];
-  tcp::endpoint source(source_address(rank), 0);
-  for (;;) {
-    boost::system::error_code error;
-    socket.open(tcp::v4(), error);
-    if (!error && !run.one_source) {
-      // Leave the port to connect(): bind() alone would reserve one per address for any peer.
-      int on = 1;
-      ::setsockopt(socket.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof(on));
-      socket.bind(source, error);
-    }
-    if (error)
-      throw std::runtime_error("socket/bind " + source.address().to_string() + ": " +
-                               error.message());
-    co_await socket.async_connect(run.server, asio::redirect_error(asio::use_awaitable, error));
-    if (!error) co_return;
-    ++run.connect_retries;
-    run.note_error("connect: " + error.message());
-    boost::system::error_code ignored;
-    socket.close(ignored);
-    asio::steady_timer pause(run.io, std::chrono::milliseconds(100 + rank % 100));
-    co_await pause.async_wait(asio::use_awaitable);
-  }
-}
-
-// One rank, as at NCCL bootstrap over a TCPStore: (2.x: VALIDATE + PING), rank 0 SETs the
-// unique id, every rank ADDs the init counter, WAITs for and GETs the unique id, then the
-// barrier: ADD the barrier counter, the last to arrive SETs the done key, all WAIT on it.
-asio::awaitable<void> bootstrap_rank(Bootstrap& run, int rank) {
-  co_await bootstrap_connect(run, rank);
-  tcp::socket& socket = run.sockets[static_cast<size_t>(rank)];
-  run.connect_s[static_cast<size_t>(rank)] = seconds_since(run.start);
-  run.progress(run.connected, run.connected_s);
-  socket.set_option(tcp::no_delay(true));
-  const Dialect& op = run.dialect;
-
-  std::string request;
-  if (op.validate) {
-    request.push_back(static_cast<char>(kOpValidate));
-    put_u32(request, kValidateMagic);
-    request.push_back(static_cast<char>(kOpPing));
-    put_u32(request, static_cast<uint32_t>(rank));
-    co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-    uint8_t echo[4];
-    co_await asio::async_read(socket, asio::buffer(echo), asio::use_awaitable);
-    uint32_t nonce = echo[0] | echo[1] << 8 | echo[2] << 16 | static_cast<uint32_t>(echo[3]) << 24;
-    if (nonce != static_cast<uint32_t>(rank)) throw std::runtime_error("wrong PING echo");
-    request.clear();
-  }
-  if (rank == 0) request = set_request(run.uid_key, run.uid_value, op.set);
-  request += add_request(run.counter_key, 1, op.add);
-  co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-  uint8_t number[8];
-  co_await asio::async_read(socket, asio::buffer(number), asio::use_awaitable);
-  run.progress(run.added, run.added_s);
-
-  // get(): WAIT for the key, then GET it.
-  request = wait_request(run.uid_key, op.wait);
-  co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-  uint8_t reply = 0xFF;
-  co_await asio::async_read(socket, asio::buffer(&reply, 1), asio::use_awaitable);
-  if (reply != 0) throw std::runtime_error("WAIT answered " + std::to_string(reply));
-  request = std::string(1, static_cast<char>(op.get));
-  put_bytes(request, run.uid_key);
-  co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-  co_await asio::async_read(socket, asio::buffer(number), asio::use_awaitable);
-  if (get_u64(number) != run.uid_value.size()) throw std::runtime_error("GET: wrong length");
-  std::string value(run.uid_value.size(), '\0');
-  co_await asio::async_read(socket, asio::buffer(value), asio::use_awaitable);
-  if (value != run.uid_value) throw std::runtime_error("GET: wrong unique id");
-  run.progress(run.got, run.got_s);
-
-  request = add_request(run.barrier_key, 1, op.add);
-  co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-  co_await asio::async_read(socket, asio::buffer(number), asio::use_awaitable);
-  run.progress(run.arrived, run.arrived_s);
-  request = wait_request(run.done_key, op.wait);
-  if (get_u64(number) == static_cast<uint64_t>(run.ranks)) {
-    request = set_request(run.done_key, "1", op.set) + request;
-  }
-  co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
-  co_await asio::async_read(socket, asio::buffer(&reply, 1), asio::use_awaitable);
-  if (reply != 0) throw std::runtime_error("WAIT answered " + std::to_string(reply));
-  run.done_s[static_cast<size_t>(rank)] = seconds_since(run.start);
-  run.progress(run.done, run.finished_s);
-  if (run.done == run.ranks) run.io.stop();
-}
-
-// The value at `fraction` of the sorted samples (0 where there are none).
-double quantile(std::vector<double> samples, double fraction) {
-  samples.erase(std::remove(samples.begin(), samples.end(), -1.0), samples.end());
-  if (samples.empty()) return 0;
-  size_t rank = std::min(samples.size() - 1, static_cast<size_t>(fraction * samples.size()));
-  std::nth_element(samples.begin(), samples.begin() + static_cast<ptrdiff_t>(rank), samples.end());
-  return samples[rank];
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out.push_back('\\');
-    if (static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
-  }
-  return out + "\"";
-}
-
-// Exit status 0 when every rank finished, 3 when not (timed out, or stuck after a lost rank);
-// the JSON line is printed either way.
-int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_source,
-                  double timeout_s) {
-  rlim_t files = raise_descriptor_limit();
-  asio::io_context io(1);
-  Bootstrap run(io);
-  run.server = tcp::endpoint(asio::ip::make_address(kHost), static_cast<uint16_t>(port));
-  run.ranks = ranks;
-  run.dialect = dialect == "2" ? kValidateDialect : kLegacyDialect;
-  run.one_source = one_source;
-  std::string tag = "/bootstrap/" + std::to_string(getpid()) + "/";
-  run.uid_key = tag + "nccl/unique_id";
-  run.uid_value.resize(kUniqueIdBytes);
-  for (size_t i = 0; i < kUniqueIdBytes; ++i) run.uid_value[i] = static_cast<char>(i * 37 + 11);
-  run.counter_key = tag + "init/";
-  run.barrier_key = tag + "barrier/count";
-  run.done_key = tag + "barrier/done";
-  run.connect_s.assign(static_cast<size_t>(ranks), -1.0);
-  run.done_s.assign(static_cast<size_t>(ranks), -1.0);
-  for (int i = 0; i < ranks; ++i) run.sockets.emplace_back(io);
-
-  bool timed_out = false;
-  bool stuck = false;
-  asio::steady_timer limit(io, to_duration(timeout_s));
-  limit.async_wait([&](const boost::system::error_code& error) {
-    if (error) return;
-    timed_out = true;
-    io.stop();
-  });
-  // A lost rank means the barrier can never complete: stop once nothing moved for 5 s.
-  asio::steady_timer watch(io);
-  std::function<void()> check = [&] {
-    watch.expires_after(std::chrono::seconds(1));
-    watch.async_wait([&](const boost::system::error_code& error) {
-      if (error) return;
-      if (run.lost > 0 && Clock::now() - run.last_progress > std::chrono::seconds(5)) {
-        stuck = true;
-        io.stop();
-        return;
-      }
-      check();
-    });
-  };
-  check();
-
-  double cpu_before = process_cpu_seconds();
-  run.start = run.last_progress = Clock::now();
-  for (int i = 0; i < ranks; ++i) {
-    asio::co_spawn(io, bootstrap_rank(run, i), [&](std::exception_ptr failure) {
-      if (!failure) return;
-      ++run.lost;
-      run.last_progress = Clock::now();
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& error) {
-        run.note_error(error.what());
-      }
-    });
-  }
-  io.run();
-  double elapsed_s = seconds_since(run.start);
-  double client_cpu_s = process_cpu_seconds() - cpu_before;
-  bool complete = run.done == ranks;
-
-  std::ostringstream out;
-  out << "{\"mode\":\"bootstrap\",\"ranks\":" << ranks << ",\"dialect\":" << json_string(dialect)
-      << ",\"one_source\":" << (one_source ? "true" : "false")
-      << ",\"complete\":" << (complete ? "true" : "false")
-      << ",\"timed_out\":" << (timed_out ? "true" : "false")
-      << ",\"stuck\":" << (stuck ? "true" : "false") << ",\"elapsed_s\":" << elapsed_s
-      << ",\"connected\":" << run.connected << ",\"added\":" << run.added << ",\"got\":" << run.got
-      << ",\"arrived\":" << run.arrived << ",\"done\":" << run.done << ",\"lost\":" << run.lost
-      << ",\"connect_retries\":" << run.connect_retries;
-  if (run.connected == ranks) out << ",\"connected_s\":" << run.connected_s;
-  if (run.added == ranks) out << ",\"added_s\":" << run.added_s;
-  if (run.got == ranks) out << ",\"got_s\":" << run.got_s;
-  if (run.arrived == ranks) out << ",\"arrived_s\":" << run.arrived_s;
-  if (complete) out << ",\"done_s\":" << run.finished_s;
-  out << ",\"connect_p50_s\":" << quantile(run.connect_s, 0.5)
-      << ",\"connect_p99_s\":" << quantile(run.connect_s, 0.99)
-      << ",\"done_p50_s\":" << quantile(run.done_s, 0.5)
-      << ",\"done_p99_s\":" << quantile(run.done_s, 0.99) << ",\"client_cpu_s\":" << client_cpu_s
-      << ",\"nofile\":" << files << ",\"errors\":[";
-  for (size_t i = 0; i < run.errors.size(); ++i) {
-    out << (i > 0 ? "," : "") << json_string(run.errors[i]);
-  }
-  out << "]}";
-  std::cout << out.str() << std::endl;
-  return complete ? 0 : 3;
 }
 
 // ---- idle -------------------------------------------------------------------------------------
@@ -771,17 +435,6 @@ int main(int argc, char** argv) {
   storm->add_option("--port", port)->required();
   storm->add_option("--clients", clients)->check(CLI::Range(1, 65536));
   storm->add_option("--timeout", timeout, "Give up after this many seconds");
-  std::string dialect = "1.13";
-  auto* bootstrap = app.add_subcommand(
-      "bootstrap", "Bootstrap storm: N ranks from many source addresses set/add/get/barrier");
-  bootstrap->add_option("--port", port)->required();
-  bootstrap->add_option("--ranks", clients)->check(CLI::Range(1, 62500));
-  bootstrap->add_option("--dialect", dialect, "Protocol: 1.13 (legacy) or 2 (VALIDATE + PING)")
-      ->check(CLI::IsMember({"1.13", "2"}));
-  bool one_source = false;
-  bootstrap->add_flag("--one-source", one_source,
-                      "Connect every rank from 127.0.0.1 (default: 127.0.1.1 .. 127.0.250.250)");
-  bootstrap->add_option("--timeout", timeout, "Stop after this many seconds");
   auto* idle = app.add_subcommand("idle", "Hold N idle connections until SIGTERM");
   idle->add_option("--port", port)->required();
   idle->add_option("--clients", clients)->check(CLI::Range(1, 65536));
@@ -794,8 +447,6 @@ int main(int argc, char** argv) {
     if (serve->parsed()) return cohort::serve_torch(port, port_file);
     if (load->parsed()) return cohort::run_load(port, clients, seconds, mix);
     if (storm->parsed()) return cohort::run_storm(port, clients, timeout);
-    if (bootstrap->parsed())
-      return cohort::run_bootstrap(port, clients, dialect, one_source, timeout);
     return cohort::run_idle(port, clients);
   } catch (const std::exception& error) {
     std::cerr << "store_bench: " << error.what() << "\n";

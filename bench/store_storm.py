@@ -2,8 +2,8 @@
 """Bootstrap storm to the machine's limit: cohort's store server vs PyTorch's, N ranks at once.
 
 For each N (default 1,000, 5,000, 10,000 and 19,000) and each repeat, each server in turn
-(alternating order) is started FRESH in its own process on 127.0.0.1, and `store_bench bootstrap
---ranks N` (one process, one Asio thread, raw sockets) plays N ranks at NCCL bootstrap, each
+(alternating order) is started FRESH in its own process on 127.0.0.1, and `bootstrap_storm
+--ranks N` (bench/bootstrap_storm.cpp: one process, one Asio thread, raw sockets) plays N ranks at NCCL bootstrap, each
 connecting from its own loopback source address (127.0.1.1 .. 127.0.250.250): rank 0 SETs a
 128-byte unique id, every rank ADDs the init counter, WAITs for and GETs the unique id, then the
 barrier (ADD a counter, the last to arrive SETs the done key, all WAIT on it). Servers:
@@ -12,7 +12,11 @@ barrier (ADD a counter, the last to arrive SETs the done key, all WAIT on it). S
   - pytorch2.6: PyTorch 2.6's non-libuv server (Debian 13's python3-torch, in the root that
     scripts/setup makes, through scripts/in-torch2; 2.x dialect: VALIDATE + PING first). Run only
     up to --torch26-max-ranks ranks (it accepts about 10 connections a second here; see
-    docs/BENCHMARKS.md) and --torch26-repeats times.
+    docs/BENCHMARKS.md) and --torch26-repeats times;
+  - pytorch-libuv: PyTorch 2.x's libuv server (`TCPStore(..., use_libuv=True)`) in --torch-python
+    (default: python3 on PATH), for a machine whose PyTorch has libuv, such as a GPU node with
+    PyTorch 2.11 (scripts/gpu-check --only store-storm); 2.x dialect. Debian's builds have no
+    libuv.
 Per run: time until every connect() completed (the client's view: the kernel finished the
 handshake), until every rank was done, ranks lost (failed after connect), connect retries,
 server peak RSS (VmHWM), server CPU time (utime + stime, from just before the storm to its end),
@@ -42,17 +46,19 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICKS = os.sysconf("SC_CLK_TCK")
-SERVERS = ("cohort", "pytorch", "pytorch2.6")
-DIALECT = {"cohort": "1.13", "pytorch": "1.13", "pytorch2.6": "2"}
-LABEL = {"cohort": "cohortd", "pytorch": "PyTorch 1.13", "pytorch2.6": "PyTorch 2.6"}
+SERVERS = ("cohort", "pytorch", "pytorch2.6")  # the default; pytorch-libuv by name
+DIALECT = {"cohort": "1.13", "pytorch": "1.13", "pytorch2.6": "2", "pytorch-libuv": "2"}
+LABEL = {"cohort": "cohortd", "pytorch": "PyTorch 1.13", "pytorch2.6": "PyTorch 2.6",
+         "pytorch-libuv": "PyTorch (libuv)"}
 COUNTERS = ("ListenOverflows", "ListenDrops", "TCPReqQFullDrop", "SyncookiesSent",
             "TCPSynRetrans", "TCPBacklogDrop", "RetransSegs", "AttemptFails", "EstabResets")
 
-TORCH26_SERVER = """
+TORCH_SERVER = """
 import os, sys, time
 from datetime import timedelta
 import torch.distributed as dist
-store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=False, multi_tenant=True,
+store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=sys.argv[2] == "libuv",
+                      multi_tenant=True,
                       wait_for_workers=False, timeout=timedelta(seconds=300))
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(store.port))
@@ -62,8 +68,10 @@ while True:
 """
 
 
-# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+# `--threads N` for cohortd when --cohortd-threads is given, and the Python that runs
+# pytorch-libuv (main sets them).
 COHORTD_THREADS = []
+TORCH_PYTHON = ["python3"]
 
 
 def raise_nofile():
@@ -132,6 +140,8 @@ class QueueSampler(threading.Thread):
                     self.backlog = int(fields[2])
             except (subprocess.SubprocessError, ValueError, IndexError):
                 pass
+            except OSError:  # no ss here: the column stays empty
+                return
             self.stop.wait(0.1)
 
 
@@ -149,9 +159,11 @@ class Server:
         elif name == "pytorch":
             argv = [os.path.join(build, "bin", "store_bench"), "serve-torch", "--port-file",
                     port_file]
+        elif name == "pytorch-libuv":
+            argv = TORCH_PYTHON + ["-c", TORCH_SERVER, port_file, "libuv"]
         else:  # in-torch2 execs through to python3: the child's pid is the server's
-            argv = [os.path.join(ROOT, "scripts", "in-torch2"), "python3", "-c", TORCH26_SERVER,
-                    port_file]
+            argv = [os.path.join(ROOT, "scripts", "in-torch2"), "python3", "-c", TORCH_SERVER,
+                    port_file, "legacy"]
         self.log_path = os.path.join(scratch, name + ".log")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
@@ -194,7 +206,7 @@ def one_run(bench, build, scratch, name, ranks, timeout, one_source):
         counters_before = tcp_counters()
         cpu_before = cpu_seconds(server.pid)
         sample["server_rss_before_kib"] = proc_status(server.pid, "VmRSS")
-        argv = [bench, "bootstrap", "--port", str(server.port), "--ranks", str(ranks),
+        argv = [bench, "--port", str(server.port), "--ranks", str(ranks),
                 "--dialect", DIALECT[name], "--timeout", str(timeout)]
         if one_source:
             argv.append("--one-source")
@@ -265,9 +277,16 @@ def main():
     parser.add_argument("--from-json", nargs="+", help="merge these runs and print their tables")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
+    parser.add_argument("--torch-python", default="python3",
+                        help="the Python (with a PyTorch that has libuv) for pytorch-libuv")
     args = parser.parse_args()
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
+    TORCH_PYTHON[:] = [args.torch_python]
+    servers = args.servers.split(",")
+    unknown = [name for name in servers if name not in DIALECT]
+    if unknown:
+        parser.error(f"--servers: unknown {', '.join(unknown)} (known: {', '.join(DIALECT)})")
     if args.from_json:
         samples = []
         for batch, path in enumerate(args.from_json):
@@ -279,8 +298,7 @@ def main():
         return
 
     raise_nofile()
-    bench = os.path.join(args.build, "bin", "store_bench")
-    servers = args.servers.split(",")
+    bench = os.path.join(args.build, "bin", "bootstrap_storm")
     raw = {"machine": machine_description(), "settings": vars(args), "samples": []}
     scratch = tempfile.mkdtemp(prefix="cohort_store_storm_")
     try:
@@ -345,9 +363,11 @@ def print_tables(samples):
               f"| {fmt(med([r['tcp']['ListenOverflows'] for r in runs]), 'g')} "
               f"| {fmt(med([r['tcp']['TCPSynRetrans'] for r in runs]), 'g')} |")
     print()
-    print("| ranks | cohortd done s | PyTorch 1.13 done s | cohortd faster by | "
-          "PyTorch 2.6 done s | 2.6 / cohortd |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    others = [name for name in DIALECT if name != "cohort"
+              and any(sample["server"] == name for sample in samples)]
+    print("| ranks | cohortd done s | " + " | ".join(
+        f"{LABEL[name]} done s | {LABEL[name]} / cohortd (paired)" for name in others) + " |")
+    print("|---:|---:|" + "---:|---:|" * len(others))
     for ranks, one_source in sorted({(s["ranks"], bool(s.get("one_source"))) for s in samples}):
         def runs_of(name):
             return by.get((ranks, name, one_source), [])
@@ -364,11 +384,9 @@ def print_tables(samples):
                       if r.get("complete") and pair(r) in theirs]
             return med(ratios)
 
+        cells = [f"{fmt(done_med(name), '.3f')} | {fmt(paired(name), '.1f')}x" for name in others]
         print(f"| {ranks:,}{' (one source)' if one_source else ''} "
-              f"| {fmt(done_med('cohort'), '.3f')} | "
-              f"{fmt(done_med('pytorch'), '.3f')} | {fmt(paired('pytorch'), '.1f')}x | "
-              f"{fmt(done_med('pytorch2.6'), '.3f')} | {fmt(paired('pytorch2.6'), '.1f')}x |")
-
+              f"| {fmt(done_med('cohort'), '.3f')} | " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()
