@@ -289,8 +289,9 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
 }  // namespace cohort::bench
 
 int main(int argc, char** argv) {
-  CLI::App app{"bootstrap_storm: N ranks bootstrap over one worker store at once "
-               "(driven by bench/store_storm.py)"};
+  CLI::App app{
+      "bootstrap_storm: N ranks bootstrap over one worker store at once "
+      "(driven by bench/store_storm.py)"};
   int port = 0;
   int ranks = 1000;
   double timeout = 120;
@@ -299,8 +300,7 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "The store's port on 127.0.0.1")
       ->required()
       ->check(CLI::Range(1, 65535));
-  app.add_option("--ranks", ranks, "Ranks, each its own connection")
-      ->check(CLI::Range(1, 62500));
+  app.add_option("--ranks", ranks, "Ranks, each its own connection")->check(CLI::Range(1, 62500));
   app.add_option("--dialect", dialect, "Protocol: 1.13 (legacy) or 2 (VALIDATE + PING)")
       ->check(CLI::IsMember({"1.13", "2"}));
   app.add_flag("--one-source", one_source,

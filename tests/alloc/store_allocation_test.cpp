@@ -86,8 +86,8 @@ const std::string kCounter = "/counter";  // kept short: ADD's digits stay inlin
 std::string encode(StoreNumbering numbering, StoreOp op, std::vector<std::string> keys,
                    std::vector<std::string> values = {}, int64_t number = 0) {
   std::string out;
-  REQUIRE(append_request(out, StoreRequest{op, std::move(keys), std::move(values), number},
-                         numbering));
+  REQUIRE(
+      append_request(out, StoreRequest{op, std::move(keys), std::move(values), number}, numbering));
   return out;
 }
 
@@ -107,8 +107,8 @@ class Client {
     if (numbering == StoreNumbering::Validated) {
       exchange(encode(numbering, StoreOp::Validate, {}, {}, kStoreValidateMagic), 0);
     }
-    set_and_get_ = encode(numbering, StoreOp::Set, {kKey}, {kValue}) +
-                   encode(numbering, StoreOp::Get, {kKey});
+    set_and_get_ =
+        encode(numbering, StoreOp::Set, {kKey}, {kValue}) + encode(numbering, StoreOp::Get, {kKey});
     add_ = encode(numbering, StoreOp::Add, {kCounter}, {}, 1);
     wait_ = encode(numbering, StoreOp::Wait, {kKey});
     check_ = encode(numbering, StoreOp::Check, {kKey, kCounter});
