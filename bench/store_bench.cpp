@@ -322,8 +322,7 @@ asio::awaitable<void> storm_client(Storm& storm, size_t index) {
   co_await asio::async_write(socket, asio::buffer(request), asio::use_awaitable);
   uint8_t counter_bytes[8];
   co_await asio::async_read(socket, asio::buffer(counter_bytes), asio::use_awaitable);
-  uint64_t counter = 0;
-  for (int i = 7; i >= 0; --i) counter = (counter << 8) | counter_bytes[i];
+  uint64_t counter = get_u64(counter_bytes);
   if (++storm.added == storm.clients) storm.added_s = seconds_since(storm.start);
 
   request = wait_request(kOpWait, storm.go_key);

@@ -96,7 +96,11 @@ constexpr size_t kSpareStringBytes = 1024;
 constexpr size_t kKeptListItems = 8;
 
 std::vector<std::string>& spare_strings() {
-  thread_local std::vector<std::string> spare;
+  thread_local std::vector<std::string> spare = [] {
+    std::vector<std::string> strings;
+    strings.reserve(kSpareStrings);
+    return strings;
+  }();
   return spare;
 }
 
@@ -114,7 +118,6 @@ void recycle(std::vector<std::string>& list) {
   for (auto& string : list) {
     if (spare.size() >= kSpareStrings) break;
     if (string.capacity() > kSpareStringBytes) continue;
-    if (spare.capacity() == 0) spare.reserve(kSpareStrings);
     string.clear();
     spare.push_back(std::move(string));
   }
