@@ -1,5 +1,6 @@
 #include "store/store_service.hpp"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +73,7 @@ error_code StoreService::bind_and_listen(const tcp::endpoint& endpoint, bool dua
   acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
   acceptor_.bind(endpoint, error);
   if (!error) acceptor_.listen(options_.backlog, error);
+  if (!error) acceptor_.non_blocking(true, error);  // accept_queued() accepts until EAGAIN
   if (!error) port_ = acceptor_.local_endpoint(error).port();
   if (error) acceptor_.close(ignored);
   return error;
@@ -79,61 +81,56 @@ error_code StoreService::bind_and_listen(const tcp::endpoint& endpoint, bool dua
 
 void StoreService::accept_next() {
   if (closed_) return;
-  acceptor_.async_accept([self = shared_from_this()](const error_code& error, tcp::socket socket) {
-    self->on_accept(error, std::move(socket));
-  });
+  acceptor_.async_wait(
+      tcp::acceptor::wait_read,
+      [self = shared_from_this()](const error_code& error) { self->accept_queued(error); });
 }
 
-void StoreService::on_accept(const error_code& error, tcp::socket socket) {
-  if (closed_ || error == asio::error::operation_aborted) return;
-  if (error) {
-    if (AcceptBackoff::is_shortage(error)) {
+// Accepts what the listen queue holds, at most kAcceptBatch at a time (the listener's thread
+// serves sessions too), each straight onto the context that will serve it: one accept4 and one
+// epoll registration per connection, where an accept onto the listener's context and a move to
+// the pool's cost three more (getsockname, epoll_ctl DEL and ADD). Then waits for the queue.
+void StoreService::accept_queued(const error_code& waited) {
+  if (closed_ || waited == asio::error::operation_aborted) return;
+  if (waited) return accept_later(waited);
+  for (int accepted = 0; accepted < kAcceptBatch; ++accepted) {
+    tcp::endpoint peer;
+    socklen_t peer_size = static_cast<socklen_t>(peer.capacity());
+    int descriptor =
+        ::accept4(acceptor_.native_handle(), peer.data(), &peer_size, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (descriptor < 0) {
+      error_code error(errno, asio::error::get_system_category());
+      if (error == asio::error::would_block || error == asio::error::try_again) break;
+      if (!AcceptBackoff::is_shortage(error)) continue;  // that connection is gone; the next
       auto self = shared_from_this();
       return shortage_.refuse_pending(
           acceptor_, [self] { self->accept_next(); }, [self, error] { self->accept_later(error); });
     }
-    accept_next();
-    return;
+    backoff_.reset();
+    shortage_.accepted();
+    peer.resize(peer_size);
+    if (allowed(peer.address())) {
+      start_session(descriptor, peer.protocol());
+    } else {
+      ::close(descriptor);
+    }
   }
-  backoff_.reset();
-  shortage_.accepted();
-  if (!allowed(socket)) {
-    error_code ignored;
-    socket.close(ignored);
-    accept_next();
-    return;
-  }
-  start_session(std::move(socket));
   accept_next();
 }
 
-// Moves an accepted socket to the pool's next context (it was accepted on the listener's: a
-// pending accept then never holds an object of another context, which may be destroyed first).
-// False when the descriptor could not be moved (it is closed).
-bool StoreService::move_to(asio::io_context& context, tcp::socket& socket) {
+// Registers a session for an accepted descriptor and starts it on its context's thread.
+void StoreService::start_session(int descriptor, const tcp& protocol) {
+  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
+  tcp::socket socket(context);
   error_code error;
-  auto protocol = socket.local_endpoint(error).protocol();
-  if (error) return false;
-  int descriptor = socket.release(error);
-  if (error) return false;
-  tcp::socket moved(context);
-  moved.assign(protocol, descriptor, error);
+  socket.assign(protocol, descriptor, error);
   if (error) {
     ::close(descriptor);
-    return false;
+    return;
   }
-  socket = std::move(moved);
-  return true;
-}
-
-// Registers the session and starts it on its context's thread.
-void StoreService::start_session(tcp::socket socket) {
-  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
-  if (&context != &io_ && !move_to(context, socket)) return;
-  error_code option_error;
-  socket.set_option(tcp::no_delay(true), option_error);
-  if (!option_error) socket.non_blocking(true, option_error);
-  if (option_error) return;
+  socket.set_option(tcp::no_delay(true), error);
+  if (!error) socket.non_blocking(true, error);
+  if (error) return;
   StoreConnectionId id = ++next_id_;
   auto session = std::make_shared<StoreSession>(
       shared_from_this(), std::move(socket), context.get_executor(), id, options_.legacy_numbering);
@@ -161,12 +158,9 @@ void StoreService::accept_later(const error_code& error) {
 
 // Whether the peer of a new connection may use the store; logs a refusal (at most once per
 // a second, counting the others).
-bool StoreService::allowed(tcp::socket& socket) {
+bool StoreService::allowed(const asio::ip::address& peer) {
   if (!options_.allowed_peers) return true;
-  error_code error;
-  auto peer = socket.remote_endpoint(error);
-  if (error) return false;  // already gone
-  auto address = unmapped(peer.address());
+  auto address = unmapped(peer);
   const auto& peers = *options_.allowed_peers;
   if (std::find(peers.begin(), peers.end(), address) != peers.end()) return true;
   if (refusal_log_.due(std::chrono::steady_clock::now())) {

@@ -30,6 +30,10 @@ class StoreSession;
 
 class StoreService : public std::enable_shared_from_this<StoreService> {
  public:
+  /// The most connections accepted from the listen queue before the listener's thread serves
+  /// anything else.
+  static constexpr int kAcceptBatch = 64;
+
   StoreService(boost::asio::io_context& io, StoreServerOptions options);
   StoreService(const StoreService&) = delete;
   StoreService& operator=(const StoreService&) = delete;
@@ -58,11 +62,10 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
  private:
   boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,
                                             bool dual_stack);
-  void on_accept(const boost::system::error_code& error, boost::asio::ip::tcp::socket socket);
+  void accept_queued(const boost::system::error_code& waited);
   void accept_later(const boost::system::error_code& error);
-  bool allowed(boost::asio::ip::tcp::socket& socket);
-  void start_session(boost::asio::ip::tcp::socket socket);
-  bool move_to(boost::asio::io_context& context, boost::asio::ip::tcp::socket& socket);
+  bool allowed(const boost::asio::ip::address& peer);
+  void start_session(int descriptor, const boost::asio::ip::tcp& protocol);
 
   boost::asio::io_context& io_;
   StoreServerOptions options_;

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "common/text.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
+#include "store/store_service.hpp"
 #include "store/tcpstore_codec.hpp"
 #include "store/tcpstore_limits.hpp"
 #include "tests/support/child_process.hpp"
@@ -1145,4 +1147,35 @@ TEST_CASE("store server: on an io pool a slow connection stalls no other",
   halfway.send(std::string_view(half_set).substr(4096));
   CHECK(halfway.ask(request(StoreOp::Get, {"/half"}), 8 + big.size()) == bytes(big));
   CHECK(silent.ask(request(StoreOp::GetNumKeys), 8) == i64(3));
+}
+
+TEST_CASE("store server: a listen queue longer than one accept batch is drained and served",
+          "[component][store][threads]") {
+  PooledServers servers(3, 1);
+  uint16_t port = servers.stores[0]->port();
+  // The listener's thread is held while the clients connect, so that they all wait in the
+  // listen queue at once; let go however the case ends.
+  struct Hold {
+    std::promise<void> promise;
+    bool released = false;
+    void release() {
+      if (!released) promise.set_value();
+      released = true;
+    }
+    ~Hold() { release(); }
+  } hold;
+  asio::post(servers.io, [held = hold.promise.get_future()] { held.wait(); });
+  const int kClients = 3 * StoreService::kAcceptBatch + 5;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<RawClient>(port));
+  CHECK(servers.stores[0]->connection_count() == 0);
+  hold.release();
+  REQUIRE(cohort::test::wait_until(
+      [&] { return servers.stores[0]->connection_count() == static_cast<size_t>(kClients); }));
+  std::set<std::string> replies;  // each connection answered, with a count of its own
+  for (auto& client : clients) replies.insert(client->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8));
+  CHECK(replies.size() == static_cast<size_t>(kClients));
+  CHECK(servers.counter(0, "/n") == kClients);
+  clients.clear();
+  CHECK(cohort::test::wait_until([&] { return servers.stores[0]->connection_count() == 0; }));
 }
