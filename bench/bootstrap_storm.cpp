@@ -1,6 +1,7 @@
 // bootstrap_storm: N ranks hit a worker store at once, as at NCCL bootstrap, each connecting from
 // its own loopback source address (127.0.1.1 .. 127.0.250.250, so ephemeral ports never run
-// out), in one process on one Asio thread with raw sockets: rank 0 SETs a 128-byte unique id,
+// out), in one process on one Asio thread (or --client-threads of them, so that on a machine with
+// many cores the client is not the floor) with raw sockets: rank 0 SETs a 128-byte unique id,
 // every rank ADDs the init counter, WAITs for and GETs the unique id, then the barrier (ADD a
 // counter, the last to arrive SETs the done key, all WAIT on it). Speaks the 1.13 dialect or the
 // 2.x one (VALIDATE + PING first). Driven by bench/store_storm.py; needs no LibTorch, so it runs
@@ -21,9 +22,11 @@
 #include <boost/asio/write.hpp>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_support.hpp"
@@ -59,6 +62,8 @@ asio::ip::address_v4 source_address(int rank) {
   return asio::ip::address_v4((127u << 24) | (a << 8) | b);
 }
 
+// One storm's settings and counts. The counts, the errors and last_progress are shared by the
+// ranks' coroutines, which run on every client thread: they are taken under `mutex`.
 struct Bootstrap {
   explicit Bootstrap(asio::io_context& io) : io(io) {}
 
@@ -90,15 +95,38 @@ struct Bootstrap {
   double finished_s = 0;
   uint64_t connect_retries = 0;
   std::vector<std::string> errors;  ///< the first few distinct ones
+  std::mutex mutex;
 
-  void note_error(const std::string& what) {
+  /// One more rank reached `count`'s step; true for the last of them.
+  bool progress(int& count, double& when) {
+    std::lock_guard lock(mutex);
+    last_progress = Clock::now();
+    if (++count != ranks) return false;
+    when = seconds_since(start);
+    return true;
+  }
+  void connect_failed(const std::string& what) {
+    std::lock_guard lock(mutex);
+    ++connect_retries;
+    remember(what);
+  }
+  void rank_lost(const std::string& what) {
+    std::lock_guard lock(mutex);
+    ++lost;
+    last_progress = Clock::now();
+    remember(what);
+  }
+  /// A rank was lost and nothing moved for 5 s: the barrier can never complete.
+  bool stuck() {
+    std::lock_guard lock(mutex);
+    return lost > 0 && Clock::now() - last_progress > std::chrono::seconds(5);
+  }
+
+ private:
+  void remember(const std::string& what) {
     if (errors.size() < 4 && std::find(errors.begin(), errors.end(), what) == errors.end()) {
       errors.push_back(what);
     }
-  }
-  void progress(int& count, double& when) {
-    last_progress = Clock::now();
-    if (++count == ranks) when = seconds_since(start);
   }
 };
 
@@ -121,8 +149,7 @@ asio::awaitable<void> bootstrap_connect(Bootstrap& run, int rank) {
                                error.message());
     co_await socket.async_connect(run.server, asio::redirect_error(asio::use_awaitable, error));
     if (!error) co_return;
-    ++run.connect_retries;
-    run.note_error("connect: " + error.message());
+    run.connect_failed("connect: " + error.message());
     boost::system::error_code ignored;
     socket.close(ignored);
     asio::steady_timer pause(run.io, std::chrono::milliseconds(100 + rank % 100));
@@ -189,16 +216,15 @@ asio::awaitable<void> bootstrap_rank(Bootstrap& run, int rank) {
   co_await asio::async_read(socket, asio::buffer(&reply, 1), asio::use_awaitable);
   if (reply != 0) throw std::runtime_error("WAIT answered " + std::to_string(reply));
   run.done_s[static_cast<size_t>(rank)] = seconds_since(run.start);
-  run.progress(run.done, run.finished_s);
-  if (run.done == run.ranks) run.io.stop();
+  if (run.progress(run.done, run.finished_s)) run.io.stop();
 }
 
 // Exit status 0 when every rank finished, 3 when not (timed out, or stuck after a lost rank);
 // the JSON line is printed either way.
 int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_source,
-                  double timeout_s) {
+                  double timeout_s, int client_threads) {
   rlim_t files = raise_descriptor_limit();
-  asio::io_context io(1);
+  asio::io_context io(client_threads);
   Bootstrap run(io);
   run.server = tcp::endpoint(asio::ip::make_address(kHost), static_cast<uint16_t>(port));
   run.ranks = ranks;
@@ -229,7 +255,7 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
     watch.expires_after(std::chrono::seconds(1));
     watch.async_wait([&](const boost::system::error_code& error) {
       if (error) return;
-      if (run.lost > 0 && Clock::now() - run.last_progress > std::chrono::seconds(5)) {
+      if (run.stuck()) {
         stuck = true;
         io.stop();
         return;
@@ -244,16 +270,17 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
   for (int i = 0; i < ranks; ++i) {
     asio::co_spawn(io, bootstrap_rank(run, i), [&](std::exception_ptr failure) {
       if (!failure) return;
-      ++run.lost;
-      run.last_progress = Clock::now();
       try {
         std::rethrow_exception(failure);
       } catch (const std::exception& error) {
-        run.note_error(error.what());
+        run.rank_lost(error.what());
       }
     });
   }
+  std::vector<std::thread> helpers;
+  for (int i = 1; i < client_threads; ++i) helpers.emplace_back([&io] { io.run(); });
   io.run();
+  for (auto& helper : helpers) helper.join();
   double elapsed_s = seconds_since(run.start);
   double client_cpu_s = process_cpu_seconds() - cpu_before;
   bool complete = run.done == ranks;
@@ -261,6 +288,7 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
   std::ostringstream out;
   out << "{\"mode\":\"bootstrap\",\"ranks\":" << ranks << ",\"dialect\":" << json_string(dialect)
       << ",\"one_source\":" << (one_source ? "true" : "false")
+      << ",\"client_threads\":" << client_threads
       << ",\"complete\":" << (complete ? "true" : "false")
       << ",\"timed_out\":" << (timed_out ? "true" : "false")
       << ",\"stuck\":" << (stuck ? "true" : "false") << ",\"elapsed_s\":" << elapsed_s
@@ -297,6 +325,7 @@ int main(int argc, char** argv) {
   double timeout = 120;
   std::string dialect = "1.13";
   bool one_source = false;
+  int client_threads = 1;
   app.add_option("--port", port, "The store's port on 127.0.0.1")
       ->required()
       ->check(CLI::Range(1, 65535));
@@ -307,13 +336,16 @@ int main(int argc, char** argv) {
                "Connect every rank from 127.0.0.1 (default: 127.0.1.1 .. 127.0.250.250)");
   app.add_option("--timeout", timeout, "Stop after this many seconds")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--client-threads", client_threads,
+                 "Threads that run the ranks (one Asio io_context); default 1")
+      ->check(CLI::Range(1, 64));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   try {
-    return cohort::bench::run_bootstrap(port, ranks, dialect, one_source, timeout);
+    return cohort::bench::run_bootstrap(port, ranks, dialect, one_source, timeout, client_threads);
   } catch (const std::exception& error) {
     std::cerr << "bootstrap_storm: " << error.what() << "\n";
     return 1;

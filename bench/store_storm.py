@@ -3,7 +3,8 @@
 
 For each N (default 1,000, 5,000, 10,000 and 19,000) and each repeat, each server in turn
 (alternating order) is started FRESH in its own process on 127.0.0.1, and `bootstrap_storm
---ranks N` (bench/bootstrap_storm.cpp: one process, one Asio thread, raw sockets) plays N ranks at NCCL bootstrap, each
+--ranks N` (bench/bootstrap_storm.cpp: one process, one Asio thread or --client-threads of them,
+raw sockets) plays N ranks at NCCL bootstrap, each
 connecting from its own loopback source address (127.0.1.1 .. 127.0.250.250): rank 0 SETs a
 128-byte unique id, every rank ADDs the init counter, WAITs for and GETs the unique id, then the
 barrier (ADD a counter, the last to arrive SETs the done key, all WAIT on it). Servers:
@@ -196,7 +197,7 @@ class Server:
             self.process.wait()
 
 
-def one_run(bench, build, scratch, name, ranks, timeout, one_source):
+def one_run(bench, build, scratch, name, ranks, timeout, one_source, client_threads=1):
     server = Server(name, build, scratch)
     try:
         time.sleep(0.3)  # let it settle after start
@@ -210,6 +211,8 @@ def one_run(bench, build, scratch, name, ranks, timeout, one_source):
                 "--dialect", DIALECT[name], "--timeout", str(timeout)]
         if one_source:
             argv.append("--one-source")
+        if client_threads > 1:
+            argv += ["--client-threads", str(client_threads)]
         try:
             done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   timeout=timeout + 60, preexec_fn=raise_nofile)
@@ -277,9 +280,14 @@ def main():
     parser.add_argument("--from-json", nargs="+", help="merge these runs and print their tables")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
+    parser.add_argument("--client-threads", type=int, default=1,
+                        help="bootstrap_storm's threads (on a machine with many cores, so that "
+                             "the client is not the floor)")
     parser.add_argument("--torch-python", default="python3",
                         help="the Python (with a PyTorch that has libuv) for pytorch-libuv")
     args = parser.parse_args()
+    if not 1 <= args.client_threads <= 64:
+        parser.error("--client-threads: must be 1 to 64")
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
     TORCH_PYTHON[:] = [args.torch_python]
@@ -311,7 +319,7 @@ def main():
                         continue
                     load = os.getloadavg()[0]
                     sample = one_run(bench, args.build, scratch, name, ranks, args.timeout,
-                                     args.one_source)
+                                     args.one_source, args.client_threads)
                     sample["repeat"] = repeat
                     sample["load_before"] = load
                     sample["at"] = time.strftime("%H:%M:%S", time.gmtime())
