@@ -101,7 +101,8 @@ void StoreService::accept_queued(const error_code& waited) {
     if (descriptor < 0) {
       error_code error(errno, asio::error::get_system_category());
       if (error == asio::error::would_block || error == asio::error::try_again) break;
-      if (!AcceptBackoff::is_shortage(error)) continue;  // that connection is gone; the next
+      // ECONNABORTED, EINTR and the like: that connection is gone (or none was taken); go on.
+      if (!AcceptBackoff::is_shortage(error)) continue;
       auto self = shared_from_this();
       return shortage_.refuse_pending(
           acceptor_, [self] { self->accept_next(); }, [self, error] { self->accept_later(error); });
