@@ -33,7 +33,7 @@ SERVERS = ("cohort", "pytorch")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+# `--threads N` and `--store-io` for cohortd when given (main sets them).
 COHORTD_THREADS = []
 
 
@@ -205,9 +205,13 @@ def main():
     parser.add_argument("--from-json", help="only print the table of a --json file of a past run")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
+    parser.add_argument("--cohortd-store-io", choices=["auto", "io_uring", "epoll"],
+                        help="cohortd's --store-io (default: its own, auto)")
     args = parser.parse_args()
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
+    if args.cohortd_store_io:
+        COHORTD_THREADS.extend(["--store-io", args.cohortd_store_io])
     if args.from_json:
         with open(args.from_json) as f:
             raw = json.load(f)

@@ -64,7 +64,7 @@ while True:
 """
 
 
-# `--threads N` for cohortd when --cohortd-threads is given (main sets it).
+# `--threads N` and `--store-io` for cohortd when given (main sets them).
 COHORTD_THREADS = []
 # PyTorch's libuv server and clients (--libuv); a list, so that main can set it in place.
 LIBUV = [False]
@@ -301,9 +301,13 @@ def main():
                         help="PyTorch's libuv server and clients (where the build has libuv)")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
+    parser.add_argument("--cohortd-store-io", choices=["auto", "io_uring", "epoll"],
+                        help="cohortd's --store-io (default: its own, auto)")
     args = parser.parse_args()
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
+    if args.cohortd_store_io:
+        COHORTD_THREADS.extend(["--store-io", args.cohortd_store_io])
     LIBUV[0] = args.libuv
     raise_nofile()
     import torch

@@ -69,7 +69,7 @@ while True:
 """
 
 
-# `--threads N` for cohortd when --cohortd-threads is given, and the Python that runs
+# `--threads N` and `--store-io` for cohortd when given, and the Python that runs
 # pytorch-libuv (main sets them).
 COHORTD_THREADS = []
 TORCH_PYTHON = ["python3"]
@@ -280,6 +280,8 @@ def main():
     parser.add_argument("--from-json", nargs="+", help="merge these runs and print their tables")
     parser.add_argument("--cohortd-threads", type=int, default=0,
                         help="cohortd's --threads (default: its own, one per core)")
+    parser.add_argument("--cohortd-store-io", choices=["auto", "io_uring", "epoll"],
+                        help="cohortd's --store-io (default: its own, auto)")
     parser.add_argument("--client-threads", type=int, default=1,
                         help="bootstrap_storm's threads (on a machine with many cores, so that "
                              "the client is not the floor)")
@@ -290,6 +292,8 @@ def main():
         parser.error("--client-threads: must be 1 to 64")
     if args.cohortd_threads:
         COHORTD_THREADS.extend(["--threads", str(args.cohortd_threads)])
+    if args.cohortd_store_io:
+        COHORTD_THREADS.extend(["--store-io", args.cohortd_store_io])
     TORCH_PYTHON[:] = [args.torch_python]
     servers = args.servers.split(",")
     unknown = [name for name in servers if name not in DIALECT]

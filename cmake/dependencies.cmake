@@ -26,6 +26,18 @@ else()
   message(STATUS "hwloc: shared; the binaries need libhwloc where they run")
 endif()
 
+# liburing (liburing-dev) for the worker store's io_uring loop, linked statically: the binaries are
+# carried to machines without Debian packages. Where the kernel has no io_uring the loop is not
+# used (common/uring_loop.hpp), so the library is always linked.
+find_path(COHORT_LIBURING_INCLUDE NAMES liburing.h)
+find_library(COHORT_LIBURING_STATIC NAMES liburing.a)
+if(NOT COHORT_LIBURING_INCLUDE OR NOT COHORT_LIBURING_STATIC)
+  message(FATAL_ERROR "liburing.a and liburing.h not found: install liburing-dev (scripts/setup)")
+endif()
+add_library(cohort_liburing INTERFACE)
+target_include_directories(cohort_liburing INTERFACE ${COHORT_LIBURING_INCLUDE})
+target_link_libraries(cohort_liburing INTERFACE ${COHORT_LIBURING_STATIC})
+
 # spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
 # and libstdc++ (they are carried to GPU machines that have no Debian packages).
 add_library(cohort_spdlog INTERFACE)

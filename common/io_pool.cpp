@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "common/uring_loop.hpp"
+
 namespace cohort {
 
 int IoPool::default_threads() {
@@ -10,7 +12,7 @@ int IoPool::default_threads() {
   return static_cast<int>(std::clamp(cores, 1u, 16u));
 }
 
-IoPool::IoPool(boost::asio::io_context& home, int threads) : home_(home) {
+IoPool::IoPool(boost::asio::io_context& home, int threads, SocketIo io) : home_(home) {
   for (int i = 1; i < threads; ++i) {
     extra_.push_back(std::make_unique<boost::asio::io_context>(1));
     guards_.push_back(boost::asio::make_work_guard(*extra_.back()));
@@ -18,9 +20,33 @@ IoPool::IoPool(boost::asio::io_context& home, int threads) : home_(home) {
     // which may come when descriptors have run out, and would throw then: make it now.
     boost::asio::ip::tcp::socket unopened(*extra_.back());
   }
+  if (io != SocketIo::Epoll) open_rings();
   for (auto& context : extra_) {
     threads_.emplace_back([io = context.get()] { io->run(); });
   }
+}
+
+// Every context gets its loop before its thread starts, or none does (then all use epoll).
+void IoPool::open_rings() {
+  std::vector<boost::asio::io_context*> contexts{&home_};
+  for (auto& context : extra_) contexts.push_back(context.get());
+  for (auto* context : contexts) {
+    UringLoop* ring = UringLoop::open(*context, &io_uring_unavailable_);
+    if (ring == nullptr) {
+      rings_.clear();
+      return;
+    }
+    rings_.push_back(ring);
+  }
+}
+
+UringLoop* IoPool::ring_of(const boost::asio::io_context& context) const {
+  if (rings_.empty()) return nullptr;
+  if (&context == &home_) return rings_[0];
+  for (size_t i = 0; i < extra_.size(); ++i) {
+    if (extra_[i].get() == &context) return rings_[i + 1];
+  }
+  return nullptr;
 }
 
 // The threads stop once their contexts run dry or are stopped; what is left in a context (the

@@ -2,7 +2,9 @@
 // host's thread) and `threads - 1` more, each run by a thread of its own. A server asks next()
 // for the context of each new connection, round robin. Created by the host (cohortd's main, a
 // test) before every server that uses it and destroyed after them: the destructor stops the
-// extra contexts and joins their threads. next() and size() from any thread.
+// extra contexts and joins their threads. With SocketIo::IoUring or Auto each context also gets
+// a UringLoop, through which its store connections read and write, where the kernel allows.
+// next(), size() and ring_of() from any thread.
 #pragma once
 
 #include <atomic>
@@ -10,10 +12,18 @@
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace cohort {
+
+class UringLoop;
+
+/// How a pool's connections read and write: epoll readiness and a system call per read and write
+/// (Asio's reactor), or batched through an io_uring per thread (UringLoop); Auto: io_uring where
+/// the kernel allows it, else epoll.
+enum class SocketIo { Epoll, IoUring, Auto };
 
 class IoPool {
  public:
@@ -23,7 +33,7 @@ class IoPool {
   static int default_threads();
 
   /// `home` is the host's io_context, which the host runs itself. threads >= 1.
-  IoPool(boost::asio::io_context& home, int threads);
+  IoPool(boost::asio::io_context& home, int threads, SocketIo io = SocketIo::Epoll);
   ~IoPool();
   IoPool(const IoPool&) = delete;
   IoPool& operator=(const IoPool&) = delete;
@@ -31,8 +41,15 @@ class IoPool {
   /// The context for the next connection: home, then each extra context, in turn.
   boost::asio::io_context& next();
   size_t size() const { return extra_.size() + 1; }
+  /// The io_uring loop of one of the pool's contexts; nullptr where the pool uses epoll.
+  UringLoop* ring_of(const boost::asio::io_context& context) const;
+  bool uses_io_uring() const { return !rings_.empty(); }
+  /// Why io_uring was asked for and is not used ("" if it is, or was not asked for).
+  const std::string& io_uring_unavailable() const { return io_uring_unavailable_; }
 
  private:
+  void open_rings();
+
   using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
 
   boost::asio::io_context& home_;
@@ -40,6 +57,8 @@ class IoPool {
   std::vector<WorkGuard> guards_;
   std::vector<std::thread> threads_;
   std::atomic<size_t> next_{0};
+  std::vector<UringLoop*> rings_;  ///< home's, then each extra context's; empty with epoll
+  std::string io_uring_unavailable_;
 };
 
 }  // namespace cohort

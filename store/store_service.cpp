@@ -1,5 +1,7 @@
 #include "store/store_service.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 
 #include "common/io_pool.hpp"
 #include "common/log.hpp"
+#include "common/uring_loop.hpp"
 #include "store/store_session.hpp"
 
 namespace cohort {
@@ -119,22 +122,28 @@ void StoreService::accept_queued(const error_code& waited) {
   accept_next();
 }
 
-// Registers a session for an accepted descriptor and starts it on its context's thread.
+// Registers a session for an accepted descriptor and starts it on its context's thread: through
+// that context's UringLoop where the pool has one, else as a socket of Asio's reactor.
 void StoreService::start_session(int descriptor, const tcp& protocol) {
   asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
+  UringLoop* ring = options_.io_pool ? options_.io_pool->ring_of(context) : nullptr;
+  int no_delay = 1;
+  ::setsockopt(descriptor, IPPROTO_TCP, TCP_NODELAY, &no_delay, sizeof no_delay);
   tcp::socket socket(context);
-  error_code error;
-  socket.assign(protocol, descriptor, error);
-  if (error) {
-    ::close(descriptor);
-    return;
+  if (ring == nullptr) {
+    error_code error;
+    socket.assign(protocol, descriptor, error);
+    if (error) {
+      ::close(descriptor);
+      return;
+    }
+    socket.non_blocking(true, error);  // Asio's own reads and writes must not wait either
+    if (error) return;
   }
-  socket.set_option(tcp::no_delay(true), error);
-  if (!error) socket.non_blocking(true, error);
-  if (error) return;
   StoreConnectionId id = ++next_id_;
-  auto session = std::make_shared<StoreSession>(
-      shared_from_this(), std::move(socket), context.get_executor(), id, options_.legacy_numbering);
+  auto session =
+      std::make_shared<StoreSession>(shared_from_this(), std::move(socket), ring, descriptor,
+                                     context.get_executor(), id, options_.legacy_numbering);
   {
     std::lock_guard lock(mutex_);
     sessions_.emplace(id, session);

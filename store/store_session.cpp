@@ -3,7 +3,12 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
 #include <vector>
+
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/log.hpp"
 #include "store/store_service.hpp"
@@ -38,14 +43,29 @@ bool would_block(const error_code& error) {
 }  // namespace
 
 StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp::socket socket,
+                           UringLoop* ring, int descriptor,
                            asio::io_context::executor_type executor, StoreConnectionId id,
                            StoreNumbering legacy_numbering)
     : service_(std::move(service)),
       socket_(std::move(socket)),
+      ring_(ring),
+      descriptor_(descriptor),
       executor_(executor),
       decoder_(legacy_numbering),
       id_(id) {
   decoder_.check_declared([this](uint64_t declared) { return charge_declared(declared); });
+  if (ring_ != nullptr) {
+    receive_op_.complete = &StoreSession::on_received;
+    receive_op_.owner = this;
+    send_op_.complete = &StoreSession::on_sent;
+    send_op_.owner = this;
+    ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
+  }
+}
+
+// With the ring the descriptor is the session's own (an open socket_ closes itself).
+StoreSession::~StoreSession() {
+  if (ring_ != nullptr && descriptor_ >= 0) ::close(descriptor_);
 }
 
 // What a request declares past kStoreUnchargedRequestBytes counts against the store's quota
@@ -70,9 +90,15 @@ void StoreSession::start() {
   asio::dispatch(executor_, [self = shared_from_this()] { self->wait_readable(); });
 }
 
-// Waits for readability instead of reading into a per-connection buffer: an idle connection
-// holds no read buffer at all.
+// With epoll, waits for readability instead of reading into a per-connection buffer: an idle
+// connection holds no read buffer at all. With the ring, a recv into the session's small buffer
+// waits there (no system call of its own).
 void StoreSession::wait_readable() {
+  if (ring_ != nullptr) {
+    ring_->receive(receive_op_, shared_from_this(), descriptor_, ring_buffer_.get(),
+                   kRingReadBytes);
+    return;
+  }
   socket_.async_wait(
       asio::ip::tcp::socket::wait_read,
       [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
@@ -84,9 +110,36 @@ void StoreSession::on_readable(const error_code& error) {
     close(error.message());
     return;
   }
+  read_ready();
+}
+
+// The ring's recv ended: `result` bytes are in ring_buffer_, or the stream ended (0), or -errno
+// (-ECANCELED after close()).
+void StoreSession::on_received(void* owner, int result) {
+  auto& self = *static_cast<StoreSession*>(owner);
+  if (self.closed_) {
+    self.release_descriptor_when_idle();
+    return;
+  }
+  if (result <= 0) {
+    self.close(result == 0 ? "closed by the client" : std::strerror(-result));
+    return;
+  }
+  self.consume(std::string_view(self.ring_buffer_.get(), static_cast<size_t>(result)));
+  if (self.closed_) return;
+  // A full buffer may have left more in the socket: one plain read takes up to 64 KiB of it.
+  if (static_cast<size_t>(result) == kRingReadBytes && self.stash_.empty()) {
+    self.read_ready();
+    return;
+  }
+  self.after_input();
+}
+
+// Reads what the socket holds (up to the thread's buffer), decodes it and waits for more.
+void StoreSession::read_ready() {
   char* buffer = thread_read_buffer();
   error_code read_error;
-  size_t size = socket_.read_some(asio::buffer(buffer, kReadBufferBytes), read_error);
+  size_t size = read_some(buffer, kReadBufferBytes, read_error);
   if (would_block(read_error)) {
     wait_readable();
     return;
@@ -97,11 +150,27 @@ void StoreSession::on_readable(const error_code& error) {
   }
   consume(std::string_view(buffer, size));
   if (closed_) return;
+  after_input();
+}
+
+void StoreSession::after_input() {
   if (!drain_stash()) {
     read_paused_ = true;  // the client does not read its replies; on_written resumes
     return;
   }
   wait_readable();
+}
+
+size_t StoreSession::read_some(char* buffer, size_t size, error_code& error) {
+  if (ring_ == nullptr) return socket_.read_some(asio::buffer(buffer, size), error);
+  ssize_t got = ::recv(descriptor_, buffer, size, MSG_DONTWAIT);
+  if (got > 0) return static_cast<size_t>(got);
+  if (got == 0) {
+    error = asio::error::eof;
+  } else {
+    error.assign(errno, asio::error::get_system_category());
+  }
+  return 0;
 }
 
 // Decodes and applies requests. Past kMaxUnsentBytes of unsent replies the rest of the input
@@ -177,6 +246,13 @@ void StoreSession::flush() {
   if (closed_ || writing_) return;
   take_queued();
   if (outbox_.empty()) return;
+  if (ring_ != nullptr) {  // the ring sends when the handlers at hand are done
+    std::swap(in_flight_, outbox_);
+    writing_ = true;
+    in_flight_sent_ = 0;
+    send_in_flight();
+    return;
+  }
   error_code error;
   size_t written = socket_.write_some(asio::buffer(outbox_), error);
   if (would_block(error)) {
@@ -197,6 +273,31 @@ void StoreSession::flush() {
   asio::async_write(
       socket_, asio::buffer(in_flight_),
       [self = shared_from_this()](const error_code& error, size_t) { self->on_written(error); });
+}
+
+void StoreSession::send_in_flight() {
+  ring_->send(send_op_, shared_from_this(), descriptor_, in_flight_.data() + in_flight_sent_,
+              in_flight_.size() - in_flight_sent_);
+}
+
+// The ring's send ended: `result` bytes went, or -errno.
+void StoreSession::on_sent(void* owner, int result) {
+  auto& self = *static_cast<StoreSession*>(owner);
+  if (self.closed_) {
+    self.writing_ = false;
+    self.release_descriptor_when_idle();
+    return;
+  }
+  if (result < 0) {
+    self.on_written(error_code(-result, asio::error::get_system_category()));
+    return;
+  }
+  self.in_flight_sent_ += static_cast<size_t>(result);
+  if (self.in_flight_sent_ < self.in_flight_.size()) {
+    self.send_in_flight();
+    return;
+  }
+  self.on_written({});
 }
 
 void StoreSession::on_written(const error_code& error) {
@@ -231,12 +332,16 @@ bool StoreSession::drain_stash() {
 
 void StoreSession::refuse(std::string_view reason) {
   if (closed_) return;
-  error_code error;
-  auto peer = socket_.remote_endpoint(error);
-  log::warn("store: closing the connection from ",
-            error ? std::string("an unknown peer") : peer.address().to_string(), " port ",
-            error ? 0 : peer.port(), ": ", reason);
+  log::warn("store: closing the connection from ", peer_text(), ": ", reason);
   close(reason);
+}
+
+std::string StoreSession::peer_text() {
+  asio::ip::tcp::endpoint peer;
+  socklen_t size = static_cast<socklen_t>(peer.capacity());
+  if (::getpeername(descriptor_, peer.data(), &size) != 0) return "an unknown peer port 0";
+  peer.resize(size);
+  return peer.address().to_string() + " port " + std::to_string(peer.port());
 }
 
 void StoreSession::close_on_its_thread(std::string reason) {
@@ -244,16 +349,36 @@ void StoreSession::close_on_its_thread(std::string reason) {
                  [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
 }
 
+// With the ring, the connection is shut down at once: the peer sees it end (even if this thread
+// stops now), and a recv or send in flight ends by itself (end of stream, EPIPE). The descriptor is
+// closed only once none of the session's ops names it: an entry not yet submitted would otherwise
+// reach whatever connection is next given the same number. (Not a cancel by op: the op's address
+// may belong to another session by the time the cancel reaches the kernel.)
+void StoreSession::close_descriptor() {
+  if (ring_ == nullptr) {
+    error_code ignored;
+    socket_.close(ignored);
+    return;
+  }
+  ::shutdown(descriptor_, SHUT_RDWR);
+  release_descriptor_when_idle();
+}
+
+void StoreSession::release_descriptor_when_idle() {
+  if (descriptor_ < 0 || receive_op_.in_flight || send_op_.in_flight) return;
+  ::close(descriptor_);
+  descriptor_ = -1;
+}
+
 void StoreSession::close(std::string_view reason) {
   if (closed_) return;
   auto self = shared_from_this();  // the registry may hold the last reference
   closed_ = true;
-  error_code ignored;
   if (!writing_) take_queued();
   if (!writing_ && !outbox_.empty()) {  // best effort: replies to the requests before the error
-    socket_.write_some(asio::buffer(outbox_), ignored);
+    ::send(descriptor_, outbox_.data(), outbox_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   }
-  socket_.close(ignored);
+  close_descriptor();
   release_if_large(outbox_);
   {
     std::lock_guard lock(queued_mutex_);

@@ -1,8 +1,10 @@
-// One client connection of the worker store: reads when the socket is readable (no buffer of
-// its own while idle), decodes requests with its TcpStoreDecoder, passes them to the service,
-// and writes replies in order. Any decode or store error closes this connection only. Owned by
-// StoreService's registry and by its own pending handlers. Runs on its socket's io_context
-// thread; queue(), write_queued() and close_on_its_thread() may be called from any thread.
+// One client connection of the worker store: reads what the client sent, decodes requests with
+// its TcpStoreDecoder, passes them to the service, and writes replies in order. Any decode or
+// store error closes this connection only. With epoll it reads when Asio says the socket is
+// readable (no buffer of its own while idle); with a UringLoop a recv into a small buffer of its
+// own waits in the ring, and sends go through the ring too. Owned by StoreService's registry and
+// by its own pending handlers and ring ops. Runs on its io_context's thread; queue(),
+// write_queued() and close_on_its_thread() may be called from any thread.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -12,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/uring_loop.hpp"
 #include "store/store.hpp"
 #include "store/tcpstore_codec.hpp"
 
@@ -25,10 +28,16 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   /// catches up.
   static constexpr size_t kMaxUnsentBytes = 16 * 1024 * 1024;
 
-  /// `executor`: of the io_context the socket belongs to.
+  /// Bytes of the buffer a ring recv fills; a full one is followed by a plain read of the rest.
+  static constexpr size_t kRingReadBytes = 1024;
+
+  /// `executor`: of the io_context that serves the connection. `ring`: that context's UringLoop,
+  /// which then does the reads and writes of `descriptor` (and `socket` stays unopened); nullptr:
+  /// `socket`, open on `descriptor`, through Asio's reactor.
   StoreSession(std::shared_ptr<StoreService> service, boost::asio::ip::tcp::socket socket,
-               boost::asio::io_context::executor_type executor, StoreConnectionId id,
-               StoreNumbering legacy_numbering);
+               UringLoop* ring, int descriptor, boost::asio::io_context::executor_type executor,
+               StoreConnectionId id, StoreNumbering legacy_numbering);
+  ~StoreSession();
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
 
@@ -52,6 +61,15 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
  private:
   void wait_readable();
   void on_readable(const boost::system::error_code& error);
+  static void on_received(void* self, int result);
+  static void on_sent(void* self, int result);
+  void read_ready();
+  void after_input();
+  size_t read_some(char* buffer, size_t size, boost::system::error_code& error);
+  void send_in_flight();
+  void close_descriptor();
+  void release_descriptor_when_idle();
+  std::string peer_text();
   bool on_its_thread() const { return executor_.running_in_this_thread(); }
   /// Moves what queue() added behind outbox_.
   void take_queued();
@@ -66,7 +84,13 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
 
   std::shared_ptr<StoreService> service_;
   boost::asio::ip::tcp::socket socket_;
+  UringLoop* ring_;
+  int descriptor_;
   boost::asio::io_context::executor_type executor_;
+  UringOp receive_op_;
+  UringOp send_op_;
+  std::unique_ptr<char[]> ring_buffer_;  ///< what the ring's recv fills (ring only)
+  size_t in_flight_sent_ = 0;            ///< of in_flight_, sent so far (ring only)
   TcpStoreDecoder decoder_;
   std::string outbox_;     ///< replies not yet given to the socket
   std::string in_flight_;  ///< the buffer of the async write in progress

@@ -154,10 +154,22 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Threads serving the worker stores' connections, the main one included "
                  "(default: one per core, at most 16); the control plane stays on the main one")
       ->type_name("N");
+  app.add_option("--store-io", command.store_io,
+                 "How the store threads read and write: io_uring (one system call per batch of "
+                 "requests), epoll (three per request), or auto: io_uring where the kernel allows "
+                 "it (default)")
+      ->type_name("auto|io_uring|epoll");
   app.add_flag("-v,--verbose", command.verbose, "Log runs, rounds and nodes");
 }
 
 namespace {
+
+std::optional<SocketIo> store_io(const std::string& name) {
+  if (name == "auto") return SocketIo::Auto;
+  if (name == "io_uring") return SocketIo::IoUring;
+  if (name == "epoll") return SocketIo::Epoll;
+  return std::nullopt;
+}
 
 // Every flag checked before anything listens; nullopt (after saying why) on a usage error.
 std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
@@ -186,6 +198,11 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
   if (command.threads < 0 || command.threads > IoPool::kMaxThreads) {
     std::cerr << "cohortd: --threads: expected 1.." << IoPool::kMaxThreads
               << " (0: one per core), got " << command.threads << "\n";
+    return std::nullopt;
+  }
+  if (!store_io(command.store_io)) {
+    std::cerr << "cohortd: --store-io: expected auto, io_uring or epoll, got '" << command.store_io
+              << "'\n";
     return std::nullopt;
   }
   if (!http_options(command, !token.token.empty(), options)) return std::nullopt;
@@ -241,7 +258,16 @@ int run_daemon(const DaemonCommand& command) {
   AsioClock clock(io);
   // Declared before the daemon and the store, destroyed after them: their connections' handlers
   // live in its contexts.
-  IoPool pool(io, command.threads > 0 ? command.threads : IoPool::default_threads());
+  SocketIo socket_io = *store_io(command.store_io);
+  IoPool pool(io, command.threads > 0 ? command.threads : IoPool::default_threads(), socket_io);
+  if (socket_io == SocketIo::IoUring && !pool.uses_io_uring()) {
+    std::cerr << "cohortd: --store-io io_uring: " << pool.io_uring_unavailable()
+              << " (--store-io epoll or auto serves without it)\n";
+    return kExitInternal;
+  }
+  if (!pool.io_uring_unavailable().empty()) {
+    log::info("store: serving through epoll: ", pool.io_uring_unavailable());
+  }
   options->store_pool = &pool;
   RendezvousDaemon daemon(io, clock, *options);
   if (auto error = daemon.start()) {

@@ -21,8 +21,9 @@ struct DaemonCommand {
   int http_port = -1;        ///< -1: none; 0: any free port
   std::string http_address;  ///< empty: 127.0.0.1
   std::string http_port_file;
-  std::string event_log;  ///< append every event to this file; empty: none
-  int threads = 0;        ///< io threads; 0: IoPool::default_threads()
+  std::string event_log;          ///< append every event to this file; empty: none
+  int threads = 0;                ///< io threads; 0: IoPool::default_threads()
+  std::string store_io = "auto";  ///< auto, io_uring or epoll (SocketIo)
   int verbose = 0;
 };
 

@@ -144,8 +144,9 @@ class Client {
 // A StoreServer on its own io thread, its connections on `threads` io threads in all.
 class Server {
  public:
-  explicit Server(int threads)
-      : pool_(threads > 1 ? std::make_unique<IoPool>(io_, threads) : nullptr),
+  explicit Server(int threads, SocketIo io = SocketIo::Epoll)
+      : pool_(threads > 1 || io != SocketIo::Epoll ? std::make_unique<IoPool>(io_, threads, io)
+                                                   : nullptr),
         server_(io_, options()) {
     REQUIRE(!server_.start());
     thread_ = std::thread([this] { io_.run(); });
@@ -158,6 +159,7 @@ class Server {
     thread_.join();
   }
   uint16_t port() const { return server_.port(); }
+  bool uses_io_uring() const { return pool_ && pool_->uses_io_uring(); }
 
  private:
   StoreServerOptions options() {
@@ -223,5 +225,21 @@ TEST_CASE("alloc: connections spread over three io threads allocate nothing per 
   }
   uint64_t allocations = allocations_while_serving(clients);
   INFO("requests: " << 3 * kCountedRounds * 5 << ", allocations: " << allocations);
+  CHECK(allocations <= 30);
+}
+
+TEST_CASE("alloc: connections served through io_uring allocate nothing per request",
+          "[alloc][store]") {
+  auto threads = GENERATE(1, 3);
+  Server server(threads, SocketIo::IoUring);
+  if (!server.uses_io_uring()) WARN("io_uring is not usable here: this case ran through epoll");
+  UncountedThread client_thread;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<Client>(server.port(), StoreNumbering::Validated));
+  }
+  uint64_t allocations = allocations_while_serving(clients);
+  INFO("threads: " << threads << ", requests: " << 3 * kCountedRounds * 5
+                   << ", allocations: " << allocations);
   CHECK(allocations <= 30);
 }

@@ -64,18 +64,36 @@ int store_threads() {
   return threads != nullptr ? std::max(1, std::atoi(threads)) : 1;
 }
 
+// How ServerThread's pool reads and writes: COHORT_TEST_STORE_IO=io_uring (ctest runs the store's
+// cases once more so) or epoll.
+SocketIo store_io() {
+  const char* io = std::getenv("COHORT_TEST_STORE_IO");
+  return io != nullptr && std::string_view(io) == "io_uring" ? SocketIo::IoUring : SocketIo::Epoll;
+}
+
+// The pool of a ServerThread: none with one epoll thread (the server's own context serves).
+std::unique_ptr<IoPool> test_pool(asio::io_context& io) {
+  if (store_threads() == 1 && store_io() == SocketIo::Epoll) return nullptr;
+  auto pool = std::make_unique<IoPool>(io, store_threads(), store_io());
+  if (store_io() == SocketIo::IoUring && !pool->uses_io_uring()) {
+    WARN("io_uring is not usable here (" << pool->io_uring_unavailable()
+                                         << "): these cases ran through epoll");
+  }
+  return pool;
+}
+
 StoreServerOptions with_pool(StoreServerOptions options, IoPool* pool) {
   options.io_pool = pool;
   return options;
 }
 
 // A StoreServer in its own io_context, run by a thread, as a host component would run it; with
-// store_threads() > 1 its connections are served on an IoPool's threads too.
+// store_threads() > 1 its connections are served on an IoPool's threads too, and with
+// store_io() io_uring through the pool's rings.
 class ServerThread {
  public:
   explicit ServerThread(StoreServerOptions options = {})
-      : pool_(store_threads() > 1 ? std::make_unique<IoPool>(io_, store_threads()) : nullptr),
-        server_(io_, with_pool(std::move(options), pool_.get())) {}
+      : pool_(test_pool(io_)), server_(io_, with_pool(std::move(options), pool_.get())) {}
   ~ServerThread() { stop(); }
 
   boost::system::error_code start() {
@@ -1178,4 +1196,33 @@ TEST_CASE("store server: a listen queue longer than one accept batch is drained 
   CHECK(servers.counter(0, "/n") == kClients);
   clients.clear();
   CHECK(cohort::test::wait_until([&] { return servers.stores[0]->connection_count() == 0; }));
+}
+
+TEST_CASE(
+    "store server through io_uring: connections still open when the io threads end are closed "
+    "with their contexts",
+    "[component][store][threads]") {
+  std::vector<std::unique_ptr<RawClient>> clients;
+  {
+    asio::io_context io;
+    auto pool = std::make_unique<IoPool>(io, 2, SocketIo::IoUring);
+    if (!pool->uses_io_uring()) WARN("io_uring is not usable here: this case ran through epoll");
+    StoreServerOptions options;
+    options.io_pool = pool.get();
+    auto server = std::make_unique<StoreServer>(io, options);
+    REQUIRE_FALSE(server->start());
+    std::thread thread([&] { io.run(); });
+    for (int i = 0; i < 4; ++i) {  // two on each context, each with a recv waiting in its ring
+      clients.push_back(std::make_unique<RawClient>(server->port()));
+      CHECK(clients.back()->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8).size() == 8);
+    }
+    clients.back()->send(request(StoreOp::Add, {"/n"}, {}, 1).substr(0, 5));  // half a request
+    asio::post(io, [&] { io.stop(); });
+    thread.join();
+    // Stopped with no thread to run the closes: the pool's contexts end with what their rings
+    // hold, then the server's own.
+    server.reset();
+    pool.reset();
+  }
+  for (auto& client : clients) CHECK(client->closed_by_server(5s));
 }

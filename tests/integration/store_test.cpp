@@ -98,8 +98,8 @@ TEST_CASE("the hosted store holds more connections than the user's open-file lim
 }
 
 TEST_CASE(
-    "cohortd refuses a bad --store-quota or --threads or an unwritable --port-file before "
-    "listening",
+    "cohortd refuses a bad --store-quota or --threads or --store-io or an unwritable --port-file "
+    "before listening",
     "[integration][store]") {
   Scratch scratch;
   ChildOptions options = scratch.options();
@@ -119,6 +119,7 @@ TEST_CASE(
       {{"--store-quota", "99999999999G"}, "--store-quota: expected a positive number of bytes"},
       {{"--threads", "65"}, "--threads: expected 1..64 (0: one per core), got 65"},
       {{"--threads", "-1"}, "--threads: expected 1..64 (0: one per core), got -1"},
+      {{"--store-io", "uring"}, "--store-io: expected auto, io_uring or epoll, got 'uring'"},
   };
   for (const auto& each : cases) {
     std::vector<std::string> argv{kCohortdBin, "--host", "127.0.0.1", "--port", "0"};

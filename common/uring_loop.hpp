@@ -1,0 +1,83 @@
+// Socket reads and writes through an io_uring, for the connections one io_context serves: each
+// recv and send is a submission entry, all the entries a batch of handlers queued go to the kernel
+// in one io_uring_enter, and the completions come back through the ring's descriptor, which the
+// io_context's reactor watches. A request costs no system call of its own (an epoll connection
+// costs a recv, a send and a re-arm). An Asio service of its io_context, so one per context,
+// made by UringLoop::open() and used only on the thread that runs that context.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+struct io_uring;
+struct io_uring_sqe;
+
+namespace cohort {
+
+/// One submission in flight: embedded in its owner, which sets `complete` and `owner` once. While
+/// it is in flight, `hold` keeps the owner alive (the loop drops it after `complete` runs, or
+/// without calling it when the io_context is destroyed first).
+struct UringOp {
+  using Completion = void (*)(void* owner, int result);
+  Completion complete = nullptr;
+  void* owner = nullptr;
+  std::shared_ptr<void> hold;
+  bool in_flight = false;
+  UringOp* previous = nullptr;  ///< the loop's list of ops in flight
+  UringOp* next = nullptr;
+};
+
+class UringLoop : public boost::asio::execution_context::service {
+ public:
+  using key_type = UringLoop;
+  static inline boost::asio::execution_context::id id;
+
+  /// The loop of `context`, made on the first call: nullptr (and `why` says why) where this kernel
+  /// or its sandbox gives no io_uring with what the loop needs. Any thread, before the context
+  /// runs its first op through the loop.
+  static UringLoop* open(boost::asio::io_context& context, std::string* why = nullptr);
+
+  explicit UringLoop(boost::asio::execution_context& context);
+  ~UringLoop() override;
+  UringLoop(const UringLoop&) = delete;
+  UringLoop& operator=(const UringLoop&) = delete;
+
+  bool usable() const { return ring_ready_; }
+  const std::string& unusable_reason() const { return unusable_reason_; }
+
+  /// The context's thread: a recv of at most `size` bytes into `buffer` (which must stay valid
+  /// until the completion), whose result is a byte count, 0 at end of stream, or -errno.
+  void receive(UringOp& op, std::shared_ptr<void> hold, int descriptor, char* buffer, size_t size);
+  /// The context's thread: a send of `size` bytes (valid until the completion); result as above.
+  void send(UringOp& op, std::shared_ptr<void> hold, int descriptor, const char* bytes,
+            size_t size);
+
+ private:
+  void shutdown() override;
+  void start_ring();
+  io_uring_sqe* next_entry();
+  void track(UringOp& op, std::shared_ptr<void> hold, io_uring_sqe* entry);
+  void untrack(UringOp& op);
+  void submit_soon();
+  void submit();
+  void wait_for_completions();
+  void on_completions(const boost::system::error_code& error);
+  void reap();
+
+  boost::asio::io_context& context_;
+  std::unique_ptr<io_uring> ring_;
+  bool ring_ready_ = false;
+  std::string unusable_reason_;
+  boost::asio::posix::stream_descriptor ring_descriptor_;
+  UringOp* in_flight_ = nullptr;  ///< head of the list
+  unsigned unsubmitted_ = 0;
+  bool reaping_ = false;        ///< inside on_completions: its end submits
+  bool submit_posted_ = false;  ///< a submit() is queued on the context
+  bool waiting_ = false;        ///< an async_wait on the ring's descriptor is pending
+  bool shut_down_ = false;
+};
+
+}  // namespace cohort
