@@ -265,8 +265,11 @@ int run_daemon(const DaemonCommand& command) {
               << " (--store-io epoll or auto serves without it)\n";
     return kExitInternal;
   }
-  if (!pool.io_uring_unavailable().empty()) {
-    log::info("store: serving through epoll: ", pool.io_uring_unavailable());
+  if (pool.uses_io_uring()) {
+    log::info("store: ", pool.size(), " io threads, through io_uring");
+  } else {
+    log::info("store: ", pool.size(), " io threads, through epoll",
+              pool.io_uring_unavailable().empty() ? "" : ": " + pool.io_uring_unavailable());
   }
   options->store_pool = &pool;
   RendezvousDaemon daemon(io, clock, *options);

@@ -222,14 +222,21 @@ class Scratch {
 
   /// `cohortd` on loopback with a plain TCPStore (--tcpstore-port) on a free port; sets
   /// `endpoint` to "127.0.0.1:PORT" of that store. The guard kills it at scope exit.
-  std::unique_ptr<ChildProcess> start_tcpstore_daemon(std::string& endpoint) const {
+  /// `wrapper`: a program that runs cohortd (its arguments first); `flags`: more of cohortd's.
+  std::unique_ptr<ChildProcess> start_tcpstore_daemon(
+      std::string& endpoint, const std::vector<std::string>& wrapper = {},
+      const std::vector<std::string>& flags = {}) const {
     std::string port_file = file("tcpstore_port");
     ChildOptions daemon_options = options();
     daemon_options.name = "cohortd";
-    auto daemon = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kCohortdBin, "--host", "127.0.0.1", "--port", "0",
-                                 "--tcpstore-port", "0", "--tcpstore-port-file", port_file},
-        daemon_options);
+    std::vector<std::string> argv = wrapper;
+    std::vector<std::string> daemon_argv{
+        kCohortdBin, "--host",          "127.0.0.1", "--port",
+        "0",         "--tcpstore-port", "0",         "--tcpstore-port-file",
+        port_file};
+    argv.insert(argv.end(), daemon_argv.begin(), daemon_argv.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto daemon = std::make_unique<ChildProcess>(argv, daemon_options);
     REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
     endpoint = "127.0.0.1:" + std::to_string(std::atoi(read_file(port_file).c_str()));
     return daemon;

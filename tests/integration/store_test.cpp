@@ -1,10 +1,17 @@
 // The worker store with real PyTorch peers: Gloo jobs of 2 and 4 ranks under `cohort run` using
 // the store its rendezvous hosts (fresh for every round), and the real torchrun's own c10d
 // rendezvous running through `cohortd --tcpstore-port` as its external store.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
+#include <boost/asio/io_context.hpp>
 #include <csignal>
+#include <optional>
 
+#include "common/uring_loop.hpp"
+#include "store/tcpstore_codec.hpp"
 #include "tests/integration/multinode_support.hpp"
 
 using namespace cohort::test;
@@ -136,4 +143,78 @@ TEST_CASE(
                        "--port-file", port_file},
                       options);
   CHECK(wait_until([&] { return file_exists(port_file); }, 10s));
+}
+
+namespace {
+
+// One legacy (1.13) ADD on a fresh connection to a plain store; its reply, or nullopt.
+std::optional<int64_t> add_once(const std::string& endpoint, const std::string& key) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.find(':') + 1))));
+  ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  std::string request;
+  cohort::append_request(request, cohort::StoreRequest{cohort::StoreOp::Add, {key}, {}, 1},
+                         cohort::StoreNumbering::Legacy113);
+  std::optional<int64_t> value;
+  int64_t reply = 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size()) &&
+      ::recv(fd, &reply, sizeof reply, MSG_WAITALL) == sizeof reply) {
+    value = reply;
+  }
+  ::close(fd);
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cohortd where io_uring is refused serves its stores through epoll and --store-io io_uring "
+    "exits 1 saying why",
+    "[integration][store]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  // Refused as a container's seccomp profile refuses it.
+  RunResult forced = scratch.run_argv({kWithoutIoUringBin, kCohortdBin, "--host", "127.0.0.1",
+                                       "--port", "0", "--store-io", "io_uring"},
+                                      options, 20s);
+  INFO(forced.out << forced.err);
+  CHECK(forced.status.shell_code() == 1);
+  CHECK(contains(forced.err, "--store-io io_uring: io_uring_setup: Operation not permitted"));
+  CHECK_FALSE(contains(forced.out, "listening"));
+
+  std::string endpoint;
+  auto daemon = scratch.start_tcpstore_daemon(endpoint, {kWithoutIoUringBin}, {"-v"});
+  CHECK(add_once(endpoint, "/n") == 1);
+  CHECK(add_once(endpoint, "/n") == 2);
+  CHECK(wait_until(
+      [&] {
+        return contains(daemon->output(), "through epoll: io_uring_setup: Operation not permitted");
+      },
+      10s));
+  daemon->signal(SIGTERM);
+  CHECK(daemon->wait(10s) == cohort::ExitStatus::exited(143));
+}
+
+TEST_CASE("cohortd serves its stores through io_uring where the kernel allows it",
+          "[integration][store]") {
+  {
+    boost::asio::io_context probe;
+    std::string why;
+    require_prerequisite(cohort::UringLoop::open(probe, &why) != nullptr,
+                         "io_uring in this kernel and sandbox (" + why + ")");
+  }
+  Scratch scratch;
+  std::string endpoint;
+  auto daemon = scratch.start_tcpstore_daemon(endpoint, {}, {"-v", "--threads", "2"});
+  CHECK(add_once(endpoint, "/n") == 1);
+  CHECK(add_once(endpoint, "/n") == 2);
+  CHECK(wait_until([&] { return contains(daemon->output(), "2 io threads, through io_uring"); },
+                   10s));
+  daemon->signal(SIGTERM);
+  CHECK(daemon->wait(10s) == cohort::ExitStatus::exited(143));
 }

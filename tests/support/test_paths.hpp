@@ -9,6 +9,7 @@ extern const char* const kCohortBin;
 extern const char* const kCohortdBin;
 extern const char* const kTestWorkerBin;
 extern const char* const kSourceDir;
-extern const char* const kFakeNvmlLibrary;  ///< tests/helpers/fake_nvml.cpp
+extern const char* const kFakeNvmlLibrary;    ///< tests/helpers/fake_nvml.cpp
+extern const char* const kWithoutIoUringBin;  ///< tests/helpers/without_io_uring.cpp
 
 }  // namespace cohort::test
