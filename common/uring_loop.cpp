@@ -79,7 +79,45 @@ void UringLoop::start_ring() {
   ring_ready_ = true;
 }
 
-io_uring_sqe* UringLoop::next_entry() {
+void UringLoop::receive(UringOp& op, std::shared_ptr<void> hold, int descriptor, char* buffer,
+                        size_t size) {
+  op.is_send = false;
+  op.descriptor = descriptor;
+  op.buffer = buffer;
+  op.size = size;
+  start(op, std::move(hold));
+}
+
+void UringLoop::send(UringOp& op, std::shared_ptr<void> hold, int descriptor, const char* bytes,
+                     size_t size) {
+  op.is_send = true;
+  op.descriptor = descriptor;
+  op.buffer = const_cast<char*>(bytes);  // only read: IORING_OP_SEND
+  op.size = size;
+  start(op, std::move(hold));
+}
+
+// Puts the op in flight: into a queue entry, or, if the kernel takes none now (the queue full and
+// not submittable), behind the others that wait for one.
+void UringLoop::start(UringOp& op, std::shared_ptr<void> hold) {
+  op.hold = std::move(hold);
+  op.in_flight = true;
+  op.previous = nullptr;
+  op.next = in_flight_;
+  if (in_flight_ != nullptr) in_flight_->previous = &op;
+  in_flight_ = &op;
+  io_uring_sqe* entry = waiting_first_ == nullptr ? free_entry() : nullptr;
+  if (entry != nullptr) {
+    prepare(entry, op);
+  } else {
+    op.next_waiting = nullptr;
+    (waiting_last_ != nullptr ? waiting_last_->next_waiting : waiting_first_) = &op;
+    waiting_last_ = &op;
+  }
+  submit_soon();
+}
+
+io_uring_sqe* UringLoop::free_entry() {
   io_uring_sqe* entry = io_uring_get_sqe(ring_.get());
   if (entry == nullptr) {  // the queue is full: hand it to the kernel now
     io_uring_submit(ring_.get());
@@ -88,15 +126,24 @@ io_uring_sqe* UringLoop::next_entry() {
   return entry;
 }
 
-void UringLoop::track(UringOp& op, std::shared_ptr<void> hold, io_uring_sqe* entry) {
+void UringLoop::prepare(io_uring_sqe* entry, UringOp& op) {
+  if (op.is_send) {
+    io_uring_prep_send(entry, op.descriptor, op.buffer, op.size, MSG_NOSIGNAL);
+  } else {
+    io_uring_prep_recv(entry, op.descriptor, op.buffer, op.size, 0);
+  }
   io_uring_sqe_set_data(entry, &op);
-  op.hold = std::move(hold);
-  op.in_flight = true;
-  op.previous = nullptr;
-  op.next = in_flight_;
-  if (in_flight_ != nullptr) in_flight_->previous = &op;
-  in_flight_ = &op;
-  submit_soon();
+}
+
+void UringLoop::prepare_waiting() {
+  while (waiting_first_ != nullptr) {
+    io_uring_sqe* entry = io_uring_get_sqe(ring_.get());
+    if (entry == nullptr) return;
+    UringOp& op = *waiting_first_;
+    waiting_first_ = op.next_waiting;
+    if (waiting_first_ == nullptr) waiting_last_ = nullptr;
+    prepare(entry, op);
+  }
 }
 
 void UringLoop::untrack(UringOp& op) {
@@ -105,20 +152,6 @@ void UringLoop::untrack(UringOp& op) {
   if (in_flight_ == &op) in_flight_ = op.next;
   op.previous = op.next = nullptr;
   op.in_flight = false;
-}
-
-void UringLoop::receive(UringOp& op, std::shared_ptr<void> hold, int descriptor, char* buffer,
-                        size_t size) {
-  io_uring_sqe* entry = next_entry();
-  io_uring_prep_recv(entry, descriptor, buffer, size, 0);
-  track(op, std::move(hold), entry);
-}
-
-void UringLoop::send(UringOp& op, std::shared_ptr<void> hold, int descriptor, const char* bytes,
-                     size_t size) {
-  io_uring_sqe* entry = next_entry();
-  io_uring_prep_send(entry, descriptor, bytes, size, MSG_NOSIGNAL);
-  track(op, std::move(hold), entry);
 }
 
 // Entries queued while completions are handled go in at the end of that batch; others (a reply
@@ -132,15 +165,19 @@ void UringLoop::submit_soon() {
   });
 }
 
+// Submits what is queued, and then what waited for room in the queue. EBUSY or EAGAIN (completions
+// the kernel holds for us, or no memory for more requests): the next completions submit again,
+// and ops that still wait for an entry ask for another round.
 void UringLoop::submit() {
   if (shut_down_) return;
-  if (io_uring_sq_ready(ring_.get()) > 0) {
+  for (int round = 0; round < 2 && io_uring_sq_ready(ring_.get()) > 0; ++round) {
     int result = io_uring_submit(ring_.get());
-    // EBUSY or EAGAIN: the kernel holds completions we have not read; reading them submits again.
     if (result < 0 && result != -EBUSY && result != -EAGAIN) {
       log::warn("io_uring: submitting failed: ", std::strerror(-result));
     }
+    prepare_waiting();
   }
+  if (waiting_first_ != nullptr) submit_soon();
   wait_for_completions();
 }
 
@@ -190,8 +227,16 @@ void UringLoop::shutdown() {
   if (shut_down_ || !ring_ready_) return;
   shut_down_ = true;
   ring_descriptor_.release();
+  for (UringOp* op = waiting_first_; op != nullptr;) {  // never reached the kernel
+    UringOp* next = op->next_waiting;
+    untrack(*op);
+    op->hold.reset();
+    op = next;
+  }
+  waiting_first_ = waiting_last_ = nullptr;
   for (UringOp* op = in_flight_; op != nullptr; op = op->next) {
-    io_uring_sqe* entry = next_entry();
+    io_uring_sqe* entry = free_entry();
+    if (entry == nullptr) break;  // those left are dropped after the wait below
     io_uring_prep_cancel(entry, op, 0);
     io_uring_sqe_set_data(entry, nullptr);
   }

@@ -17,17 +17,22 @@ struct io_uring_sqe;
 
 namespace cohort {
 
-/// One submission in flight: embedded in its owner, which sets `complete` and `owner` once. While
+/// One recv or send in flight: embedded in its owner, which sets `complete` and `owner` once. While
 /// it is in flight, `hold` keeps the owner alive (the loop drops it after `complete` runs, or
-/// without calling it when the io_context is destroyed first).
+/// without calling it when the io_context is destroyed first). The rest is the loop's.
 struct UringOp {
   using Completion = void (*)(void* owner, int result);
   Completion complete = nullptr;
   void* owner = nullptr;
   std::shared_ptr<void> hold;
   bool in_flight = false;
+  bool is_send = false;
+  int descriptor = -1;
+  char* buffer = nullptr;
+  size_t size = 0;
   UringOp* previous = nullptr;  ///< the loop's list of ops in flight
   UringOp* next = nullptr;
+  UringOp* next_waiting = nullptr;  ///< the loop's list of ops waiting for a queue entry
 };
 
 class UringLoop : public boost::asio::execution_context::service {
@@ -58,8 +63,10 @@ class UringLoop : public boost::asio::execution_context::service {
  private:
   void shutdown() override;
   void start_ring();
-  io_uring_sqe* next_entry();
-  void track(UringOp& op, std::shared_ptr<void> hold, io_uring_sqe* entry);
+  void start(UringOp& op, std::shared_ptr<void> hold);
+  io_uring_sqe* free_entry();
+  void prepare(io_uring_sqe* entry, UringOp& op);
+  void prepare_waiting();
   void untrack(UringOp& op);
   void submit_soon();
   void submit();
@@ -72,8 +79,9 @@ class UringLoop : public boost::asio::execution_context::service {
   bool ring_ready_ = false;
   std::string unusable_reason_;
   boost::asio::posix::stream_descriptor ring_descriptor_;
-  UringOp* in_flight_ = nullptr;  ///< head of the list
-  unsigned unsubmitted_ = 0;
+  UringOp* in_flight_ = nullptr;      ///< head of the list
+  UringOp* waiting_first_ = nullptr;  ///< ops for which the queue had no entry, in order
+  UringOp* waiting_last_ = nullptr;
   bool reaping_ = false;        ///< inside on_completions: its end submits
   bool submit_posted_ = false;  ///< a submit() is queued on the context
   bool waiting_ = false;        ///< an async_wait on the ring's descriptor is pending
