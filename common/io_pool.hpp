@@ -11,6 +11,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,6 +42,12 @@ class IoPool {
   /// The context for the next connection: home, then each extra context, in turn.
   boost::asio::io_context& next();
   size_t size() const { return extra_.size() + 1; }
+  /// With io_uring: the requests a connection makes through epoll before it moves to its ring.
+  /// Short-lived connections (a rank's bootstrap: connect, a few requests, close) cost less
+  /// through epoll; busy ones much less through the ring. 0: every connection starts on the ring.
+  static constexpr uint32_t kRingAfterRequests = 32;
+  void set_ring_after(uint32_t requests) { ring_after_ = requests; }
+  uint32_t ring_after() const { return ring_after_; }
   /// The io_uring loop of one of the pool's contexts; nullptr where the pool uses epoll.
   UringLoop* ring_of(const boost::asio::io_context& context) const;
   bool uses_io_uring() const { return !rings_.empty(); }
@@ -59,6 +66,7 @@ class IoPool {
   std::atomic<size_t> next_{0};
   std::vector<UringLoop*> rings_;  ///< home's, then each extra context's; empty with epoll
   std::string io_uring_unavailable_;
+  uint32_t ring_after_ = kRingAfterRequests;
 };
 
 }  // namespace cohort

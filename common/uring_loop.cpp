@@ -100,6 +100,7 @@ void UringLoop::send(UringOp& op, std::shared_ptr<void> hold, int descriptor, co
 // Puts the op in flight: into a queue entry, or, if the kernel takes none now (the queue full and
 // not submittable), behind the others that wait for one.
 void UringLoop::start(UringOp& op, std::shared_ptr<void> hold) {
+  started_.fetch_add(1, std::memory_order_relaxed);
   op.hold = std::move(hold);
   op.in_flight = true;
   op.previous = nullptr;

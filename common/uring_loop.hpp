@@ -6,9 +6,11 @@
 // made by UringLoop::open() and used only on the thread that runs that context.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -51,6 +53,8 @@ class UringLoop : public boost::asio::execution_context::service {
   UringLoop& operator=(const UringLoop&) = delete;
 
   bool usable() const { return ring_ready_; }
+  /// Recvs and sends started so far (any thread).
+  uint64_t started() const { return started_.load(std::memory_order_relaxed); }
   const std::string& unusable_reason() const { return unusable_reason_; }
 
   /// The context's thread: a recv of at most `size` bytes into `buffer` (which must stay valid
@@ -86,6 +90,7 @@ class UringLoop : public boost::asio::execution_context::service {
   bool submit_posted_ = false;  ///< a submit() is queued on the context
   bool waiting_ = false;        ///< an async_wait on the ring's descriptor is pending
   bool shut_down_ = false;
+  std::atomic<uint64_t> started_{0};
 };
 
 }  // namespace cohort

@@ -122,15 +122,17 @@ void StoreService::accept_queued(const error_code& waited) {
   accept_next();
 }
 
-// Registers a session for an accepted descriptor and starts it on its context's thread: through
-// that context's UringLoop where the pool has one, else as a socket of Asio's reactor.
+// Registers a session for an accepted descriptor and starts it on its context's thread: as a
+// socket of Asio's reactor, which moves to the context's UringLoop after the pool's ring_after()
+// requests where the pool has one (from the start if that is 0).
 void StoreService::start_session(int descriptor, const tcp& protocol) {
   asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
   UringLoop* ring = options_.io_pool ? options_.io_pool->ring_of(context) : nullptr;
+  uint32_t ring_after = ring != nullptr ? options_.io_pool->ring_after() : 0;
   int no_delay = 1;
   ::setsockopt(descriptor, IPPROTO_TCP, TCP_NODELAY, &no_delay, sizeof no_delay);
   tcp::socket socket(context);
-  if (ring == nullptr) {
+  if (ring == nullptr || ring_after > 0) {
     error_code error;
     socket.assign(protocol, descriptor, error);
     if (error) {
@@ -141,9 +143,9 @@ void StoreService::start_session(int descriptor, const tcp& protocol) {
     if (error) return;
   }
   StoreConnectionId id = ++next_id_;
-  auto session =
-      std::make_shared<StoreSession>(shared_from_this(), std::move(socket), ring, descriptor,
-                                     context.get_executor(), id, options_.legacy_numbering);
+  auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), ring,
+                                                ring_after, descriptor, context.get_executor(), id,
+                                                options_.legacy_numbering);
   {
     std::lock_guard lock(mutex_);
     sessions_.emplace(id, session);

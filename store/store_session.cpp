@@ -43,24 +43,43 @@ bool would_block(const error_code& error) {
 }  // namespace
 
 StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp::socket socket,
-                           UringLoop* ring, int descriptor,
+                           UringLoop* ring, uint32_t ring_after, int descriptor,
                            asio::io_context::executor_type executor, StoreConnectionId id,
                            StoreNumbering legacy_numbering)
     : service_(std::move(service)),
       socket_(std::move(socket)),
-      ring_(ring),
       descriptor_(descriptor),
       executor_(executor),
       decoder_(legacy_numbering),
       id_(id) {
   decoder_.check_declared([this](uint64_t declared) { return charge_declared(declared); });
-  if (ring_ != nullptr) {
-    receive_op_.complete = &StoreSession::on_received;
-    receive_op_.owner = this;
-    send_op_.complete = &StoreSession::on_sent;
-    send_op_.owner = this;
-    ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
+  if (ring != nullptr && ring_after == 0) {
+    use_ring(ring);
+  } else {
+    ring_later_ = ring;
+    ring_after_ = ring_after;
   }
+}
+
+void StoreSession::use_ring(UringLoop* ring) {
+  ring_ = ring;
+  receive_op_.complete = &StoreSession::on_received;
+  receive_op_.owner = this;
+  send_op_.complete = &StoreSession::on_sent;
+  send_op_.owner = this;
+  ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
+}
+
+// Between reads, with nothing in flight on the socket: takes the descriptor out of the reactor
+// (epoll_ctl DEL) and hands it to the ring. If Asio cannot let go of it, it stays where it is.
+void StoreSession::move_to_ring() {
+  UringLoop* ring = ring_later_;
+  ring_later_ = nullptr;
+  error_code error;
+  int descriptor = socket_.release(error);
+  if (error) return;
+  descriptor_ = descriptor;
+  use_ring(ring);
 }
 
 // With the ring the descriptor is the session's own (an open socket_ closes itself).
@@ -158,6 +177,7 @@ void StoreSession::after_input() {
     read_paused_ = true;  // the client does not read its replies; on_written resumes
     return;
   }
+  if (ring_later_ != nullptr && requests_ >= ring_after_ && !writing_) move_to_ring();
   wait_readable();
 }
 
@@ -195,6 +215,7 @@ void StoreSession::consume(std::string_view bytes) {
     release_charge();  // the store charges what the request stores, if it does
     service_->dispatch(*this, decoder_.request());
     decoder_.recycle_request();
+    if (ring_later_ != nullptr) ++requests_;
   }
   batching_ = false;
   flush();
@@ -349,18 +370,18 @@ void StoreSession::close_on_its_thread(std::string reason) {
                  [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
 }
 
-// With the ring, the connection is shut down at once: the peer sees it end (even if this thread
-// stops now), and a recv or send in flight ends by itself (end of stream, EPIPE). The descriptor is
-// closed only once none of the session's ops names it: an entry not yet submitted would otherwise
-// reach whatever connection is next given the same number. (Not a cancel by op: the op's address
-// may belong to another session by the time the cancel reaches the kernel.)
+// With the ring and an op in flight, the connection is shut down at once: the peer sees it end
+// (even if this thread stops now), and the recv or send ends by itself (end of stream, EPIPE). The
+// descriptor is closed only once none of the session's ops names it: an entry not yet submitted
+// would otherwise reach whatever connection is next given the same number. (Not a cancel by op:
+// the op's address may belong to another session by the time the cancel reaches the kernel.)
 void StoreSession::close_descriptor() {
   if (ring_ == nullptr) {
     error_code ignored;
     socket_.close(ignored);
     return;
   }
-  ::shutdown(descriptor_, SHUT_RDWR);
+  if (receive_op_.in_flight || send_op_.in_flight) ::shutdown(descriptor_, SHUT_RDWR);
   release_descriptor_when_idle();
 }
 

@@ -32,11 +32,13 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   static constexpr size_t kRingReadBytes = 1024;
 
   /// `executor`: of the io_context that serves the connection. `ring`: that context's UringLoop,
-  /// which then does the reads and writes of `descriptor` (and `socket` stays unopened); nullptr:
-  /// `socket`, open on `descriptor`, through Asio's reactor.
+  /// which does the reads and writes of `descriptor` from the start (`ring_after` 0: `socket`
+  /// stays unopened) or once the connection has made `ring_after` requests through `socket`,
+  /// open on `descriptor` in Asio's reactor; nullptr: the reactor's for good.
   StoreSession(std::shared_ptr<StoreService> service, boost::asio::ip::tcp::socket socket,
-               UringLoop* ring, int descriptor, boost::asio::io_context::executor_type executor,
-               StoreConnectionId id, StoreNumbering legacy_numbering);
+               UringLoop* ring, uint32_t ring_after, int descriptor,
+               boost::asio::io_context::executor_type executor, StoreConnectionId id,
+               StoreNumbering legacy_numbering);
   ~StoreSession();
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
@@ -68,6 +70,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   size_t read_some(char* buffer, size_t size, boost::system::error_code& error);
   void send_in_flight();
   void close_descriptor();
+  void use_ring(UringLoop* ring);
+  void move_to_ring();
   void release_descriptor_when_idle();
   std::string peer_text();
   bool on_its_thread() const { return executor_.running_in_this_thread(); }
@@ -84,7 +88,10 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
 
   std::shared_ptr<StoreService> service_;
   boost::asio::ip::tcp::socket socket_;
-  UringLoop* ring_;
+  UringLoop* ring_ = nullptr;        ///< reads and writes go through it (else the reactor)
+  UringLoop* ring_later_ = nullptr;  ///< where they go after ring_after_ requests
+  uint32_t ring_after_ = 0;
+  uint32_t requests_ = 0;  ///< made through the reactor, counted while ring_later_ is set
   int descriptor_;
   boost::asio::io_context::executor_type executor_;
   UringOp receive_op_;

@@ -25,6 +25,7 @@
 
 #include "common/io_pool.hpp"
 #include "common/text.hpp"
+#include "common/uring_loop.hpp"
 #include "store/store.hpp"
 #include "store/store_server.hpp"
 #include "store/store_service.hpp"
@@ -75,6 +76,7 @@ SocketIo store_io() {
 std::unique_ptr<IoPool> test_pool(asio::io_context& io) {
   if (store_threads() == 1 && store_io() == SocketIo::Epoll) return nullptr;
   auto pool = std::make_unique<IoPool>(io, store_threads(), store_io());
+  pool->set_ring_after(0);  // every connection on the ring from its first request
   if (store_io() == SocketIo::IoUring && !pool->uses_io_uring()) {
     WARN("io_uring is not usable here (" << pool->io_uring_unavailable()
                                          << "): these cases ran through epoll");
@@ -1225,4 +1227,44 @@ TEST_CASE(
     pool.reset();
   }
   for (auto& client : clients) CHECK(client->closed_by_server(5s));
+}
+
+TEST_CASE(
+    "store server through io_uring: a connection moves from epoll to the ring after ring_after "
+    "requests and keeps its replies in order",
+    "[component][store][threads]") {
+  asio::io_context io;
+  IoPool pool(io, 1, SocketIo::IoUring);
+  if (!pool.uses_io_uring()) WARN("io_uring is not usable here: this case ran through epoll");
+  pool.set_ring_after(3);
+  StoreServerOptions options;
+  options.io_pool = &pool;
+  StoreServer server(io, options);
+  REQUIRE_FALSE(server.start());
+  std::thread thread([&] { io.run(); });
+  UringLoop* ring = pool.ring_of(io);
+  uint64_t started = ring != nullptr ? ring->started() : 0;
+  RawClient busy(server.port());
+  RawClient waiter(server.port());
+  waiter.send(request(StoreOp::Wait, {"/go"}));  // one request: stays on epoll
+  for (int i = 1; i <= 2; ++i) CHECK(busy.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(i));
+  if (ring != nullptr) CHECK(ring->started() == started);  // two requests, both through epoll
+  CHECK(busy.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(3));  // the third, then it moves
+  // Pipelined, right after the move: every reply, in order.
+  std::string burst;
+  for (int i = 0; i < 50; ++i) burst += request(StoreOp::Add, {"/n"}, {}, 1);
+  busy.send(burst);
+  std::string replies = busy.read(50 * 8);
+  REQUIRE(replies.size() == 50 * 8);
+  for (int i = 0; i < 50; ++i) CHECK(replies.substr(i * 8, 8) == i64(4 + i));
+  if (ring != nullptr) CHECK(ring->started() > started);  // now through the ring
+  busy.send(request(StoreOp::Set, {"/go"}, {"1"}));       // wakes the connection still on epoll
+  CHECK(waiter.read(1) == hex("00"));
+  busy.close();
+  CHECK(wait_until([&] { return server.connection_count() == 1; }));
+  asio::post(io, [&] {
+    server.stop();
+    io.stop();
+  });
+  thread.join();
 }
