@@ -42,9 +42,11 @@ class IoPool {
   /// The context for the next connection: home, then each extra context, in turn.
   boost::asio::io_context& next();
   size_t size() const { return extra_.size() + 1; }
-  /// With io_uring: the requests a connection makes through epoll before it moves to its ring.
-  /// Short-lived connections (a rank's bootstrap: connect, a few requests, close) cost less
-  /// through epoll; busy ones much less through the ring. 0: every connection starts on the ring.
+  /// With io_uring: the requests a connection makes through epoll before it counts as busy; it
+  /// moves to its thread's ring once another busy connection shares that thread. Short-lived
+  /// connections (a rank's bootstrap: connect, a few requests, close) and a lone busy one cost less
+  /// through epoll; busy ones side by side much less through the ring. 0: every connection starts
+  /// on the ring.
   static constexpr uint32_t kRingAfterRequests = 32;
   void set_ring_after(uint32_t requests) { ring_after_ = requests; }
   uint32_t ring_after() const { return ring_after_; }

@@ -53,6 +53,10 @@ class UringLoop : public boost::asio::execution_context::service {
   UringLoop& operator=(const UringLoop&) = delete;
 
   bool usable() const { return ring_ready_; }
+  /// The context's thread: connections busy enough to batch (their owners count them in and out).
+  /// One alone gains nothing from the ring: each of its requests is a sleep and a wake-up.
+  void count_busy(int change) { busy_connections_ += change; }
+  int busy_connections() const { return busy_connections_; }
   /// Recvs and sends started so far (any thread).
   uint64_t started() const { return started_.load(std::memory_order_relaxed); }
   const std::string& unusable_reason() const { return unusable_reason_; }
@@ -90,6 +94,7 @@ class UringLoop : public boost::asio::execution_context::service {
   bool submit_posted_ = false;  ///< a submit() is queued on the context
   bool waiting_ = false;        ///< an async_wait on the ring's descriptor is pending
   bool shut_down_ = false;
+  int busy_connections_ = 0;
   std::atomic<uint64_t> started_{0};
 };
 

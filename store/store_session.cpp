@@ -70,7 +70,8 @@ void StoreSession::use_ring(UringLoop* ring) {
   ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
 }
 
-// Between reads, with nothing in flight on the socket: takes the descriptor out of the reactor
+// Between reads, with nothing in flight on the socket, once it and another connection of its
+// thread are busy: takes the descriptor out of the reactor
 // (epoll_ctl DEL) and hands it to the ring. If Asio cannot let go of it, it stays where it is.
 void StoreSession::move_to_ring() {
   UringLoop* ring = ring_later_;
@@ -177,7 +178,13 @@ void StoreSession::after_input() {
     read_paused_ = true;  // the client does not read its replies; on_written resumes
     return;
   }
-  if (ring_later_ != nullptr && requests_ >= ring_after_ && !writing_) move_to_ring();
+  if (ring_later_ != nullptr && requests_ >= ring_after_) {
+    if (!counted_busy_) {
+      counted_busy_ = true;
+      ring_later_->count_busy(1);
+    }
+    if (!writing_ && ring_later_->busy_connections() >= 2) move_to_ring();
+  }
   wait_readable();
 }
 
@@ -395,6 +402,7 @@ void StoreSession::close(std::string_view reason) {
   if (closed_) return;
   auto self = shared_from_this();  // the registry may hold the last reference
   closed_ = true;
+  if (counted_busy_) (ring_ != nullptr ? ring_ : ring_later_)->count_busy(-1);
   if (!writing_) take_queued();
   if (!writing_ && !outbox_.empty()) {  // best effort: replies to the requests before the error
     ::send(descriptor_, outbox_.data(), outbox_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -91,7 +91,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   UringLoop* ring_ = nullptr;        ///< reads and writes go through it (else the reactor)
   UringLoop* ring_later_ = nullptr;  ///< where they go after ring_after_ requests
   uint32_t ring_after_ = 0;
-  uint32_t requests_ = 0;  ///< made through the reactor, counted while ring_later_ is set
+  uint32_t requests_ = 0;      ///< made through the reactor, counted while ring_later_ is set
+  bool counted_busy_ = false;  ///< in the busy connections of its ring
   int descriptor_;
   boost::asio::io_context::executor_type executor_;
   UringOp receive_op_;

@@ -148,6 +148,7 @@ class Server {
       : pool_(threads > 1 || io != SocketIo::Epoll ? std::make_unique<IoPool>(io_, threads, io)
                                                    : nullptr),
         server_(io_, options()) {
+    if (pool_) pool_->set_ring_after(0);  // through the ring from the first request
     REQUIRE(!server_.start());
     thread_ = std::thread([this] { io_.run(); });
   }

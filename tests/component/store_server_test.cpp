@@ -1230,8 +1230,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "store server through io_uring: a connection moves from epoll to the ring after ring_after "
-    "requests and keeps its replies in order",
+    "store server through io_uring: busy connections move from epoll to the ring once two share "
+    "a thread and keep their replies in order",
     "[component][store][threads]") {
   asio::io_context io;
   IoPool pool(io, 1, SocketIo::IoUring);
@@ -1243,25 +1243,34 @@ TEST_CASE(
   REQUIRE_FALSE(server.start());
   std::thread thread([&] { io.run(); });
   UringLoop* ring = pool.ring_of(io);
-  uint64_t started = ring != nullptr ? ring->started() : 0;
-  RawClient busy(server.port());
+  auto started = [&] { return ring != nullptr ? ring->started() : 0; };
+  uint64_t before = started();
+  RawClient first(server.port());
+  RawClient second(server.port());
   RawClient waiter(server.port());
   waiter.send(request(StoreOp::Wait, {"/go"}));  // one request: stays on epoll
-  for (int i = 1; i <= 2; ++i) CHECK(busy.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(i));
-  if (ring != nullptr) CHECK(ring->started() == started);  // two requests, both through epoll
-  CHECK(busy.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(3));  // the third, then it moves
-  // Pipelined, right after the move: every reply, in order.
-  std::string burst;
-  for (int i = 0; i < 50; ++i) burst += request(StoreOp::Add, {"/n"}, {}, 1);
-  busy.send(burst);
-  std::string replies = busy.read(50 * 8);
-  REQUIRE(replies.size() == 50 * 8);
-  for (int i = 0; i < 50; ++i) CHECK(replies.substr(i * 8, 8) == i64(4 + i));
-  if (ring != nullptr) CHECK(ring->started() > started);  // now through the ring
-  busy.send(request(StoreOp::Set, {"/go"}, {"1"}));       // wakes the connection still on epoll
+  int64_t count = 0;
+  for (int i = 0; i < 4; ++i)
+    CHECK(first.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(++count));
+  if (ring != nullptr) CHECK(started() == before);  // busy, but alone: still through epoll
+  for (int i = 0; i < 3; ++i)
+    CHECK(second.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(++count));
+  // The second is busy too: it moves; the first moves after its next request.
+  CHECK(first.ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(++count));
+  if (ring != nullptr) CHECK(wait_until([&] { return started() >= before + 2; }));
+  for (RawClient* client :
+       {&first, &second}) {  // pipelined through the ring: every reply, in order
+    std::string burst;
+    for (int i = 0; i < 50; ++i) burst += request(StoreOp::Add, {"/n"}, {}, 1);
+    client->send(burst);
+    std::string replies = client->read(50 * 8);
+    REQUIRE(replies.size() == 50 * 8);
+    for (int i = 0; i < 50; ++i) CHECK(replies.substr(i * 8, 8) == i64(++count));
+  }
+  first.send(request(StoreOp::Set, {"/go"}, {"1"}));  // wakes the connection still on epoll
   CHECK(waiter.read(1) == hex("00"));
-  busy.close();
-  CHECK(wait_until([&] { return server.connection_count() == 1; }));
+  first.close();
+  CHECK(wait_until([&] { return server.connection_count() == 2; }));
   asio::post(io, [&] {
     server.stop();
     io.stop();
