@@ -71,8 +71,8 @@ void StoreSession::use_ring(UringLoop* ring) {
 }
 
 // Between reads, with nothing in flight on the socket, once it and another connection of its
-// thread are busy: takes the descriptor out of the reactor
-// (epoll_ctl DEL) and hands it to the ring. If Asio cannot let go of it, it stays where it is.
+// thread are busy: takes the descriptor out of the reactor (epoll_ctl DEL) and hands it to the
+// ring. If Asio cannot let go of it, it stays where it is.
 void StoreSession::move_to_ring() {
   UringLoop* ring = ring_later_;
   ring_later_ = nullptr;
@@ -133,8 +133,8 @@ void StoreSession::on_readable(const error_code& error) {
   read_ready();
 }
 
-// The ring's recv ended: `result` bytes are in ring_buffer_, or the stream ended (0), or -errno
-// (-ECANCELED after close()).
+// The ring's recv ended: `result` bytes are in ring_buffer_, or the stream ended (0, also after
+// close() shut the connection down), or -errno.
 void StoreSession::on_received(void* owner, int result) {
   auto& self = *static_cast<StoreSession*>(owner);
   if (self.closed_) {
