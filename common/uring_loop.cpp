@@ -36,6 +36,20 @@ std::string missing_feature(io_uring& ring, const io_uring_params& params) {
   return supported ? std::string() : "this kernel's io_uring has no socket recv, send or cancel";
 }
 
+// Completions are run as task work on the context's thread. Cooperative (Linux 5.19+): the kernel
+// runs it when the thread next enters the kernel or sleeps, rather than interrupting it while it
+// handles a batch; older kernels refuse the flag (EINVAL), and get the ring without it.
+int init_ring(io_uring& ring, io_uring_params& params) {
+  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+  params.cq_entries = kCompletionEntries;
+  int result = io_uring_queue_init_params(kEntries, &ring, &params);
+  if (result != -EINVAL) return result;
+  params = io_uring_params{};
+  params.flags = IORING_SETUP_CQSIZE;
+  params.cq_entries = kCompletionEntries;
+  return io_uring_queue_init_params(kEntries, &ring, &params);
+}
+
 }  // namespace
 
 UringLoop* UringLoop::open(boost::asio::io_context& context, std::string* why) {
@@ -59,9 +73,7 @@ UringLoop::~UringLoop() {
 void UringLoop::start_ring() {
   ring_ = std::make_unique<io_uring>();
   io_uring_params params{};
-  params.flags = IORING_SETUP_CQSIZE;
-  params.cq_entries = kCompletionEntries;
-  int result = io_uring_queue_init_params(kEntries, ring_.get(), &params);
+  int result = init_ring(*ring_, params);
   if (result < 0) {
     unusable_reason_ = cat("io_uring_setup: ", std::strerror(-result));
     ring_.reset();
