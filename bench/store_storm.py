@@ -120,13 +120,15 @@ def tcp_counters():
 
 
 class QueueSampler(threading.Thread):
-    """The listener's Recv-Q (connections waiting in the accept queue) every 0.1 s; its highest."""
+    """The listeners' Recv-Q (connections waiting in an accept queue) every 0.1 s: the highest of
+    any one listener, and how many listen on the port (cohortd: one per io thread)."""
 
     def __init__(self, port):
         super().__init__(daemon=True)
         self.port = port
         self.highest = 0
         self.backlog = None
+        self.listeners = 0
         self.stop = threading.Event()
 
     def run(self):
@@ -135,6 +137,7 @@ class QueueSampler(threading.Thread):
                 out = subprocess.run(["ss", "-ltnH", f"sport = :{self.port}"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, timeout=5).stdout
+                self.listeners = max(self.listeners, len(out.splitlines()))
                 for line in out.splitlines():
                     fields = line.split()
                     self.highest = max(self.highest, int(fields[1]))
@@ -232,6 +235,7 @@ def one_run(bench, build, scratch, name, ranks, timeout, one_source, client_thre
         sampler.join()
         sample["accept_queue_max"] = sampler.highest
         sample["backlog"] = sampler.backlog
+        sample["listeners"] = sampler.listeners
         sample["tcp"] = {k: counters_after.get(k, 0) - counters_before.get(k, 0)
                          for k in COUNTERS}
     finally:
@@ -249,7 +253,8 @@ def describe(sample):
     tcp = sample.get("tcp", {})
     return (f"{head} lost {sample.get('lost')} retries {sample.get('connect_retries')} "
             f"cpu {sample.get('server_cpu_s', 0):.2f}s hwm {sample.get('server_hwm_kib')}KiB "
-            f"recvq<={sample.get('accept_queue_max')}/{sample.get('backlog')} "
+            f"recvq<={sample.get('accept_queue_max')}/{sample.get('backlog')}"
+            f"{'' if sample.get('listeners', 1) <= 1 else ' x' + str(sample['listeners'])} "
             f"overflows {tcp.get('ListenOverflows')} synretrans {tcp.get('TCPSynRetrans')}")
 
 
@@ -371,7 +376,8 @@ def print_tables(samples):
               f"({fmt(med([r['server_rss_before_kib'] / 1024 for r in runs]), '.1f')}) "
               f"| {fmt(med([r['server_cpu_s'] for r in runs]), '.2f')} "
               f"| {fmt(med([r['accept_queue_max'] for r in runs]), 'g')} / "
-              f"{runs[0].get('backlog')} "
+              f"{runs[0].get('backlog')}"
+              f"{'' if runs[0].get('listeners', 1) <= 1 else ' x ' + str(runs[0]['listeners'])} "
               f"| {fmt(med([r['tcp']['ListenOverflows'] for r in runs]), 'g')} "
               f"| {fmt(med([r['tcp']['TCPSynRetrans'] for r in runs]), 'g')} |")
     print()

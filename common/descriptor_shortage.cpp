@@ -24,27 +24,27 @@ void DescriptorShortage::take_reserve() {
 void DescriptorShortage::refuse_pending(boost::asio::ip::tcp::acceptor& acceptor,
                                         const std::function<void()>& accept_again,
                                         const std::function<void()>& back_off) {
-  if (!short_) {
-    short_ = true;
-    log::warn(who_, ": out of file descriptors: refusing new connections until some close (",
-              descriptor_limit_advice(), ")");
+  int refused = -1;
+  int accept_errno = EMFILE;  // no reserve to accept with: back off
+  {
+    std::lock_guard lock(mutex_);
+    if (!short_.exchange(true)) {
+      log::warn(who_, ": out of file descriptors: refusing new connections until some close (",
+                descriptor_limit_advice(), ")");
+    }
+    if (reserve_ >= 0) {
+      boost::system::error_code ignored;
+      acceptor.non_blocking(true, ignored);  // never wait here for a connection that went away
+      ::close(reserve_);
+      reserve_ = -1;
+      refused = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+      accept_errno = errno;
+      if (refused >= 0) ::close(refused);
+      if (refused >= 0) ++refused_;
+    }
+    take_reserve();  // or, without one before, maybe one came free since
   }
-  if (reserve_ < 0) {
-    take_reserve();  // maybe one came free since
-    return back_off();
-  }
-  boost::system::error_code ignored;
-  acceptor.non_blocking(true, ignored);  // never wait here for a connection that went away
-  ::close(reserve_);
-  reserve_ = -1;
-  int refused = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
-  int accept_errno = errno;
-  if (refused >= 0) ::close(refused);
-  take_reserve();
-  if (refused >= 0) {
-    ++refused_;
-    return accept_again();
-  }
+  if (refused >= 0) return accept_again();
   if (accept_errno != EAGAIN && accept_errno != EWOULDBLOCK) return back_off();
   acceptor.async_wait(boost::asio::ip::tcp::acceptor::wait_read,
                       [accept_again](const boost::system::error_code& error) {
@@ -53,8 +53,9 @@ void DescriptorShortage::refuse_pending(boost::asio::ip::tcp::acceptor& acceptor
 }
 
 void DescriptorShortage::accepted() {
-  if (!short_) return;
-  short_ = false;
+  if (!short_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(mutex_);
+  if (!short_.exchange(false)) return;
   log::warn(who_, ": accepting connections again; ", refused_,
             refused_ == 1 ? " connection was" : " connections were",
             " refused while out of file descriptors");

@@ -3,12 +3,15 @@
 // moment to accept that connection and close it at once (the client sees its connection closed
 // and can retry or fail), then taken back. Says so once per shortage, naming the limit and how to
 // raise it, and once when it ends, with how many connections were refused. The connections
-// already in keep working. Owned by one acceptor's owner (daemon, store); that owner's thread.
+// already in keep working. Owned by the owner of one acceptor (daemon) or shared by the
+// acceptors of one server on several threads (a store's listeners): each call from any thread.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 
 namespace cohort {
@@ -34,8 +37,9 @@ class DescriptorShortage {
   void take_reserve();
 
   std::string who_;
+  std::mutex mutex_;  ///< guards the reserve and the count
   int reserve_ = -1;
-  bool short_ = false;
+  std::atomic<bool> short_{false};
   uint64_t refused_ = 0;  ///< in the shortage under way
 };
 

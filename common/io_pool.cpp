@@ -58,9 +58,4 @@ IoPool::~IoPool() {
   extra_.clear();
 }
 
-boost::asio::io_context& IoPool::next() {
-  size_t turn = next_.fetch_add(1, std::memory_order_relaxed) % size();
-  return turn == 0 ? home_ : *extra_[turn - 1];
-}
-
 }  // namespace cohort

@@ -1,13 +1,13 @@
 // The io threads a server spreads its connections over: the host's own io_context (run by the
-// host's thread) and `threads - 1` more, each run by a thread of its own. A server asks next()
-// for the context of each new connection, round robin. Created by the host (cohortd's main, a
-// test) before every server that uses it and destroyed after them: the destructor stops the
-// extra contexts and joins their threads. With SocketIo::IoUring or Auto each context also gets
-// a UringLoop, through which its store connections read and write, where the kernel allows.
-// next(), size() and ring_of() from any thread.
+// host's thread) and `threads - 1` more, each run by a thread of its own. A server listens on
+// each context (a store: one listener per context, on one port) and serves each connection on
+// the context that accepted it. Created by the host (cohortd's main, a test) before every server
+// that uses it and destroyed after them: the destructor stops the extra contexts and joins their
+// threads. With SocketIo::IoUring or Auto each context also gets a UringLoop, through which its
+// store connections read and write, where the kernel allows. context(), size() and ring_of() from
+// any thread.
 #pragma once
 
-#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
@@ -39,8 +39,8 @@ class IoPool {
   IoPool(const IoPool&) = delete;
   IoPool& operator=(const IoPool&) = delete;
 
-  /// The context for the next connection: home, then each extra context, in turn.
-  boost::asio::io_context& next();
+  /// The pool's contexts: 0 is home, then each extra one.
+  boost::asio::io_context& context(size_t index) { return index == 0 ? home_ : *extra_[index - 1]; }
   size_t size() const { return extra_.size() + 1; }
   /// With io_uring: the requests a connection makes through epoll before it counts as busy; it
   /// moves to its thread's ring once another busy connection shares that thread. Short-lived
@@ -65,7 +65,6 @@ class IoPool {
   std::vector<std::unique_ptr<boost::asio::io_context>> extra_;
   std::vector<WorkGuard> guards_;
   std::vector<std::thread> threads_;
-  std::atomic<size_t> next_{0};
   std::vector<UringLoop*> rings_;  ///< home's, then each extra context's; empty with epoll
   std::string io_uring_unavailable_;
   uint32_t ring_after_ = kRingAfterRequests;

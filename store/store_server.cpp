@@ -11,7 +11,7 @@ StoreServer::~StoreServer() { stop(); }
 
 boost::system::error_code StoreServer::start() {
   auto error = service_->listen();
-  if (!error) service_->accept_next();
+  if (!error) service_->start_accepting();
   return error;
 }
 

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/ip/v6_only.hpp>
 #include <chrono>
 
 #include "common/io_pool.hpp"
@@ -26,13 +25,32 @@ asio::ip::address unmapped(const asio::ip::address& address) {
   return address;
 }
 
+// Whether `endpoint`'s port is free to listen on, asked as a plain listener would (SO_REUSEADDR,
+// no SO_REUSEPORT): a port that another store or daemon listens on, even one that shares it with
+// SO_REUSEPORT, is in use. (Without this, a second store of the same user on a fixed port would
+// join the first one's group and take a share of its connections.)
+error_code port_in_use(const tcp::endpoint& endpoint, bool dual_stack) {
+  int probe = ::socket(endpoint.data()->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe < 0) return error_code(errno, asio::error::get_system_category());
+  int on = 1, off = 0;
+  ::setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (dual_stack && endpoint.protocol() == tcp::v6()) {
+    ::setsockopt(probe, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  }
+  error_code error;
+  if (::bind(probe, endpoint.data(), endpoint.size()) != 0) {
+    error = error_code(errno, asio::error::get_system_category());
+  }
+  ::close(probe);
+  return error;
+}
+
 }  // namespace
 
 StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
     : io_(io),
       options_(std::move(options)),
-      acceptor_(io),
-      accept_retry_(io),
+      shortage_(std::make_shared<DescriptorShortage>("store")),
       store_(options_.limits) {
   set_allowed_peers(std::move(options_.allowed_peers));
 }
@@ -41,12 +59,20 @@ void StoreService::set_allowed_peers(std::optional<std::vector<asio::ip::address
   if (peers) {
     for (auto& peer : *peers) peer = unmapped(peer);
   }
+  std::lock_guard lock(peers_mutex_);
   options_.allowed_peers = std::move(peers);
 }
 
 error_code StoreService::listen() {
-  if (closed_) return asio::error::operation_aborted;
+  if (closed_ || !listeners_.empty()) return asio::error::operation_aborted;
   error_code error;
+  std::vector<asio::io_context*> contexts{&io_};
+  if (options_.io_pool != nullptr) {
+    contexts.clear();
+    for (size_t i = 0; i < options_.io_pool->size(); ++i) {
+      contexts.push_back(&options_.io_pool->context(i));
+    }
+  }
   std::vector<tcp::endpoint> candidates;
   bool any_address = options_.address.empty() || options_.address == "::";
   if (any_address) {  // dual-stack IPv6, or IPv4 alone where IPv6 is off
@@ -57,76 +83,61 @@ error_code StoreService::listen() {
     candidates = {tcp::endpoint(address, options_.port)};
   }
   for (const auto& endpoint : candidates) {
-    error = bind_and_listen(endpoint, any_address);
+    error = listen_on(contexts, endpoint, any_address);
     if (!error) break;
   }
   if (error) return error;
-  log::debug("store: listening on ", options_.address, " port=", port_.load());
+  log::debug("store: listening on ", options_.address, " port=", port_.load(), " (",
+             listeners_.size(), listeners_.size() == 1 ? " listener)" : " listeners)");
   return {};
 }
 
-error_code StoreService::bind_and_listen(const tcp::endpoint& endpoint, bool dual_stack) {
-  error_code error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (error) return error;
-  error_code ignored;
-  if (dual_stack && endpoint.protocol() == tcp::v6()) {
-    acceptor_.set_option(asio::ip::v6_only(false), ignored);
+// One listener per context, all on the first one's port (SO_REUSEPORT where there are several);
+// none if any of them fails.
+error_code StoreService::listen_on(const std::vector<asio::io_context*>& contexts,
+                                   const tcp::endpoint& endpoint, bool dual_stack) {
+  tcp::endpoint where = endpoint;
+  bool share_port = contexts.size() > 1;
+  if (share_port && where.port() != 0) {  // port 0: the kernel picks one no one listens on
+    if (error_code error = port_in_use(where, dual_stack)) return error;
   }
-  acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
-  acceptor_.bind(endpoint, error);
-  if (!error) acceptor_.listen(options_.backlog, error);
-  if (!error) acceptor_.non_blocking(true, error);  // accept_queued() accepts until EAGAIN
-  if (!error) port_ = acceptor_.local_endpoint(error).port();
-  if (error) acceptor_.close(ignored);
-  return error;
+  for (asio::io_context* context : contexts) {
+    auto listener = std::make_shared<StoreListener>(
+        *context, shortage_,
+        [self = shared_from_this(), context](int descriptor, const tcp::endpoint& peer) {
+          self->on_accepted(descriptor, peer, *context);
+        });
+    error_code error = listener->listen(where, dual_stack, share_port, options_.backlog);
+    if (error) {
+      for (auto& made : listeners_) made->close();
+      listeners_.clear();
+      return error;
+    }
+    where.port(listener->port());
+    listeners_.push_back(std::move(listener));
+  }
+  port_ = where.port();
+  return {};
 }
 
-void StoreService::accept_next() {
+void StoreService::start_accepting() {
   if (closed_) return;
-  acceptor_.async_wait(
-      tcp::acceptor::wait_read,
-      [self = shared_from_this()](const error_code& error) { self->accept_queued(error); });
+  for (auto& listener : listeners_) listener->start();
 }
 
-// Accepts what the listen queue holds, at most kAcceptBatch at a time (the listener's thread
-// serves sessions too), each straight onto the context that will serve it: one accept4 and one
-// epoll registration per connection, where an accept onto the listener's context and a move to
-// the pool's cost three more (getsockname, epoll_ctl DEL and ADD). Then waits for the queue.
-void StoreService::accept_queued(const error_code& waited) {
-  if (closed_ || waited == asio::error::operation_aborted) return;
-  if (waited) return accept_later(waited);
-  for (int accepted = 0; accepted < kAcceptBatch; ++accepted) {
-    tcp::endpoint peer;
-    socklen_t peer_size = static_cast<socklen_t>(peer.capacity());
-    int descriptor =
-        ::accept4(acceptor_.native_handle(), peer.data(), &peer_size, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (descriptor < 0) {
-      error_code error(errno, asio::error::get_system_category());
-      if (error == asio::error::would_block || error == asio::error::try_again) break;
-      // ECONNABORTED, EINTR and the like: that connection is gone (or none was taken); go on.
-      if (!AcceptBackoff::is_shortage(error)) continue;
-      auto self = shared_from_this();
-      return shortage_.refuse_pending(
-          acceptor_, [self] { self->accept_next(); }, [self, error] { self->accept_later(error); });
-    }
-    backoff_.reset();
-    shortage_.accepted();
-    peer.resize(peer_size);
-    if (allowed(peer.address())) {
-      start_session(descriptor, peer.protocol());
-    } else {
-      ::close(descriptor);
-    }
+void StoreService::on_accepted(int descriptor, const tcp::endpoint& peer,
+                               asio::io_context& context) {
+  if (closed_ || !allowed(peer.address())) {
+    ::close(descriptor);
+    return;
   }
-  accept_next();
+  start_session(descriptor, peer.protocol(), context);
 }
 
-// Registers a session for an accepted descriptor and starts it on its context's thread: as a
-// socket of Asio's reactor, which moves to the context's UringLoop after the pool's ring_after()
-// requests where the pool has one (from the start if that is 0).
-void StoreService::start_session(int descriptor, const tcp& protocol) {
-  asio::io_context& context = options_.io_pool ? options_.io_pool->next() : io_;
+// Registers a session for an accepted descriptor and starts it on its context's thread (this
+// one): as a socket of Asio's reactor, which moves to the context's UringLoop after the pool's
+// ring_after() requests where the pool has one (from the start if that is 0).
+void StoreService::start_session(int descriptor, const tcp& protocol, asio::io_context& context) {
   UringLoop* ring = options_.io_pool ? options_.io_pool->ring_of(context) : nullptr;
   uint32_t ring_after = ring != nullptr ? options_.io_pool->ring_after() : 0;
   int no_delay = 1;
@@ -148,29 +159,17 @@ void StoreService::start_session(int descriptor, const tcp& protocol) {
                                                 options_.legacy_numbering);
   {
     std::lock_guard lock(mutex_);
+    if (closed_) return;  // close() took the registry already: the session closes with its socket
     sessions_.emplace(id, session);
     connections_ = sessions_.size();
   }
   session->start();
 }
 
-// The pending connection stays in the backlog, so accepting again at once would fail again at
-// once: wait, longer each time, and say so at most once a second.
-void StoreService::accept_later(const error_code& error) {
-  std::chrono::milliseconds delay = backoff_.next_delay();
-  if (backoff_.time_to_log(std::chrono::steady_clock::now())) {
-    log::warn("store: accept failed (", error.message(), "), trying again in ", delay.count(),
-              " ms");
-  }
-  accept_retry_.expires_after(delay);
-  accept_retry_.async_wait([self = shared_from_this()](const error_code& waited) {
-    if (!waited) self->accept_next();
-  });
-}
-
 // Whether the peer of a new connection may use the store; logs a refusal (at most once per
 // a second, counting the others).
 bool StoreService::allowed(const asio::ip::address& peer) {
+  std::lock_guard lock(peers_mutex_);
   if (!options_.allowed_peers) return true;
   auto address = unmapped(peer);
   const auto& peers = *options_.allowed_peers;
@@ -185,11 +184,9 @@ bool StoreService::allowed(const asio::ip::address& peer) {
 }
 
 void StoreService::close() {
-  if (closed_) return;
-  closed_ = true;
-  error_code ignored;
-  acceptor_.close(ignored);
-  accept_retry_.cancel();
+  if (closed_.exchange(true)) return;
+  for (auto& listener : listeners_) listener->close();
+  listeners_.clear();
   std::unordered_map<StoreConnectionId, std::shared_ptr<StoreSession>> sessions;
   {
     std::lock_guard lock(mutex_);

@@ -1,27 +1,26 @@
-// The shared core behind StoreServer: the listener, the Store, the live sessions by connection
+// The shared core behind StoreServer: the listeners, the Store, the live sessions by connection
 // id, and the routing of the store's replies to them. It refuses peers outside the allowlist
-// at accept, and backs off while the descriptor table is full. Held by the StoreServer facade and
-// by every session and pending handler, so that a handler that runs after stop() finds it alive;
-// stop() breaks the session <-> service cycle. The listener's side runs on the server's
-// io_context thread; sessions (on their own threads, with an IoPool) call dispatch(), forget()
-// and the charges, which take the lock that guards the Store and the registry.
+// at accept. Held by the StoreServer facade and by every listener, session and pending handler,
+// so that a handler that runs after stop() finds it alive; stop() breaks the cycles. listen(),
+// start_accepting() and close() run on the server's io_context thread; with an IoPool there is a
+// listener on each of the pool's threads, which accepts (allowed(), start_session()) and serves
+// its own connections there. Sessions call dispatch(), forget() and the charges, which take the
+// lock that guards the Store and the registry.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
-#include "common/accept_backoff.hpp"
 #include "common/descriptor_shortage.hpp"
 #include "common/log_throttle.hpp"
 #include "store/store.hpp"
+#include "store/store_listener.hpp"
 #include "store/store_server.hpp"
 
 namespace cohort {
@@ -30,16 +29,13 @@ class StoreSession;
 
 class StoreService : public std::enable_shared_from_this<StoreService> {
  public:
-  /// The most connections accepted from the listen queue before the listener's thread serves
-  /// anything else.
-  static constexpr int kAcceptBatch = 64;
-
   StoreService(boost::asio::io_context& io, StoreServerOptions options);
   StoreService(const StoreService&) = delete;
   StoreService& operator=(const StoreService&) = delete;
 
+  /// Binds and listens: once, or with an IoPool once per thread on one port.
   boost::system::error_code listen();
-  void accept_next();
+  void start_accepting();
   void close();
   uint16_t port() const { return port_.load(); }
   size_t connection_count() const { return connections_.load(); }
@@ -60,21 +56,23 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   void forget(StoreConnectionId id);
 
  private:
-  boost::system::error_code bind_and_listen(const boost::asio::ip::tcp::endpoint& endpoint,
-                                            bool dual_stack);
-  void accept_queued(const boost::system::error_code& waited);
-  void accept_later(const boost::system::error_code& error);
+  boost::system::error_code listen_on(const std::vector<boost::asio::io_context*>& contexts,
+                                      const boost::asio::ip::tcp::endpoint& endpoint,
+                                      bool dual_stack);
+  /// A listener's thread: a connection it accepted.
+  void on_accepted(int descriptor, const boost::asio::ip::tcp::endpoint& peer,
+                   boost::asio::io_context& context);
   bool allowed(const boost::asio::ip::address& peer);
-  void start_session(int descriptor, const boost::asio::ip::tcp& protocol);
+  void start_session(int descriptor, const boost::asio::ip::tcp& protocol,
+                     boost::asio::io_context& context);
 
   boost::asio::io_context& io_;
   StoreServerOptions options_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer accept_retry_;
-  AcceptBackoff backoff_;
-  DescriptorShortage shortage_{"store"};
+  std::vector<std::shared_ptr<StoreListener>> listeners_;
+  std::shared_ptr<DescriptorShortage> shortage_;
+  std::mutex peers_mutex_;  ///< guards options_.allowed_peers and refusal_log_
   LogThrottle refusal_log_;
-  StoreConnectionId next_id_ = 0;
+  std::atomic<StoreConnectionId> next_id_{0};
 
   std::mutex mutex_;  ///< guards the four below
   Store store_;
@@ -84,7 +82,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> operations_{0};
   std::atomic<uint16_t> port_{0};
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace cohort

@@ -18,7 +18,9 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1173,8 +1175,8 @@ TEST_CASE("store server: a listen queue longer than one accept batch is drained 
           "[component][store][threads]") {
   PooledServers servers(3, 1);
   uint16_t port = servers.stores[0]->port();
-  // The listener's thread is held while the clients connect, so that they all wait in the
-  // listen queue at once; let go however the case ends.
+  // Every thread (each has a listener) is held while the clients connect, so that they all wait
+  // in the listen queues at once, more than a batch in each; let go however the case ends.
   struct Hold {
     std::promise<void> promise;
     bool released = false;
@@ -1184,8 +1186,11 @@ TEST_CASE("store server: a listen queue longer than one accept batch is drained 
     }
     ~Hold() { release(); }
   } hold;
-  asio::post(servers.io, [held = hold.promise.get_future()] { held.wait(); });
-  const int kClients = 3 * StoreService::kAcceptBatch + 5;
+  std::shared_future<void> held = hold.promise.get_future().share();
+  for (size_t i = 0; i < servers.pool.size(); ++i) {
+    asio::post(servers.pool.context(i), [held] { held.wait(); });
+  }
+  const int kClients = 3 * 3 * StoreListener::kAcceptBatch + 5;
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<RawClient>(port));
   CHECK(servers.stores[0]->connection_count() == 0);
@@ -1198,6 +1203,69 @@ TEST_CASE("store server: a listen queue longer than one accept batch is drained 
   CHECK(servers.counter(0, "/n") == kClients);
   clients.clear();
   CHECK(cohort::test::wait_until([&] { return servers.stores[0]->connection_count() == 0; }));
+}
+
+// Listening TCP sockets on `port`, as the kernel lists them (/proc/net/tcp and tcp6: local
+// address:port in hex, state 0A is LISTEN).
+int listeners_on(uint16_t port) {
+  int count = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      size_t colon = local.rfind(':');
+      if (colon == std::string::npos || state != "0A") continue;
+      count += std::stoul(local.substr(colon + 1), nullptr, 16) == port;
+    }
+  }
+  return count;
+}
+
+TEST_CASE("store server on a pool: a listener on each thread on one port and stop ends them all",
+          "[component][store][threads]") {
+  std::optional<PooledServers> servers;
+  servers.emplace(3, 1);
+  uint16_t port = servers->stores[0]->port();
+  CHECK(listeners_on(port) == 3);
+  // Connections land on every listener (the kernel picks by address and port): all are served.
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 48; ++i) {
+    clients.push_back(std::make_unique<RawClient>(port));
+    CHECK(clients.back()->ask(request(StoreOp::Add, {"/n"}, {}, 1), 8) == i64(i + 1));
+  }
+  // The port is taken: another store on it fails to start, pooled or not, rather than sharing it.
+  {
+    asio::io_context io;
+    IoPool pool(io, 2);
+    StoreServerOptions options;
+    options.port = port;
+    StoreServer alone(io, options);
+    CHECK(alone.start() == boost::asio::error::address_in_use);
+    options.io_pool = &pool;
+    StoreServer pooled(io, options);
+    CHECK(pooled.start() == boost::asio::error::address_in_use);
+  }
+  CHECK(listeners_on(port) == 3);
+  // stop() (on the server's thread) ends every listener there and then, its own and the other
+  // threads': the port is free for a new server at once, and open connections are closed.
+  std::promise<void> stopped;
+  asio::post(servers->io, [&] {
+    servers->stores[0]->stop();
+    stopped.set_value();
+  });
+  stopped.get_future().wait();
+  CHECK(listeners_on(port) == 0);
+  for (auto& client : clients) CHECK(client->closed_by_server(5s));
+  asio::io_context io;
+  StoreServerOptions options;
+  options.port = port;
+  StoreServer again(io, options);
+  CHECK_FALSE(again.start());
+  servers.reset();
 }
 
 TEST_CASE(
