@@ -40,14 +40,15 @@ std::string missing_feature(io_uring& ring, const io_uring_params& params) {
 // runs it when the thread next enters the kernel or sleeps, rather than interrupting it while it
 // handles a batch; older kernels refuse the flag (EINVAL), and get the ring without it.
 int init_ring(io_uring& ring, io_uring_params& params) {
-  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
-  params.cq_entries = kCompletionEntries;
-  int result = io_uring_queue_init_params(kEntries, &ring, &params);
-  if (result != -EINVAL) return result;
-  params = io_uring_params{};
-  params.flags = IORING_SETUP_CQSIZE;
-  params.cq_entries = kCompletionEntries;
-  return io_uring_queue_init_params(kEntries, &ring, &params);
+  int result = -EINVAL;
+  for (unsigned cooperative : {IORING_SETUP_COOP_TASKRUN, 0u}) {
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CQSIZE | cooperative;
+    params.cq_entries = kCompletionEntries;
+    result = io_uring_queue_init_params(kEntries, &ring, &params);
+    if (result != -EINVAL) break;
+  }
+  return result;
 }
 
 }  // namespace

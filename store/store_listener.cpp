@@ -15,6 +15,28 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
 
+// Opens `socket` and binds it to `endpoint` as every store listener is bound (SO_REUSEADDR; IPv6
+// dual-stack where asked; SO_REUSEPORT where the port is to be shared).
+error_code bind_socket(tcp::acceptor& socket, const tcp::endpoint& endpoint, bool dual_stack,
+                       bool share_port) {
+  error_code error;
+  socket.open(endpoint.protocol(), error);
+  if (error) return error;
+  error_code ignored;
+  if (dual_stack && endpoint.protocol() == tcp::v6()) {
+    socket.set_option(asio::ip::v6_only(false), ignored);
+  }
+  socket.set_option(tcp::acceptor::reuse_address(true), ignored);
+  if (share_port) {
+    int on = 1;
+    if (::setsockopt(socket.native_handle(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+      error = error_code(errno, asio::error::get_system_category());
+    }
+  }
+  if (!error) socket.bind(endpoint, error);
+  return error;
+}
+
 }  // namespace
 
 StoreListener::StoreListener(asio::io_context& context,
@@ -25,27 +47,20 @@ StoreListener::StoreListener(asio::io_context& context,
       shortage_(std::move(shortage)),
       on_accepted_(std::move(on_accepted)) {}
 
+error_code StoreListener::port_in_use(asio::io_context& context, const tcp::endpoint& endpoint,
+                                      bool dual_stack) {
+  tcp::acceptor probe(context);
+  return bind_socket(probe, endpoint, dual_stack, false);
+}
+
 error_code StoreListener::listen(const tcp::endpoint& endpoint, bool dual_stack, bool share_port,
                                  int backlog) {
-  error_code error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (error) return error;
-  error_code ignored;
-  if (dual_stack && endpoint.protocol() == tcp::v6()) {
-    acceptor_.set_option(asio::ip::v6_only(false), ignored);
-  }
-  acceptor_.set_option(tcp::acceptor::reuse_address(true), ignored);
-  if (share_port) {
-    int on = 1;
-    if (::setsockopt(acceptor_.native_handle(), SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
-      error = error_code(errno, asio::error::get_system_category());
-    }
-  }
-  if (!error) acceptor_.bind(endpoint, error);
+  error_code error = bind_socket(acceptor_, endpoint, dual_stack, share_port);
   if (!error) acceptor_.listen(backlog, error);
   if (!error) acceptor_.non_blocking(true, error);  // accept_queued() accepts until EAGAIN
   if (!error) port_ = acceptor_.local_endpoint(error).port();
   if (error) {
+    error_code ignored;
     acceptor_.close(ignored);
     return error;
   }

@@ -35,6 +35,12 @@ class StoreListener : public std::enable_shared_from_this<StoreListener> {
   /// Before start(), on any thread. `share_port`: SO_REUSEPORT, for the listeners of one store.
   boost::system::error_code listen(const boost::asio::ip::tcp::endpoint& endpoint, bool dual_stack,
                                    bool share_port, int backlog);
+  /// Whether a plain listener (no SO_REUSEPORT) could not bind `endpoint`: someone listens on
+  /// its port, even a group that shares it. Listeners of one store on a fixed port ask first, so
+  /// that a second store of the same user cannot join the first one's group.
+  static boost::system::error_code port_in_use(boost::asio::io_context& context,
+                                               const boost::asio::ip::tcp::endpoint& endpoint,
+                                               bool dual_stack);
   uint16_t port() const { return port_; }
   boost::asio::io_context& context() { return context_; }
 

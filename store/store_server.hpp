@@ -39,9 +39,9 @@ struct StoreServerOptions {
   /// the standalone `cohortd --tcpstore-port` store, which has no members to name); an empty
   /// list: no one.
   std::optional<std::vector<boost::asio::ip::address>> allowed_peers;
-  /// Where connections are served: nullptr, all on the server's own io_context; otherwise each
-  /// new connection on the pool's next context (the listener stays on the server's own), and
-  /// the Store behind a lock. The pool must outlive the server.
+  /// Where connections are served: nullptr, all on the server's own io_context; otherwise a
+  /// listener on each of the pool's contexts (one port) serves there what it accepts, and the
+  /// Store is behind a lock. The pool must outlive the server.
   IoPool* io_pool = nullptr;
 };
 

@@ -25,26 +25,6 @@ asio::ip::address unmapped(const asio::ip::address& address) {
   return address;
 }
 
-// Whether `endpoint`'s port is free to listen on, asked as a plain listener would (SO_REUSEADDR,
-// no SO_REUSEPORT): a port that another store or daemon listens on, even one that shares it with
-// SO_REUSEPORT, is in use. (Without this, a second store of the same user on a fixed port would
-// join the first one's group and take a share of its connections.)
-error_code port_in_use(const tcp::endpoint& endpoint, bool dual_stack) {
-  int probe = ::socket(endpoint.data()->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe < 0) return error_code(errno, asio::error::get_system_category());
-  int on = 1, off = 0;
-  ::setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  if (dual_stack && endpoint.protocol() == tcp::v6()) {
-    ::setsockopt(probe, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-  }
-  error_code error;
-  if (::bind(probe, endpoint.data(), endpoint.size()) != 0) {
-    error = error_code(errno, asio::error::get_system_category());
-  }
-  ::close(probe);
-  return error;
-}
-
 }  // namespace
 
 StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
@@ -99,7 +79,8 @@ error_code StoreService::listen_on(const std::vector<asio::io_context*>& context
   tcp::endpoint where = endpoint;
   bool share_port = contexts.size() > 1;
   if (share_port && where.port() != 0) {  // port 0: the kernel picks one no one listens on
-    if (error_code error = port_in_use(where, dual_stack)) return error;
+    error_code error = StoreListener::port_in_use(*contexts[0], where, dual_stack);
+    if (error) return error;
   }
   for (asio::io_context* context : contexts) {
     auto listener = std::make_shared<StoreListener>(
