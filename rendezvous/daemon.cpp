@@ -7,8 +7,9 @@
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
-#include "observe/event_text.hpp"
 #include "proto/auth.hpp"
+#include "rendezvous/daemon_events.hpp"
+#include "rendezvous/from_wire.hpp"
 
 namespace cohort {
 namespace {
@@ -25,34 +26,6 @@ constexpr const char* kTokenNeeded =
 constexpr const char* kWrongToken =
     "authentication failed: the proof does not match this rendezvous's token";
 
-rdzv::RunConfig to_config(const proto::WireRunConfig& wire) {
-  return {wire.min_nodes,
-          wire.max_nodes,
-          wire.max_restarts,
-          rdzv::Ms(wire.last_call_ms),
-          rdzv::Ms(wire.join_timeout_ms),
-          rdzv::Ms(wire.heartbeat_timeout_ms),
-          wire.host_failure_limit,
-          rdzv::Ms(wire.host_cooldown_ms)};
-}
-
-rdzv::FailureReport to_report(const proto::WorkerFailed& failed) {
-  return {failed.round, failed.rank,    failed.local_rank,   failed.exit_status, failed.description,
-          failed.host,  failed.summary, failed.final_reason, failed.cause};
-}
-
-rdzv::ProgressReport to_progress(const proto::Progress& wire) {
-  rdzv::ProgressReport report{
-      wire.round, wire.hang, rdzv::Ms(wire.hang_timeout_ms), wire.straggler_factor_pct,
-      wire.host,  {}};
-  for (const proto::RankProgress& rank : wire.ranks) {
-    std::optional<rdzv::Ms> step_time;
-    if (rank.step_ms) step_time = rdzv::Ms(*rank.step_ms);
-    report.ranks.push_back({rank.local_rank, rdzv::Ms(rank.silent_ms), rank.step, step_time});
-  }
-  return report;
-}
-
 // COHORT_STRAGGLER_WINDOW_MS (for tests): how long a straggler must stay slow before it is named.
 rdzv::Ms straggler_window() {
   const char* text = std::getenv("COHORT_STRAGGLER_WINDOW_MS");
@@ -64,13 +37,6 @@ rdzv::Ms straggler_window() {
     return rdzv::kStragglerWindow;
   }
   return rdzv::Ms(ms);
-}
-
-std::optional<rdzv::CarriedOutcome> to_carried(const std::optional<proto::CarriedOutcome>& wire) {
-  if (!wire) return std::nullopt;
-  rdzv::CarriedOutcome outcome{wire->round, std::nullopt};
-  if (wire->failure) outcome.failure = to_report(*wire->failure);
-  return outcome;
 }
 
 const char* phase_name(rdzv::RunState::Phase phase) {
@@ -123,68 +89,6 @@ std::vector<boost::asio::ip::address> store_peers(
     if (address.is_loopback()) peers.push_back(boost::asio::ip::address_v4::loopback());
   }
   return peers;
-}
-
-// The line of a failure summary that says something (not its "=====" banner), cut to a size an
-// event line can carry.
-std::string summary_line(const std::string& text) {
-  constexpr size_t kMaxSummaryBytes = 512;
-  std::string line = observe::meaningful_line(text);
-  if (line.size() > kMaxSummaryBytes) line = line.substr(0, kMaxSummaryBytes) + "...";
-  return line;
-}
-
-nlohmann::json worker_failed_fields(const std::string& node, const proto::WorkerFailed& failed) {
-  return {
-      {"node", node},
-      {"round", failed.round},
-      {"rank", failed.rank},
-      {"local_rank", failed.local_rank},
-      {"status", failed.description.empty() ? "exit status " + std::to_string(failed.exit_status)
-                                            : failed.description},
-      {"summary", summary_line(failed.summary)},
-      {"host", failed.host}};
-}
-
-// The hung rank a node names: the one silent longest of those it reported.
-// hang.attributed: the collective where the ranks part ways, bounded (rank lists as ranges).
-nlohmann::json hang_attributed_fields(int round, const rdzv::HangVerdict& verdict) {
-  nlohmann::json fields{{"round", round}, {"text", verdict.text}};
-  const rdzv::CollectiveAttribution& attribution = verdict.attribution;
-  fields["without_dump"] = rdzv::rank_ranges_text(attribution.without_dump);
-  if (!attribution.primary) {
-    fields["classification"] = verdict.had_dumps ? "none" : "no_dumps";
-    return fields;
-  }
-  const rdzv::GroupAttribution& group = attribution.groups[*attribution.primary];
-  fields["classification"] = rdzv::divergence_name(group.divergence);
-  fields["pg"] = group.pg;
-  fields["pg_desc"] = group.pg_desc;
-  fields["seq"] = group.seq;
-  fields["op"] = group.op;
-  fields["ranks"] = group.ranks;
-  fields["culprit_ranks"] = rdzv::rank_ranges_text(group.culprits);
-  fields["waiting_ranks"] = rdzv::rank_ranges_text(group.waiting);
-  nlohmann::json hosts = nlohmann::json::array();
-  for (size_t i = 0; i < group.culprit_hosts.size() && i < 16; ++i) {
-    hosts.push_back(group.culprit_hosts[i]);
-  }
-  fields["culprit_hosts"] = hosts;
-  return fields;
-}
-
-nlohmann::json hang_fields(const std::string& node, const proto::Progress& progress) {
-  nlohmann::json fields{{"node", node}, {"host", progress.host}, {"round", progress.round}};
-  const proto::RankProgress* silent = nullptr;
-  for (const proto::RankProgress& rank : progress.ranks) {
-    if (silent == nullptr || rank.silent_ms > silent->silent_ms) silent = &rank;
-  }
-  if (silent != nullptr) {
-    fields["local_rank"] = silent->local_rank;
-    fields["silent_ms"] = silent->silent_ms;
-    if (silent->step) fields["step"] = *silent->step;
-  }
-  return fields;
 }
 
 std::vector<std::string> unhealthy_ids(const std::map<std::string, std::string>& unhealthy) {
@@ -503,8 +407,8 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
           if (run.dumps.active() && run.dumps.complete()) finish_dumps(run);
         } else if constexpr (std::is_same_v<T, proto::Progress>) {
           if (!typed.host.empty()) run.hosts[node] = typed.host;
-          if (typed.hang) record(session.run_id, "hang.detected", hang_fields(node, typed));
-          apply(run, state.progress(node, to_progress(typed), now()));
+          if (typed.hang) record(session.run_id, "hang.detected", rdzv::hang_fields(node, typed));
+          apply(run, state.progress(node, rdzv::from_wire(typed), now()));
         } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
           apply(run, state.node_succeeded(node, typed.round, now()));
         } else if constexpr (std::is_same_v<T, proto::Leave>) {
@@ -553,7 +457,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   if (std::string problem = hello_problem(hello); !problem.empty()) {
     return session.close_after(proto::Error{"bad hello: " + problem}, "bad hello");
   }
-  rdzv::RunConfig config = to_config(hello.config);
+  rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id);
   Run& run = found->second;
   if (created) {
@@ -567,9 +471,10 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
             {"max_nodes", config.max_nodes},
             {"max_restarts", config.max_restarts}});
   }
-  rdzv::NodeInfo info{
-      hello.node_id,    hello.address,          hello.local_world_size, hello.rank_hint,
-      hello.last_round, hello.last_round_nodes, hello.restarts_used,    to_carried(hello.outcome)};
+  rdzv::NodeInfo info{hello.node_id,          hello.address,
+                      hello.local_world_size, hello.rank_hint,
+                      hello.last_round,       hello.last_round_nodes,
+                      hello.restarts_used,    rdzv::from_wire(hello.outcome)};
   mark_proven(session);
   session.run_id = hello.run_id;
   session.node_id = hello.node_id;
@@ -979,8 +884,6 @@ int64_t RendezvousDaemon::event_ms() const {
          std::chrono::duration_cast<std::chrono::milliseconds>(now() - started_steady_).count();
 }
 
-// One event: to the log file (if any), the run's history and the metrics. An event about a node
-// whose host the run knows carries it.
 // A member declared one of its workers hung: every other member asks its ranks for their
 // flight-recorder dumps now, while their workers still run, and the failure report that follows
 // waits for them (at most the node's dump timeout, capped at kMaxDumpWait, and kDumpSlack).
@@ -1023,11 +926,11 @@ void RendezvousDaemon::on_hang_declared(Run& run, const std::string& node_id,
 void RendezvousDaemon::on_worker_failed(Run& run, const std::string& node_id,
                                         const proto::WorkerFailed& failed) {
   if (!failed.host.empty()) run.hosts[node_id] = failed.host;
-  record(run.state->run_id(), "worker.failed", worker_failed_fields(node_id, failed));
+  record(run.state->run_id(), "worker.failed", rdzv::worker_failed_fields(node_id, failed));
   if (run.dumps.active() && run.dumps.round() == failed.round) {
-    return run.dumps.hold(node_id, to_report(failed));
+    return run.dumps.hold(node_id, rdzv::from_wire(failed));
   }
-  apply(run, run.state->worker_failed(node_id, to_report(failed), now(),
+  apply(run, run.state->worker_failed(node_id, rdzv::from_wire(failed), now(),
                                       run.dumps.verdict(failed.round)));
 }
 
@@ -1038,13 +941,15 @@ void RendezvousDaemon::finish_dumps(Run& run) {
   std::optional<int> round = run.dumps.round();
   rdzv::HangVerdict verdict = run.dumps.finish();
   record(run.state->run_id(), "hang.attributed",
-         hang_attributed_fields(round.value_or(-1), verdict));
+         rdzv::hang_attributed_fields(round.value_or(-1), verdict));
   log::warn("rendezvous: run ", run.state->run_id(), ": ", verdict.text);
   if (auto held = run.dumps.take_held()) {
     apply(run, run.state->worker_failed(held->first, held->second, now(), &verdict));
   }
 }
 
+// One event: to the log file (if any), the run's history and the metrics. An event about a node
+// whose host the run knows carries it.
 void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann::json fields) {
   auto node = fields.find("node");
   if (node != fields.end() && node->is_string() && !fields.contains("host")) {
@@ -1068,20 +973,7 @@ std::string RendezvousDaemon::known_host(const std::string& run, const std::stri
 }
 
 void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
-  nlohmann::json members = nlohmann::json::array();
-  for (const rdzv::Assignment& member : start.members) {
-    nlohmann::json fields{{"node", member.node_id},
-                          {"address", member.address},
-                          {"group_rank", member.group_rank},
-                          {"local_world_size", member.local_world_size}};
-    auto host = run.hosts.find(member.node_id);
-    if (host != run.hosts.end()) fields["host"] = host->second;
-    members.push_back(std::move(fields));
-  }
-  record(run.state->run_id(), "round.started",
-         {{"round", start.round},
-          {"world_size", start.members.front().world_size},
-          {"members", std::move(members)}});
+  record(run.state->run_id(), "round.started", rdzv::round_started_fields(start, run.hosts));
 }
 
 void RendezvousDaemon::record_loss(const std::string& run, const std::string& node,
