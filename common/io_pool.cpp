@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "common/epoll_loop.hpp"
 #include "common/uring_loop.hpp"
 
 namespace cohort {
@@ -20,6 +21,8 @@ IoPool::IoPool(boost::asio::io_context& home, int threads, SocketIo io) : home_(
     // which may come when descriptors have run out, and would throw then: make it now.
     boost::asio::ip::tcp::socket unopened(*extra_.back());
   }
+  epolls_.push_back(&EpollLoop::of(home_));  // made now, for the same reason
+  for (auto& context : extra_) epolls_.push_back(&EpollLoop::of(*context));
   if (io != SocketIo::Epoll) open_rings();
   for (auto& context : extra_) {
     threads_.emplace_back([io = context.get()] { io->run(); });
@@ -38,6 +41,13 @@ void IoPool::open_rings() {
     }
     rings_.push_back(ring);
   }
+}
+
+EpollLoop& IoPool::epoll_of(const boost::asio::io_context& context) const {
+  for (size_t i = 0; i < extra_.size(); ++i) {
+    if (extra_[i].get() == &context) return *epolls_[i + 1];
+  }
+  return *epolls_[0];
 }
 
 UringLoop* IoPool::ring_of(const boost::asio::io_context& context) const {

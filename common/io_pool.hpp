@@ -3,9 +3,9 @@
 // each context (a store: one listener per context, on one port) and serves each connection on
 // the context that accepted it. Created by the host (cohortd's main, a test) before every server
 // that uses it and destroyed after them: the destructor stops the extra contexts and joins their
-// threads. With SocketIo::IoUring or Auto each context also gets a UringLoop, through which its
-// store connections read and write, where the kernel allows. context(), size() and ring_of() from
-// any thread.
+// threads. Each context gets an EpollLoop, through which its store connections read and write,
+// and with SocketIo::IoUring or Auto a UringLoop too, where the kernel allows, to which busy ones
+// move. context(), size(), epoll_of() and ring_of() from any thread.
 #pragma once
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -19,11 +19,12 @@
 
 namespace cohort {
 
+class EpollLoop;
 class UringLoop;
 
 /// How a pool's connections read and write: epoll readiness and a system call per read and write
-/// (Asio's reactor), or batched through an io_uring per thread (UringLoop); Auto: io_uring where
-/// the kernel allows it, else epoll.
+/// (EpollLoop), or batched through an io_uring per thread (UringLoop); Auto: io_uring where the
+/// kernel allows it, else epoll.
 enum class SocketIo { Epoll, IoUring, Auto };
 
 class IoPool {
@@ -50,6 +51,8 @@ class IoPool {
   static constexpr uint32_t kRingAfterRequests = 32;
   void set_ring_after(uint32_t requests) { ring_after_ = requests; }
   uint32_t ring_after() const { return ring_after_; }
+  /// The epoll loop of one of the pool's contexts.
+  EpollLoop& epoll_of(const boost::asio::io_context& context) const;
   /// The io_uring loop of one of the pool's contexts; nullptr where the pool uses epoll.
   UringLoop* ring_of(const boost::asio::io_context& context) const;
   bool uses_io_uring() const { return !rings_.empty(); }
@@ -65,7 +68,8 @@ class IoPool {
   std::vector<std::unique_ptr<boost::asio::io_context>> extra_;
   std::vector<WorkGuard> guards_;
   std::vector<std::thread> threads_;
-  std::vector<UringLoop*> rings_;  ///< home's, then each extra context's; empty with epoll
+  std::vector<EpollLoop*> epolls_;  ///< home's, then each extra context's
+  std::vector<UringLoop*> rings_;   ///< home's, then each extra context's; empty with epoll
   std::string io_uring_unavailable_;
   uint32_t ring_after_ = kRingAfterRequests;
 };

@@ -92,27 +92,9 @@ void UringLoop::start_ring() {
   ring_ready_ = true;
 }
 
-void UringLoop::receive(UringOp& op, std::shared_ptr<void> hold, int descriptor, char* buffer,
-                        size_t size) {
-  op.is_send = false;
-  op.descriptor = descriptor;
-  op.buffer = buffer;
-  op.size = size;
-  start(op, std::move(hold));
-}
-
-void UringLoop::send(UringOp& op, std::shared_ptr<void> hold, int descriptor, const char* bytes,
-                     size_t size) {
-  op.is_send = true;
-  op.descriptor = descriptor;
-  op.buffer = const_cast<char*>(bytes);  // only read: IORING_OP_SEND
-  op.size = size;
-  start(op, std::move(hold));
-}
-
 // Puts the op in flight: into a queue entry, or, if the kernel takes none now (the queue full and
 // not submittable), behind the others that wait for one.
-void UringLoop::start(UringOp& op, std::shared_ptr<void> hold) {
+void UringLoop::start(SocketOp& op, std::shared_ptr<void> hold) {
   started_.fetch_add(1, std::memory_order_relaxed);
   op.hold = std::move(hold);
   op.in_flight = true;
@@ -140,7 +122,7 @@ io_uring_sqe* UringLoop::free_entry() {
   return entry;
 }
 
-void UringLoop::prepare(io_uring_sqe* entry, UringOp& op) {
+void UringLoop::prepare(io_uring_sqe* entry, SocketOp& op) {
   if (op.is_send) {
     io_uring_prep_send(entry, op.descriptor, op.buffer, op.size, MSG_NOSIGNAL);
   } else {
@@ -153,14 +135,14 @@ void UringLoop::prepare_waiting() {
   while (waiting_first_ != nullptr) {
     io_uring_sqe* entry = io_uring_get_sqe(ring_.get());
     if (entry == nullptr) return;
-    UringOp& op = *waiting_first_;
+    SocketOp& op = *waiting_first_;
     waiting_first_ = op.next_waiting;
     if (waiting_first_ == nullptr) waiting_last_ = nullptr;
     prepare(entry, op);
   }
 }
 
-void UringLoop::untrack(UringOp& op) {
+void UringLoop::untrack(SocketOp& op) {
   if (op.previous != nullptr) op.previous->next = op.next;
   if (op.next != nullptr) op.next->previous = op.previous;
   if (in_flight_ == &op) in_flight_ = op.next;
@@ -224,7 +206,7 @@ void UringLoop::reap() {
   io_uring_cqe* completion;
   io_uring_for_each_cqe(ring_.get(), head, completion) {
     ++seen;
-    auto* op = static_cast<UringOp*>(io_uring_cqe_get_data(completion));
+    auto* op = static_cast<SocketOp*>(io_uring_cqe_get_data(completion));
     if (op == nullptr) continue;
     int result = completion->res;
     untrack(*op);
@@ -241,14 +223,14 @@ void UringLoop::shutdown() {
   if (shut_down_ || !ring_ready_) return;
   shut_down_ = true;
   ring_descriptor_.release();
-  for (UringOp* op = waiting_first_; op != nullptr;) {  // never reached the kernel
-    UringOp* next = op->next_waiting;
+  for (SocketOp* op = waiting_first_; op != nullptr;) {  // never reached the kernel
+    SocketOp* next = op->next_waiting;
     untrack(*op);
     op->hold.reset();
     op = next;
   }
   waiting_first_ = waiting_last_ = nullptr;
-  for (UringOp* op = in_flight_; op != nullptr; op = op->next) {
+  for (SocketOp* op = in_flight_; op != nullptr; op = op->next) {
     io_uring_sqe* entry = free_entry();
     if (entry == nullptr) break;  // those left are dropped after the wait below
     io_uring_prep_cancel(entry, op, 0);
@@ -260,14 +242,14 @@ void UringLoop::shutdown() {
     io_uring_cqe* completion = nullptr;
     __kernel_timespec wait{0, 50'000'000};
     if (io_uring_wait_cqe_timeout(ring_.get(), &completion, &wait) < 0) continue;
-    auto* op = static_cast<UringOp*>(io_uring_cqe_get_data(completion));
+    auto* op = static_cast<SocketOp*>(io_uring_cqe_get_data(completion));
     io_uring_cqe_seen(ring_.get(), completion);
     if (op == nullptr) continue;
     untrack(*op);
     op->hold.reset();
   }
   while (in_flight_ != nullptr) {  // the kernel did not answer in time: drop them all the same
-    UringOp* op = in_flight_;
+    SocketOp* op = in_flight_;
     untrack(*op);
     op->hold.reset();
   }

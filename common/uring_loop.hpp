@@ -1,8 +1,8 @@
 // Socket reads and writes through an io_uring, for the connections one io_context serves: each
 // recv and send is a submission entry, all the entries a batch of handlers queued go to the kernel
 // in one io_uring_enter, and the completions come back through the ring's descriptor, which the
-// io_context's reactor watches. A request costs no system call of its own (an epoll connection
-// costs a recv, a send and a re-arm). An Asio service of its io_context, so one per context,
+// io_context's reactor watches. A request costs no system call of its own (through EpollLoop
+// it costs a recv and a send). An Asio service of its io_context, so one per context,
 // made by UringLoop::open() and used only on the thread that runs that context.
 #pragma once
 
@@ -14,30 +14,14 @@
 #include <memory>
 #include <string>
 
+#include "common/socket_loop.hpp"
+
 struct io_uring;
 struct io_uring_sqe;
 
 namespace cohort {
 
-/// One recv or send in flight: embedded in its owner, which sets `complete` and `owner` once. While
-/// it is in flight, `hold` keeps the owner alive (the loop drops it after `complete` runs, or
-/// without calling it when the io_context is destroyed first). The rest is the loop's.
-struct UringOp {
-  using Completion = void (*)(void* owner, int result);
-  Completion complete = nullptr;
-  void* owner = nullptr;
-  std::shared_ptr<void> hold;
-  bool in_flight = false;
-  bool is_send = false;
-  int descriptor = -1;
-  char* buffer = nullptr;
-  size_t size = 0;
-  UringOp* previous = nullptr;  ///< the loop's list of ops in flight
-  UringOp* next = nullptr;
-  UringOp* next_waiting = nullptr;  ///< the loop's list of ops waiting for a queue entry
-};
-
-class UringLoop : public boost::asio::execution_context::service {
+class UringLoop : public boost::asio::execution_context::service, public SocketLoop {
  public:
   using key_type = UringLoop;
   static inline boost::asio::execution_context::id id;
@@ -57,25 +41,21 @@ class UringLoop : public boost::asio::execution_context::service {
   /// One alone gains nothing from the ring: each of its requests is a sleep and a wake-up.
   void count_busy(int change) { busy_connections_ += change; }
   int busy_connections() const { return busy_connections_; }
-  /// Recvs and sends started so far (any thread).
-  uint64_t started() const { return started_.load(std::memory_order_relaxed); }
+  uint64_t started() const override { return started_.load(std::memory_order_relaxed); }
   const std::string& unusable_reason() const { return unusable_reason_; }
 
-  /// The context's thread: a recv of at most `size` bytes into `buffer` (which must stay valid
-  /// until the completion), whose result is a byte count, 0 at end of stream, or -errno.
-  void receive(UringOp& op, std::shared_ptr<void> hold, int descriptor, char* buffer, size_t size);
-  /// The context's thread: a send of `size` bytes (valid until the completion); result as above.
-  void send(UringOp& op, std::shared_ptr<void> hold, int descriptor, const char* bytes,
-            size_t size);
+  /// receive()'s buffer must not be nullptr: the ring reads into the op's own buffer.
+  /// Nothing to forget: a descriptor is named only by its ops.
+  void release(int, bool) override {}
 
  private:
   void shutdown() override;
   void start_ring();
-  void start(UringOp& op, std::shared_ptr<void> hold);
+  void start(SocketOp& op, std::shared_ptr<void> hold) override;
   io_uring_sqe* free_entry();
-  void prepare(io_uring_sqe* entry, UringOp& op);
+  void prepare(io_uring_sqe* entry, SocketOp& op);
   void prepare_waiting();
-  void untrack(UringOp& op);
+  void untrack(SocketOp& op);
   void submit_soon();
   void submit();
   void wait_for_completions();
@@ -87,9 +67,9 @@ class UringLoop : public boost::asio::execution_context::service {
   bool ring_ready_ = false;
   std::string unusable_reason_;
   boost::asio::posix::stream_descriptor ring_descriptor_;
-  UringOp* in_flight_ = nullptr;      ///< head of the list
-  UringOp* waiting_first_ = nullptr;  ///< ops for which the queue had no entry, in order
-  UringOp* waiting_last_ = nullptr;
+  SocketOp* in_flight_ = nullptr;      ///< head of the list
+  SocketOp* waiting_first_ = nullptr;  ///< ops for which the queue had no entry, in order
+  SocketOp* waiting_last_ = nullptr;
   bool reaping_ = false;        ///< inside on_completions: its end submits
   bool submit_posted_ = false;  ///< a submit() is queued on the context
   bool waiting_ = false;        ///< an async_wait on the ring's descriptor is pending

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/epoll_loop.hpp"
 #include "common/io_pool.hpp"
 #include "common/log.hpp"
 #include "common/uring_loop.hpp"
@@ -32,6 +33,9 @@ StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
       options_(std::move(options)),
       shortage_(std::make_shared<DescriptorShortage>("store")),
       store_(options_.limits) {
+  // Without a pool the service's own context serves; its loop is made now, not for the first
+  // connection, which may come when descriptors have run out.
+  if (options_.io_pool == nullptr) EpollLoop::of(io_);
   set_allowed_peers(std::move(options_.allowed_peers));
 }
 
@@ -112,35 +116,26 @@ void StoreService::on_accepted(int descriptor, const tcp::endpoint& peer,
     ::close(descriptor);
     return;
   }
-  start_session(descriptor, peer.protocol(), context);
+  start_session(descriptor, context);
 }
 
 // Registers a session for an accepted descriptor and starts it on its context's thread (this
-// one): as a socket of Asio's reactor, which moves to the context's UringLoop after the pool's
-// ring_after() requests where the pool has one (from the start if that is 0).
-void StoreService::start_session(int descriptor, const tcp& protocol, asio::io_context& context) {
-  UringLoop* ring = options_.io_pool ? options_.io_pool->ring_of(context) : nullptr;
-  uint32_t ring_after = ring != nullptr ? options_.io_pool->ring_after() : 0;
+// one): through the context's EpollLoop, and its UringLoop after the pool's ring_after()
+// requests where the pool has one (from the start if that is 0).
+void StoreService::start_session(int descriptor, asio::io_context& context) {
+  IoPool* pool = options_.io_pool;
+  EpollLoop& epoll = pool != nullptr ? pool->epoll_of(context) : EpollLoop::of(context);
+  UringLoop* ring = pool != nullptr ? pool->ring_of(context) : nullptr;
+  uint32_t ring_after = ring != nullptr ? pool->ring_after() : 0;
   int no_delay = 1;
   ::setsockopt(descriptor, IPPROTO_TCP, TCP_NODELAY, &no_delay, sizeof no_delay);
-  tcp::socket socket(context);
-  if (ring == nullptr || ring_after > 0) {
-    error_code error;
-    socket.assign(protocol, descriptor, error);
-    if (error) {
-      ::close(descriptor);
-      return;
-    }
-    socket.non_blocking(true, error);  // Asio's own reads and writes must not wait either
-    if (error) return;
-  }
   StoreConnectionId id = ++next_id_;
-  auto session = std::make_shared<StoreSession>(shared_from_this(), std::move(socket), ring,
-                                                ring_after, descriptor, context.get_executor(), id,
-                                                options_.legacy_numbering);
+  auto session =
+      std::make_shared<StoreSession>(shared_from_this(), descriptor, epoll, ring, ring_after,
+                                     context.get_executor(), id, options_.legacy_numbering);
   {
     std::lock_guard lock(mutex_);
-    if (closed_) return;  // close() took the registry already: the session closes with its socket
+    if (closed_) return;  // close() took the registry already: the session closes its descriptor
     sessions_.emplace(id, session);
     connections_ = sessions_.size();
   }

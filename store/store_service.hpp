@@ -63,8 +63,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   void on_accepted(int descriptor, const boost::asio::ip::tcp::endpoint& peer,
                    boost::asio::io_context& context);
   bool allowed(const boost::asio::ip::address& peer);
-  void start_session(int descriptor, const boost::asio::ip::tcp& protocol,
-                     boost::asio::io_context& context);
+  void start_session(int descriptor, boost::asio::io_context& context);
 
   boost::asio::io_context& io_;
   StoreServerOptions options_;

@@ -2,7 +2,6 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -42,50 +41,52 @@ bool would_block(const error_code& error) {
 
 }  // namespace
 
-StoreSession::StoreSession(std::shared_ptr<StoreService> service, asio::ip::tcp::socket socket,
-                           UringLoop* ring, uint32_t ring_after, int descriptor,
+StoreSession::StoreSession(std::shared_ptr<StoreService> service, int descriptor, EpollLoop& epoll,
+                           UringLoop* ring, uint32_t ring_after,
                            asio::io_context::executor_type executor, StoreConnectionId id,
                            StoreNumbering legacy_numbering)
     : service_(std::move(service)),
-      socket_(std::move(socket)),
       descriptor_(descriptor),
       executor_(executor),
       decoder_(legacy_numbering),
       id_(id) {
   decoder_.check_declared([this](uint64_t declared) { return charge_declared(declared); });
+  receive_op_.complete = &StoreSession::on_received;
+  receive_op_.owner = this;
+  send_op_.complete = &StoreSession::on_sent;
+  send_op_.owner = this;
   if (ring != nullptr && ring_after == 0) {
-    use_ring(ring);
+    ring_ = ring;
+    use_loop(ring, true);
   } else {
+    use_loop(&epoll, false);
     ring_later_ = ring;
     ring_after_ = ring_after;
   }
 }
 
-void StoreSession::use_ring(UringLoop* ring) {
-  ring_ = ring;
-  receive_op_.complete = &StoreSession::on_received;
-  receive_op_.owner = this;
-  send_op_.complete = &StoreSession::on_sent;
-  send_op_.owner = this;
-  ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
+// `own_buffer`: recvs fill a small buffer of the session's (the ring's need one that outlives the
+// call); otherwise the loop lends its own for the completion.
+void StoreSession::use_loop(SocketLoop* loop, bool own_buffer) {
+  loop_ = loop;
+  if (own_buffer) ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
 }
 
 // Between reads, with nothing in flight on the socket, once it and another connection of its
-// thread are busy: takes the descriptor out of the reactor (epoll_ctl DEL) and hands it to the
-// ring. If Asio cannot let go of it, it stays where it is.
+// thread are busy: takes the descriptor out of the epoll set and hands it to the ring.
 void StoreSession::move_to_ring() {
-  UringLoop* ring = ring_later_;
+  loop_->release(descriptor_, false);
+  ring_ = ring_later_;
   ring_later_ = nullptr;
-  error_code error;
-  int descriptor = socket_.release(error);
-  if (error) return;
-  descriptor_ = descriptor;
-  use_ring(ring);
+  use_loop(ring_, true);
 }
 
-// With the ring the descriptor is the session's own (an open socket_ closes itself).
+// Only a session that never started, or whose loop was shut down with the io_context, still has
+// its descriptor here.
 StoreSession::~StoreSession() {
-  if (ring_ != nullptr && descriptor_ >= 0) ::close(descriptor_);
+  if (descriptor_ < 0) return;
+  loop_->release(descriptor_, true);
+  ::close(descriptor_);
 }
 
 // What a request declares past kStoreUnchargedRequestBytes counts against the store's quota
@@ -110,31 +111,15 @@ void StoreSession::start() {
   asio::dispatch(executor_, [self = shared_from_this()] { self->wait_readable(); });
 }
 
-// With epoll, waits for readability instead of reading into a per-connection buffer: an idle
-// connection holds no read buffer at all. With the ring, a recv into the session's small buffer
-// waits there (no system call of its own).
+// A recv waits in the loop: into the session's small buffer with the ring, into the loop's own
+// with epoll (an idle connection holds no read buffer there).
 void StoreSession::wait_readable() {
-  if (ring_ != nullptr) {
-    ring_->receive(receive_op_, shared_from_this(), descriptor_, ring_buffer_.get(),
-                   kRingReadBytes);
-    return;
-  }
-  socket_.async_wait(
-      asio::ip::tcp::socket::wait_read,
-      [self = shared_from_this()](const error_code& error) { self->on_readable(error); });
+  loop_->receive(receive_op_, shared_from_this(), descriptor_, ring_buffer_.get(),
+                 ring_buffer_ != nullptr ? kRingReadBytes : 0);
 }
 
-void StoreSession::on_readable(const error_code& error) {
-  if (closed_) return;
-  if (error) {
-    close(error.message());
-    return;
-  }
-  read_ready();
-}
-
-// The ring's recv ended: `result` bytes are in ring_buffer_, or the stream ended (0, also after
-// close() shut the connection down), or -errno.
+// The recv ended: `result` bytes are in the op's buffer, or the stream ended (0, also after close()
+// shut the connection down), or -errno.
 void StoreSession::on_received(void* owner, int result) {
   auto& self = *static_cast<StoreSession*>(owner);
   if (self.closed_) {
@@ -145,10 +130,11 @@ void StoreSession::on_received(void* owner, int result) {
     self.close(result == 0 ? "closed by the client" : std::strerror(-result));
     return;
   }
-  self.consume(std::string_view(self.ring_buffer_.get(), static_cast<size_t>(result)));
+  self.consume(std::string_view(self.receive_op_.buffer, static_cast<size_t>(result)));
   if (self.closed_) return;
-  // A full buffer may have left more in the socket: one plain read takes up to 64 KiB of it.
-  if (static_cast<size_t>(result) == kRingReadBytes && self.stash_.empty()) {
+  // A full small buffer may have left more in the socket: one plain read takes up to 64 KiB of it.
+  if (self.ring_buffer_ != nullptr && static_cast<size_t>(result) == kRingReadBytes &&
+      self.stash_.empty()) {
     self.read_ready();
     return;
   }
@@ -183,13 +169,18 @@ void StoreSession::after_input() {
       counted_busy_ = true;
       ring_later_->count_busy(1);
     }
-    if (!writing_ && ring_later_->busy_connections() >= 2) move_to_ring();
+    if (ring_later_->busy_connections() >= 2) {
+      if (writing_) {  // the reply goes out first: on_written moves the connection, then reads
+        move_when_written_ = true;
+        return;
+      }
+      move_to_ring();
+    }
   }
   wait_readable();
 }
 
 size_t StoreSession::read_some(char* buffer, size_t size, error_code& error) {
-  if (ring_ == nullptr) return socket_.read_some(asio::buffer(buffer, size), error);
   ssize_t got = ::recv(descriptor_, buffer, size, MSG_DONTWAIT);
   if (got > 0) return static_cast<size_t>(got);
   if (got == 0) {
@@ -268,47 +259,25 @@ size_t StoreSession::unsent() {
   return queued_.size() + outbox_.size() + in_flight_.size();
 }
 
-// Writes what it can right away (the common case: a few bytes into an empty socket buffer) and
-// leaves the rest to one async write at a time, which keeps replies in order.
+// Hands what is queued to the loop, one send at a time, which keeps replies in order: with
+// epoll it goes out after the handlers at hand (the common case: a few bytes into an empty socket
+// buffer), with the ring in their batch's one submission.
 void StoreSession::flush() {
   if (closed_ || writing_) return;
   take_queued();
   if (outbox_.empty()) return;
-  if (ring_ != nullptr) {  // the ring sends when the handlers at hand are done
-    std::swap(in_flight_, outbox_);
-    writing_ = true;
-    in_flight_sent_ = 0;
-    send_in_flight();
-    return;
-  }
-  error_code error;
-  size_t written = socket_.write_some(asio::buffer(outbox_), error);
-  if (would_block(error)) {
-    written = 0;
-    error.clear();
-  }
-  if (error) {
-    close(error.message());
-    return;
-  }
-  if (written == outbox_.size()) {
-    release_if_large(outbox_);
-    return;
-  }
-  outbox_.erase(0, written);
   std::swap(in_flight_, outbox_);
   writing_ = true;
-  asio::async_write(
-      socket_, asio::buffer(in_flight_),
-      [self = shared_from_this()](const error_code& error, size_t) { self->on_written(error); });
+  in_flight_sent_ = 0;
+  send_in_flight();
 }
 
 void StoreSession::send_in_flight() {
-  ring_->send(send_op_, shared_from_this(), descriptor_, in_flight_.data() + in_flight_sent_,
+  loop_->send(send_op_, shared_from_this(), descriptor_, in_flight_.data() + in_flight_sent_,
               in_flight_.size() - in_flight_sent_);
 }
 
-// The ring's send ended: `result` bytes went, or -errno.
+// The send ended: `result` bytes went, or -errno.
 void StoreSession::on_sent(void* owner, int result) {
   auto& self = *static_cast<StoreSession*>(owner);
   if (self.closed_) {
@@ -337,6 +306,12 @@ void StoreSession::on_written(const error_code& error) {
   }
   release_if_large(in_flight_);
   flush();
+  if (move_when_written_ && !writing_) {
+    move_when_written_ = false;
+    move_to_ring();
+    wait_readable();
+    return;
+  }
   resume_reading_if_drained();
 }
 
@@ -377,23 +352,19 @@ void StoreSession::close_on_its_thread(std::string reason) {
                  [self = shared_from_this(), reason = std::move(reason)] { self->close(reason); });
 }
 
-// With the ring and an op in flight, the connection is shut down at once: the peer sees it end
-// (even if this thread stops now), and the recv or send ends by itself (end of stream, EPIPE). The
-// descriptor is closed only once none of the session's ops names it: an entry not yet submitted
-// would otherwise reach whatever connection is next given the same number. (Not a cancel by op:
-// the op's address may belong to another session by the time the cancel reaches the kernel.)
+// With an op in flight, the connection is shut down at once: the peer sees it end (even if this
+// thread stops now), and the recv or send ends by itself (end of stream, EPIPE). The descriptor
+// is closed only once none of the session's ops names it: a ring entry not yet submitted would
+// otherwise reach whatever connection is next given the same number. (Not a cancel by op: the
+// op's address may belong to another session by the time the cancel reaches the kernel.)
 void StoreSession::close_descriptor() {
-  if (ring_ == nullptr) {
-    error_code ignored;
-    socket_.close(ignored);
-    return;
-  }
   if (receive_op_.in_flight || send_op_.in_flight) ::shutdown(descriptor_, SHUT_RDWR);
   release_descriptor_when_idle();
 }
 
 void StoreSession::release_descriptor_when_idle() {
   if (descriptor_ < 0 || receive_op_.in_flight || send_op_.in_flight) return;
+  loop_->release(descriptor_, true);
   ::close(descriptor_);
   descriptor_ = -1;
 }

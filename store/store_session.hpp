@@ -1,9 +1,9 @@
 // One client connection of the worker store: reads what the client sent, decodes requests with
 // its TcpStoreDecoder, passes them to the service, and writes replies in order. Any decode or
-// store error closes this connection only. With epoll it reads when Asio says the socket is
-// readable (no buffer of its own while idle); with a UringLoop a recv into a small buffer of its
-// own waits in the ring, and sends go through the ring too. Owned by StoreService's registry and
-// by its own pending handlers and ring ops. Runs on its io_context's thread; queue(),
+// store error closes this connection only. Reads and writes go through its thread's EpollLoop
+// (which reads into a buffer of its own: an idle connection holds none), and through its
+// UringLoop once busy (a recv into a small buffer of the session's waits in the ring). Owned by
+// StoreService's registry and by its own ops in flight. Runs on its io_context's thread; queue(),
 // write_queued() and close_on_its_thread() may be called from any thread.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/epoll_loop.hpp"
 #include "common/uring_loop.hpp"
 #include "store/store.hpp"
 #include "store/tcpstore_codec.hpp"
@@ -31,12 +32,13 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   /// Bytes of the buffer a ring recv fills; a full one is followed by a plain read of the rest.
   static constexpr size_t kRingReadBytes = 1024;
 
-  /// `executor`: of the io_context that serves the connection. `ring`: that context's UringLoop,
-  /// which does the reads and writes of `descriptor` from the start (`ring_after` 0: `socket`
-  /// stays unopened) or once the connection has made `ring_after` requests through `socket`,
-  /// open on `descriptor` in Asio's reactor; nullptr: the reactor's for good.
-  StoreSession(std::shared_ptr<StoreService> service, boost::asio::ip::tcp::socket socket,
-               UringLoop* ring, uint32_t ring_after, int descriptor,
+  /// `descriptor`: the connected, non-blocking socket, now the session's. `executor`: of the
+  /// io_context that serves it; `epoll` and `ring` are that context's loops. The ring does the
+  /// reads and writes from the start (`ring_after` 0) or once the connection has made
+  /// `ring_after` requests through `epoll` and another busy one shares the thread; without a
+  /// ring, `epoll` for good.
+  StoreSession(std::shared_ptr<StoreService> service, int descriptor, EpollLoop& epoll,
+               UringLoop* ring, uint32_t ring_after,
                boost::asio::io_context::executor_type executor, StoreConnectionId id,
                StoreNumbering legacy_numbering);
   ~StoreSession();
@@ -62,7 +64,6 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
 
  private:
   void wait_readable();
-  void on_readable(const boost::system::error_code& error);
   static void on_received(void* self, int result);
   static void on_sent(void* self, int result);
   void read_ready();
@@ -70,7 +71,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   size_t read_some(char* buffer, size_t size, boost::system::error_code& error);
   void send_in_flight();
   void close_descriptor();
-  void use_ring(UringLoop* ring);
+  void use_loop(SocketLoop* loop, bool own_buffer);
   void move_to_ring();
   void release_descriptor_when_idle();
   std::string peer_text();
@@ -87,21 +88,22 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   size_t unsent();
 
   std::shared_ptr<StoreService> service_;
-  boost::asio::ip::tcp::socket socket_;
-  UringLoop* ring_ = nullptr;        ///< reads and writes go through it (else the reactor)
+  SocketLoop* loop_ = nullptr;       ///< reads and writes go through it
+  UringLoop* ring_ = nullptr;        ///< the ring, once the loop is that
   UringLoop* ring_later_ = nullptr;  ///< where they go after ring_after_ requests
   uint32_t ring_after_ = 0;
-  uint32_t requests_ = 0;      ///< made through the reactor, counted while ring_later_ is set
-  bool counted_busy_ = false;  ///< in the busy connections of its ring
+  uint32_t requests_ = 0;           ///< made through the reactor, counted while ring_later_ is set
+  bool counted_busy_ = false;       ///< in the busy connections of its ring
+  bool move_when_written_ = false;  ///< to the ring once the send in flight ends
   int descriptor_;
   boost::asio::io_context::executor_type executor_;
-  UringOp receive_op_;
-  UringOp send_op_;
+  SocketOp receive_op_;
+  SocketOp send_op_;
   std::unique_ptr<char[]> ring_buffer_;  ///< what the ring's recv fills (ring only)
-  size_t in_flight_sent_ = 0;            ///< of in_flight_, sent so far (ring only)
+  size_t in_flight_sent_ = 0;            ///< of in_flight_, sent so far
   TcpStoreDecoder decoder_;
   std::string outbox_;     ///< replies not yet given to the socket
-  std::string in_flight_;  ///< the buffer of the async write in progress
+  std::string in_flight_;  ///< the bytes of the send in flight
   std::string stash_;      ///< input not decoded yet while replies drain (usually empty)
   std::mutex queued_mutex_;
   std::string queued_;         ///< replies queued but not yet in outbox_ (queued_mutex_)
