@@ -3,7 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/system/system_error.hpp>
 #include <cerrno>
 
@@ -11,6 +11,9 @@ namespace cohort {
 namespace {
 
 constexpr int kEventsPerWait = 256;
+// The table of descriptors grows by this many at a time (24 bytes each), up to the highest
+// descriptor the loop has seen.
+constexpr size_t kWatchesStep = 4096;
 constexpr uint32_t kWatchedEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
 bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
@@ -68,7 +71,7 @@ void EpollLoop::start(SocketOp& op, std::shared_ptr<void> hold) {
 
 EpollLoop::Watch& EpollLoop::watch(int descriptor) {
   size_t index = static_cast<size_t>(descriptor);
-  if (index >= watches_.size()) watches_.resize(std::max(index + 1, watches_.size() * 2));
+  if (index >= watches_.size()) watches_.resize((index / kWatchesStep + 1) * kWatchesStep);
   return watches_[index];
 }
 
@@ -77,15 +80,23 @@ void EpollLoop::try_soon(int descriptor) {
   if (entry.queued) return;
   entry.queued = true;
   ready_.push_back(descriptor);
-  if (run_posted_ || shut_down_) return;
+  run_soon();
+}
+
+// After the handlers at hand (deferred: a continuation of this thread's work, which wakes no
+// reactor); inside on_events, at its end.
+void EpollLoop::run_soon() {
+  if (run_posted_ || handling_events_ || shut_down_) return;
   run_posted_ = true;
-  boost::asio::post(context_, [this] { run_ready(); });
+  boost::asio::defer(context_, [this] {
+    run_posted_ = false;
+    try_ready();
+  });
 }
 
 // Tries the ops queued so far; what their completions queue waits for the next round, after the
 // context's other handlers, so that a client that keeps the socket full cannot hold the thread.
-void EpollLoop::run_ready() {
-  run_posted_ = false;
+void EpollLoop::try_ready() {
   if (shut_down_) return;
   trying_.swap(ready_);
   for (int descriptor : trying_) {
@@ -93,10 +104,7 @@ void EpollLoop::run_ready() {
     perform(descriptor);
   }
   trying_.clear();
-  if (!ready_.empty() && !run_posted_) {
-    run_posted_ = true;
-    boost::asio::post(context_, [this] { run_ready(); });
-  }
+  if (!ready_.empty()) run_soon();
   wait_for_events();
 }
 
@@ -194,6 +202,7 @@ void EpollLoop::wait_for_events() {
 void EpollLoop::on_events(const boost::system::error_code& error) {
   if (error == boost::asio::error::operation_aborted || shut_down_) return;
   int count = ::epoll_wait(epoll_, events_.data(), kEventsPerWait, 0);
+  handling_events_ = true;
   for (int i = 0; i < count; ++i) {
     const epoll_event& event = events_[static_cast<size_t>(i)];
     int descriptor = event.data.fd;
@@ -204,6 +213,8 @@ void EpollLoop::on_events(const boost::system::error_code& error) {
     if (event.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) entry.writable = true;
     perform(descriptor);
   }
+  handling_events_ = false;
+  if (!ready_.empty()) try_ready();  // the replies of this batch, at once
   wait_for_events();
 }
 

@@ -58,7 +58,8 @@ class EpollLoop : public boost::asio::execution_context::service, public SocketL
   void start(SocketOp& op, std::shared_ptr<void> hold) override;
   Watch& watch(int descriptor);
   void try_soon(int descriptor);
-  void run_ready();
+  void run_soon();
+  void try_ready();
   void perform(int descriptor);
   bool perform_send(int descriptor);
   bool perform_receive(int descriptor);
@@ -74,9 +75,10 @@ class EpollLoop : public boost::asio::execution_context::service, public SocketL
   std::vector<int> trying_;     ///< the batch of ready_ being tried
   std::vector<epoll_event> events_;
   std::unique_ptr<char[]> read_buffer_;
-  size_t pending_ = 0;  ///< ops in flight
-  bool run_posted_ = false;
-  bool waiting_ = false;  ///< an async_wait on the set's descriptor is pending
+  size_t pending_ = 0;            ///< ops in flight
+  bool run_posted_ = false;       ///< a try_ready() is deferred
+  bool handling_events_ = false;  ///< inside on_events: its end tries what is queued
+  bool waiting_ = false;          ///< an async_wait on the set's descriptor is pending
   bool shut_down_ = false;
   std::atomic<uint64_t> started_{0};
 };
