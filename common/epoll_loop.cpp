@@ -34,7 +34,12 @@ EpollLoop::EpollLoop(boost::asio::execution_context& context)
   if (epoll_ < 0) {
     throw boost::system::system_error(errno, boost::system::system_category(), "epoll_create1");
   }
-  epoll_descriptor_.assign(epoll_);  // throws like the reactor does
+  boost::system::error_code error;
+  epoll_descriptor_.assign(epoll_, error);
+  if (error) {
+    ::close(epoll_);
+    throw boost::system::system_error(error, "watching the epoll set");
+  }
   ready_.reserve(64);
   trying_.reserve(64);
 }
@@ -128,7 +133,10 @@ bool EpollLoop::perform_send(int descriptor) {
       entry.writable = false;  // the next EPOLLOUT edge tries again
       return false;
     }
-    if (sent < 0 && errno == EINTR) return false;
+    if (sent < 0 && errno == EINTR) {
+      try_soon(descriptor);
+      return false;
+    }
     result = sent < 0 ? -errno : static_cast<int>(sent);
   }
   entry.send = nullptr;
