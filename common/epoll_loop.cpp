@@ -11,7 +11,7 @@ namespace cohort {
 namespace {
 
 constexpr int kEventsPerWait = 256;
-// The table of descriptors grows by this many at a time (24 bytes each), up to the highest
+// The table of descriptors grows by this many at a time (32 bytes each), up to the highest
 // descriptor the loop has seen.
 constexpr size_t kWatchesStep = 4096;
 constexpr uint32_t kWatchedEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -161,8 +161,9 @@ bool EpollLoop::perform_receive(int descriptor) {
       try_soon(descriptor);
       return false;
     }
-    // A short read emptied the socket: whatever comes next raises an edge.
-    if (got > 0 && static_cast<size_t>(got) < size) entry.readable = false;
+    // A short read emptied the socket: whatever comes next raises an edge. Not the end of the
+    // stream, if it came with the last bytes: its edge was that one, and the next recv sees it.
+    if (got > 0 && static_cast<size_t>(got) < size && !entry.hung_up) entry.readable = false;
     op.buffer = buffer;
     result = got < 0 ? -errno : static_cast<int>(got);
   }
@@ -218,6 +219,7 @@ void EpollLoop::on_events(const boost::system::error_code& error) {
     Watch& entry = watches_[static_cast<size_t>(descriptor)];
     if (!entry.registered) continue;  // released since
     if (event.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) entry.readable = true;
+    if (event.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) entry.hung_up = true;
     if (event.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) entry.writable = true;
     perform(descriptor);
   }

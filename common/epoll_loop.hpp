@@ -51,7 +51,8 @@ class EpollLoop : public boost::asio::execution_context::service, public SocketL
     bool registered = false;
     bool readable = true;
     bool writable = true;
-    bool queued = false;  ///< in ready_
+    bool hung_up = false;  ///< the peer ended its side (or the socket failed): always readable
+    bool queued = false;   ///< in ready_
   };
 
   void shutdown() override;

@@ -1,8 +1,9 @@
 // EpollLoop on real sockets (AF_UNIX stream pairs: the same EAGAIN, short reads and edges as TCP):
 // recvs and sends wait for their descriptor's next edge and no longer, a large send resumes when
-// the peer reads, the end of a stream and a shutdown end the ops in flight, a released descriptor's
-// number serves the next socket (and one handed elsewhere can come back), a socket kept full does
-// not starve the others, and a destroyed io_context drops the owners it still holds.
+// the peer reads, the end of a stream (with the last bytes, too) and a shutdown end the ops in
+// flight, a released descriptor's number serves the next socket (and one handed elsewhere can
+// come back), a socket kept full does not starve the others, and a destroyed io_context drops the
+// owners it still holds.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -189,6 +190,27 @@ TEST_CASE("epoll loop: the end of the stream and a shutdown end the ops in fligh
     CHECK(owner.use_count() == 1);
     loop.release(pair.ours, true);
   }
+}
+
+TEST_CASE("epoll loop: the end of a stream that came with the last bytes is not lost",
+          "[component][epoll_loop]") {
+  boost::asio::io_context io;
+  EpollLoop& loop = EpollLoop::of(io);
+  SocketPair pair;
+  auto owner = std::make_shared<Owner>();
+  owner->then = [&](int result) {
+    if (result > 0) loop.receive(owner->op, owner, pair.ours, nullptr, 0);
+  };
+  loop.receive(owner->op, owner, pair.ours, nullptr, 0);
+  io.run_for(20ms);  // nothing yet: the recv waits for an edge
+  REQUIRE(owner->results.empty());
+  // The last bytes and the end of the stream arrive together: one edge for both. The recv that
+  // takes the bytes is short, yet the socket is still readable (its end), and no edge will follow.
+  write_all(pair.peer, "last");
+  ::shutdown(pair.peer, SHUT_WR);
+  REQUIRE(run_until(io, [&] { return owner->results.size() == 2; }));
+  CHECK(owner->results == std::vector<int>{4, 0});
+  CHECK(owner->bytes == "last");
 }
 
 TEST_CASE("epoll loop: a released descriptor's number serves the next socket",
