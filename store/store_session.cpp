@@ -46,6 +46,9 @@ StoreSession::StoreSession(std::shared_ptr<StoreService> service, int descriptor
                            asio::io_context::executor_type executor, StoreConnectionId id,
                            StoreNumbering legacy_numbering)
     : service_(std::move(service)),
+      loop_(&epoll),
+      ring_(ring),
+      ring_after_(ring_after),
       descriptor_(descriptor),
       executor_(executor),
       decoder_(legacy_numbering),
@@ -55,30 +58,21 @@ StoreSession::StoreSession(std::shared_ptr<StoreService> service, int descriptor
   receive_op_.owner = this;
   send_op_.complete = &StoreSession::on_sent;
   send_op_.owner = this;
-  if (ring != nullptr && ring_after == 0) {
-    ring_ = ring;
-    use_loop(ring, true);
-  } else {
-    use_loop(&epoll, false);
-    ring_later_ = ring;
-    ring_after_ = ring_after;
-  }
+  if (ring_ != nullptr && ring_after_ == 0) use_ring();
 }
 
-// `own_buffer`: recvs fill a small buffer of the session's (the ring's need one that outlives the
-// call); otherwise the loop lends its own for the completion.
-void StoreSession::use_loop(SocketLoop* loop, bool own_buffer) {
-  loop_ = loop;
-  if (own_buffer) ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
+// The ring's recvs fill a small buffer of the session's, which outlives the call (the epoll loop
+// lends its own to the completion).
+void StoreSession::use_ring() {
+  loop_ = ring_;
+  ring_buffer_ = std::make_unique<char[]>(kRingReadBytes);
 }
 
 // Between reads, with nothing in flight on the socket, once it and another connection of its
 // thread are busy: takes the descriptor out of the epoll set and hands it to the ring.
 void StoreSession::move_to_ring() {
   loop_->release(descriptor_, false);
-  ring_ = ring_later_;
-  ring_later_ = nullptr;
-  use_loop(ring_, true);
+  use_ring();
 }
 
 // Only a session that never started, or whose loop was shut down with the io_context, still has
@@ -164,12 +158,12 @@ void StoreSession::after_input() {
     read_paused_ = true;  // the client does not read its replies; on_written resumes
     return;
   }
-  if (ring_later_ != nullptr && requests_ >= ring_after_) {
+  if (bound_for_ring() && requests_ >= ring_after_) {
     if (!counted_busy_) {
       counted_busy_ = true;
-      ring_later_->count_busy(1);
+      ring_->count_busy(1);
     }
-    if (ring_later_->busy_connections() >= 2) {
+    if (ring_->busy_connections() >= 2) {
       if (writing_) {  // the reply goes out first: on_written moves the connection, then reads
         move_when_written_ = true;
         return;
@@ -213,7 +207,7 @@ void StoreSession::consume(std::string_view bytes) {
     release_charge();  // the store charges what the request stores, if it does
     service_->dispatch(*this, decoder_.request());
     decoder_.recycle_request();
-    if (ring_later_ != nullptr) ++requests_;
+    if (bound_for_ring()) ++requests_;
   }
   batching_ = false;
   flush();
@@ -373,7 +367,7 @@ void StoreSession::close(std::string_view reason) {
   if (closed_) return;
   auto self = shared_from_this();  // the registry may hold the last reference
   closed_ = true;
-  if (counted_busy_) (ring_ != nullptr ? ring_ : ring_later_)->count_busy(-1);
+  if (counted_busy_) ring_->count_busy(-1);
   if (!writing_) take_queued();
   if (!writing_ && !outbox_.empty()) {  // best effort: replies to the requests before the error
     ::send(descriptor_, outbox_.data(), outbox_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

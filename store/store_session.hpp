@@ -71,7 +71,9 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   size_t read_some(char* buffer, size_t size, boost::system::error_code& error);
   void send_in_flight();
   void close_descriptor();
-  void use_loop(SocketLoop* loop, bool own_buffer);
+  void use_ring();
+  /// Through epoll for now, to the ring once busy.
+  bool bound_for_ring() const { return ring_ != nullptr && loop_ != ring_; }
   void move_to_ring();
   void release_descriptor_when_idle();
   std::string peer_text();
@@ -88,11 +90,10 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   size_t unsent();
 
   std::shared_ptr<StoreService> service_;
-  SocketLoop* loop_ = nullptr;       ///< reads and writes go through it
-  UringLoop* ring_ = nullptr;        ///< the ring, once the loop is that
-  UringLoop* ring_later_ = nullptr;  ///< where they go after ring_after_ requests
-  uint32_t ring_after_ = 0;
-  uint32_t requests_ = 0;           ///< made through the reactor, counted while ring_later_ is set
+  SocketLoop* loop_;  ///< reads and writes go through it: the epoll loop, or ring_
+  UringLoop* ring_;   ///< the thread's ring (nullptr: none), used after ring_after_ requests
+  uint32_t ring_after_;
+  uint32_t requests_ = 0;           ///< made through epoll, counted while bound_for_ring()
   bool counted_busy_ = false;       ///< in the busy connections of its ring
   bool move_when_written_ = false;  ///< to the ring once the send in flight ends
   int descriptor_;
