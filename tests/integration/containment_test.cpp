@@ -14,6 +14,9 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include "process/worker_cgroups.hpp"
@@ -132,9 +135,8 @@ void push_to_cpu0_at_lowest_priority(pid_t pid) {
   ::closedir(dir);
 }
 
-// A process that spins on CPU 0 at the highest priority (nice -20) for `length`, then exits: the
-// overloaded machine, as an agent at nice 19 on that CPU sees it (a few ms of CPU in many seconds).
-pid_t hog_cpu0_for(std::chrono::milliseconds length) {
+// A process that spins on CPU 0 at the highest priority (nice -20) until killed.
+pid_t spin_on_cpu0() {
   pid_t hog = ::fork();
   if (hog != 0) return hog;
   cpu_set_t cpu0;
@@ -142,11 +144,112 @@ pid_t hog_cpu0_for(std::chrono::milliseconds length) {
   CPU_SET(0, &cpu0);
   ::sched_setaffinity(0, sizeof(cpu0), &cpu0);
   ::setpriority(PRIO_PROCESS, 0, -20);
-  auto until = std::chrono::steady_clock::now() + length;
-  while (std::chrono::steady_clock::now() < until) {
+  for (;;) {
   }
-  ::_exit(0);
 }
+
+bool write_control(const std::string& path, const std::string& value) {
+  std::ofstream file(path);
+  file << value;
+  file.flush();
+  return static_cast<bool>(file);
+}
+
+// The process's CPU time so far (all its threads, /proc/<pid>/stat's utime + stime).
+std::chrono::milliseconds cpu_time_of(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  unsigned long long ticks = 0;
+  for (int index = 3; rest >> field; ++index) {
+    if (index == 14 || index == 15) ticks += std::stoull(field);
+    if (index == 15) break;
+  }
+  return std::chrono::milliseconds(ticks * 1000 /
+                                   static_cast<unsigned long long>(::sysconf(_SC_CLK_TCK)));
+}
+
+// A CPU cgroup whose processes share 1 ms of CPU a second (the CFS quota's least), where a
+// spinner eats that ms: a process moved in stays runnable ('R') but gets almost no CPU, however
+// the scheduler hands out slices (a nice level alone leaves it a slice every few hundred ms).
+// Made in the cgroup v1 "cpu" hierarchy, or at the root of the v2 one; released, with its
+// processes moved back, on destruction. The test's own, on the test's thread.
+class RationedCpu {
+ public:
+  RationedCpu() {
+    std::string mounts = read_file("/proc/self/mountinfo");
+    std::istringstream lines(mounts);
+    for (std::string line; std::getline(lines, line) && directory_.empty();) {
+      std::istringstream fields(line);
+      std::vector<std::string> field{std::istream_iterator<std::string>(fields), {}};
+      if (field.size() < 10 || field[3] != "/") continue;
+      std::string type = field[field.size() - 3], options = field.back();
+      bool v1_cpu = type == "cgroup" && ("," + options + ",").find(",cpu,") != std::string::npos;
+      if (v1_cpu) try_v1(field[4]);
+      if (type == "cgroup2") try_v2(field[4]);
+    }
+  }
+  ~RationedCpu() { release(); }
+  bool usable() const { return !directory_.empty(); }
+  // Moves every process in the cgroup (those moved in, and any they started) back to the
+  // parent, and removes the cgroup.
+  void release() {
+    if (directory_.empty()) return;
+    wait_until(
+        [&] {
+          std::istringstream procs(read_file(directory_ + "/cgroup.procs"));
+          for (std::string pid; procs >> pid;) write_control(parent_ + "/cgroup.procs", pid);
+          return ::rmdir(directory_.c_str()) == 0;
+        },
+        5s);
+    directory_.clear();
+  }
+  void move_in(pid_t pid) {
+    REQUIRE(write_control(directory_ + "/cgroup.procs", std::to_string(pid)));
+  }
+
+ private:
+  void try_v1(const std::string& mount_point) {
+    std::string own = cgroup_line("cpu");
+    if (own.empty()) return;
+    make(mount_point + (own == "/" ? "" : own),
+         {{"cpu.cfs_period_us", "1000000"}, {"cpu.cfs_quota_us", "1000"}});
+  }
+  void try_v2(const std::string& mount_point) {
+    if (cgroup_line("") != "/") return;  // elsewhere the parent may not hold processes
+    if (read_file(mount_point + "/cgroup.controllers").find("cpu") == std::string::npos) return;
+    write_control(mount_point + "/cgroup.subtree_control", "+cpu");
+    make(mount_point, {{"cpu.max", "1000 1000000"}});
+  }
+  // The path of this process's cgroup in the hierarchy with `controller` ("" for v2's "0::").
+  static std::string cgroup_line(const std::string& controller) {
+    std::istringstream lines(read_file("/proc/self/cgroup"));
+    for (std::string line; std::getline(lines, line);) {
+      size_t first = line.find(':'), second = line.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) continue;
+      std::string names = "," + line.substr(first + 1, second - first - 1) + ",";
+      bool match = controller.empty() ? names == ",,"
+                                      : names.find("," + controller + ",") != std::string::npos;
+      if (match) return line.substr(second + 1);
+    }
+    return {};
+  }
+  void make(const std::string& parent, std::vector<std::pair<std::string, std::string>> limits) {
+    std::string directory = parent + "/cohort-test-rationed-" + std::to_string(::getpid());
+    if (::mkdir(directory.c_str(), 0755) != 0) return;
+    for (const auto& [name, value] : limits) {
+      if (!write_control(directory + "/" + name, value)) {
+        ::rmdir(directory.c_str());
+        return;
+      }
+    }
+    directory_ = directory;
+    parent_ = parent;
+  }
+
+  std::string directory_;
+  std::string parent_;
+};
 
 }  // namespace
 
@@ -291,6 +394,10 @@ TEST_CASE(
     "[integration][run][containment]") {
   require_prerequisite(::geteuid() == 0 && ::sysconf(_SC_NPROCESSORS_ONLN) >= 2,
                        "root (to raise a process to nice -20) and at least 2 CPUs");
+  RationedCpu rationed;
+  require_prerequisite(rationed.usable(),
+                       "a CPU cgroup with a CFS quota: the cgroup v1 \"cpu\" hierarchy, or the root"
+                       " of the v2 one with its cpu controller");
   Scratch scratch;
   // The first attempt's worker sleeps past the starvation and records the signals it gets; the
   // second exits 0.
@@ -302,12 +409,19 @@ TEST_CASE(
                                "heartbeat_interval=0.2,heartbeat_timeout=3", "--max-restarts", "1",
                                "--no-python", worker});
   REQUIRE(wait_until([&] { return file_exists(scratch.file("ready")); }));
-  push_to_cpu0_at_lowest_priority(cohort->pid());
   // 7 s of starvation: past the stale limit (3 s), within the keeper's patience for a starved
-  // agent (4 stale limits). The keeper, on another CPU, sees the agent runnable and waiting.
-  pid_t hog = hog_cpu0_for(7s);
-  int hog_status = 0;
-  REQUIRE(::waitpid(hog, &hog_status, 0) == hog);
+  // agent (4 stale limits). The keeper, outside the rationed cgroup, sees the agent runnable.
+  pid_t hog = spin_on_cpu0();
+  rationed.move_in(hog);
+  push_to_cpu0_at_lowest_priority(cohort->pid());
+  rationed.move_in(cohort->pid());
+  auto cpu_before = cpu_time_of(cohort->pid());
+  std::this_thread::sleep_for(7s);
+  auto starved_cpu = cpu_time_of(cohort->pid()) - cpu_before;
+  ::kill(hog, SIGKILL);
+  REQUIRE(::waitpid(hog, nullptr, 0) == hog);
+  rationed.release();  // the agent runs freely again
+  INFO("the agent's CPU time while starved: " << starved_cpu.count() << " ms");
 
   auto status = cohort->wait(40s);
   INFO(cohort->output());
