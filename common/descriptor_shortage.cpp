@@ -39,8 +39,10 @@ void DescriptorShortage::refuse_pending(boost::asio::ip::tcp::acceptor& acceptor
       reserve_ = -1;
       refused = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
       accept_errno = errno;
-      if (refused >= 0) ::close(refused);
-      if (refused >= 0) ++refused_;
+      if (refused >= 0) {
+        ::close(refused);
+        ++refused_;
+      }
     }
     take_reserve();  // or, without one before, maybe one came free since
   }
