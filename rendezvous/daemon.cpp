@@ -1,6 +1,5 @@
 #include "rendezvous/daemon.hpp"
 
-#include <boost/asio/ip/v6_only.hpp>
 #include <cstdlib>
 
 #include "common/exit_codes.hpp"
@@ -103,51 +102,35 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
     : io_(io),
       clock_(clock),
       options_(std::move(options)),
-      acceptor_(io),
+      door_(
+          io, clock, options_.connection_limits, options_.hello_timeout,
+          [this](boost::asio::ip::tcp::socket socket) { return make_session(std::move(socket)); }),
       timer_(clock.make_timer()),
-      accept_retry_(clock.make_timer()),
-      gate_(options_.connection_limits),
-      gate_timer_(clock.make_timer()),
       started_steady_(clock.now()),
       started_wall_ms_(wall_clock_ms()) {}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
 boost::system::error_code RendezvousDaemon::start() {
-  namespace ip = boost::asio::ip;
   // One control connection per agent and one or two store connections per worker, in whichever
   // process hosts the daemon (cohortd, an agent, cohort launch).
   log::info("open-file limit: ", raise_fd_limit());
   failed_listener_ = Listener::Control;
-  boost::system::error_code error;
-  ip::address address = ip::make_address(options_.address, error);
-  if (error) return error;
-  ip::tcp::endpoint endpoint(address, options_.port);
-  acceptor_.open(endpoint.protocol(), error);
-  if (error) return error;
-  acceptor_.set_option(ip::tcp::acceptor::reuse_address(true), error);
-  if (address.is_v6()) acceptor_.set_option(ip::v6_only(false), error);
-  acceptor_.bind(endpoint, error);
-  if (!error) acceptor_.listen(4096, error);
-  if (error) {
-    acceptor_.close();
-    return error;
-  }
-  port_ = acceptor_.local_endpoint().port();
+  if (auto error = door_.open(options_.address, options_.port)) return error;
   if (!options_.event_log.empty()) {
     failed_listener_ = Listener::EventLog;
     if (std::string problem = event_log_.open(options_.event_log); !problem.empty()) {
       log::error("--event-log ", problem);
-      acceptor_.close();
+      door_.close();
       return boost::system::errc::make_error_code(boost::system::errc::io_error);
     }
   }
   failed_listener_ = Listener::Http;
   if (auto http_error = start_http()) {
-    acceptor_.close();
+    door_.close();
     return http_error;
   }
-  accept_next();
+  door_.start();
   return {};
 }
 
@@ -178,7 +161,7 @@ boost::system::error_code RendezvousDaemon::start_http() {
 
 MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
   MetricsSnapshot snapshot;
-  snapshot.control_connections = gate_.connections();
+  snapshot.control_connections = door_.connections();
   for (const auto& [id, run] : runs_) {
     const rdzv::RunState& state = *run.state;
     snapshot.runs.push_back({id, phase_name(state.phase()), state.round(), state.restarts_used(),
@@ -199,12 +182,9 @@ MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
 void RendezvousDaemon::stop() {
   if (stopped_) return;
   stopped_ = true;
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
+  door_.close();
   if (http_) http_->stop();
   timer_->cancel();
-  accept_retry_->cancel();
-  gate_timer_->cancel();
   for (const auto& session : sessions_) {
     session->hello_deadline.reset();  // its callback must not outlive the daemon
     session->abandon();
@@ -213,60 +193,9 @@ void RendezvousDaemon::stop() {
   runs_.clear();
 }
 
-void RendezvousDaemon::accept_next() {
-  acceptor_.async_accept(
-      [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
-        if (stopped_) return;
-        if (!error) {
-          accept_shortage_.accepted();
-          admit(std::move(socket));
-          accept_backoff_.reset();
-        } else if (error == boost::asio::error::operation_aborted) {
-          return;
-        } else if (AcceptBackoff::is_shortage(error)) {
-          return accept_shortage_.refuse_pending(
-              acceptor_,
-              [this] {
-                if (!stopped_) accept_next();
-              },
-              [this, error] { accept_later(error); });
-        } else {
-          log::warn("rendezvous: accept failed: ", error.message());
-        }
-        accept_next();
-      });
-}
-
-// Out of descriptors the pending connection stays queued: wait (100 ms doubling to 1 s) rather
-// than fail again at once, and say so at most once a second.
-void RendezvousDaemon::accept_later(const boost::system::error_code& error) {
-  std::chrono::milliseconds delay = accept_backoff_.next_delay();
-  if (accept_backoff_.time_to_log(clock_.now())) {
-    log::warn("rendezvous: accept failed (", error.message(), "), trying again in ", delay.count(),
-              " ms");
-  }
-  accept_retry_->start_after(delay, [this] {
-    if (!stopped_) accept_next();
-  });
-}
-
-// A new connection: past the gate's caps the oldest overdue strangers make room for it, or it
-// waits unread until one proves itself, closes or turns overdue (refused only when every place is
-// held by proven or young connections); started, it is challenged, with a small frame limit and
-// a deadline until it proves itself.
-void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
-  boost::system::error_code error;
-  auto remote = socket.remote_endpoint(error);
-  std::string peer = error ? std::string("?") : remote.address().to_string();
-  uint64_t gate_id = next_gate_id_++;
-  Admission admission = gate_.admit(gate_id, peer, clock_.now());
-  if (!admission.refusal.empty()) {
-    if (refusal_log_.due(clock_.now())) {
-      log::warn("rendezvous: refusing a connection from ", peer, ": ", admission.refusal);
-    }
-    socket.close(error);
-    return;
-  }
+// A connection the door let in: what it says comes here.
+std::shared_ptr<ControlSession> RendezvousDaemon::make_session(
+    boost::asio::ip::tcp::socket socket) {
   auto session = std::make_shared<ControlSession>(
       std::move(socket),
       [this](ControlSession& from, proto::ControlMessage message) {
@@ -274,94 +203,7 @@ void RendezvousDaemon::admit(boost::asio::ip::tcp::socket socket) {
       },
       [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
   sessions_.insert(session);
-  strangers_[gate_id] = session;
-  session->gate_id = gate_id;
-  session->peer = peer;
-  session->skip_leading(proto::kSilentPeerProbe);
-  // Unread while it waits: one that closes or speaks before its challenge (no agent does) goes
-  // at once, not when its turn comes.
-  session->watch_unstarted(
-      [this, weak = std::weak_ptr<ControlSession>(session)](const std::string& why) {
-        auto gone = weak.lock();
-        if (!gone || stopped_) return;
-        if (refusal_log_.due(clock_.now())) {
-          log::warn("rendezvous: closing a connection from ", gone->peer,
-                    " that waits its turn: ", why);
-        }
-        gone->close_now(why);
-      });
-  let_in(std::move(admission));
-}
-
-// Carries out the gate's decisions, then pumps it until it has none: a close in the middle only
-// frees room, which the next pump hands out. Arms gate_timer_ for the next stranger to turn
-// overdue while connections wait.
-void RendezvousDaemon::let_in(Admission admission) {
-  letting_in_ = true;
-  for (;;) {
-    evict(admission);
-    for (uint64_t id : admission.start) start_stranger(id);
-    admission = gate_.pump(clock_.now());
-    if (admission.evict.empty() && admission.start.empty()) break;
-  }
-  letting_in_ = false;
-  if (auto at = gate_.next_pump(clock_.now())) {
-    gate_timer_->start_at(*at, [this] { pump_gate(); });
-  } else {
-    gate_timer_->cancel();
-  }
-}
-
-// A stranger proved itself or closed, or one turned overdue: waiting connections may start.
-void RendezvousDaemon::pump_gate() {
-  if (letting_in_ || stopped_) return;
-  let_in(gate_.pump(clock_.now()));
-}
-
-void RendezvousDaemon::start_stranger(uint64_t gate_id) {
-  auto found = strangers_.find(gate_id);
-  if (found == strangers_.end()) return;
-  std::shared_ptr<ControlSession> session = found->second.lock();
-  if (!session) return;
-  session->challenge = proto::random_nonce();
-  session->limit_frames(proto::kMaxFirstFrameBytes);
-  session->hello_deadline = clock_.make_timer();
-  session->hello_deadline->start_after(
-      options_.hello_timeout, [this, weak = std::weak_ptr<ControlSession>(session)] {
-        auto expired = weak.lock();
-        if (!expired || stopped_) return;
-        log::info("rendezvous: closing a connection from ", expired->peer,
-                  ": no hello within the hello timeout");
-        expired->close_now("no hello within the hello timeout");
-      });
-  session->start();
-  session->send(proto::Challenge{session->challenge});
-}
-
-// Strangers that make room for a newcomer: closed at once, unsent bytes and all.
-void RendezvousDaemon::evict(const Admission& admission) {
-  for (uint64_t id : admission.evict) {
-    auto found = strangers_.find(id);
-    if (found == strangers_.end()) continue;
-    std::shared_ptr<ControlSession> stranger = found->second.lock();
-    strangers_.erase(found);
-    if (!stranger) continue;
-    if (refusal_log_.due(clock_.now())) {
-      log::warn("rendezvous: closing a connection from ", stranger->peer, ": ", admission.why);
-    }
-    stranger->close_now("evicted to make room: " + admission.why);
-  }
-}
-
-// The connection said a valid hello (or made a proven request): full-size frames, no deadline,
-// no longer a stranger.
-void RendezvousDaemon::mark_proven(ControlSession& session) {
-  session.proven = true;
-  session.hello_deadline.reset();
-  session.limit_frames(proto::kMaxFrameBytes);
-  gate_.proven(session.gate_id);
-  strangers_.erase(session.gate_id);
-  pump_gate();
+  return session;
 }
 
 void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage message) {
@@ -475,7 +317,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
                       hello.local_world_size, hello.rank_hint,
                       hello.last_round,       hello.last_round_nodes,
                       hello.restarts_used,    rdzv::from_wire(hello.outcome)};
-  mark_proven(session);
+  door_.proven(session);
   session.run_id = hello.run_id;
   session.node_id = hello.node_id;
   nodes_[hello.node_id] = info;
@@ -550,7 +392,7 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
-  mark_proven(session);  // a token holder: not evicted while its answer is sent
+  door_.proven(session);  // a token holder: not evicted while its answer is sent
   session.close_after(status(request.run_id), "status sent");
 }
 
@@ -566,7 +408,7 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
-  mark_proven(session);  // a token holder: not evicted while its answer is sent
+  door_.proven(session);  // a token holder: not evicted while its answer is sent
   if (!history_.has_run(request.run_id)) {
     return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
   }
@@ -597,7 +439,7 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
-  mark_proven(session);  // a token holder: not evicted while its answer is sent
+  door_.proven(session);  // a token holder: not evicted while its answer is sent
   auto found = runs_.find(request.run_id);
   if (found == runs_.end()) {
     return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
@@ -623,10 +465,7 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
   std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
   sessions_.erase(held);
-  gate_.closed(session.gate_id);
-  strangers_.erase(session.gate_id);
-  session.hello_deadline.reset();
-  pump_gate();
+  door_.closed(session);
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
   configs_.erase(session.node_id);
@@ -982,7 +821,7 @@ void RendezvousDaemon::record_loss(const std::string& run, const std::string& no
 }
 
 proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
-  proto::StatusReply status{port_, {}};
+  proto::StatusReply status{door_.port(), {}};
   int unlisted = options_.status_node_limit;  // what is left to list, all runs together
   auto listed = [&](proto::StatusRun& out) -> proto::StatusNode* {
     if (unlisted <= 0) {

@@ -1,8 +1,8 @@
-// The rendezvous daemon: accepts agents' control connections, runs one RunState per --rdzv-id
-// (many runs at once, isolated), turns the state machines' actions into messages, hosts a fresh
-// worker store (TCPStore server) for every round of every run, and keeps one timer for the
-// earliest deadline. Waiting nodes hear of other nodes' joins coalesced, at most every
-// kWaitingRefresh. Time and timers come from the Clock it is lent. `cohortd` runs it alone;
+// The rendezvous daemon: serves the agents' control connections its ControlDoor lets in, runs one
+// RunState per --rdzv-id (many runs at once, isolated), turns the state machines' actions into
+// messages, hosts a fresh worker store (TCPStore server) for every round of every run, and keeps
+// one timer for the earliest deadline. Waiting nodes hear of other nodes' joins coalesced, at most
+// every kWaitingRefresh. Time and timers come from the Clock it is lent. `cohortd` runs it alone;
 // `cohort run` and `cohort launch` embed it. io_context thread only.
 #pragma once
 
@@ -15,13 +15,11 @@
 #include <set>
 #include <string>
 
-#include "common/accept_backoff.hpp"
 #include "common/clock.hpp"
 #include "common/connection_gate.hpp"
-#include "common/descriptor_shortage.hpp"
 #include "common/event_log.hpp"
-#include "common/log_throttle.hpp"
 #include "observe/http_server.hpp"
+#include "rendezvous/control_door.hpp"
 #include "rendezvous/control_session.hpp"
 #include "rendezvous/daemon_metrics.hpp"
 #include "rendezvous/daemon_pages.hpp"
@@ -76,7 +74,7 @@ class RendezvousDaemon {
   enum class Listener { Control, EventLog, Http };
   boost::system::error_code start();
   Listener failed_listener() const { return failed_listener_; }
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return door_.port(); }
   /// The bound HTTP port once start() succeeded; 0 without one.
   uint16_t http_port() const { return http_ ? http_->port() : 0; }
   void stop();
@@ -120,14 +118,7 @@ class RendezvousDaemon {
     std::unique_ptr<Timer> dumps_deadline;
   };
 
-  void accept_next();
-  void accept_later(const boost::system::error_code& error);
-  void admit(boost::asio::ip::tcp::socket socket);
-  void mark_proven(ControlSession& session);
-  void let_in(Admission admission);
-  void pump_gate();
-  void start_stranger(uint64_t gate_id);
-  void evict(const Admission& admission);
+  std::shared_ptr<ControlSession> make_session(boost::asio::ip::tcp::socket socket);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
   static std::string hello_problem(const proto::Hello& hello);
@@ -166,19 +157,9 @@ class RendezvousDaemon {
   boost::asio::io_context& io_;
   Clock& clock_;
   DaemonOptions options_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  ControlDoor door_;
   std::unique_ptr<Timer> timer_;
-  std::unique_ptr<Timer> accept_retry_;  ///< armed while out of descriptors
-  AcceptBackoff accept_backoff_;
-  DescriptorShortage accept_shortage_{"rendezvous"};
-  ConnectionGate gate_;
-  uint64_t next_gate_id_ = 1;
-  std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven
-  std::unique_ptr<Timer> gate_timer_;  ///< armed while connections wait for a stranger's grace
-  bool letting_in_ = false;            ///< in let_in(): closes there pump the gate after it
-  LogThrottle refusal_log_;            ///< refused connections: one log line a second
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for
-  uint16_t port_ = 0;
   std::map<std::string, Run> runs_;
   std::set<std::shared_ptr<ControlSession>> sessions_;
   std::map<std::string, rdzv::NodeInfo> nodes_;     ///< node id -> what its hello said
