@@ -172,7 +172,7 @@ std::chrono::milliseconds cpu_time_of(pid_t pid) {
 // A CPU cgroup whose processes share 1 ms of CPU a second (the CFS quota's least), where a
 // spinner eats that ms: a process moved in stays runnable ('R') but gets almost no CPU, however
 // the scheduler hands out slices (a nice level alone leaves it a slice every few hundred ms).
-// Made in the cgroup v1 "cpu" hierarchy, or at the root of the v2 one; released, with its
+// Made in the cgroup v1 "cpu" hierarchy, or in the v2 one; released, with its
 // processes moved back, on destruction. The test's own, on the test's thread.
 class RationedCpu {
  public:
@@ -191,14 +191,14 @@ class RationedCpu {
   }
   ~RationedCpu() { release(); }
   bool usable() const { return !directory_.empty(); }
-  // Moves every process in the cgroup (those moved in, and any they started) back to the
-  // parent, and removes the cgroup.
+  // Moves every process in the cgroup (those moved in, and any they started) back to the test's
+  // own cgroup, and removes the cgroup.
   void release() {
     if (directory_.empty()) return;
     wait_until(
         [&] {
           std::istringstream procs(read_file(directory_ + "/cgroup.procs"));
-          for (std::string pid; procs >> pid;) write_control(parent_ + "/cgroup.procs", pid);
+          for (std::string pid; procs >> pid;) write_control(home_ + "/cgroup.procs", pid);
           return ::rmdir(directory_.c_str()) == 0;
         },
         5s);
@@ -212,14 +212,35 @@ class RationedCpu {
   void try_v1(const std::string& mount_point) {
     std::string own = cgroup_line("cpu");
     if (own.empty()) return;
-    make(mount_point + (own == "/" ? "" : own),
-         {{"cpu.cfs_period_us", "1000000"}, {"cpu.cfs_quota_us", "1000"}});
+    std::string home = mount_point + (own == "/" ? "" : own);
+    make(home, home, {{"cpu.cfs_period_us", "1000000"}, {"cpu.cfs_quota_us", "1000"}});
   }
+  // Under the nearest ancestor that hands its children the cpu controller (the test's own cgroup
+  // holds processes, so it cannot); at the root, which may hold processes, it is turned on.
   void try_v2(const std::string& mount_point) {
-    if (cgroup_line("") != "/") return;  // elsewhere the parent may not hold processes
-    if (read_file(mount_point + "/cgroup.controllers").find("cpu") == std::string::npos) return;
-    write_control(mount_point + "/cgroup.subtree_control", "+cpu");
-    make(mount_point, {{"cpu.max", "1000 1000000"}});
+    std::string own = cgroup_line("");
+    if (own.empty()) return;
+    std::string home = mount_point + (own == "/" ? "" : own);
+    std::vector<std::pair<std::string, std::string>> limits{{"cpu.max", "1000 1000000"}};
+    if (own == "/") {
+      if (!has_word(read_file(mount_point + "/cgroup.controllers"), "cpu")) return;
+      write_control(mount_point + "/cgroup.subtree_control", "+cpu");
+      return make(mount_point, home, limits);
+    }
+    for (std::string above = own; above != "/";) {
+      above = above.substr(0, std::max<size_t>(above.rfind('/'), 1));
+      std::string directory = mount_point + (above == "/" ? "" : above);
+      if (has_word(read_file(directory + "/cgroup.subtree_control"), "cpu")) {
+        return make(directory, home, limits);
+      }
+    }
+  }
+  static bool has_word(const std::string& text, const std::string& word) {
+    std::istringstream words(text);
+    for (std::string each; words >> each;) {
+      if (each == word) return true;
+    }
+    return false;
   }
   // The path of this process's cgroup in the hierarchy with `controller` ("" for v2's "0::").
   static std::string cgroup_line(const std::string& controller) {
@@ -234,7 +255,9 @@ class RationedCpu {
     }
     return {};
   }
-  void make(const std::string& parent, std::vector<std::pair<std::string, std::string>> limits) {
+  // Makes the cgroup under `parent`; the processes moved in go back to `home` on release.
+  void make(const std::string& parent, const std::string& home,
+            std::vector<std::pair<std::string, std::string>> limits) {
     std::string directory = parent + "/cohort-test-rationed-" + std::to_string(::getpid());
     if (::mkdir(directory.c_str(), 0755) != 0) return;
     for (const auto& [name, value] : limits) {
@@ -244,11 +267,11 @@ class RationedCpu {
       }
     }
     directory_ = directory;
-    parent_ = parent;
+    home_ = home;
   }
 
   std::string directory_;
-  std::string parent_;
+  std::string home_;  ///< the test's own cgroup in that hierarchy, where the processes came from
 };
 
 }  // namespace
@@ -396,8 +419,8 @@ TEST_CASE(
                        "root (to raise a process to nice -20) and at least 2 CPUs");
   RationedCpu rationed;
   require_prerequisite(rationed.usable(),
-                       "a CPU cgroup with a CFS quota: the cgroup v1 \"cpu\" hierarchy, or the root"
-                       " of the v2 one with its cpu controller");
+                       "a CPU cgroup with a CFS quota: the cgroup v1 \"cpu\" hierarchy, or a v2"
+                       " one where the cpu controller is at the root or an ancestor hands it out");
   Scratch scratch;
   // The first attempt's worker sleeps past the starvation and records the signals it gets; the
   // second exits 0.
