@@ -218,7 +218,8 @@ class RationedCpu {
   // Under the nearest ancestor that hands its children the cpu controller (the test's own cgroup
   // holds processes, so it cannot); at the root, which may hold processes, it is turned on.
   void try_v2(const std::string& mount_point) {
-    std::string own = cgroup_line("");
+    std::string why;
+    std::string own = cohort::unified_cgroup_path(read_file("/proc/self/cgroup"), why);
     if (own.empty()) return;
     std::string home = mount_point + (own == "/" ? "" : own);
     std::vector<std::pair<std::string, std::string>> limits{{"cpu.max", "1000 1000000"}};
@@ -242,16 +243,14 @@ class RationedCpu {
     }
     return false;
   }
-  // The path of this process's cgroup in the hierarchy with `controller` ("" for v2's "0::").
+  // The path of this process's cgroup in the v1 hierarchy with `controller`.
   static std::string cgroup_line(const std::string& controller) {
     std::istringstream lines(read_file("/proc/self/cgroup"));
     for (std::string line; std::getline(lines, line);) {
       size_t first = line.find(':'), second = line.find(':', first + 1);
       if (first == std::string::npos || second == std::string::npos) continue;
       std::string names = "," + line.substr(first + 1, second - first - 1) + ",";
-      bool match = controller.empty() ? names == ",,"
-                                      : names.find("," + controller + ",") != std::string::npos;
-      if (match) return line.substr(second + 1);
+      if (names.find("," + controller + ",") != std::string::npos) return line.substr(second + 1);
     }
     return {};
   }
