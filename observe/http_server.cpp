@@ -61,6 +61,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     shared_->gate.closed(id_);
     shared_->strangers.erase(id_);
     shared_->pending_bytes -= held_bytes_;
+    if (shared_->pump_gate) shared_->pump_gate();
   }
 
   void start() {
@@ -71,6 +72,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                        self->shared_->gate.proven(self->id_);  // its request came
                        self->shared_->strangers.erase(self->id_);
                        self->respond();
+                       if (self->shared_->pump_gate) self->shared_->pump_gate();
                      });
   }
 
@@ -139,7 +141,10 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 HttpServer::HttpServer(boost::asio::io_context& io, HttpOptions options, HttpHandler handler)
     : shared_(std::make_shared<Shared>(Shared{std::move(options), std::move(handler)})),
       acceptor_(io),
-      accept_retry_(io) {}
+      accept_retry_(io),
+      gate_timer_(io) {
+  shared_->pump_gate = [this] { pump_gate(); };
+}
 
 HttpServer::~HttpServer() { stop(); }
 
@@ -162,9 +167,12 @@ void HttpServer::stop() {
   if (shared_->stopped) return;
   shared_->stopped = true;
   shared_->handler = nullptr;  // it may point into the owner, which is going away
+  shared_->pump_gate = nullptr;
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   accept_retry_.cancel();
+  gate_timer_.cancel();
+  shared_->waiting.clear();  // never read: closed as they go
 }
 
 void HttpServer::accept_next() {
@@ -183,29 +191,61 @@ void HttpServer::accept_next() {
   });
 }
 
-// Past the caps the oldest strangers make room; with every place held by connections being
-// answered, the newcomer is closed unread.
+// Past a cap the newcomer waits, unread, until a stranger answers, closes or has had its grace;
+// then the oldest such makes room (common/connection_gate.hpp). Refused only at the cap on
+// connections with no stranger overdue and none waiting.
 void HttpServer::admit(tcp::socket socket) {
   Shared& shared = *shared_;
   uint64_t id = shared.next_id++;
-  // With no stranger_grace in its limits, the gate starts every newcomer it does not refuse.
   Admission admission =
       shared.gate.admit(id, peer_address(socket), std::chrono::steady_clock::now());
-  for (uint64_t evicted : admission.evict) {
-    auto found = shared.strangers.find(evicted);
-    if (found == shared.strangers.end()) continue;
-    if (auto stranger = found->second.lock()) stranger->close();
-    shared.strangers.erase(found);
-  }
-  if (admission.start != std::vector<uint64_t>{id}) {
-    shared.gate.closed(id);
+  if (!admission.refusal.empty()) {
     boost::system::error_code ignored;
     socket.close(ignored);
     return;
   }
-  auto connection = std::make_shared<Connection>(std::move(socket), id, shared_);
-  shared.strangers[id] = connection;
-  connection->start();
+  shared.waiting[id] = std::make_shared<Connection>(std::move(socket), id, shared_);
+  let_in(std::move(admission));
+}
+
+// Carries out the gate's decisions, then pumps it until it has none; arms gate_timer_ for the
+// next stranger's grace to end while connections wait.
+void HttpServer::let_in(Admission admission) {
+  Shared& shared = *shared_;
+  letting_in_ = true;
+  for (;;) {
+    for (uint64_t evicted : admission.evict) {
+      shared.waiting.erase(evicted);  // one waiting at the cap on connections: closed unread
+      auto found = shared.strangers.find(evicted);
+      if (found == shared.strangers.end()) continue;
+      if (auto stranger = found->second.lock()) stranger->close();
+      shared.strangers.erase(found);
+    }
+    for (uint64_t id : admission.start) {
+      auto found = shared.waiting.find(id);
+      if (found == shared.waiting.end()) continue;
+      std::shared_ptr<Connection> connection = std::move(found->second);
+      shared.waiting.erase(found);
+      shared.strangers[id] = connection;
+      connection->start();
+    }
+    admission = shared.gate.pump(std::chrono::steady_clock::now());
+    if (admission.evict.empty() && admission.start.empty()) break;
+  }
+  letting_in_ = false;
+  if (auto at = shared.gate.next_pump(std::chrono::steady_clock::now())) {
+    gate_timer_.expires_at(*at);
+    gate_timer_.async_wait([this](boost::system::error_code waited) {
+      if (!waited) pump_gate();
+    });
+  } else {
+    gate_timer_.cancel();
+  }
+}
+
+void HttpServer::pump_gate() {
+  if (letting_in_ || shared_->stopped) return;
+  let_in(shared_->gate.pump(std::chrono::steady_clock::now()));
 }
 
 }  // namespace cohort::observe

@@ -2,8 +2,10 @@
 // HEAD only, one request per connection, headers capped at 8 KiB and no body, 10 s to send the
 // whole request (a deadline a trickle of bytes does not extend) and 10 s to read the answer. A
 // connection is a stranger until its request has come: 64 strangers at most and 8 from any one
-// address, the oldest making room for a newcomer (common/connection_gate.hpp), so silent
-// connections cannot keep Prometheus or an admin out; 256 connections in all. Answers are
+// address (common/connection_gate.hpp). Past a cap a newcomer waits, unread, until a stranger
+// answers, closes or has had 500 ms, then takes the place of the oldest such: silent connections
+// cannot keep Prometheus or an admin out, and a client whose request is on its way is not
+// closed for a flood that came after it; 256 connections in all. Answers are
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
 // them (past that, 503), so clients that never read cannot pin the daemon's memory. When a token
 // is set, `Authorization: Bearer TOKEN` is required. The handler answers on the io thread. Owned
@@ -37,7 +39,7 @@ struct HttpOptions {
   uint16_t port = 0;  ///< 0: any free port
   std::string token;  ///< non-empty: requests must carry it as a bearer token
   /// Strangers are connections whose request has not come yet.
-  ConnectionLimits limits{8, 64, 256};
+  ConnectionLimits limits{8, 64, 256, std::chrono::milliseconds(500)};
   size_t max_page_bytes = 16 << 20;          ///< a bigger answer is a 503
   size_t max_pending_bytes = 32 << 20;       ///< answers being sent, all connections together
   std::chrono::milliseconds timeout{10000};  ///< to send the request; then to read the answer
@@ -64,15 +66,21 @@ class HttpServer {
     ConnectionGate gate{options.limits};
     uint64_t next_id = 1;
     std::map<uint64_t, std::weak_ptr<Connection>> strangers;  ///< by gate id: still reading
+    std::map<uint64_t, std::shared_ptr<Connection>> waiting;  ///< by gate id: not read yet
     size_t pending_bytes = 0;                                 ///< the bodies of answers being sent
     bool stopped = false;
+    std::function<void()> pump_gate;  ///< a stranger answered or closed; none after stop()
   };
   void accept_next();
   void admit(boost::asio::ip::tcp::socket socket);
+  void let_in(Admission admission);
+  void pump_gate();
 
   std::shared_ptr<Shared> shared_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;  ///< after an accept error (out of descriptors)
+  boost::asio::steady_timer gate_timer_;    ///< armed while connections wait for a grace to end
+  bool letting_in_ = false;                 ///< in let_in(): closes there pump the gate after it
   uint16_t port_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // observe::HttpServer on 127.0.0.1:0 with raw sockets: silent connections past the caps make
-// room for newcomers (the oldest go), and clients that never read their answers hold at most the
-// send budget; past it a request is answered 503 at once, and the non-readers are closed at the
-// answer's deadline.
+// room for newcomers (the oldest go, once their grace is over), and clients that never read their
+// answers hold at most the send budget; past it a request is answered 503 at once, and the
+// non-readers are closed at the answer's deadline.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -115,6 +115,25 @@ TEST_CASE("HTTP: past the caps on silent connections the oldest make room for a 
   CHECK(a.closed_within(5s));
   c.get();
   CHECK(c.read_some(12) == "HTTP/1.1 200");
+}
+
+TEST_CASE("HTTP: with a grace a young silent connection keeps its place and a request waits",
+          "[component][http]") {
+  observe::HttpOptions options;
+  options.limits = {8, 3, 100, 1000ms};
+  ServerThread s(options, 10);
+  uint16_t port = s.server.port();
+  std::vector<std::unique_ptr<Peer>> silent;
+  for (const char* from : {"127.0.0.2", "127.0.0.3", "127.0.0.4"})
+    silent.push_back(std::make_unique<Peer>(from, port));
+  auto asked = std::chrono::steady_clock::now();
+  Peer request("127.0.0.5", port);  // past the cap of 3, all young: waits unread
+  request.get();
+  CHECK_FALSE(silent[0]->closed_within(300ms));    // in its grace: not evicted for a newcomer
+  CHECK(request.read_some(12) == "HTTP/1.1 200");  // then the oldest makes room
+  CHECK(std::chrono::steady_clock::now() - asked >= 900ms);
+  CHECK(silent[0]->closed_within(1s));
+  CHECK_FALSE(silent[1]->closed_within(100ms));  // no one else waited: the others stay
 }
 
 TEST_CASE("HTTP: clients that never read hold at most the send budget, then are closed",

@@ -140,9 +140,11 @@ TEST_CASE("silent connections from 64 addresses keep no GET out of cohortd's HTT
   HttpCluster http(scratch);
   SilentSiege siege(port_of(http.url("")), 64, 2, 2);  // 128 strangers: twice the cap
   std::this_thread::sleep_for(500ms);
+  // Each GET waits its turn behind the siege's newcomers (at most a grace or two), and is not
+  // evicted for the ones after it however slowly its request is read.
   int answered = 0;
-  for (int i = 0; i < 50; ++i) answered += http_status(http_get(http.url("/metrics"))) == 200;
-  CHECK(answered == 50);
+  for (int i = 0; i < 20; ++i) answered += http_status(http_get(http.url("/metrics"))) == 200;
+  CHECK(answered == 20);
   CHECK(siege.reopened() > 0);  // the siege went on: strangers were evicted and came back
   CHECK(daemon_status(http.cluster().endpoint()).runs.empty());
   CHECK(http.cluster().stop_daemon());
