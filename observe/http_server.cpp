@@ -178,16 +178,32 @@ void HttpServer::stop() {
 void HttpServer::accept_next() {
   acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
     if (shared_->stopped || error == boost::asio::error::operation_aborted) return;
-    if (error) {  // out of descriptors, most likely: try again in a while, do not spin
-      log::debug("http: accept failed: ", error.message());
-      accept_retry_.expires_after(std::chrono::milliseconds(100));
-      accept_retry_.async_wait([this](boost::system::error_code waited) {
-        if (!waited) accept_next();
-      });
-      return;
+    if (AcceptBackoff::is_shortage(error)) {  // refuse the pending connection, do not spin
+      return accept_shortage_.refuse_pending(
+          acceptor_,
+          [this] {
+            if (!shared_->stopped) accept_next();
+          },
+          [this, error] { accept_later(error); });
     }
+    if (error) return accept_later(error);
+    accept_shortage_.accepted();
+    accept_backoff_.reset();
     admit(std::move(socket));
     accept_next();
+  });
+}
+
+// After an accept error other than a shortage it can refuse through (100 ms doubling to 1 s).
+void HttpServer::accept_later(const boost::system::error_code& error) {
+  std::chrono::milliseconds delay = accept_backoff_.next_delay();
+  if (accept_backoff_.time_to_log(std::chrono::steady_clock::now())) {
+    log::warn("http: accept failed (", error.message(), "), trying again in ", delay.count(),
+              " ms");
+  }
+  accept_retry_.expires_after(delay);
+  accept_retry_.async_wait([this](boost::system::error_code waited) {
+    if (!waited && !shared_->stopped) accept_next();
   });
 }
 

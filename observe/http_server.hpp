@@ -7,9 +7,10 @@
 // cannot keep Prometheus or an admin out, and a client whose request is on its way is not
 // closed for a flood that came after it; 256 connections in all. Answers are
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
-// them (past that, 503), so clients that never read cannot pin the daemon's memory. When a token
-// is set, `Authorization: Bearer TOKEN` is required. The handler answers on the io thread. Owned
-// by the rendezvous daemon; io_context thread only.
+// them (past that, 503), so clients that never read cannot pin the daemon's memory. Out of file
+// descriptors it refuses pending connections at once and says so once (DescriptorShortage). When a
+// token is set, `Authorization: Bearer TOKEN` is required. The handler answers on the io thread.
+// Owned by the rendezvous daemon; io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -21,7 +22,9 @@
 #include <memory>
 #include <string>
 
+#include "common/accept_backoff.hpp"
 #include "common/connection_gate.hpp"
+#include "common/descriptor_shortage.hpp"
 
 namespace cohort::observe {
 
@@ -72,15 +75,18 @@ class HttpServer {
     std::function<void()> pump_gate;  ///< a stranger answered or closed; none after stop()
   };
   void accept_next();
+  void accept_later(const boost::system::error_code& error);
   void admit(boost::asio::ip::tcp::socket socket);
   void let_in(Admission admission);
   void pump_gate();
 
   std::shared_ptr<Shared> shared_;
   boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer accept_retry_;  ///< after an accept error (out of descriptors)
-  boost::asio::steady_timer gate_timer_;    ///< armed while connections wait for a grace to end
-  bool letting_in_ = false;                 ///< in let_in(): closes there pump the gate after it
+  boost::asio::steady_timer accept_retry_;  ///< after an accept error
+  AcceptBackoff accept_backoff_;
+  DescriptorShortage accept_shortage_{"http"};  ///< out of descriptors: refuse, say so once
+  boost::asio::steady_timer gate_timer_;        ///< armed while connections wait for a grace to end
+  bool letting_in_ = false;  ///< in let_in(): closes there pump the gate after it
   uint16_t port_ = 0;
 };
 

@@ -1,13 +1,16 @@
 // cohortd's HTTP port against hostile clients, with real sockets: silent connections from one
 // address cannot take every slot, oversized headers, a body, garbage and a request trickled a
 // byte at a time are closed (the trickle at the request deadline, not later), thousands of
-// quick connects are absorbed; afterwards the daemon still answers /metrics and `cohort status`.
+// quick connects are absorbed, and out of descriptors the excess is refused at once; afterwards
+// the daemon still answers /metrics and `cohort status`.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <iterator>
 #include <thread>
 
 #include "tests/integration/http_support.hpp"
@@ -148,4 +151,55 @@ TEST_CASE("silent connections from 64 addresses keep no GET out of cohortd's HTT
   CHECK(siege.reopened() > 0);  // the siege went on: strangers were evicted and came back
   CHECK(daemon_status(http.cluster().endpoint()).runs.empty());
   CHECK(http.cluster().stop_daemon());
+}
+
+TEST_CASE("cohortd's HTTP port out of descriptors refuses the excess at once then serves again",
+          "[integration][http][hostile]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd_http_fd";
+  // A hard limit of 24 descriptors: a few dozen silent connections exhaust it.
+  ChildProcess daemon({"/usr/bin/prlimit", "--nofile=24:24", kCohortdBin, "--port", "0",
+                       "--http-port", "0", "--http-port-file", scratch.file("http_port")},
+                      options);
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("http_port")); }, 10s));
+  int port = std::atoi(read_file(scratch.file("http_port")).c_str());
+  // One address each, 40 in all: under the caps on strangers, so none is evicted to make room.
+  std::vector<std::unique_ptr<Connection>> flood;
+  for (int i = 1; i <= 40; ++i)
+    flood.push_back(std::make_unique<Connection>("127.0.3." + std::to_string(i), port));
+  std::this_thread::sleep_for(1500ms);
+  // Those past the limit were closed at once, not left in the listen queue; the rest are held,
+  // unanswered, waiting for their request (10 s).
+  int refused = 0, held = 0;
+  for (auto& connection : flood) {
+    if (connection->closed_within(50ms)) {
+      ++refused;
+    } else {
+      ++held;
+    }
+  }
+  CHECK(refused >= 10);
+  CHECK(held >= 1);
+  std::string err = daemon.err();
+  INFO(err);
+  int lines = 0;
+  for (const auto& line : split_lines(err))
+    lines += contains(line, "http: out of file descriptors");
+  CHECK(lines == 1);  // once for the whole shortage
+  CHECK(contains(err, "the open-file limit is 24; raise it with `ulimit -n`"));
+  CHECK_FALSE(contains(err, "accept failed"));
+  flood.clear();  // descriptors come free: /metrics answers again
+  auto descriptors = [&] {
+    return std::distance(
+        std::filesystem::directory_iterator("/proc/" + std::to_string(daemon.pid()) + "/fd"),
+        std::filesystem::directory_iterator());
+  };
+  CHECK(wait_until([&] { return descriptors() < 20; }, 5s));
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  CHECK(http_status(http_get(url)) == 200);
+  CHECK(
+      wait_until([&] { return contains(daemon.err(), "http: accepting connections again;"); }, 5s));
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s));
 }
