@@ -8,7 +8,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <chrono>
 
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -58,10 +57,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     parser_.body_limit(0);
   }
   ~Connection() {
-    shared_->gate.closed(id_);
     shared_->strangers.erase(id_);
     shared_->pending_bytes -= held_bytes_;
-    if (shared_->pump_gate) shared_->pump_gate();
+    if (shared_->gate) shared_->gate->closed(id_);
   }
 
   void start() {
@@ -69,10 +67,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     http::async_read(stream_, buffer_, parser_,
                      [self = shared_from_this()](beast::error_code error, size_t) {
                        if (error || self->shared_->stopped) return self->close();
-                       self->shared_->gate.proven(self->id_);  // its request came
-                       self->shared_->strangers.erase(self->id_);
+                       self->shared_->strangers.erase(self->id_);  // its request came
+                       self->shared_->gate->proven(self->id_);
                        self->respond();
-                       if (self->shared_->pump_gate) self->shared_->pump_gate();
                      });
   }
 
@@ -140,26 +137,23 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
 HttpServer::HttpServer(boost::asio::io_context& io, HttpOptions options, HttpHandler handler)
     : shared_(std::make_shared<Shared>(Shared{std::move(options), std::move(handler)})),
-      acceptor_(io),
-      accept_retry_(io),
-      gate_timer_(io) {
-  shared_->pump_gate = [this] { pump_gate(); };
+      clock_(io),
+      accept_loop_(io, clock_, "http", [this](tcp::socket socket) { admit(std::move(socket)); }),
+      gate_keeper_(
+          shared_->options.limits, clock_, [this](uint64_t id, const std::string&) { evict(id); },
+          [this](uint64_t id) { start_stranger(id); }) {
+  shared_->gate = &gate_keeper_;
 }
 
 HttpServer::~HttpServer() { stop(); }
 
 boost::system::error_code HttpServer::start() {
-  boost::system::error_code error;
   const HttpOptions& options = shared_->options;
-  tcp::endpoint endpoint(boost::asio::ip::make_address(options.address, error), options.port);
-  if (error) return error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
-  if (!error) acceptor_.bind(endpoint, error);
-  if (!error) acceptor_.listen(boost::asio::socket_base::max_listen_connections, error);
-  if (error) return error;
-  port_ = acceptor_.local_endpoint().port();
-  accept_next();
+  if (auto error = accept_loop_.open(options.address, options.port,
+                                     boost::asio::socket_base::max_listen_connections)) {
+    return error;
+  }
+  accept_loop_.start();
   return {};
 }
 
@@ -167,44 +161,10 @@ void HttpServer::stop() {
   if (shared_->stopped) return;
   shared_->stopped = true;
   shared_->handler = nullptr;  // it may point into the owner, which is going away
-  shared_->pump_gate = nullptr;
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
-  accept_retry_.cancel();
-  gate_timer_.cancel();
+  shared_->gate = nullptr;     // connections may outlive the server
+  accept_loop_.close();
+  gate_keeper_.close();
   shared_->waiting.clear();  // never read: closed as they go
-}
-
-void HttpServer::accept_next() {
-  acceptor_.async_accept([this](boost::system::error_code error, tcp::socket socket) {
-    if (shared_->stopped || error == boost::asio::error::operation_aborted) return;
-    if (AcceptBackoff::is_shortage(error)) {  // refuse the pending connection, do not spin
-      return accept_shortage_.refuse_pending(
-          acceptor_,
-          [this] {
-            if (!shared_->stopped) accept_next();
-          },
-          [this, error] { accept_later(error); });
-    }
-    if (error) return accept_later(error);
-    accept_shortage_.accepted();
-    accept_backoff_.reset();
-    admit(std::move(socket));
-    accept_next();
-  });
-}
-
-// After an accept error other than a shortage it can refuse through (100 ms doubling to 1 s).
-void HttpServer::accept_later(const boost::system::error_code& error) {
-  std::chrono::milliseconds delay = accept_backoff_.next_delay();
-  if (accept_backoff_.time_to_log(std::chrono::steady_clock::now())) {
-    log::warn("http: accept failed (", error.message(), "), trying again in ", delay.count(),
-              " ms");
-  }
-  accept_retry_.expires_after(delay);
-  accept_retry_.async_wait([this](boost::system::error_code waited) {
-    if (!waited && !shared_->stopped) accept_next();
-  });
 }
 
 // Past a cap the newcomer waits, unread, until a stranger answers, closes or has had its grace;
@@ -213,55 +173,33 @@ void HttpServer::accept_later(const boost::system::error_code& error) {
 void HttpServer::admit(tcp::socket socket) {
   Shared& shared = *shared_;
   uint64_t id = shared.next_id++;
-  Admission admission =
-      shared.gate.admit(id, peer_address(socket), std::chrono::steady_clock::now());
+  Admission admission = gate_keeper_.admit(id, peer_address(socket));
   if (!admission.refusal.empty()) {
     boost::system::error_code ignored;
     socket.close(ignored);
     return;
   }
   shared.waiting[id] = std::make_shared<Connection>(std::move(socket), id, shared_);
-  let_in(std::move(admission));
+  gate_keeper_.let_in(std::move(admission));
 }
 
-// Carries out the gate's decisions, then pumps it until it has none; arms gate_timer_ for the
-// next stranger's grace to end while connections wait.
-void HttpServer::let_in(Admission admission) {
-  Shared& shared = *shared_;
-  letting_in_ = true;
-  for (;;) {
-    for (uint64_t evicted : admission.evict) {
-      shared.waiting.erase(evicted);  // one waiting at the cap on connections: closed unread
-      auto found = shared.strangers.find(evicted);
-      if (found == shared.strangers.end()) continue;
-      if (auto stranger = found->second.lock()) stranger->close();
-      shared.strangers.erase(found);
-    }
-    for (uint64_t id : admission.start) {
-      auto found = shared.waiting.find(id);
-      if (found == shared.waiting.end()) continue;
-      std::shared_ptr<Connection> connection = std::move(found->second);
-      shared.waiting.erase(found);
-      shared.strangers[id] = connection;
-      connection->start();
-    }
-    admission = shared.gate.pump(std::chrono::steady_clock::now());
-    if (admission.evict.empty() && admission.start.empty()) break;
-  }
-  letting_in_ = false;
-  if (auto at = shared.gate.next_pump(std::chrono::steady_clock::now())) {
-    gate_timer_.expires_at(*at);
-    gate_timer_.async_wait([this](boost::system::error_code waited) {
-      if (!waited) pump_gate();
-    });
-  } else {
-    gate_timer_.cancel();
-  }
+// A stranger that makes room for a newcomer, or at the cap on connections one still waiting:
+// closed at once.
+void HttpServer::evict(uint64_t id) {
+  shared_->waiting.erase(id);
+  auto found = shared_->strangers.find(id);
+  if (found == shared_->strangers.end()) return;
+  if (auto stranger = found->second.lock()) stranger->close();
+  shared_->strangers.erase(found);
 }
 
-void HttpServer::pump_gate() {
-  if (letting_in_ || shared_->stopped) return;
-  let_in(shared_->gate.pump(std::chrono::steady_clock::now()));
+void HttpServer::start_stranger(uint64_t id) {
+  auto found = shared_->waiting.find(id);
+  if (found == shared_->waiting.end()) return;
+  std::shared_ptr<Connection> connection = std::move(found->second);
+  shared_->waiting.erase(found);
+  shared_->strangers[id] = connection;
+  connection->start();
 }
 
 }  // namespace cohort::observe

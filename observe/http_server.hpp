@@ -2,29 +2,28 @@
 // HEAD only, one request per connection, headers capped at 8 KiB and no body, 10 s to send the
 // whole request (a deadline a trickle of bytes does not extend) and 10 s to read the answer. A
 // connection is a stranger until its request has come: 64 strangers at most and 8 from any one
-// address (common/connection_gate.hpp). Past a cap a newcomer waits, unread, until a stranger
-// answers, closes or has had 500 ms, then takes the place of the oldest such: silent connections
-// cannot keep Prometheus or an admin out, and a client whose request is on its way is not
-// closed for a flood that came after it; 256 connections in all. Answers are
+// address (common/connection_gate.hpp, driven by a GateKeeper). Past a cap a newcomer waits,
+// unread, until a stranger answers, closes or has had 500 ms, then takes the place of the oldest
+// such: silent connections cannot keep Prometheus or an admin out, and a client whose request is on
+// its way is not closed for a flood that came after it; 256 connections in all. Answers are
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
-// them (past that, 503), so clients that never read cannot pin the daemon's memory. Out of file
-// descriptors it refuses pending connections at once and says so once (DescriptorShortage). When a
-// token is set, `Authorization: Bearer TOKEN` is required. The handler answers on the io thread.
-// Owned by the rendezvous daemon; io_context thread only.
+// them (past that, 503), so clients that never read cannot pin the daemon's memory. It accepts as
+// the control port does (common/accept_loop.hpp: out of descriptors it refuses pending connections
+// at once and says so once). When a token is set, `Authorization: Bearer TOKEN` is required. The
+// handler answers on the io thread. Owned by the rendezvous daemon; io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
-#include "common/accept_backoff.hpp"
-#include "common/connection_gate.hpp"
-#include "common/descriptor_shortage.hpp"
+#include "common/accept_loop.hpp"
+#include "common/clock.hpp"
+#include "common/gate_keeper.hpp"
 
 namespace cohort::observe {
 
@@ -56,7 +55,7 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   boost::system::error_code start();
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return accept_loop_.port(); }
   void stop();
 
  private:
@@ -66,28 +65,21 @@ class HttpServer {
   struct Shared {
     HttpOptions options;
     HttpHandler handler;
-    ConnectionGate gate{options.limits};
     uint64_t next_id = 1;
     std::map<uint64_t, std::weak_ptr<Connection>> strangers;  ///< by gate id: still reading
     std::map<uint64_t, std::shared_ptr<Connection>> waiting;  ///< by gate id: not read yet
     size_t pending_bytes = 0;                                 ///< the bodies of answers being sent
     bool stopped = false;
-    std::function<void()> pump_gate;  ///< a stranger answered or closed; none after stop()
+    GateKeeper* gate = nullptr;  ///< the server's; none after stop()
   };
-  void accept_next();
-  void accept_later(const boost::system::error_code& error);
   void admit(boost::asio::ip::tcp::socket socket);
-  void let_in(Admission admission);
-  void pump_gate();
+  void evict(uint64_t id);
+  void start_stranger(uint64_t id);
 
   std::shared_ptr<Shared> shared_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  boost::asio::steady_timer accept_retry_;  ///< after an accept error
-  AcceptBackoff accept_backoff_;
-  DescriptorShortage accept_shortage_{"http"};  ///< out of descriptors: refuse, say so once
-  boost::asio::steady_timer gate_timer_;        ///< armed while connections wait for a grace to end
-  bool letting_in_ = false;  ///< in let_in(): closes there pump the gate after it
-  uint16_t port_ = 0;
+  AsioClock clock_;
+  AcceptLoop accept_loop_;
+  GateKeeper gate_keeper_;
 };
 
 /// Whether `authorization` (the header's value) is "Bearer TOKEN", compared in constant time.
