@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -115,6 +116,49 @@ inline bool is_uuid_like(const std::string& text) {
     bool dash = i == 8 || i == 13 || i == 18 || i == 23;
     char c = text[i];
     if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+/// What cohort's and torchrun's workers are compared on: `variables` (torchrun's own) and every
+/// variable either launcher sets on top of the environment it was `given` (test_worker's own
+/// fields, __pid and __stdin, aside).
+inline std::set<std::string> variables_to_compare(const std::vector<std::string>& variables,
+                                                  const EnvDump& given, const EnvDump& ours,
+                                                  const EnvDump& theirs) {
+  std::set<std::string> names(variables.begin(), variables.end());
+  for (const EnvDump* dump : {&ours, &theirs}) {
+    for (const auto& [name, value] : *dump) {
+      if (name.rfind("__", 0) == 0) continue;
+      auto found = given.find(name);
+      if (found == given.end() || found->second != value) names.insert(name);
+    }
+  }
+  return names;
+}
+
+/// Checks variable `name` of local rank `local_rank` if it differs between cohort and torchrun by
+/// design in every PyTorch release, and says whether it did: MASTER_PORT (a free port each),
+/// TORCHELASTIC_RUN_ID (a random uuid each), TORCHELASTIC_ERROR_FILE (the base directory differs;
+/// both end in attempt_0/<local rank>/error.json), COHORT_HEARTBEAT_FD (cohort's own: a small
+/// number).
+inline bool checked_difference_by_design(const std::string& name, const std::string& cohort,
+                                         const std::string& torchrun, int local_rank) {
+  const std::string error_file = "/attempt_0/" + std::to_string(local_rank) + "/error.json";
+  if (name == "MASTER_PORT") {
+    CHECK(is_port(cohort));
+    CHECK(is_port(torchrun));
+  } else if (name == "TORCHELASTIC_RUN_ID") {
+    CHECK(is_uuid_like(cohort));
+    CHECK(is_uuid_like(torchrun));
+  } else if (name == "TORCHELASTIC_ERROR_FILE") {
+    CHECK(ends_with(cohort, error_file));
+    CHECK(ends_with(torchrun, error_file));
+  } else if (name == "COHORT_HEARTBEAT_FD") {
+    CHECK(is_port(cohort));
+    CHECK(torchrun == "<unset>");
+  } else {
+    return false;
   }
   return true;
 }

@@ -79,42 +79,19 @@ const std::vector<std::string> kTorchrunVariables{
 //   the directory of its cohort_heartbeat module at the end): cohort's own additions.
 void check_same_worker_env(const EnvDump& given, const EnvDump& ours, const EnvDump& theirs,
                            int local_rank) {
-  auto set_by = [&](const EnvDump& dump) {
-    std::set<std::string> names;
-    for (const auto& [name, value] : dump) {
-      if (name.rfind("__", 0) == 0) continue;  // test_worker's own fields (__pid, __stdin)
-      auto found = given.find(name);
-      if (found == given.end() || found->second != value) names.insert(name);
-    }
-    return names;
-  };
-  std::set<std::string> names(kTorchrunVariables.begin(), kTorchrunVariables.end());
-  for (const auto& name : set_by(ours)) names.insert(name);
-  for (const auto& name : set_by(theirs)) names.insert(name);
   const std::string lr = std::to_string(local_rank);
-  for (const std::string& name : names) {
+  for (const std::string& name : variables_to_compare(kTorchrunVariables, given, ours, theirs)) {
     const std::string cohort = env_value(ours, name), torchrun = env_value(theirs, name);
     INFO("local rank " << lr << ": " << name << " cohort='" << cohort << "' torchrun='" << torchrun
                        << "'");
-    if (name == "MASTER_PORT") {
-      CHECK(is_port(cohort));
-      CHECK(is_port(torchrun));
-    } else if (name == "TORCHELASTIC_RUN_ID") {
-      CHECK(is_uuid_like(cohort));
-      CHECK(is_uuid_like(torchrun));
-    } else if (name == "MASTER_ADDR") {
+    if (checked_difference_by_design(name, cohort, torchrun, local_rank)) continue;
+    if (name == "MASTER_ADDR") {
       CHECK(cohort == "127.0.0.1");
       CHECK(torchrun != "<unset>");
       CHECK_FALSE(torchrun.empty());
     } else if (name == "TORCHELASTIC_USE_AGENT_STORE") {
       CHECK((cohort == "True" || cohort == "False"));
       CHECK((torchrun == "True" || torchrun == "False"));
-    } else if (name == "TORCHELASTIC_ERROR_FILE") {
-      CHECK(ends_with(cohort, "/attempt_0/" + lr + "/error.json"));
-      CHECK(ends_with(torchrun, "/attempt_0/" + lr + "/error.json"));
-    } else if (name == "COHORT_HEARTBEAT_FD") {
-      CHECK(is_port(cohort));  // a small number
-      CHECK(torchrun == "<unset>");
     } else if (name == "PYTHONPATH") {
       CHECK(ends_with(cohort, "/python"));
     } else if (name == "NCCL_ASYNC_ERROR_HANDLING") {
