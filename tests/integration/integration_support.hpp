@@ -163,6 +163,25 @@ inline bool checked_difference_by_design(const std::string& name, const std::str
   return true;
 }
 
+/// The command of one of `nodes` torchrun agents, one worker each, that meet at a c10d rendezvous
+/// on `endpoint` (an external store: no agent hosts it): `torchrun` (how to start it), then its
+/// flags, the worker test_worker dumping its environment to `dump_file` ({RANK}: its rank).
+inline std::vector<std::string> torchrun_c10d_argv(std::vector<std::string> torchrun, int nodes,
+                                                   const std::string& endpoint,
+                                                   const std::string& dump_file) {
+  std::vector<std::string> flags{"--nnodes",           std::to_string(nodes),
+                                 "--nproc_per_node",   "1",
+                                 "--rdzv_backend",     "c10d",
+                                 "--rdzv_endpoint",    endpoint,
+                                 "--rdzv_conf",        "is_host=false",
+                                 "--rdzv_id",          "external",
+                                 "--monitor_interval", "0.1",
+                                 "--no_python",        kTestWorkerBin,
+                                 "--dump-env",         dump_file};
+  torchrun.insert(torchrun.end(), flags.begin(), flags.end());
+  return torchrun;
+}
+
 /// cohort's failure summary: everything on stderr from its first "=====" ruler on.
 inline std::string failure_summary(const std::string& err) {
   size_t start = err.find(std::string(60, '='));

@@ -43,26 +43,8 @@ TEST_CASE("the real torchrun rendezvous runs through cohortd's TCPStore",
   auto daemon = scratch.start_tcpstore_daemon(endpoint);
   std::vector<std::unique_ptr<ChildProcess>> agents;
   for (int node = 0; node < 3; ++node) {
-    std::vector<std::string> argv{kPython,
-                                  torchrun,
-                                  "--nnodes",
-                                  "3",
-                                  "--nproc_per_node",
-                                  "1",
-                                  "--rdzv_backend",
-                                  "c10d",
-                                  "--rdzv_endpoint",
-                                  endpoint,
-                                  "--rdzv_conf",
-                                  "is_host=false",
-                                  "--rdzv_id",
-                                  "external",
-                                  "--monitor_interval",
-                                  "0.1",
-                                  "--no_python",
-                                  kTestWorkerBin,
-                                  "--dump-env",
-                                  scratch.file("torchrun_{RANK}.json")};
+    std::vector<std::string> argv =
+        torchrun_c10d_argv({kPython, torchrun}, 3, endpoint, scratch.file("torchrun_{RANK}.json"));
     ChildOptions options = scratch.options();
     options.name = "torchrun_" + std::to_string(node);
     agents.push_back(std::make_unique<ChildProcess>(argv, options));

@@ -134,25 +134,8 @@ TEST_CASE("torchrun 2.6's own c10d rendezvous runs through cohortd's TCPStore",
   std::vector<std::unique_ptr<ChildProcess>> agents;
   for (int node = 0; node < 3; ++node) {
     // is_host=false: no agent hosts the store; all of them are clients of cohortd's.
-    std::vector<std::string> argv{kTorchrun2,
-                                  "--nnodes",
-                                  "3",
-                                  "--nproc_per_node",
-                                  "1",
-                                  "--rdzv_backend",
-                                  "c10d",
-                                  "--rdzv_endpoint",
-                                  endpoint,
-                                  "--rdzv_conf",
-                                  "is_host=false",
-                                  "--rdzv_id",
-                                  "external",
-                                  "--monitor_interval",
-                                  "0.1",
-                                  "--no_python",
-                                  kTestWorkerBin,
-                                  "--dump-env",
-                                  scratch.file("torchrun_{RANK}.json")};
+    std::vector<std::string> argv =
+        torchrun_c10d_argv({kTorchrun2}, 3, endpoint, scratch.file("torchrun_{RANK}.json"));
     ChildOptions options = scratch.options();
     options.name = "torchrun_" + std::to_string(node);
     agents.push_back(std::make_unique<ChildProcess>(in_torch2(argv), options));
