@@ -19,7 +19,6 @@ Prints a Markdown table (paste it into docs/BENCHMARKS.md). A benchmark: it asse
 import argparse
 import json
 import os
-import resource
 import shutil
 import signal
 import statistics
@@ -28,59 +27,27 @@ import sys
 import tempfile
 import time
 
+from proc_stats import (cpu_seconds, fd_count, open_files_limit, raise_nofile, status_kib,
+                        wait_for_port_file)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVERS = ("cohort", "pytorch")
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # `--threads N` and `--store-io` for cohortd when given (main sets them).
 COHORTD_THREADS = []
 
 
-def raise_nofile():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def wait_for_file(path, process, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            with open(path) as f:
-                text = f.read().strip()
-            if text:
-                return int(text)
-        if process.poll() is not None:
-            sys.exit(f"server exited early with {process.returncode}")
-        time.sleep(0.02)
-    sys.exit(f"no port file {path} after {timeout} s")
 
 
-def vm_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
 
 
-def open_files_limit(pid):
-    with open(f"/proc/{pid}/limits") as f:
-        for line in f:
-            if line.startswith("Max open files"):
-                return int(line.split()[3])
-    return None
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def run_json(argv, timeout):
@@ -112,7 +79,7 @@ class Servers:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                    preexec_fn=raise_nofile)
         self.processes[name] = process
-        self.ports[name] = wait_for_file(port_file, process)
+        self.ports[name] = wait_for_port_file(port_file, process, 30)
 
     def pid(self, name):
         return self.processes[name].pid
@@ -145,7 +112,7 @@ def idle_kib_per_connection(bench, servers, name, clients):
     pid = servers.pid(name)
     base_fds = fd_count(pid)
     time.sleep(0.3)
-    before = vm_rss_kib(pid)
+    before = status_kib(pid, "VmRSS")
     idle = subprocess.Popen([bench, "idle", "--port", str(servers.ports[name]),
                              "--clients", str(clients)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=raise_nofile)
@@ -155,7 +122,7 @@ def idle_kib_per_connection(bench, servers, name, clients):
             sys.exit(f"store_bench idle failed: {idle.stderr.read()}")
         wait_fd_count(pid, at_least=base_fds + clients)
         time.sleep(0.5)
-        after = vm_rss_kib(pid)
+        after = status_kib(pid, "VmRSS")
     finally:
         idle.send_signal(signal.SIGTERM)
         idle.wait(timeout=30)

@@ -46,11 +46,10 @@ import threading
 import time
 from datetime import timedelta
 
-from proc_stats import stop
+from proc_stats import TICKS, cpu_ticks, raise_nofile, status_kib, stop, wait_for_port_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVERS = ("cohort", "pytorch 2.6")
-TICKS = os.sysconf("SC_CLK_TCK")
 MAX_PROCESSES = 8
 
 TORCH_SERVER = """
@@ -73,10 +72,6 @@ COHORTD_THREADS = []
 LIBUV = [False]
 
 
-def raise_nofile():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def start_server(name, build, scratch):
@@ -91,32 +86,11 @@ def start_server(name, build, scratch):
                             preexec_fn=raise_nofile)
     proc.log_path = log.name
     log.close()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if os.path.exists(port_file):
-            with open(port_file) as f:
-                text = f.read().strip()
-            if text:
-                return proc, int(text)
-        if proc.poll() is not None:
-            sys.exit(f"{name} server exited early with {proc.returncode}")
-        time.sleep(0.02)
-    sys.exit(f"{name} server: no port after 120 s")
+    return proc, wait_for_port_file(port_file, proc, 120, f"{name} server")
 
 
-def vm_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
-def cpu_ticks(pid):
-    """(user, system) CPU ticks of the process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])  # utime, stime
 
 
 # --- raw 2.x protocol (VALIDATE era: docs in the tcpstore-protocol notes) --------------------
@@ -176,10 +150,10 @@ async def idle_async(port, clients):
 
 def measure_idle(pid, port, clients):
     loop = asyncio.new_event_loop()
-    before = vm_rss_kib(pid)
+    before = status_kib(pid, "VmRSS")
     conns = loop.run_until_complete(idle_async(port, clients))
     time.sleep(0.5)
-    after = vm_rss_kib(pid)
+    after = status_kib(pid, "VmRSS")
     for writer in conns:
         writer.close()
     loop.run_until_complete(asyncio.sleep(0.2))

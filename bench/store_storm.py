@@ -35,7 +35,6 @@ Usage: bench/store_storm.py [--build build] [--ranks 1000,5000] [--repeats 3] [-
 import argparse
 import json
 import os
-import resource
 import shutil
 import signal
 import statistics
@@ -45,8 +44,9 @@ import tempfile
 import threading
 import time
 
+from proc_stats import cpu_seconds, open_files_limit, raise_nofile, status_kib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TICKS = os.sysconf("SC_CLK_TCK")
 SERVERS = ("cohort", "pytorch", "pytorch2.6")  # the default; pytorch-libuv by name
 DIALECT = {"cohort": "1.13", "pytorch": "1.13", "pytorch2.6": "2", "pytorch-libuv": "2"}
 LABEL = {"cohort": "cohortd", "pytorch": "PyTorch 1.13", "pytorch2.6": "PyTorch 2.6",
@@ -75,32 +75,12 @@ COHORTD_THREADS = []
 TORCH_PYTHON = ["python3"]
 
 
-def raise_nofile():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def proc_status(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return None
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def open_files_limit(pid):
-    with open(f"/proc/{pid}/limits") as f:
-        for line in f:
-            if line.startswith("Max open files"):
-                return int(line.split()[3])
-    return None
 
 
 def tcp_counters():
@@ -209,7 +189,7 @@ def one_run(bench, build, scratch, name, ranks, timeout, one_source, client_thre
         sampler.start()
         counters_before = tcp_counters()
         cpu_before = cpu_seconds(server.pid)
-        sample["server_rss_before_kib"] = proc_status(server.pid, "VmRSS")
+        sample["server_rss_before_kib"] = status_kib(server.pid, "VmRSS")
         argv = [bench, "--port", str(server.port), "--ranks", str(ranks),
                 "--dialect", DIALECT[name], "--timeout", str(timeout)]
         if one_source:
@@ -228,7 +208,7 @@ def one_run(bench, build, scratch, name, ranks, timeout, one_source, client_thre
         except subprocess.TimeoutExpired:
             sample.update(complete=False, error="client did not stop by itself")
         sample["server_cpu_s"] = cpu_seconds(server.pid) - cpu_before
-        sample["server_hwm_kib"] = proc_status(server.pid, "VmHWM")
+        sample["server_hwm_kib"] = status_kib(server.pid, "VmHWM")
         sample["server_alive"] = server.alive()
         counters_after = tcp_counters()
         sampler.stop.set()
