@@ -61,8 +61,8 @@ def main():
     verdict = statistics.median(run["hang_to_verdict_ms"] for run in runs)
     every = statistics.median(run["hang_to_every_stop_ms"] for run in runs)
     worst = max(run["hang_to_every_stop_ms"] for run in runs)
-    print(f"| agents | ranks | hang to verdict (ms) | hang to every agent told (ms) | worst (ms) |")
-    print(f"|---|---|---|---|---|")
+    print("| agents | ranks | hang to verdict (ms) | hang to every agent told (ms) | worst (ms) |")
+    print("|---|---|---|---|---|")
     print(f"| {args.agents} | {runs[0]['ranks']} | {verdict:.1f} | {every:.1f} | {worst:.1f} |")
 
 

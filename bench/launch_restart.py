@@ -105,8 +105,8 @@ def main():
 
     rss = peak_rss_kib(cohort_launch)
 
-    print(f"| measurement (median) | bare shell | cohort run | torchrun | torchrun / cohort | cohort / bare |")
-    print(f"|---|---|---|---|---|---|")
+    print("| measurement (median) | bare shell | cohort run | torchrun | torchrun / cohort | cohort / bare |")
+    print("|---|---|---|---|---|---|")
     print(f"| launch 8 x /bin/true | {results['bare']:.1f} ms | {results['cohort']:.1f} ms | "
           f"{results['torchrun']:.0f} ms | {results['torchrun'] / results['cohort']:.0f}x | "
           f"{results['cohort'] / results['bare']:.2f}x |")
@@ -116,8 +116,8 @@ def main():
               f"(in-torch2 /bin/true: {results['in-torch2']:.0f} ms) | "
               f"{t2 / results['cohort']:.0f}x | |")
     print()
-    print(f"| restart (2 workers, rank 0 fails once) | with failure | without | restart adds |")
-    print(f"|---|---|---|---|")
+    print("| restart (2 workers, rank 0 fails once) | with failure | without | restart adds |")
+    print("|---|---|---|---|")
     for name, (with_failure, without, added) in restart.items():
         print(f"| {name} | {with_failure:.1f} ms | {without:.1f} ms | {added:.1f} ms |")
     print()

@@ -370,8 +370,8 @@ def main():
     def ratio(a, b):
         return "–" if a is None or b is None else f"{a / b:.2f}x" if a / b < 10 else f"{a / b:.0f}x"
 
-    print(f"| measurement (median) | ssh fan-out (floor) | cohort launch | torchrun over ssh | "
-          f"cohort / floor | torchrun / floor | torchrun / cohort |")
+    print("| measurement (median) | ssh fan-out (floor) | cohort launch | torchrun over ssh | "
+          "cohort / floor | torchrun / floor | torchrun / cohort |")
     print("|---|---|---|---|---|---|---|")
     for key, label in (("running", f"start to all {WORKERS} workers running"),
                        ("total", "start to exit")):

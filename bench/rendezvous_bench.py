@@ -308,7 +308,7 @@ def recovery(args, procs, scratch):
     worker_bin = os.path.join(args.build, "bin", "test_worker")
     cohort = os.path.join(args.build, "bin", "cohort")
     daemon, port = start_cohortd(procs, args, scratch, "cohortd_recovery")
-    samples, rejoin = [], []
+    samples = []
     for rep in range(args.recovery_runs):
         pid_dir = os.path.join(scratch, f"recovery_{rep}")
         os.makedirs(pid_dir)

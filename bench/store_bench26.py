@@ -326,9 +326,9 @@ def main():
     shutil.rmtree(scratch, ignore_errors=True)  # kept when a load failed: the servers' logs
     med = statistics.median
     cohort, theirs = results["cohort"], results["pytorch 2.6"]
-    print(f"| clients | cohort ops/s | PyTorch 2.6 ops/s | ratio | p50 µs cohort / 2.6 | "
-          f"p99 µs cohort / 2.6 | server CPU µs/op cohort / 2.6 | of which in the kernel | "
-          f"runs completed cohort / 2.6 |")
+    print("| clients | cohort ops/s | PyTorch 2.6 ops/s | ratio | p50 µs cohort / 2.6 | "
+          "p99 µs cohort / 2.6 | server CPU µs/op cohort / 2.6 | of which in the kernel | "
+          "runs completed cohort / 2.6 |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for clients in clients_list:
         c, t = cohort["load"][clients], theirs["load"][clients]
