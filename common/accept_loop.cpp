@@ -59,7 +59,9 @@ void AcceptLoop::accept_next() {
         if (error) return accept_later(error);
         shortage_.accepted();
         backoff_.reset();
-        accepted_(std::move(socket));
+        boost::system::error_code no_peer;
+        auto remote = socket.remote_endpoint(no_peer);
+        accepted_(std::move(socket), no_peer ? std::string("?") : remote.address().to_string());
         if (!closed_) accept_next();
       });
 }

@@ -1,4 +1,5 @@
-// Accepts connections on one listening socket and hands each to its owner, until closed. Out of
+// Accepts connections on one listening socket and hands each to its owner with its peer's
+// address, until closed. Out of
 // file descriptors it refuses the pending connections at once with a descriptor kept in reserve
 // and says so once (DescriptorShortage); without a reserve, and after any other accept error, it
 // waits 100 ms doubling to 1 s before it tries again, with one warning a second (AcceptBackoff).
@@ -20,7 +21,8 @@ namespace cohort {
 
 class AcceptLoop {
  public:
-  using Accepted = std::function<void(boost::asio::ip::tcp::socket)>;
+  /// A new connection and its peer's address ("?" when the peer is already gone).
+  using Accepted = std::function<void(boost::asio::ip::tcp::socket, const std::string& peer)>;
 
   /// `who` starts the log lines ("rendezvous", "http").
   AcceptLoop(boost::asio::io_context& io, Clock& clock, std::string who, Accepted accepted);

@@ -26,12 +26,6 @@ HttpResponse plain(int status, std::string body) {
   return {status, "text/plain; charset=utf-8", body};
 }
 
-std::string peer_address(const tcp::socket& socket) {
-  boost::system::error_code error;
-  auto remote = socket.remote_endpoint(error);
-  return error ? std::string("?") : remote.address().to_string();
-}
-
 }  // namespace
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
@@ -66,7 +60,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     stream_.expires_after(shared_->options.timeout);
     http::async_read(stream_, buffer_, parser_,
                      [self = shared_from_this()](beast::error_code error, size_t) {
-                       if (error || self->shared_->stopped) return self->close();
+                       if (error || self->shared_->stopped()) return self->close();
                        self->shared_->strangers.erase(self->id_);  // its request came
                        self->shared_->gate->proven(self->id_);
                        self->respond();
@@ -138,7 +132,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 HttpServer::HttpServer(boost::asio::io_context& io, HttpOptions options, HttpHandler handler)
     : shared_(std::make_shared<Shared>(Shared{std::move(options), std::move(handler)})),
       clock_(io),
-      accept_loop_(io, clock_, "http", [this](tcp::socket socket) { admit(std::move(socket)); }),
+      accept_loop_(
+          io, clock_, "http",
+          [this](tcp::socket socket, const std::string& peer) { admit(std::move(socket), peer); }),
       gate_keeper_(
           shared_->options.limits, clock_, [this](uint64_t id, const std::string&) { evict(id); },
           [this](uint64_t id) { start_stranger(id); }) {
@@ -158,10 +154,9 @@ boost::system::error_code HttpServer::start() {
 }
 
 void HttpServer::stop() {
-  if (shared_->stopped) return;
-  shared_->stopped = true;
-  shared_->handler = nullptr;  // it may point into the owner, which is going away
+  if (shared_->stopped()) return;
   shared_->gate = nullptr;     // connections may outlive the server
+  shared_->handler = nullptr;  // it may point into the owner, which is going away
   accept_loop_.close();
   gate_keeper_.close();
   shared_->waiting.clear();  // never read: closed as they go
@@ -170,10 +165,10 @@ void HttpServer::stop() {
 // Past a cap the newcomer waits, unread, until a stranger answers, closes or has had its grace;
 // then the oldest such makes room (common/connection_gate.hpp). Refused only at the cap on
 // connections with no stranger overdue and none waiting.
-void HttpServer::admit(tcp::socket socket) {
+void HttpServer::admit(tcp::socket socket, const std::string& peer) {
   Shared& shared = *shared_;
   uint64_t id = shared.next_id++;
-  Admission admission = gate_keeper_.admit(id, peer_address(socket));
+  Admission admission = gate_keeper_.admit(id, peer);
   if (!admission.refusal.empty()) {
     boost::system::error_code ignored;
     socket.close(ignored);

@@ -69,10 +69,10 @@ class HttpServer {
     std::map<uint64_t, std::weak_ptr<Connection>> strangers;  ///< by gate id: still reading
     std::map<uint64_t, std::shared_ptr<Connection>> waiting;  ///< by gate id: not read yet
     size_t pending_bytes = 0;                                 ///< the bodies of answers being sent
-    bool stopped = false;
-    GateKeeper* gate = nullptr;  ///< the server's; none after stop()
+    GateKeeper* gate = nullptr;                               ///< the server's; none after stop()
+    bool stopped() const { return gate == nullptr; }
   };
-  void admit(boost::asio::ip::tcp::socket socket);
+  void admit(boost::asio::ip::tcp::socket socket, const std::string& peer);
   void evict(uint64_t id);
   void start_stranger(uint64_t id);
 

@@ -11,7 +11,9 @@ ControlDoor::ControlDoor(boost::asio::io_context& io, Clock& clock, ConnectionLi
       hello_timeout_(hello_timeout),
       make_session_(std::move(make_session)),
       accept_loop_(io, clock, "rendezvous",
-                   [this](boost::asio::ip::tcp::socket socket) { admit(std::move(socket)); }),
+                   [this](boost::asio::ip::tcp::socket socket, const std::string& peer) {
+                     admit(std::move(socket), peer);
+                   }),
       gate_keeper_(
           limits, clock, [this](uint64_t id, const std::string& why) { evict(id, why); },
           [this](uint64_t id) { start_stranger(id); }) {}
@@ -33,17 +35,15 @@ void ControlDoor::close() {
 // waits unread until one proves itself, closes or turns overdue (refused only when every place is
 // held by proven or young connections); started, it is challenged, with a small frame limit and
 // a deadline until it proves itself.
-void ControlDoor::admit(boost::asio::ip::tcp::socket socket) {
-  boost::system::error_code error;
-  auto remote = socket.remote_endpoint(error);
-  std::string peer = error ? std::string("?") : remote.address().to_string();
+void ControlDoor::admit(boost::asio::ip::tcp::socket socket, const std::string& peer) {
   uint64_t gate_id = next_gate_id_++;
   Admission admission = gate_keeper_.admit(gate_id, peer);
   if (!admission.refusal.empty()) {
     if (refusal_log_.due(clock_.now())) {
       log::warn("rendezvous: refusing a connection from ", peer, ": ", admission.refusal);
     }
-    socket.close(error);
+    boost::system::error_code ignored;
+    socket.close(ignored);
     return;
   }
   std::shared_ptr<ControlSession> session = make_session_(std::move(socket));

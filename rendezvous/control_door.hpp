@@ -49,7 +49,7 @@ class ControlDoor {
   void closed(ControlSession& session);
 
  private:
-  void admit(boost::asio::ip::tcp::socket socket);
+  void admit(boost::asio::ip::tcp::socket socket, const std::string& peer);
   void start_stranger(uint64_t gate_id);
   void evict(uint64_t gate_id, const std::string& why);
 

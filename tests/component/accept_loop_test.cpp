@@ -30,9 +30,8 @@ TEST_CASE("an accept loop hands over every connection until it is closed", "[com
   boost::asio::io_context io;
   AsioClock clock(io);
   std::vector<std::string> peers;
-  AcceptLoop loop(io, clock, "test", [&peers](tcp::socket socket) {
-    peers.push_back(socket.remote_endpoint().address().to_string());
-  });
+  AcceptLoop loop(io, clock, "test",
+                  [&peers](tcp::socket, const std::string& peer) { peers.push_back(peer); });
   REQUIRE_FALSE(loop.open("127.0.0.1", 0, 16));
   REQUIRE(loop.port() != 0);
   loop.start();
@@ -59,9 +58,9 @@ TEST_CASE("an accept loop hands over every connection until it is closed", "[com
 TEST_CASE("an accept loop's open names a bad address and a taken port", "[component][accept]") {
   boost::asio::io_context io;
   AsioClock clock(io);
-  AcceptLoop first(io, clock, "test", [](tcp::socket) {});
+  AcceptLoop first(io, clock, "test", [](tcp::socket, const std::string&) {});
   CHECK(first.open("not an address", 0, 16));
   REQUIRE_FALSE(first.open("127.0.0.1", 0, 16));
-  AcceptLoop second(io, clock, "test", [](tcp::socket) {});
+  AcceptLoop second(io, clock, "test", [](tcp::socket, const std::string&) {});
   CHECK(second.open("127.0.0.1", first.port(), 16) == boost::asio::error::address_in_use);
 }
