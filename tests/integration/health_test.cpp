@@ -123,9 +123,9 @@ TEST_CASE("an unhealthy node stopped by SIGTERM leaves cohortd serving status",
   auto sick = cluster.node("127.0.0.3", health_flags("echo 'GPU 1 lost' >&2; exit 1"), {"--hang"});
   REQUIRE(wait_until(
       [&] {
-        const cohort::proto::StatusNode* shown =
-            node_at(daemon_status(cluster.endpoint()), "127.0.0.3");
-        return shown && shown->state == "unhealthy";
+        cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
+        const cohort::proto::StatusNode* shown = node_at(status, "127.0.0.3");
+        return shown && shown->state == "unhealthy" && node_at(status, "127.0.0.2");
       },
       20s));
   sick->signal(SIGTERM);
