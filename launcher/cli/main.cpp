@@ -106,67 +106,74 @@ std::vector<std::string> expanded_words(const CLI::App& app, int argc, char** ar
   return words;
 }
 
-}  // namespace
+// Every subcommand's options, filled in by the parse, and the subcommand itself.
+struct Commands {
+  RunOptions run_options;
+  LaunchOptions launch_options;
+  DaemonCommand daemon_command;
+  StatusQuery status_query;
+  std::string status_token_file;
+  double watch_seconds = 0;
+  StopQuery stop_query;
+  DoctorOptions doctor_options;
+  CLI::App* run = nullptr;
+  CLI::App* launch = nullptr;
+  CLI::App* rendezvous = nullptr;
+  CLI::App* status = nullptr;
+  CLI::App* stop = nullptr;
+  CLI::App* doctor = nullptr;
+};
 
-int main(int argc, char** argv) {
-  CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training",
-               "cohort"};
+void add_status_flags(CLI::App& status, Commands& commands) {
+  status
+      .add_option("--rdzv-endpoint,--rdzv_endpoint", commands.status_query.endpoint,
+                  "host[:port] of the daemon")
+      ->capture_default_str();
+  status.add_option("--rdzv-id,--rdzv_id", commands.status_query.run_id,
+                    "Only this run (what a run's token may see)");
+  status.add_option("--token-file", commands.status_token_file,
+                    "The daemon's or the run's token (default: $COHORT_TOKEN)");
+  status.add_flag("--json", commands.status_query.json, "Print the raw JSON");
+  status.add_option("--events", commands.status_query.events_run,
+                    "Print the history of run RUN from the daemon, an event a line (JSON lines "
+                    "with --json)");
+  status
+      .add_option("--watch", commands.watch_seconds,
+                  "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.2, 3600.0).description(""));
+}
+
+void declare_commands(CLI::App& app, Commands& commands) {
   app.require_subcommand(1);
   app.allow_extras();  // "cohort run -- script args": after "--" the words land here
   app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION + " (commit " +
                                         COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
-
-  RunOptions run_options;
-  CLI::App* run =
-      app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
-  run->formatter(std::make_shared<ScriptUsageFormatter>());
-  add_run_flags(*run, run_options);
-
-  LaunchOptions launch_options;
-  CLI::App* launch = app.add_subcommand(
+  commands.run = app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
+  commands.run->formatter(std::make_shared<ScriptUsageFormatter>());
+  add_run_flags(*commands.run, commands.run_options);
+  commands.launch = app.add_subcommand(
       "launch", "Run `cohort run` on several hosts over ssh, from this machine (like mpirun)");
-  launch->formatter(std::make_shared<ScriptUsageFormatter>());
-  add_launch_flags(*launch, launch_options);
-
-  DaemonCommand daemon_command;
-  CLI::App* rendezvous =
+  commands.launch->formatter(std::make_shared<ScriptUsageFormatter>());
+  add_launch_flags(*commands.launch, commands.launch_options);
+  commands.rendezvous =
       app.add_subcommand("rendezvous", "Run the rendezvous daemon (the same as cohortd)");
-  add_daemon_flags(*rendezvous, daemon_command);
-
-  StatusQuery status_query;
-  std::string status_token_file;
-  CLI::App* status = app.add_subcommand("status", "Show what a rendezvous daemon knows");
-  status
-      ->add_option("--rdzv-endpoint,--rdzv_endpoint", status_query.endpoint,
-                   "host[:port] of the daemon")
-      ->capture_default_str();
-  status->add_option("--rdzv-id,--rdzv_id", status_query.run_id,
-                     "Only this run (what a run's token may see)");
-  status->add_option("--token-file", status_token_file,
-                     "The daemon's or the run's token (default: $COHORT_TOKEN)");
-  status->add_flag("--json", status_query.json, "Print the raw JSON");
-  status->add_option("--events", status_query.events_run,
-                     "Print the history of run RUN from the daemon, an event a line (JSON lines "
-                     "with --json)");
-  double watch_seconds = 0;
-  status
-      ->add_option("--watch", watch_seconds,
-                   "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
-      ->expected(0, 1)
-      ->default_str("2")
-      ->check(CLI::Range(0.2, 3600.0).description(""));
-
-  StopQuery stop_query;
-  CLI::App* stop =
+  add_daemon_flags(*commands.rendezvous, commands.daemon_command);
+  commands.status = app.add_subcommand("status", "Show what a rendezvous daemon knows");
+  add_status_flags(*commands.status, commands);
+  commands.stop =
       app.add_subcommand("stop", "End a run cleanly: every node stops its workers and exits 130");
-  add_stop_flags(*stop, stop_query);
-
-  DoctorOptions doctor_options;
-  CLI::App* doctor = app.add_subcommand(
+  add_stop_flags(*commands.stop, commands.stop_query);
+  commands.doctor = app.add_subcommand(
       "doctor",
       "Check this node before trusting it: GPUs, cgroups, topology, limits, torch, tools");
-  add_doctor_flags(*doctor, doctor_options);
+  add_doctor_flags(*commands.doctor, commands.doctor_options);
+}
 
+// Parses the command line, abbreviations written out. An exit code when there is nothing to run
+// (--help, --version, a usage error, said on stderr).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   if (unknown_command(app, argc, argv)) return kExitUsage;
   std::string command = command_name(app, argc, argv);
   app.failure_message([command](const CLI::App*, const CLI::Error& error) {
@@ -181,32 +188,54 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
   }
-  if (run->parsed()) return run_command(*run, run_options);
-  if (launch->parsed()) return launch_command(*launch, launch_options);
-  if (refused_extras(*rendezvous) || refused_extras(*status) || refused_extras(*stop) ||
-      refused_extras(*doctor))
-    return kExitUsage;
-  if (!app.remaining().empty()) {
-    std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ")
-              << "\n";
-    return kExitUsage;
+  return std::nullopt;
+}
+
+// Words that a command without a script of its own did not take; said on stderr.
+bool has_stray_words(const CLI::App& app, const Commands& commands) {
+  if (refused_extras(*commands.rendezvous) || refused_extras(*commands.status) ||
+      refused_extras(*commands.stop) || refused_extras(*commands.doctor))
+    return true;
+  if (app.remaining().empty()) return false;
+  std::cerr << "cohort: unexpected arguments: " << CLI::detail::join(app.remaining(), " ") << "\n";
+  return true;
+}
+
+int stop_command(StopQuery query) {
+  std::optional<std::string> token = query_token("stop", query.token_file);
+  if (!token) return kExitUsage;
+  query.token = *token;
+  query.by = stop_requester();
+  return run_stop_command(query);
+}
+
+// Runs the parsed subcommand; its result is the exit code.
+int dispatch(const CLI::App& app, Commands& commands) {
+  if (commands.run->parsed()) return run_command(*commands.run, commands.run_options);
+  if (commands.launch->parsed()) return launch_command(*commands.launch, commands.launch_options);
+  if (has_stray_words(app, commands)) return kExitUsage;
+  if (commands.rendezvous->parsed()) return run_daemon(commands.daemon_command);
+  if (commands.status->parsed()) {
+    double watch_seconds = commands.watch_seconds;
+    if (commands.status->count("--watch") > 0 && watch_seconds <= 0) watch_seconds = 2;
+    return status_command(commands.status_query, commands.status_token_file, watch_seconds);
   }
-  if (rendezvous->parsed()) return run_daemon(daemon_command);
-  if (status->parsed()) {
-    if (status->count("--watch") > 0 && watch_seconds <= 0) watch_seconds = 2;
-    return status_command(status_query, status_token_file, watch_seconds);
-  }
-  if (stop->parsed()) {
-    std::optional<std::string> token = query_token("stop", stop_query.token_file);
-    if (!token) return kExitUsage;
-    stop_query.token = *token;
-    stop_query.by = stop_requester();
-    return run_stop_command(stop_query);
-  }
-  if (doctor->parsed()) {
-    doctor_options.expect_ranks_given = doctor->count("--expect-ranks") > 0;
-    doctor_options.endpoint_given = doctor->count("--rdzv-endpoint") > 0;
-    return run_doctor_command(doctor_options);
+  if (commands.stop->parsed()) return stop_command(commands.stop_query);
+  if (commands.doctor->parsed()) {
+    commands.doctor_options.expect_ranks_given = commands.doctor->count("--expect-ranks") > 0;
+    commands.doctor_options.endpoint_given = commands.doctor->count("--rdzv-endpoint") > 0;
+    return run_doctor_command(commands.doctor_options);
   }
   return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training",
+               "cohort"};
+  Commands commands;
+  declare_commands(app, commands);
+  if (std::optional<int> exit_code = parse_command_line(app, argc, argv)) return *exit_code;
+  return dispatch(app, commands);
 }
