@@ -217,65 +217,92 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
   if (auto* request = std::get_if<proto::StopRunRequest>(&message)) {
     return on_stop_run(session, *request);
   }
-  auto found = runs_.find(session.run_id);
-  if (session.node_id.empty() || found == runs_.end() ||
-      (!found->second.state->has_node(session.node_id) &&
-       found->second.unhealthy.count(session.node_id) == 0)) {
+  Run* run = member_run(session);
+  if (run == nullptr) {
     return session.close_after(proto::Error{"the first message must be hello"}, "no hello");
   }
-  Run& run = found->second;
-  rdzv::RunState& state = *run.state;
-  const std::string& node = session.node_id;
-  state.heartbeat(node, now());
-  std::visit(
-      [&](const auto& typed) {
-        using T = std::decay_t<decltype(typed)>;
-        if constexpr (std::is_same_v<T, proto::Heartbeat>) {
-          session.send(proto::HeartbeatAck{});
-        } else if constexpr (std::is_same_v<T, proto::Join>) {
-          if (typed.rank0_port > 0) run.rank0_ports[node] = typed.rank0_port;
-          if (run.unhealthy.erase(node) > 0)
-            record(session.run_id, "node.healthy", {{"node", node}});
-          apply(run, state.join(nodes_[node], configs_[node], now()));
-        } else if constexpr (std::is_same_v<T, proto::Unhealthy>) {
-          park_unhealthy(run, node, typed.reason);
-        } else if constexpr (std::is_same_v<T, proto::WorkerFailed>) {
-          on_worker_failed(run, node, typed);
-        } else if constexpr (std::is_same_v<T, proto::HangDeclared>) {
-          on_hang_declared(run, node, typed);
-        } else if constexpr (std::is_same_v<T, proto::Collectives>) {
-          if (!typed.host.empty()) run.hosts[node] = typed.host;
-          run.dumps.reported(node, typed);
-          if (run.dumps.active() && run.dumps.complete()) finish_dumps(run);
-        } else if constexpr (std::is_same_v<T, proto::Progress>) {
-          if (!typed.host.empty()) run.hosts[node] = typed.host;
-          if (typed.hang) record(session.run_id, "hang.detected", rdzv::hang_fields(node, typed));
-          apply(run, state.progress(node, rdzv::from_wire(typed), now()));
-        } else if constexpr (std::is_same_v<T, proto::NodeSucceeded>) {
-          apply(run, state.node_succeeded(node, typed.round, now()));
-        } else if constexpr (std::is_same_v<T, proto::Leave>) {
-          // Lost with its own reason first; then its close is no second loss (and cannot end
-          // the run under our feet: closing with nothing to send reports the close at once).
-          std::string left = node;
-          run.sessions.erase(left);
-          run.rank0_ports.erase(left);
-          run.unhealthy.erase(left);  // a parked node that leaves is forgotten with the rest
-          nodes_.erase(left);
-          configs_.erase(left);
-          session.node_id.clear();
-          std::string reason = typed.reason.empty() ? "left" : typed.reason;
-          record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
-          apply(run, state.node_lost(left, reason, now()));
-          session.close_after(std::nullopt, "left");
-        } else {
-          session.close_after(proto::Error{std::string("unexpected message ") +
-                                           proto::message_type(proto::ControlMessage(typed))},
-                              "protocol error");
-        }
-      },
-      message);
+  run->state->heartbeat(session.node_id, now());
+  std::visit([&](const auto& typed) { on_member(*run, session, typed); }, message);
   reap_runs();
   schedule();
+}
+
+// The run of the session's node, once its hello made it a member (or parked it unhealthy).
+RendezvousDaemon::Run* RendezvousDaemon::member_run(const ControlSession& session) {
+  auto found = runs_.find(session.run_id);
+  if (session.node_id.empty() || found == runs_.end()) return nullptr;
+  Run& run = found->second;
+  bool known = run.state->has_node(session.node_id) || run.unhealthy.count(session.node_id) > 0;
+  return known ? &run : nullptr;
+}
+
+template <typename Message>
+void RendezvousDaemon::on_member(Run&, ControlSession& session, const Message& message) {
+  session.close_after(proto::Error{std::string("unexpected message ") +
+                                   proto::message_type(proto::ControlMessage(message))},
+                      "protocol error");
+}
+
+void RendezvousDaemon::on_member(Run&, ControlSession& session, const proto::Heartbeat&) {
+  session.send(proto::HeartbeatAck{});
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto::Join& join) {
+  const std::string& node = session.node_id;
+  if (join.rank0_port > 0) run.rank0_ports[node] = join.rank0_port;
+  if (run.unhealthy.erase(node) > 0) record(session.run_id, "node.healthy", {{"node", node}});
+  apply(run, run.state->join(nodes_[node], configs_[node], now()));
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::Unhealthy& unhealthy) {
+  park_unhealthy(run, session.node_id, unhealthy.reason);
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::WorkerFailed& failed) {
+  on_worker_failed(run, session.node_id, failed);
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::HangDeclared& hang) {
+  on_hang_declared(run, session.node_id, hang);
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::Collectives& collectives) {
+  if (!collectives.host.empty()) run.hosts[session.node_id] = collectives.host;
+  run.dumps.reported(session.node_id, collectives);
+  if (run.dumps.active() && run.dumps.complete()) finish_dumps(run);
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::Progress& progress) {
+  const std::string& node = session.node_id;
+  if (!progress.host.empty()) run.hosts[node] = progress.host;
+  if (progress.hang) record(session.run_id, "hang.detected", rdzv::hang_fields(node, progress));
+  apply(run, run.state->progress(node, rdzv::from_wire(progress), now()));
+}
+
+void RendezvousDaemon::on_member(Run& run, ControlSession& session,
+                                 const proto::NodeSucceeded& succeeded) {
+  apply(run, run.state->node_succeeded(session.node_id, succeeded.round, now()));
+}
+
+// Lost with its own reason first; then its close is no second loss (and cannot end the run under
+// our feet: closing with nothing to send reports the close at once).
+void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto::Leave& leave) {
+  std::string left = session.node_id;
+  run.sessions.erase(left);
+  run.rank0_ports.erase(left);
+  run.unhealthy.erase(left);  // a parked node that leaves is forgotten with the rest
+  nodes_.erase(left);
+  configs_.erase(left);
+  session.node_id.clear();
+  std::string reason = leave.reason.empty() ? "left" : leave.reason;
+  record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
+  apply(run, run.state->node_lost(left, reason, now()));
+  session.close_after(std::nullopt, "left");
 }
 
 void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hello) {
@@ -498,75 +525,82 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
 void RendezvousDaemon::apply(Run& run, rdzv::Actions actions) {
   ++applying_;
   for (auto& action : actions) {
-    std::visit(
-        [&](auto& typed) {
-          using T = std::decay_t<decltype(typed)>;
-          if constexpr (std::is_same_v<T, rdzv::WaitingStatus>) {
-            send_waiting(run, typed);
-            refresh_waiting_later(run);  // the other waiting nodes' view changed too
-          } else if constexpr (std::is_same_v<T, rdzv::StartRound>) {
-            start_round(run, typed);
-          } else if constexpr (std::is_same_v<T, rdzv::RestartMembers>) {
-            log::info("rendezvous: run ", run.state->run_id(), " restarts: ", typed.reason);
-            if (!typed.scale_up) run.last_failure = typed.reason;  // a scale-up is no failure
-            const rdzv::RunConfig& config = run.state->config();
-            nlohmann::json fields{
-                {"round", run.state->round()},
-                {"reason", typed.reason},
-                {"restarts_used", run.state->restarts_used()},
-                {"restarts_left", config.max_restarts - run.state->restarts_used()},
-                {"backoff_ms", typed.backoff.count()}};
-            if (typed.scale_up) fields["scale_up"] = true;
-            record(run.state->run_id(), "restart.decided", std::move(fields));
-            send_to(run, typed.node_ids, proto::Restart{typed.reason});
-          } else if constexpr (std::is_same_v<T, rdzv::StopRun>) {
-            log::info("rendezvous: run ", run.state->run_id(),
-                      run.stopped_by.empty() ? " failed: " : " stopped: ", typed.reason);
-            run.last_failure = typed.reason;
-            if (run.stopped_by.empty()) {
-              record(run.state->run_id(), "run.failed",
-                     {{"reason", typed.reason}, {"exit_status", typed.exit_status}});
-            } else {
-              nlohmann::json fields{{"reason", typed.reason},
-                                    {"exit_status", typed.exit_status},
-                                    {"by", run.stopped_by}};
-              if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
-              record(run.state->run_id(), "run.stopped", std::move(fields));
-            }
-            run.store.reset();
-            proto::Stop stop{typed.exit_status, typed.reason, typed.summary,
-                             stopped_by_text(run.stopped_by, run.stopper)};
-            send_to(run, typed.node_ids, stop);
-            send_to(run, unhealthy_ids(run.unhealthy), stop);
-          } else if constexpr (std::is_same_v<T, rdzv::CompleteRun>) {
-            log::info("rendezvous: run ", run.state->run_id(), " completed");
-            record(run.state->run_id(), "run.completed",
-                   {{"rounds", run.state->round() + 1},
-                    {"restarts_used", run.state->restarts_used()}});
-            run.store.reset();
-            send_to(run, typed.node_ids, proto::Complete{});
-            send_to(run, unhealthy_ids(run.unhealthy), proto::Complete{});
-          } else if constexpr (std::is_same_v<T, rdzv::DropNode>) {
-            if (typed.lost) {
-              record_loss(run.state->run_id(), typed.node_id, typed.reason, typed.silent);
-            }
-            drop(run, typed.node_id, typed.reason, typed.lost);
-          } else if constexpr (std::is_same_v<T, rdzv::Announce>) {
-            log::warn("rendezvous: run ", run.state->run_id(), ": ", typed.text);
-            record(run.state->run_id(), "straggler",
-                   {{"node", typed.node_id}, {"text", typed.text}});
-          } else if constexpr (std::is_same_v<T, rdzv::HostExcluded>) {
-            log::warn("rendezvous: run ", run.state->run_id(), ": ", typed.text);
-            record(run.state->run_id(), "host.excluded",
-                   {{"host", typed.host},
-                    {"failures", typed.failures},
-                    {"cooldown_ms", typed.cooldown.count()}});
-            send_to(run, typed.node_ids, proto::Notice{typed.text});
-          }
-        },
-        action);
+    std::visit([&](auto& typed) { carry_out(run, typed); }, action);
   }
   --applying_;
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::WaitingStatus& waiting) {
+  send_waiting(run, waiting);
+  refresh_waiting_later(run);  // the other waiting nodes' view changed too
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::StartRound& start) {
+  start_round(run, start);
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::RestartMembers& restart) {
+  log::info("rendezvous: run ", run.state->run_id(), " restarts: ", restart.reason);
+  if (!restart.scale_up) run.last_failure = restart.reason;  // a scale-up is no failure
+  const rdzv::RunConfig& config = run.state->config();
+  nlohmann::json fields{{"round", run.state->round()},
+                        {"reason", restart.reason},
+                        {"restarts_used", run.state->restarts_used()},
+                        {"restarts_left", config.max_restarts - run.state->restarts_used()},
+                        {"backoff_ms", restart.backoff.count()}};
+  if (restart.scale_up) fields["scale_up"] = true;
+  record(run.state->run_id(), "restart.decided", std::move(fields));
+  send_to(run, restart.node_ids, proto::Restart{restart.reason});
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::StopRun& stop_run) {
+  log::info("rendezvous: run ", run.state->run_id(),
+            run.stopped_by.empty() ? " failed: " : " stopped: ", stop_run.reason);
+  run.last_failure = stop_run.reason;
+  if (run.stopped_by.empty()) {
+    record(run.state->run_id(), "run.failed",
+           {{"reason", stop_run.reason}, {"exit_status", stop_run.exit_status}});
+  } else {
+    nlohmann::json fields{
+        {"reason", stop_run.reason}, {"exit_status", stop_run.exit_status}, {"by", run.stopped_by}};
+    if (!run.stopper.empty()) fields["requested_by"] = run.stopper;
+    record(run.state->run_id(), "run.stopped", std::move(fields));
+  }
+  run.store.reset();
+  proto::Stop stop{stop_run.exit_status, stop_run.reason, stop_run.summary,
+                   stopped_by_text(run.stopped_by, run.stopper)};
+  send_to(run, stop_run.node_ids, stop);
+  send_to(run, unhealthy_ids(run.unhealthy), stop);
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
+  log::info("rendezvous: run ", run.state->run_id(), " completed");
+  record(run.state->run_id(), "run.completed",
+         {{"rounds", run.state->round() + 1}, {"restarts_used", run.state->restarts_used()}});
+  run.store.reset();
+  send_to(run, complete.node_ids, proto::Complete{});
+  send_to(run, unhealthy_ids(run.unhealthy), proto::Complete{});
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::DropNode& dropped) {
+  if (dropped.lost) {
+    record_loss(run.state->run_id(), dropped.node_id, dropped.reason, dropped.silent);
+  }
+  drop(run, dropped.node_id, dropped.reason, dropped.lost);
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::Announce& announce) {
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", announce.text);
+  record(run.state->run_id(), "straggler", {{"node", announce.node_id}, {"text", announce.text}});
+}
+
+void RendezvousDaemon::carry_out(Run& run, const rdzv::HostExcluded& excluded) {
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", excluded.text);
+  record(run.state->run_id(), "host.excluded",
+         {{"host", excluded.host},
+          {"failures", excluded.failures},
+          {"cooldown_ms", excluded.cooldown.count()}});
+  send_to(run, excluded.node_ids, proto::Notice{excluded.text});
 }
 
 void RendezvousDaemon::send_waiting(Run& run, const rdzv::WaitingStatus& status) {

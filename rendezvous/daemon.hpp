@@ -121,6 +121,19 @@ class RendezvousDaemon {
   std::shared_ptr<ControlSession> make_session(boost::asio::ip::tcp::socket socket);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
+  Run* member_run(const ControlSession& session);
+  /// A member's message, by type; a message no member sends is a protocol error.
+  template <typename Message>
+  void on_member(Run& run, ControlSession& session, const Message& message);
+  void on_member(Run& run, ControlSession& session, const proto::Heartbeat& heartbeat);
+  void on_member(Run& run, ControlSession& session, const proto::Join& join);
+  void on_member(Run& run, ControlSession& session, const proto::Unhealthy& unhealthy);
+  void on_member(Run& run, ControlSession& session, const proto::WorkerFailed& failed);
+  void on_member(Run& run, ControlSession& session, const proto::HangDeclared& hang);
+  void on_member(Run& run, ControlSession& session, const proto::Collectives& collectives);
+  void on_member(Run& run, ControlSession& session, const proto::Progress& progress);
+  void on_member(Run& run, ControlSession& session, const proto::NodeSucceeded& succeeded);
+  void on_member(Run& run, ControlSession& session, const proto::Leave& leave);
   static std::string hello_problem(const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
   void on_events(ControlSession& session, const proto::EventsRequest& request);
@@ -135,6 +148,15 @@ class RendezvousDaemon {
   void on_worker_failed(Run& run, const std::string& node_id, const proto::WorkerFailed& failed);
   void finish_dumps(Run& run);
   void apply(Run& run, rdzv::Actions actions);
+  /// One action of the run's state machine, by type.
+  void carry_out(Run& run, const rdzv::WaitingStatus& waiting);
+  void carry_out(Run& run, const rdzv::StartRound& start);
+  void carry_out(Run& run, const rdzv::RestartMembers& restart);
+  void carry_out(Run& run, const rdzv::StopRun& stop_run);
+  void carry_out(Run& run, const rdzv::CompleteRun& complete);
+  void carry_out(Run& run, const rdzv::DropNode& dropped);
+  void carry_out(Run& run, const rdzv::Announce& announce);
+  void carry_out(Run& run, const rdzv::HostExcluded& excluded);
   void send_waiting(Run& run, const rdzv::WaitingStatus& status);
   void refresh_waiting_later(Run& run);
   void start_round(Run& run, const rdzv::StartRound& start);
