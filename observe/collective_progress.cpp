@@ -84,6 +84,100 @@ std::optional<std::string> group_of(const PickleValue& entry) {
   return std::nullopt;
 }
 
+// The process groups of one dump by id, at most kMaxProcessGroups of them (more are ignored).
+class GroupTable {
+ public:
+  // The group `id`, added if new; null when the table is full.
+  GroupProgress* group(const std::string& id) {
+    auto found = groups_.find(id);
+    if (found != groups_.end()) return &found->second;
+    if (groups_.size() >= kMaxProcessGroups) return nullptr;
+    GroupProgress& added = groups_[id];
+    added.id = id;
+    return &added;
+  }
+  std::map<std::string, GroupProgress>& all() { return groups_; }
+
+ private:
+  std::map<std::string, GroupProgress> groups_;
+};
+
+// What the entries say of a group: its highest collective, and its highest completed one.
+struct SeenCalls {
+  std::optional<int64_t> highest, highest_completed;
+};
+
+// pg_config: each group's description and size.
+void read_configs(const PickleValue& dump, GroupTable& groups) {
+  const PickleValue* config = dump.get("pg_config");
+  if (config == nullptr || config->as_dict() == nullptr) return;
+  for (const auto& [key, value] : *config->as_dict()) {
+    const std::string* id = std::get_if<std::string>(&key);
+    GroupProgress* progress = id ? groups.group(capped(*id)) : nullptr;
+    if (progress == nullptr) continue;
+    if (auto desc = text_at(value, "desc")) progress->desc = *desc;
+    if (const PickleValue* ranks = value.get("ranks"); ranks && ranks->as_string()) {
+      progress->size = count_ranks(*ranks->as_string());
+    }
+  }
+}
+
+// pg_status: each group's last enqueued, started and completed collective.
+void read_statuses(const PickleValue& dump, GroupTable& groups) {
+  const PickleValue* status = dump.get("pg_status");
+  if (status == nullptr || status->as_dict() == nullptr) return;
+  for (const auto& [key, value] : *status->as_dict()) {
+    const std::string* id = std::get_if<std::string>(&key);
+    GroupProgress* progress = id ? groups.group(capped(*id)) : nullptr;
+    if (progress == nullptr) continue;
+    progress->last_enqueued = int_at(value, "last_enqueued_collective");
+    progress->last_started = int_at(value, "last_started_collective");
+    progress->last_completed = int_at(value, "last_completed_collective");
+  }
+}
+
+// One collective of the entries: the group's description if it had none, its last call, its
+// first incomplete one.
+void read_entry(const PickleValue& entry, int64_t seq, GroupProgress& progress, SeenCalls& seen) {
+  if (progress.desc.empty()) {
+    if (const PickleValue* pg = entry.get("process_group"); pg && pg->as_list()) {
+      const PickleList& parts = *pg->as_list();
+      if (parts.size() > 1 && parts[1].as_string()) progress.desc = capped(*parts[1].as_string());
+    }
+  }
+  std::optional<std::string> state = text_at(entry, "state");
+  bool completed = state && *state == "completed";
+  if (!seen.highest || seq >= *seen.highest) {
+    seen.highest = seq;
+    progress.last_call = call_of(entry, seq);
+  }
+  if (completed) {
+    if (!seen.highest_completed || seq > *seen.highest_completed) seen.highest_completed = seq;
+  } else if (!progress.first_incomplete || seq < progress.first_incomplete->seq) {
+    progress.first_incomplete = call_of(entry, seq);
+  }
+}
+
+// entries: each group's first incomplete collective and its last one. A send or recv is counted
+// by p2p_seq_id, not in the collective order: skipped.
+std::map<std::string, SeenCalls> read_entries(const PickleValue& dump, GroupTable& groups) {
+  std::map<std::string, SeenCalls> seen;
+  const PickleValue* entries = dump.get("entries");
+  if (entries == nullptr || entries->as_list() == nullptr) return seen;
+  for (const PickleValue& entry : *entries->as_list()) {
+    if (const PickleValue* p2p = entry.get("is_p2p"); p2p && p2p->as_bool() && *p2p->as_bool()) {
+      continue;
+    }
+    std::optional<int64_t> seq = int_at(entry, "collective_seq_id");
+    std::optional<std::string> id = group_of(entry);
+    if (!seq || !id) continue;
+    GroupProgress* progress = groups.group(*id);
+    if (progress == nullptr) continue;
+    read_entry(entry, *seq, *progress, seen[*id]);
+  }
+  return seen;
+}
+
 }  // namespace
 
 RankCollectives collective_progress(const PickleValue& dump) {
@@ -92,83 +186,19 @@ RankCollectives collective_progress(const PickleValue& dump) {
   out.version = text_at(dump, "version").value_or("");
   out.comm_lib_version = text_at(dump, "comm_lib_version").value_or("");
   out.rank = int_at(dump, "rank");
-
-  std::map<std::string, GroupProgress> groups;
-  auto group = [&](const std::string& id) -> GroupProgress* {
-    auto found = groups.find(id);
-    if (found != groups.end()) return &found->second;
-    if (groups.size() >= kMaxProcessGroups) return nullptr;
-    GroupProgress& added = groups[id];
-    added.id = id;
-    return &added;
-  };
-
-  if (const PickleValue* config = dump.get("pg_config"); config && config->as_dict()) {
-    for (const auto& [key, value] : *config->as_dict()) {
-      const std::string* id = std::get_if<std::string>(&key);
-      GroupProgress* progress = id ? group(capped(*id)) : nullptr;
-      if (progress == nullptr) continue;
-      if (auto desc = text_at(value, "desc")) progress->desc = *desc;
-      if (const PickleValue* ranks = value.get("ranks"); ranks && ranks->as_string()) {
-        progress->size = count_ranks(*ranks->as_string());
-      }
-    }
-  }
-  if (const PickleValue* status = dump.get("pg_status"); status && status->as_dict()) {
-    for (const auto& [key, value] : *status->as_dict()) {
-      const std::string* id = std::get_if<std::string>(&key);
-      GroupProgress* progress = id ? group(capped(*id)) : nullptr;
-      if (progress == nullptr) continue;
-      progress->last_enqueued = int_at(value, "last_enqueued_collective");
-      progress->last_started = int_at(value, "last_started_collective");
-      progress->last_completed = int_at(value, "last_completed_collective");
-    }
-  }
-
-  // From the entries: each group's first incomplete collective and its last one.
-  struct Seen {
-    std::optional<int64_t> highest, highest_completed;
-  };
-  std::map<std::string, Seen> seen;
-  if (const PickleValue* entries = dump.get("entries"); entries && entries->as_list()) {
-    for (const PickleValue& entry : *entries->as_list()) {
-      if (const PickleValue* p2p = entry.get("is_p2p"); p2p && p2p->as_bool() && *p2p->as_bool()) {
-        continue;  // a send or recv: counted by p2p_seq_id, not in the collective order
-      }
-      std::optional<int64_t> seq = int_at(entry, "collective_seq_id");
-      std::optional<std::string> id = group_of(entry);
-      if (!seq || !id) continue;
-      GroupProgress* progress = group(*id);
-      if (progress == nullptr) continue;
-      if (progress->desc.empty()) {
-        if (const PickleValue* pg = entry.get("process_group"); pg && pg->as_list()) {
-          const PickleList& parts = *pg->as_list();
-          if (parts.size() > 1 && parts[1].as_string())
-            progress->desc = capped(*parts[1].as_string());
-        }
-      }
-      Seen& mine = seen[*id];
-      std::optional<std::string> state = text_at(entry, "state");
-      bool completed = state && *state == "completed";
-      if (!mine.highest || *seq >= *mine.highest) {
-        mine.highest = seq;
-        progress->last_call = call_of(entry, *seq);
-      }
-      if (completed) {
-        if (!mine.highest_completed || *seq > *mine.highest_completed) mine.highest_completed = seq;
-      } else if (!progress->first_incomplete || *seq < progress->first_incomplete->seq) {
-        progress->first_incomplete = call_of(entry, *seq);
-      }
-    }
-  }
-  for (auto& [id, progress] : groups) {
+  GroupTable groups;
+  read_configs(dump, groups);
+  read_statuses(dump, groups);
+  std::map<std::string, SeenCalls> seen = read_entries(dump, groups);
+  // Where pg_status did not say (older dumps), the entries tell.
+  for (auto& [id, progress] : groups.all()) {
     auto found = seen.find(id);
     if (found == seen.end()) continue;
     if (!progress.last_enqueued) progress.last_enqueued = found->second.highest;
     if (!progress.last_completed) progress.last_completed = found->second.highest_completed;
   }
-  out.groups.reserve(groups.size());
-  for (auto& [id, progress] : groups) out.groups.push_back(std::move(progress));
+  out.groups.reserve(groups.all().size());
+  for (auto& [id, progress] : groups.all()) out.groups.push_back(std::move(progress));
   return out;
 }
 
