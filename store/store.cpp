@@ -457,22 +457,34 @@ bool Store::present(const std::string& key) const {
 }
 
 void Store::register_wait(StoreConnectionId connection, const std::string& key) {
-  waiters_[key].push_back(connection);
-  Waiting& waiting = waiting_[connection];
-  ++waiting.outstanding;
-  waiting.keys.push_back(key);
-  waiting.charged += entry_bytes(key, 0);
+  auto [waiting, created] = waiting_.try_emplace(connection);
+  if (created) waiting->second.serial = ++last_wait_serial_;
+  waiters_[key].push_back({connection, waiting->second.serial});
+  ++registrations_;
+  ++waiting->second.outstanding;
+  waiting->second.charged += entry_bytes(key, 0);
   used_bytes_ += entry_bytes(key, 0);
+}
+
+Store::Waiting* Store::live_wait(const Registration& registration) {
+  auto waiting = waiting_.find(registration.connection);
+  if (waiting == waiting_.end() || waiting->second.serial != registration.serial) return nullptr;
+  return &waiting->second;
 }
 
 void Store::wake(const std::string& key) {
   auto found = waiters_.find(key);
   if (found == waiters_.end()) return;
-  std::vector<StoreConnectionId> registrations = std::move(found->second);
+  std::vector<Registration> registrations = std::move(found->second);
   waiters_.erase(found);
-  for (StoreConnectionId connection : registrations) {
-    auto waiting = waiting_.find(connection);
-    if (waiting != waiting_.end() && --waiting->second.outstanding == 0) release(connection);
+  registrations_ -= registrations.size();
+  for (const Registration& registration : registrations) {
+    Waiting* waiting = live_wait(registration);
+    if (waiting == nullptr) {
+      --stale_;
+    } else if (--waiting->outstanding == 0) {
+      release(registration.connection);
+    }
   }
 }
 
@@ -482,14 +494,17 @@ void Store::wake_one(const std::string& key) {
   auto& registrations = found->second;
   size_t used = 0;
   while (used < registrations.size()) {
-    StoreConnectionId connection = registrations[used++];
-    auto waiting = waiting_.find(connection);
-    if (waiting != waiting_.end() && --waiting->second.outstanding == 0) {
-      release(connection);
+    const Registration& registration = registrations[used++];
+    Waiting* waiting = live_wait(registration);
+    if (waiting == nullptr) {
+      --stale_;
+    } else if (--waiting->outstanding == 0) {
+      release(registration.connection);
       break;
     }
   }
   registrations.erase(registrations.begin(), registrations.begin() + used);
+  registrations_ -= used;
   if (registrations.empty()) waiters_.erase(found);
 }
 
@@ -502,13 +517,22 @@ void Store::release(StoreConnectionId connection) {
 void Store::drop_registrations(StoreConnectionId connection) {
   auto waiting = waiting_.find(connection);
   if (waiting == waiting_.end()) return;
-  for (const auto& key : waiting->second.keys) {
-    auto found = waiters_.find(key);
-    if (found == waiters_.end()) continue;
-    std::erase(found->second, connection);
-    if (found->second.empty()) waiters_.erase(found);
-  }
+  stale_ += waiting->second.outstanding;
   erase_waiting(waiting);
+  sweep_stale_registrations();
+}
+
+// Once stale entries outnumber the live ones (and a few thousand), one pass removes them all: each
+// sweep costs at most twice the stale entries it removes.
+void Store::sweep_stale_registrations() {
+  constexpr size_t kStaleKept = 4096;
+  if (stale_ <= kStaleKept || stale_ <= registrations_ - stale_) return;
+  for (auto key = waiters_.begin(); key != waiters_.end();) {
+    std::erase_if(key->second, [&](const Registration& entry) { return !live_wait(entry); });
+    key = key->second.empty() ? waiters_.erase(key) : std::next(key);
+  }
+  registrations_ -= stale_;
+  stale_ = 0;
 }
 
 void Store::erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting) {

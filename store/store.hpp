@@ -56,12 +56,23 @@ class Store {
   /// True while `connection` has an unanswered WAIT or BARRIER.
   bool is_waiting(StoreConnectionId connection) const { return waiting_.count(connection) > 0; }
   size_t waiting_connections() const { return waiting_.size(); }
+  /// Registrations kept in the keys' lists, those of waits given up included.
+  size_t registration_entries() const { return registrations_; }
 
  private:
+  /// A connection's unanswered WAIT (or BARRIER).
   struct Waiting {
-    size_t outstanding = 0;
-    std::vector<std::string> keys;  ///< every key registered, for dropping the registrations
-    uint64_t charged = 0;           ///< what these registrations count against the quota
+    uint64_t serial = 0;     ///< names this wait in its registrations; unique in the store
+    size_t outstanding = 0;  ///< its registrations still in waiters_
+    uint64_t charged = 0;    ///< what these registrations count against the quota
+  };
+  /// One key of a wait, in the key's list. Stale once that wait is gone (given up, closed): its
+  /// connection then has no Waiting with `serial`. Stale entries are skipped when the key is set
+  /// and swept out once they outnumber the live ones, so that giving up a wait costs nothing per
+  /// key (a WAIT may name one key 131072 times, with thousands of others waiting on it).
+  struct Registration {
+    StoreConnectionId connection;
+    uint64_t serial;
   };
 
   StoreOutcome check_limits(const StoreRequest& request) const;
@@ -86,15 +97,22 @@ class Store {
   /// QUEUE_PUSH's wake: registrations count down in order until one waiter is released.
   void wake_one(const std::string& key);
   void release(StoreConnectionId connection);
+  /// The live wait `registration` belongs to; null when it is stale.
+  Waiting* live_wait(const Registration& registration);
   /// Forgets `connection`'s Waiting and what it charged.
   void erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting);
+  /// The connection gave up its wait (or closed): its registrations turn stale.
   void drop_registrations(StoreConnectionId connection);
+  void sweep_stale_registrations();
 
   std::unordered_map<std::string, std::string> values_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
-  /// key -> one entry per registration (a connection waiting twice on a key appears twice).
-  std::unordered_map<std::string, std::vector<StoreConnectionId>> waiters_;
+  /// key -> one entry per registration, in order (a wait naming a key twice appears twice).
+  std::unordered_map<std::string, std::vector<Registration>> waiters_;
   std::unordered_map<StoreConnectionId, Waiting> waiting_;
+  uint64_t last_wait_serial_ = 0;
+  size_t registrations_ = 0;         ///< entries in waiters_, live and stale
+  size_t stale_ = 0;                 ///< of them, stale
   StoreReplies* replies_ = nullptr;  ///< apply()'s output while it runs
   std::string reply_;                ///< apply()'s reply to the caller, its buffer kept
   StoreLimits limits_;

@@ -276,6 +276,49 @@ TEST_CASE("store: a new request from a waiting connection drops its wait (1.13 t
   CHECK(h.replies.empty());
 }
 
+TEST_CASE("store: a wait given up leaves nothing that counts down the next wait",
+          "[unit][rendezvous][store]") {
+  Harness h;
+  CHECK(h.ask(2, req(StoreOp::Wait, {"/k"})).empty());
+  CHECK(h.ask(2, req(StoreOp::Get, {"/other"})) == bytes(""));  // gives the wait up
+  CHECK(h.ask(2, req(StoreOp::Wait, {"/k", "/j"})).empty());
+  h.set(1, "/k", "v");  // counts down only the new wait's /k, not the old one's too
+  CHECK(h.replies.empty());
+  CHECK(h.store.is_waiting(2));
+  h.set(1, "/j", "v");
+  CHECK(h.woken() == Ids{2});
+  // A push counts down the live registrations in order, skipping the given-up ones.
+  CHECK(h.ask(3, req(StoreOp::Wait, {"q"})).empty());
+  h.store.disconnect(3);
+  CHECK(h.ask(4, req(StoreOp::Wait, {"q"})).empty());
+  h.run(1, req(StoreOp::QueuePush, {"q"}, {"a"}));
+  CHECK(h.woken() == Ids{4});
+}
+
+TEST_CASE("store: waits given up by the thousand are swept out, and live ones still answered",
+          "[unit][store]") {
+  Harness h;
+  CHECK(h.ask(1, req(StoreOp::Wait, {"/live"})).empty());
+  std::vector<std::string> same_key(20000, "/never");  // one key, named 20,000 times
+  for (StoreConnectionId connection = 10; connection < 60; ++connection) {
+    CHECK(h.ask(connection, req(StoreOp::Wait, same_key)).empty());
+    if (connection % 2 == 0) {
+      h.store.disconnect(connection);  // half close, half go on
+    } else {
+      CHECK(h.ask(connection, req(StoreOp::GetNumKeys)) == i64(0));
+    }
+    // Never more stale entries than live ones, beyond a few thousand.
+    CHECK(h.store.registration_entries() <= 1 + 4096);
+  }
+  CHECK(h.store.waiting_connections() == 1);
+  CHECK(h.store.used_bytes() == 5 + kStoreEntryOverheadBytes);  // only /live's registration
+  h.set(2, "/never", "v");
+  CHECK(h.replies.empty());
+  h.set(2, "/live", "v");
+  CHECK(h.woken() == Ids{1});
+  CHECK(h.store.registration_entries() == 0);
+}
+
 TEST_CASE("store: CANCEL_WAIT always answers 1", "[unit][rendezvous][store]") {
   Harness h;
   CHECK(h.ask(2, req(StoreOp::CancelWait)) == kCanceled);  // nothing pending
