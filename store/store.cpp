@@ -268,38 +268,53 @@ StoreOutcome Store::check_limits(const StoreRequest& request) const {
     case StoreOp::Get: {
       auto found = values_.find(keys[0]);
       uint64_t reply = 8 + (found == values_.end() ? 0 : found->second.size());
-      if (reply > limits_.max_reply_bytes) {
-        return refuse(
-            cat(op, " reply of ", reply, " bytes, past the limit of ", limits_.max_reply_bytes));
-      }
+      if (StoreOutcome refused = check_reply(op, reply); refused.close_connection) return refused;
       break;
     }
     default:
       break;
   }
-  uint64_t after = used_bytes_ + unfinished_bytes_ + growth;
+  uint64_t after = used_bytes_ + held_bytes_ + growth;
   if (growth > 0 && after > limits_.quota_bytes) {
-    return refuse(cat(op, " would take the store to ", after, " bytes (", unfinished_bytes_,
-                      " of them for requests still arriving), past its quota of ",
+    return refuse(cat(
+        op, " would take the store to ", after, " bytes (", held_bytes_,
+        " of them held for requests still arriving and replies not yet read), past its quota of ",
+        limits_.quota_bytes));
+  }
+  return {};
+}
+
+// A reply keeps to max_reply_bytes and, when larger than what a connection may leave unread
+// uncharged, fits in the quota's room: its session charges it there until the client reads it.
+StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes) const {
+  if (reply_bytes > limits_.max_reply_bytes) {
+    return refuse(
+        cat(op, " reply of ", reply_bytes, " bytes, past the limit of ", limits_.max_reply_bytes));
+  }
+  uint64_t after = used_bytes_ + held_bytes_ + reply_bytes;
+  if (reply_bytes > kStoreUnchargedReplyBytes && after > limits_.quota_bytes) {
+    return refuse(cat(op, " reply of ", reply_bytes, " bytes would take the store to ", after,
+                      " bytes (", held_bytes_ + reply_bytes,
+                      " of them held for requests still arriving and replies not yet read), past "
+                      "its quota of ",
                       limits_.quota_bytes));
   }
   return {};
 }
 
-std::string Store::charge_unfinished(uint64_t bytes) {
-  uint64_t after = used_bytes_ + unfinished_bytes_ + bytes;
+std::string Store::charge_held(uint64_t bytes) {
+  uint64_t after = used_bytes_ + held_bytes_ + bytes;
   if (after > limits_.quota_bytes) {
-    return cat("the bytes it declares would take the store to ", after, " bytes (",
-               unfinished_bytes_ + bytes,
-               " of them for requests still arriving), past its quota of ", limits_.quota_bytes);
+    return cat(
+        "the bytes it declares would take the store to ", after, " bytes (", held_bytes_ + bytes,
+        " of them held for requests still arriving and replies not yet read), past its quota of ",
+        limits_.quota_bytes);
   }
-  unfinished_bytes_ += bytes;
+  held_bytes_ += bytes;
   return {};
 }
 
-void Store::release_unfinished(uint64_t bytes) {
-  unfinished_bytes_ -= std::min(bytes, unfinished_bytes_);
-}
+void Store::release_held(uint64_t bytes) { held_bytes_ -= std::min(bytes, held_bytes_); }
 
 // How many bytes the quota would grow by if `key` held a value of `value_size` bytes (0 if it
 // would shrink or stay).
@@ -336,9 +351,8 @@ StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& re
     found_values.push_back(found == values_.end() ? nullptr : &found->second);
     total += 8 + (found == values_.end() ? 0 : found->second.size());
   }
-  if (total > limits_.max_reply_bytes) {
-    return refuse(
-        cat("MULTI_GET reply of ", total, " bytes, past the limit of ", limits_.max_reply_bytes));
+  if (StoreOutcome refused = check_reply("MULTI_GET", total); refused.close_connection) {
+    return refused;
   }
   reply.reserve(total);
   for (const std::string* value : found_values) {
@@ -419,22 +433,17 @@ void Store::apply_queue_pop(const StoreRequest& request, std::string& reply) {
   }
 }
 
+// In the map's order (the protocol promises none): sorting millions of keys would hold the
+// store's lock for seconds.
 StoreOutcome Store::apply_list_keys(std::string& reply) const {
-  std::vector<std::string_view> keys;
-  keys.reserve(values_.size());
   uint64_t total = 8;
-  for (const auto& entry : values_) {
-    keys.push_back(entry.first);
-    total += 8 + entry.first.size();
+  for (const auto& entry : values_) total += 8 + entry.first.size();
+  if (StoreOutcome refused = check_reply("LIST_KEYS", total); refused.close_connection) {
+    return refused;
   }
-  if (total > limits_.max_reply_bytes) {
-    return refuse(
-        cat("LIST_KEYS reply of ", total, " bytes, past the limit of ", limits_.max_reply_bytes));
-  }
-  std::sort(keys.begin(), keys.end());
-  append_i64(reply, static_cast<int64_t>(keys.size()));
   reply.reserve(total);
-  for (auto key : keys) append_bytes(reply, key);
+  append_i64(reply, static_cast<int64_t>(values_.size()));
+  for (const auto& entry : values_) append_bytes(reply, entry.first);
   return {};
 }
 

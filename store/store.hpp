@@ -43,13 +43,18 @@ class Store {
   /// What the quota counts now: keys, values, queue items and wait registrations,
   /// kStoreEntryOverheadBytes each.
   uint64_t used_bytes() const { return used_bytes_; }
-  /// Requests still arriving: `bytes` more of what they declared count against the quota from
-  /// now on. Returns why not (nothing charged) when that would take the store past its quota.
-  std::string charge_unfinished(uint64_t bytes);
-  /// Returns what charge_unfinished took (the request completed, or its connection closed).
-  void release_unfinished(uint64_t bytes);
-  /// What requests still arriving have charged.
-  uint64_t unfinished_bytes() const { return unfinished_bytes_; }
+  /// Bytes the connections hold (what requests still arriving declared, replies not yet read):
+  /// `bytes` more count against the quota from now on. Returns why not (nothing charged) when
+  /// that would take the store past its quota.
+  std::string charge_held(uint64_t bytes);
+  /// Returns what charge_held took (the request completed, the client read its replies, or its
+  /// connection closed).
+  void release_held(uint64_t bytes);
+  /// Replies already made and not yet read: `bytes` more count against the quota, past it or
+  /// not (large replies were checked against its room before they were made; see check_reply).
+  void hold(uint64_t bytes) { held_bytes_ += bytes; }
+  /// What the connections' requests and replies have charged.
+  uint64_t held_bytes() const { return held_bytes_; }
   const StoreLimits& limits() const { return limits_; }
   std::optional<std::string> value(std::string_view key) const;
   size_t queue_length(std::string_view key) const;
@@ -76,6 +81,7 @@ class Store {
   };
 
   StoreOutcome check_limits(const StoreRequest& request) const;
+  StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes) const;
   uint64_t growth_to(const std::string& key, uint64_t value_size) const;
   StoreOutcome apply_add(StoreRequest& request, std::string& reply);
   StoreOutcome apply_barrier(StoreConnectionId connection, StoreRequest& request,
@@ -117,7 +123,7 @@ class Store {
   std::string reply_;                ///< apply()'s reply to the caller, its buffer kept
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
-  uint64_t unfinished_bytes_ = 0;  ///< charged by requests still arriving
+  uint64_t held_bytes_ = 0;  ///< charged by requests still arriving and replies not yet read
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

@@ -214,15 +214,20 @@ void StoreService::read_store(const std::function<void(const Store&)>& reader) {
   reader(store_);
 }
 
-std::string StoreService::charge_unfinished(uint64_t bytes) {
+std::string StoreService::charge_held(uint64_t bytes) {
   std::lock_guard lock(mutex_);
-  return store_.charge_unfinished(bytes);
+  return store_.charge_held(bytes);
 }
 
-void StoreService::release_unfinished(uint64_t bytes) {
+void StoreService::release_held(uint64_t bytes) {
   if (bytes == 0) return;
   std::lock_guard lock(mutex_);
-  store_.release_unfinished(bytes);
+  store_.release_held(bytes);
+}
+
+void StoreService::hold(uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  store_.hold(bytes);
 }
 
 void StoreService::forget(StoreConnectionId id) {

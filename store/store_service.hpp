@@ -49,9 +49,11 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   /// its session, in the store's order; the sessions it woke write on their own threads.
   void dispatch(StoreSession& from, StoreRequest& request);
   /// For sessions: a request still arriving charges (or returns) part of what it declared,
-  /// against the store's quota; see Store::charge_unfinished.
-  std::string charge_unfinished(uint64_t bytes);
-  void release_unfinished(uint64_t bytes);
+  /// against the store's quota; see Store::charge_held.
+  std::string charge_held(uint64_t bytes);
+  void release_held(uint64_t bytes);
+  /// For sessions: replies not yet read count against the quota; see Store::hold.
+  void hold(uint64_t bytes);
   /// For sessions: a closed session leaves the registry and the store's waiter lists.
   void forget(StoreConnectionId id);
 

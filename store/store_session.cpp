@@ -91,14 +91,34 @@ std::string StoreSession::charge_declared(uint64_t declared_bytes) {
                      ? declared_bytes - kStoreUnchargedRequestBytes
                      : 0;
   if (due <= charged_) return {};
-  std::string refused = service_->charge_unfinished(due - charged_);
+  std::string refused = service_->charge_held(due - charged_);
   if (refused.empty()) charged_ = due;
   return refused;
 }
 
 void StoreSession::release_charge() {
-  service_->release_unfinished(charged_);
+  service_->release_held(charged_);
   charged_ = 0;
+}
+
+// Unsent replies past kStoreUnchargedReplyBytes count against the store's quota until they are
+// sent: a client that asks for large values and never reads them would otherwise hold them for
+// as long as it likes, on every connection it opens.
+void StoreSession::hold_unsent(size_t unsent_bytes) {
+  uint64_t due =
+      unsent_bytes > kStoreUnchargedReplyBytes ? unsent_bytes - kStoreUnchargedReplyBytes : 0;
+  if (due <= held_) return;
+  service_->hold(due - held_);
+  held_ = due;
+}
+
+void StoreSession::release_sent() {
+  if (held_ == 0) return;
+  size_t left = unsent();
+  uint64_t due = left > kStoreUnchargedReplyBytes ? left - kStoreUnchargedReplyBytes : 0;
+  if (due >= held_) return;
+  service_->release_held(held_ - due);
+  held_ = due;
 }
 
 void StoreSession::start() {
@@ -187,12 +207,15 @@ size_t StoreSession::read_some(char* buffer, size_t size, error_code& error) {
 
 // Decodes and applies requests. Past kMaxUnsentBytes of unsent replies the rest of the input
 // waits in stash_ (the read buffer is shared), so a client that pipelines requests for large
-// values without reading the replies costs a bounded amount of memory.
+// values without reading the replies costs a bounded amount of memory; and what it leaves unread
+// counts against the quota before its next request is applied.
 void StoreSession::consume(std::string_view bytes) {
   auto self = shared_from_this();
   batching_ = true;
   while (!closed_ && !bytes.empty()) {
-    if (unsent() > kMaxUnsentBytes) {
+    size_t pending = unsent();
+    hold_unsent(pending);
+    if (pending > kMaxUnsentBytes) {
       stash_.assign(bytes);
       break;
     }
@@ -209,6 +232,7 @@ void StoreSession::consume(std::string_view bytes) {
     decoder_.recycle_request();
     if (bound_for_ring()) ++requests_;
   }
+  if (!closed_) hold_unsent(unsent());
   batching_ = false;
   flush();
 }
@@ -300,6 +324,7 @@ void StoreSession::on_written(const error_code& error) {
   }
   release_if_large(in_flight_);
   flush();
+  release_sent();
   if (move_when_written_ && !writing_) {
     move_when_written_ = false;
     move_to_ring();
@@ -380,6 +405,8 @@ void StoreSession::close(std::string_view reason) {
   }
   std::string().swap(stash_);
   release_charge();
+  service_->release_held(held_);
+  held_ = 0;
   log::debug("store: connection ", id_, " closed: ", reason);
   service_->forget(id_);
 }

@@ -87,6 +87,8 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   bool drain_stash();
   std::string charge_declared(uint64_t declared_bytes);
   void release_charge();
+  void hold_unsent(size_t unsent_bytes);
+  void release_sent();
   size_t unsent();
 
   std::shared_ptr<StoreService> service_;
@@ -111,6 +113,7 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   bool write_posted_ = false;  ///< a write_queued() is on its way to this thread (queued_mutex_)
   StoreConnectionId id_;
   uint64_t charged_ = 0;  ///< what the request still arriving has charged against the quota
+  uint64_t held_ = 0;     ///< what its unsent replies count against the quota
   bool batching_ = false;
   bool writing_ = false;
   bool read_paused_ = false;

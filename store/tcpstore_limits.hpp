@@ -24,9 +24,13 @@ inline constexpr uint64_t kStoreDefaultQuotaBytes = uint64_t{1} << 30;
 /// prefixes announce is charged before the body is read, until the request completes or its
 /// connection closes.
 inline constexpr uint64_t kStoreUnchargedRequestBytes = kStoreMaxKeyBytes;
+/// Replies a connection may leave unread before the rest counts against the quota, until its
+/// client reads them (one GET of a small value or a few hundred small replies: never charged).
+/// A reply larger than this is refused if it would not fit in the quota's room.
+inline constexpr uint64_t kStoreUnchargedReplyBytes = 64 * 1024;
 /// What the quota charges for each key and each queue item beyond its bytes (the map entry and
 /// string headers), so that a million empty keys cost what they really take.
-inline constexpr uint64_t kStoreEntryOverheadBytes = 64;
+inline constexpr uint64_t kStoreEntryOverheadBytes = 128;
 
 /// The bounds one Store enforces; the defaults are the decoder's. Tests lower them.
 struct StoreLimits {

@@ -129,9 +129,9 @@ class ServerThread {
     return keys;
   }
   /// What requests still arriving have charged against the quota.
-  uint64_t unfinished_bytes() {
+  uint64_t held_bytes() {
     uint64_t bytes = 0;
-    server_.read_store([&](const Store& store) { bytes = store.unfinished_bytes(); });
+    server_.read_store([&](const Store& store) { bytes = store.held_bytes(); });
     return bytes;
   }
   void allow(std::optional<std::vector<asio::ip::address>> peers) {
@@ -905,7 +905,7 @@ TEST_CASE("store server: half-sent SETs are charged against the quota before the
   CHECK(wait_until([&] { return server.connections() == 2; }, 10s));
   // Each connection charges on its own thread (with an io pool) once it has read its request's
   // head: wait for both.
-  CHECK(wait_until([&] { return server.unfinished_bytes() == 2 * charged; }, 10s));
+  CHECK(wait_until([&] { return server.held_bytes() == 2 * charged; }, 10s));
   RawClient other(server.port());  // small requests still fit in the quota's room
   other.send(request(StoreOp::Set, {"/mine"}, {"kept"}));
   CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
@@ -913,7 +913,7 @@ TEST_CASE("store server: half-sent SETs are charged against the quota before the
   large.offer(request(StoreOp::Set, {"/large"}, {std::string(kMiB, 'l')}));
   CHECK(large.closed_by_server());
   senders.clear();  // the half-sent requests end with their connections: the charge goes back
-  CHECK(wait_until([&] { return server.unfinished_bytes() == 0; }, 5s));
+  CHECK(wait_until([&] { return server.held_bytes() == 0; }, 5s));
   other.send(request(StoreOp::Set, {"/large"}, {std::string(8 * kMiB, 'l')}));
   CHECK(other.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
   std::string text = log.text();
@@ -953,8 +953,45 @@ TEST_CASE("store server: half-sent MULTI_SETs past the quota are closed, not buf
   size_t after = server.on_io(heap_in_use);
   INFO("heap growth " << (after - before) / kMiB << " MiB");
   CHECK(after < before + 8 * kMiB);  // 160 MiB sent and left unfinished
-  CHECK(server.unfinished_bytes() == 0);
+  CHECK(server.held_bytes() == 0);
   CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
+}
+
+TEST_CASE("store server: replies left unread count against the quota until sent or closed",
+          "[component][store]") {
+  StoreServerOptions options;
+  options.limits.quota_bytes = 44 * kMiB;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  const std::string value(8 * kMiB, 'v');
+  RawClient reader(server.port());
+  reader.send(request(StoreOp::Set, {"/v"}, {value}) + request(StoreOp::Set, {"/s"}, {"small"}));
+  REQUIRE(reader.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
+  // Two clients ask for the 8 MiB value four times each and read nothing: each session stops
+  // after two replies (past kMaxUnsentBytes), which count against the quota.
+  const std::string get_value = request(StoreOp::Get, {"/v"});
+  const uint64_t held_each = 2 * (8 + value.size()) - kStoreUnchargedReplyBytes;
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 1; i <= 2; ++i) {
+    idle.push_back(std::make_unique<RawClient>(server.port()));
+    idle.back()->send(get_value + get_value + get_value + get_value);
+    CHECK(wait_until([&] { return server.held_bytes() == i * held_each; }, 10s));
+  }
+  // 8 MiB stored and 32 held: a third 8 MiB reply would take the store past 44 MiB.
+  RawClient third(server.port());
+  third.send(get_value);
+  CHECK(third.closed_by_server());
+  CHECK(reader.ask(request(StoreOp::Get, {"/s"}), 8 + 5) == bytes("small"));  // small ones go
+  idle.clear();
+  CHECK(wait_until([&] { return server.held_bytes() == 0; }, 10s));
+  CHECK(reader.ask(get_value, 8 + value.size()) == bytes(value));
+  CHECK(server.held_bytes() == 0);  // sent: returned
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  CHECK(count_lines(text, "GET reply of 8388616 bytes would take the store to") == 1);
 }
 
 TEST_CASE("store server: only allowed peers are served", "[component][store]") {
