@@ -178,10 +178,10 @@ proto::WorkerFailed AgentState::failure_report(const WorkerFailure& root,
                              root.rank,
                              root.local_rank,
                              root.status.shell_code(),
-                             root.status.describe(),
+                             root.status.describe().substr(0, proto::kMaxFailureTextBytes),
                              settings_.host_name,
                              summary,
-                             final_reason,
+                             final_reason.substr(0, proto::kMaxFailureTextBytes),
                              failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
 }
 

@@ -407,7 +407,9 @@ std::string out_of_range(const ControlMessage& message) {
     if (const auto& outcome = hello->outcome) {
       if (!in_range(outcome->round, 0, hello->last_round)) return "outcome.round";
       if (outcome->failure && (outcome->failure->round != outcome->round ||
-                               outcome->failure->rank < 0 || outcome->failure->local_rank < 0)) {
+                               outcome->failure->rank < 0 || outcome->failure->local_rank < 0 ||
+                               outcome->failure->description.size() > kMaxFailureTextBytes ||
+                               outcome->failure->final_reason.size() > kMaxFailureTextBytes)) {
         return "outcome.failure";
       }
     }
@@ -425,6 +427,8 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(failed->round, 0, kMaxRound)) return "round";
     if (failed->rank < 0 || failed->local_rank < 0) return "rank";
     if (failed->cause.size() > kMaxFailureCauseBytes) return "cause";
+    if (failed->description.size() > kMaxFailureTextBytes) return "description";
+    if (failed->final_reason.size() > kMaxFailureTextBytes) return "final_reason";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {
@@ -441,6 +445,8 @@ std::string out_of_range(const ControlMessage& message) {
     if (stop->by.size() > kMaxStopByBytes) return "by";
   } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
     if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
+  } else if (const auto* leave = std::get_if<Leave>(&message)) {
+    if (leave->reason.size() > kMaxFailureTextBytes) return "reason";
   } else if (const auto* events = std::get_if<EventsReply>(&message)) {
     if (events->dropped < 0) return "dropped";
   } else if (const auto* status = std::get_if<StatusReply>(&message)) {

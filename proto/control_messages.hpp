@@ -55,6 +55,10 @@ struct WorkerFailed {
 };
 /// A failure's cause is cut to this size.
 constexpr size_t kMaxFailureCauseBytes = 1024;
+/// A failure's description and final reason, and a leave's reason, are cut to this size by the
+/// agent and refused past it by the daemon: they become restart and stop reasons, which every
+/// status reply and event of the run carries.
+constexpr size_t kMaxFailureTextBytes = 1024;
 /// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
 /// daemon may have died before it read the report). The daemon's next word about the run is the
 /// acknowledgment.

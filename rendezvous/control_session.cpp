@@ -165,6 +165,12 @@ void ControlSession::flush() {
       });
 }
 
+void ControlSession::reset_now(const std::string& reason) {
+  boost::system::error_code ignored;
+  socket_.set_option(boost::asio::socket_base::linger(true, 0), ignored);
+  finish(reason);
+}
+
 void ControlSession::finish(const std::string& reason) {
   if (!open_) return;
   open_ = false;

@@ -50,7 +50,12 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   void abandon();
   /// Closes at once, unsent messages and all; the owner hears `reason`.
   void close_now(const std::string& reason) { finish(reason); }
+  /// close_now(), and what the kernel still holds for the peer is dropped too (a reset): for a
+  /// peer that does not read.
+  void reset_now(const std::string& reason);
   bool open() const { return open_; }
+  /// Bytes queued or being written, not yet taken by the socket.
+  size_t unsent_bytes() const { return outbox_.size() + in_flight_.size(); }
   /// The connection closed because the peer's bytes were no frame or no message of ours.
   bool peer_broke_protocol() const { return peer_broke_protocol_; }
   /// The local address of the connection: the address the peer used to reach us.
@@ -62,6 +67,9 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// address, and the node it speaks for once it said hello.
   std::string challenge;
   std::unique_ptr<Timer> hello_deadline;
+  /// A status or events reply on its way: its bytes, and when the connection closes unread.
+  size_t reply_bytes = 0;
+  std::unique_ptr<Timer> reply_deadline;
   bool proven = false;
   uint64_t gate_id = 0;
   std::string peer;

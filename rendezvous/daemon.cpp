@@ -186,7 +186,8 @@ void RendezvousDaemon::stop() {
   if (http_) http_->stop();
   timer_->cancel();
   for (const auto& session : sessions_) {
-    session->hello_deadline.reset();  // its callback must not outlive the daemon
+    session->hello_deadline.reset();  // their callbacks must not outlive the daemon
+    session->reply_deadline.reset();
     session->abandon();
   }
   sessions_.clear();
@@ -302,6 +303,7 @@ void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto:
   std::string reason = leave.reason.empty() ? "left" : leave.reason;
   record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
   apply(run, run.state->node_lost(left, reason, now()));
+  run.hosts.erase(left);
   session.close_after(std::nullopt, "left");
 }
 
@@ -420,7 +422,7 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
                                "authentication failed");
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent
-  session.close_after(status(request.run_id), "status sent");
+  answer_query(session, status(request.run_id), "status sent");
 }
 
 // The run's events, the newest that fit one reply.
@@ -450,7 +452,30 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
   }
   uint64_t dropped = history_.dropped(request.run_id) + first;
   reply.dropped = static_cast<int>(std::min<uint64_t>(dropped, INT32_MAX));
-  session.close_after(reply, "events sent");
+  answer_query(session, reply, "events sent");
+}
+
+// A status or events reply, then the close. A reader that does not read holds its reply for
+// reply_read_timeout at most, and all of them max_pending_reply_bytes at most between them.
+void RendezvousDaemon::answer_query(ControlSession& session, const proto::ControlMessage& reply,
+                                    const std::string& reason) {
+  if (pending_reply_bytes_ > options_.max_pending_reply_bytes) {
+    return session.close_after(
+        proto::Error{cat("busy: ", pending_reply_bytes_ >> 20,
+                         " MiB of status and events replies are waiting for their readers; try "
+                         "again later")},
+        "busy");
+  }
+  session.close_after(reply, reason);
+  if (!session.open()) return;
+  session.reply_bytes = session.unsent_bytes();
+  pending_reply_bytes_ += session.reply_bytes;
+  session.reply_deadline = clock_.make_timer();
+  session.reply_deadline->start_after(
+      options_.reply_read_timeout,
+      [weak = std::weak_ptr<ControlSession>(session.shared_from_this())] {
+        if (auto unread = weak.lock()) unread->reset_now("its reply was not read in time");
+      });
 }
 
 // `cohort stop`: every node hears Stop with exit status 130, recorded as run.stopped.
@@ -493,6 +518,9 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
   std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
   sessions_.erase(held);
   door_.closed(session);
+  pending_reply_bytes_ -= session.reply_bytes;
+  session.reply_bytes = 0;
+  session.reply_deadline.reset();
   if (session.node_id.empty()) return;
   nodes_.erase(session.node_id);
   configs_.erase(session.node_id);
@@ -518,6 +546,7 @@ void RendezvousDaemon::on_closed(ControlSession& session, const std::string& rea
     }
     apply(run, run.state->node_lost(session.node_id, loss, now()));
   }
+  run.hosts.erase(session.node_id);
   reap_runs();
   schedule();
 }
@@ -691,6 +720,8 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
   session->node_id.clear();  // its close must not count as another loss
   nodes_.erase(node_id);
   configs_.erase(node_id);
+  run.rank0_ports.erase(node_id);
+  run.hosts.erase(node_id);  // its loss was recorded: no event names it any more
   if (lost) log::warn("rendezvous: node ", node_id, " lost: ", reason);
   session->close_after(proto::Error{reason, lost}, reason);
 }
@@ -709,6 +740,7 @@ void RendezvousDaemon::reap_runs() {
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty() && it->second.unhealthy.empty()) {
       history_.run_ended(it->first);
+      metrics_.forget_run(it->first);
       it = runs_.erase(it);
       if (on_run_ended) on_run_ended();
     } else {

@@ -48,6 +48,11 @@ struct DaemonOptions {
   ConnectionLimits connection_limits{64, 1024, 16384, std::chrono::milliseconds(2000)};
   /// The most nodes a status reply (and /api/runs, the runs page) lists; the rest are counted.
   int status_node_limit = proto::kMaxStatusNodes;
+  /// How long a status or events reply may wait for its reader before its connection closes,
+  /// and how many bytes of such replies may wait, all connections together: past it the next
+  /// such request is answered "busy".
+  std::chrono::milliseconds reply_read_timeout{30000};
+  size_t max_pending_reply_bytes = size_t{256} << 20;
   /// The HTTP port (/metrics, the runs and timeline pages): -1 none, 0 any free port. Requests
   /// must carry the token as a bearer token when there is one, on loopback too.
   int http_port = -1;
@@ -110,7 +115,8 @@ class RendezvousDaemon {
     /// Connected nodes whose health check failed: not in the state machine until they join.
     std::map<std::string, std::string> unhealthy;  ///< node id -> why
     /// node id -> the host name its progress reports or failures gave: events about the node
-    /// carry it (the timeline labels nodes by it). Lives as long as the run.
+    /// carry it (the timeline labels nodes by it). Forgotten with the node, once its loss or
+    /// leave is recorded.
     std::map<std::string, std::string> hosts;
     std::vector<rdzv::Assignment> round_members;  ///< the current round's, with their ranks
     /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
@@ -138,6 +144,8 @@ class RendezvousDaemon {
   void on_status(ControlSession& session, const proto::StatusRequest& request);
   void on_events(ControlSession& session, const proto::EventsRequest& request);
   void on_stop_run(ControlSession& session, const proto::StopRunRequest& request);
+  void answer_query(ControlSession& session, const proto::ControlMessage& reply,
+                    const std::string& reason);
   bool request_proven(const std::string& proof, const std::string& run_id,
                       const std::function<std::string(const std::string& key)>& expected) const;
   std::optional<std::string> proven_key(const ControlSession& session,
@@ -193,6 +201,7 @@ class RendezvousDaemon {
   int64_t started_wall_ms_ = 0;
   std::unique_ptr<observe::HttpServer> http_;
   Listener failed_listener_ = Listener::Control;
+  size_t pending_reply_bytes_ = 0;  ///< of answer_query()'s replies, not yet read
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
 };

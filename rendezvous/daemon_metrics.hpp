@@ -42,6 +42,8 @@ class DaemonMetrics {
 
   /// One event the daemon wrote (the line's JSON object).
   void on_event(const nlohmann::json& event);
+  /// The run is gone (its last node left): what was kept for it goes.
+  void forget_run(const std::string& run) { recovering_since_ms_.erase(run); }
   /// The whole /metrics text.
   std::string render(const MetricsSnapshot& now) const;
 

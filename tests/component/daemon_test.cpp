@@ -1,4 +1,6 @@
+#include "common/log.hpp"
 // The rendezvous daemon on 127.0.0.1:0 with clients speaking the control protocol over real
+#include "common/log.hpp"
 // sockets: rounds, a fresh worker store per round, node loss, malformed frames, status.
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -7,8 +9,10 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
+#include "common/log.hpp"
 
 #include "common/clock.hpp"
+#include "common/log.hpp"
 #include "common/text.hpp"
 #include "launcher/cli/status_command.hpp"
 #include "launcher/cli/status_watch.hpp"
@@ -796,4 +800,79 @@ TEST_CASE("a status reply lists a bounded number of nodes and counts the rest",
   auto back = proto::decode_status_document(document, error);
   REQUIRE(back);
   CHECK(back->runs[1].more_nodes == 3);
+}
+
+TEST_CASE(
+    "a status or events reply left unread closes at its deadline, past the budget the next "
+    "request is told busy",
+    "[component][daemon][security]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.reply_read_timeout = std::chrono::milliseconds(1000);
+  options.max_pending_reply_bytes = size_t{1} << 20;
+  DaemonThread d(options);
+  // A forming run whose events fill several MiB: failures of a round that never was, each one
+  // recorded with its kilobyte of description.
+  Client node(d.daemon.port());
+  proto::Hello hello = crafted_hello("job", "n1", "127.0.0.2");
+  hello.config = {2, 2, 0, 100, 60000, 60000};
+  node.send(hello);
+  node.expect<proto::Welcome>();
+  std::string failures;
+  for (int i = 0; i < 5000; ++i) {
+    failures += proto::encode_frame(proto::encode_message(proto::WorkerFailed{
+        7, i, 0, 1, std::string(proto::kMaxFailureTextBytes, 'd'), "h", "summary"}));
+  }
+  node.send_raw(failures);
+  node.send(proto::Heartbeat{});
+  node.expect<proto::HeartbeatAck>();  // every failure is in
+  Client unread(d.daemon.port());
+  int small = 4096;  // little kernel buffering on the reading side: the reply waits in the daemon
+  ::setsockopt(unread.socket.native_handle(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  unread.send(proto::EventsRequest{"job", ""});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  Client busy(d.daemon.port());
+  busy.send(proto::StatusRequest{});
+  CHECK(busy.expect<proto::Error>().message.find("busy") != std::string::npos);
+  // Past its deadline the unread reply is dropped (a reset: the kernel's copy goes too), and the
+  // budget is free again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  CHECK(unread.closed_by_daemon());
+  Client later(d.daemon.port());
+  later.send(proto::StatusRequest{});
+  CHECK(later.expect<proto::StatusReply>().runs.size() == 1);
+}
+
+TEST_CASE("a node's host is forgotten with the node: one that comes back under its id has none",
+          "[component][daemon][events]") {
+  DaemonThread d;
+  proto::Hello hello = crafted_hello("job", "n1", "127.0.0.2");
+  hello.config = {3, 3, 0, 100, 60000, 60000};  // forming until the test ends
+  Client anchor(d.daemon.port());
+  proto::Hello anchor_hello = hello;
+  anchor_hello.node_id = "anchor";
+  anchor.send(anchor_hello);
+  anchor.expect<proto::Welcome>();
+  {
+    Client node(d.daemon.port());
+    node.send(hello);
+    node.expect<proto::Welcome>();
+    proto::Progress progress;
+    progress.host = "node-a";
+    node.send(progress);
+    node.send(proto::Leave{"bye"});
+    CHECK(node.closed_by_daemon());
+  }
+  Client again(d.daemon.port());
+  again.send(hello);
+  again.expect<proto::Welcome>();
+  std::vector<std::string> lines = events_of(d, "job");
+  INFO(cohort::join(lines, "\n"));
+  std::vector<std::string> joined;
+  for (const std::string& line : lines) {
+    if (line.find("\"event\":\"node.joined\"") != std::string::npos &&
+        line.find("\"node\":\"n1\"") != std::string::npos)
+      joined.push_back(line);
+  }
+  REQUIRE(joined.size() == 2);
+  CHECK(joined[1].find("node-a") == std::string::npos);
 }

@@ -115,6 +115,19 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
         failed.cause);
   failed.cause = std::string(kMaxFailureCauseBytes + 1, 'c');
   CHECK_FALSE(decode_message(encode_message(failed), error));
+  failed.cause.clear();
+  // The texts that become a run's restart and stop reasons are bounded too.
+  failed.description = std::string(kMaxFailureTextBytes, 'd');
+  CHECK(decode_message(encode_message(failed), error));
+  failed.description += "d";
+  CHECK_FALSE(decode_message(encode_message(failed), error));
+  CHECK(error.find("description") != std::string::npos);
+  failed.description = "exit code 1";
+  failed.final_reason = std::string(kMaxFailureTextBytes + 1, 'f');
+  CHECK_FALSE(decode_message(encode_message(failed), error));
+  CHECK(decode_message(encode_message(Leave{std::string(kMaxFailureTextBytes, 'l')}), error));
+  CHECK_FALSE(
+      decode_message(encode_message(Leave{std::string(kMaxFailureTextBytes + 1, 'l')}), error));
   auto w =
       std::get<Waiting>(*decode_message(encode_message(Waiting{1, 2, 2, std::nullopt}), error));
   CHECK_FALSE(w.last_call_in_ms);

@@ -70,3 +70,16 @@ TEST_CASE("a scale-up's new round is no recovery", "[unit][rendezvous][metrics]"
   std::string text = metrics.render(MetricsSnapshot{});
   CHECK(has_line(text, "cohort_recover_seconds_count 0"));
 }
+
+TEST_CASE("a run that goes away is forgotten: a later run of its id times no stale recovery",
+          "[unit][rendezvous][metrics]") {
+  DaemonMetrics metrics;
+  // The run's only node says hello and closes before a round: a loss, then the run is reaped.
+  for (const json& e :
+       {event(0, "run.created"), event(5, "node.lost", {{"reason", "connection closed (eof)"}})})
+    metrics.on_event(e);
+  metrics.forget_run("job");
+  for (const json& e : {event(60000, "run.created"), event(60010, "round.started")})
+    metrics.on_event(e);
+  CHECK(has_line(metrics.render(MetricsSnapshot{}), "cohort_recover_seconds_count 0"));
+}
