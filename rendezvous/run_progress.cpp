@@ -22,12 +22,13 @@ void RunProgress::round_started(const std::vector<Assignment>& members) {
   nodes_.clear();
   hang_declared_ = false;
   hang_timeout_ = Ms(0);
+  median_at_.reset();
   for (const Assignment& member : members) {
     round_ = member.round;
     NodeRanks& node = nodes_[member.node_id];
     node.address = member.address;
     node.base_rank = member.base_rank;
-    node.ranks.resize(static_cast<size_t>(member.local_world_size));
+    node.local_world_size = member.local_world_size;
   }
 }
 
@@ -39,10 +40,10 @@ std::vector<std::string> RunProgress::report(const std::string& node_id,
   node.host = report.host;
   // A rank the report leaves out ended on its own (or never started): it waits on nobody and is
   // no hang's root cause, whatever its last sign of life was in an earlier report.
-  for (Rank& known : node.ranks) known.last_signal.reset();
+  for (auto& [local, known] : node.ranks) known.last_signal.reset();
   for (const RankReport& rank : report.ranks) {
-    if (rank.local_rank < 0 || static_cast<size_t>(rank.local_rank) >= node.ranks.size()) continue;
-    Rank& known = node.ranks[static_cast<size_t>(rank.local_rank)];
+    if (rank.local_rank < 0 || rank.local_rank >= node.local_world_size) continue;
+    Rank& known = node.ranks[rank.local_rank];
     known.last_signal = now - rank.silent;
     if (rank.step) known.step = rank.step;
     if (rank.step_time) known.step_time = rank.step_time;
@@ -57,10 +58,9 @@ std::vector<std::string> RunProgress::report(const std::string& node_id,
 // The node's ranks that have been slower than factor x the median for the window, not named yet.
 std::vector<std::string> RunProgress::find_stragglers(NodeRanks& node, double factor,
                                                       TimePoint now) {
-  std::optional<Ms> median = median_step_time();
+  std::optional<Ms> median = recent_median(now);
   std::vector<std::string> lines;
-  for (size_t local = 0; local < node.ranks.size(); ++local) {
-    Rank& rank = node.ranks[local];
+  for (auto& [local, rank] : node.ranks) {
     bool slow = median && rank.step_time && median->count() > 0 &&
                 static_cast<double>(rank.step_time->count()) > factor * median->count();
     if (!slow) {
@@ -74,7 +74,7 @@ std::vector<std::string> RunProgress::find_stragglers(NodeRanks& node, double fa
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2f",
                   static_cast<double>(rank.step_time->count()) / median->count());
-    lines.push_back(cat("rank ", node.base_rank + static_cast<int>(local), " on ", node_name(node),
+    lines.push_back(cat("rank ", node.base_rank + local, " on ", node_name(node),
                         " is a straggler: ", seconds_text(*rank.step_time), " per step, ", ratio,
                         " x the run's median ", seconds_text(*median), ", for ",
                         seconds_text(std::chrono::duration_cast<Ms>(now - *rank.slow_since)),
@@ -86,11 +86,11 @@ std::vector<std::string> RunProgress::find_stragglers(NodeRanks& node, double fa
 std::optional<RunProgress::RankPlace> RunProgress::earliest_silent() const {
   std::optional<RankPlace> earliest;
   for (const auto& [id, node] : nodes_) {
-    for (size_t local = 0; local < node.ranks.size(); ++local) {
-      const auto& signal = node.ranks[local].last_signal;
+    for (const auto& [local, rank] : node.ranks) {
+      const auto& signal = rank.last_signal;
       if (!signal) continue;
-      if (!earliest || *signal < *earliest->node->ranks[earliest->local_rank].last_signal)
-        earliest = RankPlace{&id, &node, local};
+      if (!earliest || *signal < *earliest->rank->last_signal)
+        earliest = RankPlace{&id, &node, local, &rank};
     }
   }
   return earliest;
@@ -105,20 +105,20 @@ std::string RunProgress::silent_root_cause(TimePoint now) const {
   std::optional<RankPlace> earliest = earliest_silent();
   if (!earliest) return {};
   const NodeRanks* root_node = earliest->node;
-  size_t root_local = earliest->local_rank;
+  int root_local = earliest->local_rank;
   // Waiting: silent for a quarter of the hang timeout or more; the others still made progress.
   Ms waiting_after = hang_timeout_ / 4;
   int waited = 0, progressing = 0;
   for (const auto& [id, node] : nodes_) {
-    for (size_t local = 0; local < node.ranks.size(); ++local) {
-      const auto& signal = node.ranks[local].last_signal;
+    for (const auto& [local, rank] : node.ranks) {
+      const auto& signal = rank.last_signal;
       if (!signal || (&node == root_node && local == root_local)) continue;
       (now - *signal >= waiting_after ? waited : progressing) += 1;
     }
   }
-  const Rank& root = root_node->ranks[root_local];
-  std::string text = cat("rank ", root_node->base_rank + static_cast<int>(root_local), " on ",
-                         node_name(*root_node), " stopped making progress ",
+  const Rank& root = *earliest->rank;
+  std::string text = cat("rank ", root_node->base_rank + root_local, " on ", node_name(*root_node),
+                         " stopped making progress ",
                          root.step ? cat("at step ", *root.step) : "before its first step");
   if (waited > 0) text += cat("; ", ranks_text(waited), " waited on it");
   if (progressing > 0) text += cat("; ", ranks_text(progressing), " still made progress");
@@ -128,7 +128,7 @@ std::string RunProgress::silent_root_cause(TimePoint now) const {
 std::optional<Ms> RunProgress::median_step_time() const {
   std::vector<Ms> times;
   for (const auto& [id, node] : nodes_) {
-    for (const Rank& rank : node.ranks) {
+    for (const auto& [local, rank] : node.ranks) {
       if (rank.step_time) times.push_back(*rank.step_time);
     }
   }
@@ -138,22 +138,39 @@ std::optional<Ms> RunProgress::median_step_time() const {
   return *middle;
 }
 
+std::optional<Ms> RunProgress::recent_median(TimePoint now) {
+  if (!median_at_ || now - *median_at_ >= kMedianRefresh) {
+    median_ = median_step_time();
+    median_at_ = now;
+  }
+  return median_;
+}
+
+// Named only once chosen: a run of a million ranks copies five names, not a million.
 std::vector<SlowRank> RunProgress::slowest(size_t count) const {
-  std::vector<SlowRank> ranks;
+  struct Candidate {
+    Ms step_time;
+    int rank;
+    const NodeRanks* node;
+  };
+  std::vector<Candidate> candidates;
   for (const auto& [id, node] : nodes_) {
-    for (size_t local = 0; local < node.ranks.size(); ++local) {
-      const Rank& rank = node.ranks[local];
-      if (!rank.step_time) continue;
-      ranks.push_back({node.base_rank + static_cast<int>(local), node_name(node), *rank.step_time});
+    for (const auto& [local, rank] : node.ranks) {
+      if (rank.step_time) {
+        candidates.push_back({*rank.step_time, node.base_rank + local, &node});
+      }
     }
   }
-  auto slower = [](const SlowRank& a, const SlowRank& b) {
+  auto slower = [](const Candidate& a, const Candidate& b) {
     return a.step_time != b.step_time ? a.step_time > b.step_time : a.rank < b.rank;
   };
-  size_t shown = std::min(count, ranks.size());
-  std::partial_sort(ranks.begin(), ranks.begin() + static_cast<std::ptrdiff_t>(shown), ranks.end(),
-                    slower);
-  ranks.resize(shown);
+  size_t shown = std::min(count, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(shown),
+                    candidates.end(), slower);
+  std::vector<SlowRank> ranks;
+  for (size_t i = 0; i < shown; ++i) {
+    ranks.push_back({candidates[i].rank, node_name(*candidates[i].node), candidates[i].step_time});
+  }
   return ranks;
 }
 

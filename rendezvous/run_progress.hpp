@@ -22,6 +22,9 @@ namespace cohort::rdzv {
 constexpr Ms kStragglerWindow{60000};
 /// How many ranks `cohort status` lists as the slowest.
 constexpr size_t kSlowestShown = 5;
+/// How stale the median that reports are compared with may get: computing it walks every rank of
+/// the run, which a report from each of thousands of nodes must not pay each time.
+constexpr Ms kMedianRefresh{1000};
 
 struct RankReport {
   int local_rank = 0;
@@ -81,25 +84,32 @@ class RunProgress {
     std::string address;
     std::string host;
     int base_rank = 0;
-    std::vector<Rank> ranks;  ///< by local rank
+    int local_world_size = 0;
+    /// By local rank, those reported: what the node said, not what it may run.
+    std::map<int, Rank> ranks;
   };
 
   struct RankPlace {
     const std::string* node_id;
     const NodeRanks* node;
-    size_t local_rank;
+    int local_rank;
+    const Rank* rank;
   };
 
   /// The rank whose last sign of life is the earliest of the round.
   std::optional<RankPlace> earliest_silent() const;
   static std::string node_name(const NodeRanks& node);
   std::vector<std::string> find_stragglers(NodeRanks& node, double factor, TimePoint now);
+  /// median_step_time(), computed again once kMedianRefresh old.
+  std::optional<Ms> recent_median(TimePoint now);
 
   Ms window_;
   int round_ = -1;
   std::map<std::string, NodeRanks> nodes_;
   bool hang_declared_ = false;
-  Ms hang_timeout_{0};  ///< the declaring node's
+  Ms hang_timeout_{0};                  ///< the declaring node's
+  std::optional<TimePoint> median_at_;  ///< when median_ was computed; nullopt: not since reset
+  std::optional<Ms> median_;
 };
 
 }  // namespace cohort::rdzv
