@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/text.hpp"
 
@@ -65,17 +67,28 @@ std::string count_word(size_t count, const char* one, const char* many) {
   return std::to_string(count) + " " + (count == 1 ? one : many);
 }
 
+// Host names in the order first seen, each once, empty ones left out: linear in the ranks (a
+// verdict may name a hundred thousand of them).
+class DistinctHosts {
+ public:
+  void add(const std::string& host) {
+    if (!host.empty() && seen_.insert(host).second) hosts_.push_back(host);
+  }
+  std::vector<std::string> take() { return std::move(hosts_); }
+
+ private:
+  std::unordered_set<std::string_view> seen_;  // views of the callers' strings
+  std::vector<std::string> hosts_;
+};
+
 std::vector<std::string> hosts_of(const std::vector<int>& ranks,
                                   const std::map<int, RankDumpRecords>& dumps) {
-  std::vector<std::string> hosts;
+  DistinctHosts hosts;
   for (int rank : ranks) {
     auto found = dumps.find(rank);
-    if (found == dumps.end() || found->second.host.empty()) continue;
-    if (std::find(hosts.begin(), hosts.end(), found->second.host) == hosts.end()) {
-      hosts.push_back(found->second.host);
-    }
+    if (found != dumps.end()) hosts.add(found->second.host);
   }
-  return hosts;
+  return hosts.take();
 }
 
 // " (node-b)", " (node-b, node-c, node-d and 2 more hosts)", or "".
@@ -140,6 +153,7 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
   std::map<std::string, std::vector<int>> parties;
   std::map<std::string, std::string> party_op;
   std::vector<int> waiting_at_seq, missing;
+  std::set<std::string> missing_lasts;  // what the missing ranks enqueued last
   for (const Member& member : members) {
     if (member.wait_seq == seq) {
       waiting_at_seq.push_back(member.rank);
@@ -149,6 +163,7 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
       }
     } else if (member.progress->last_enqueued && *member.progress->last_enqueued < seq) {
       missing.push_back(member.rank);
+      missing_lasts.insert(last_text(*member.progress));
     }
   }
   // Parties by size, the largest first (a tie: the one with the lowest rank).
@@ -170,12 +185,7 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
     out.waiting = waiting_at_seq;
     out.culprits = missing;
     out.culprit_hosts = hosts_of(missing, dumps);
-    std::set<std::string> lasts;
-    for (const Member& member : members) {
-      if (std::find(missing.begin(), missing.end(), member.rank) != missing.end()) {
-        lasts.insert(last_text(*member.progress));
-      }
-    }
+    const std::set<std::string>& lasts = missing_lasts;
     std::string last =
         lasts.size() == 1
             ? (missing.size() == 1 ? ", its last was " : ", their last was ") + *lasts.begin()
@@ -232,20 +242,18 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
 // wait in another group (those are held up there: a consequence, not the root); then desync,
 // stuck, unknown.
 std::optional<size_t> primary_of(const std::vector<GroupAttribution>& groups) {
-  auto waits_elsewhere = [&](int rank, size_t except) {
-    for (size_t i = 0; i < groups.size(); ++i) {
-      if (i == except) continue;
-      const auto& waiting = groups[i].waiting;
-      if (std::find(waiting.begin(), waiting.end(), rank) != waiting.end()) return true;
-    }
-    return false;
-  };
+  // A missing group's culprits never wait in it (they did not reach its collective): one that
+  // waits in any group waits in another.
+  std::unordered_set<int> waiting_somewhere;
+  for (const GroupAttribution& group : groups) {
+    waiting_somewhere.insert(group.waiting.begin(), group.waiting.end());
+  }
   std::optional<size_t> best;
   size_t best_held = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     if (groups[i].divergence != Divergence::kMissing) continue;
     size_t held = 0;
-    for (int rank : groups[i].culprits) held += waits_elsewhere(rank, i) ? 1 : 0;
+    for (int rank : groups[i].culprits) held += waiting_somewhere.count(rank);
     if (!best || held < best_held) {
       best = i;
       best_held = held;
@@ -277,14 +285,12 @@ CollectiveAttribution attribute_collectives(const std::map<int, RankDumpRecords>
   }
   out.primary = primary_of(out.groups);
 
-  std::vector<std::string> hosts;
+  DistinctHosts distinct;
   for (const auto& [rank, missing] : without_dump) {
     out.without_dump.push_back(rank);
-    if (!missing.host.empty() &&
-        std::find(hosts.begin(), hosts.end(), missing.host) == hosts.end()) {
-      hosts.push_back(missing.host);
-    }
+    distinct.add(missing.host);
   }
+  std::vector<std::string> hosts = distinct.take();
   out.text = out.primary ? out.groups[*out.primary].text
                          : "no collective waits in the flight-recorder dumps";
   if (!out.without_dump.empty()) {

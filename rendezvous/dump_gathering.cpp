@@ -2,7 +2,30 @@
 
 #include <algorithm>
 
+#include "common/text.hpp"
+
 namespace cohort::rdzv {
+namespace {
+
+size_t call_bytes(const std::optional<proto::CollectiveCall>& call) {
+  if (!call) return 0;
+  size_t bytes = sizeof(*call) + call->op.size() + call->state.size();
+  for (const auto& sizes : call->input_sizes) bytes += sizeof(sizes) + sizes.size() * 8;
+  for (const auto& dtype : call->input_dtypes) bytes += sizeof(dtype) + dtype.size();
+  return bytes;
+}
+
+// About what a rank's reduced dump takes in memory.
+size_t reduced_dump_bytes(const proto::RankCollectives& dump) {
+  size_t bytes = sizeof(dump) + dump.version.size() + dump.comm_lib_version.size();
+  for (const proto::GroupProgress& group : dump.groups) {
+    bytes += sizeof(group) + group.id.size() + group.desc.size() +
+             call_bytes(group.first_incomplete) + call_bytes(group.last_call);
+  }
+  return bytes;
+}
+
+}  // namespace
 
 void DumpGathering::start(int round, std::map<std::string, MemberRanks> members,
                           TimePoint deadline) {
@@ -22,8 +45,7 @@ void DumpGathering::reported(const std::string& node_id, const proto::Collective
   for (const proto::RankCollectivesReport& rank : report.ranks) {
     if (rank.rank < ranks.first || rank.rank >= ranks.first + ranks.count) continue;
     if (rank.error.empty()) {
-      dumps_[rank.rank] = RankDumpRecords{host, rank.collectives};
-      without_dump_.erase(rank.rank);
+      store_dump(rank.rank, host, rank.collectives);
     } else if (!dumps_.count(rank.rank)) {
       without_dump_[rank.rank] = RankWithoutDump{host, rank.error};
     }
@@ -33,6 +55,23 @@ void DumpGathering::reported(const std::string& node_id, const proto::Collective
       without_dump_[rank] = RankWithoutDump{host, "not in its node's report"};
     }
   }
+}
+
+void DumpGathering::store_dump(int rank, const std::string& host,
+                               const proto::RankCollectives& collectives) {
+  auto earlier = dumps_.find(rank);
+  size_t freed = earlier == dumps_.end() ? 0 : reduced_dump_bytes(earlier->second.collectives);
+  size_t bytes = reduced_dump_bytes(collectives);
+  if (dump_bytes_ - freed + bytes > max_dump_bytes_) {
+    if (earlier == dumps_.end()) {
+      without_dump_[rank] =
+          RankWithoutDump{host, cat("dropped: the round's dumps hold ", dump_bytes_, " bytes")};
+    }
+    return;
+  }
+  dump_bytes_ = dump_bytes_ - freed + bytes;
+  dumps_[rank] = RankDumpRecords{host, collectives};
+  without_dump_.erase(rank);
 }
 
 bool DumpGathering::complete() const {
@@ -59,15 +98,7 @@ HangVerdict DumpGathering::finish() {
     verdict.attributed = group.divergence == Divergence::kMissing ||
                          group.divergence == Divergence::kDesync ||
                          group.divergence == Divergence::kStuck;
-    for (int rank : group.culprits) {
-      for (const auto& [node_id, ranks] : members_) {
-        bool runs_it = rank >= ranks.first && rank < ranks.first + ranks.count;
-        if (runs_it && std::find(verdict.culprit_nodes.begin(), verdict.culprit_nodes.end(),
-                                 node_id) == verdict.culprit_nodes.end()) {
-          verdict.culprit_nodes.push_back(node_id);
-        }
-      }
-    }
+    verdict.culprit_nodes = nodes_running(group.culprits);
   }
   verdict.had_dumps = !dumps_.empty();
   if (dumps_.empty()) {
@@ -77,7 +108,29 @@ HangVerdict DumpGathering::finish() {
   }
   verdict_ = std::make_pair(*round_, verdict);
   round_.reset();
+  dumps_.clear();  // the verdict is what stays
+  without_dump_.clear();
+  dump_bytes_ = 0;
   return verdict;
+}
+
+// The members that run these ranks, each once, in the order of the ranks: a search by rank
+// over the members' ranges, not a scan of every member for every rank.
+std::vector<std::string> DumpGathering::nodes_running(const std::vector<int>& ranks) const {
+  std::map<int, const std::string*> by_first;  // first rank -> node id
+  for (const auto& [node_id, member] : members_) by_first[member.first] = &node_id;
+  std::vector<std::string> nodes;
+  std::set<const std::string*> named;
+  for (int rank : ranks) {
+    auto after = by_first.upper_bound(rank);
+    if (after == by_first.begin()) continue;
+    const std::string* node_id = std::prev(after)->second;
+    const MemberRanks& member = members_.at(*node_id);
+    if (rank < member.first + member.count && named.insert(node_id).second) {
+      nodes.push_back(*node_id);
+    }
+  }
+  return nodes;
 }
 
 const HangVerdict* DumpGathering::verdict(int round) const {
@@ -95,6 +148,7 @@ void DumpGathering::reset() {
   members_.clear();
   answered_.clear();
   dumps_.clear();
+  dump_bytes_ = 0;
   without_dump_.clear();
   held_.reset();
   verdict_.reset();

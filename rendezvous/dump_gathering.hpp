@@ -35,8 +35,16 @@ struct HangVerdict {
   bool had_dumps = false;                  ///< some rank's dump came and read
 };
 
+/// What one gathering keeps of the ranks' reduced dumps (about a kilobyte a rank): past it, a
+/// rank's dump counts as missing, so that members reporting the largest dumps the protocol allows
+/// (tens of kilobytes a rank, thousands of ranks a node) cannot hold gigabytes.
+constexpr size_t kMaxGatheredDumpBytes = size_t{256} << 20;
+
 class DumpGathering {
  public:
+  explicit DumpGathering(size_t max_dump_bytes = kMaxGatheredDumpBytes)
+      : max_dump_bytes_(max_dump_bytes) {}
+
   /// A hang was declared in `round`: expect a report from each member until `deadline`. A
   /// gathering already under way for that round goes on.
   void start(int round, std::map<std::string, MemberRanks> members, TimePoint deadline);
@@ -60,13 +68,20 @@ class DumpGathering {
   std::optional<std::pair<std::string, FailureReport>> take_held();
   /// The round ended (restart, new round) or the run did: forget it.
   void reset();
+  /// About what the ranks' dumps gathered so far take (kMaxGatheredDumpBytes at most).
+  size_t dump_bytes() const { return dump_bytes_; }
 
  private:
+  void store_dump(int rank, const std::string& host, const proto::RankCollectives& collectives);
+  std::vector<std::string> nodes_running(const std::vector<int>& ranks) const;
+
   std::optional<int> round_;
   TimePoint deadline_{};
   std::map<std::string, MemberRanks> members_;
   std::set<std::string> answered_;  ///< members that sent a report
   std::map<int, RankDumpRecords> dumps_;
+  size_t max_dump_bytes_;
+  size_t dump_bytes_ = 0;  ///< what dumps_ holds, about
   std::map<int, RankWithoutDump> without_dump_;
   std::optional<std::pair<std::string, FailureReport>> held_;
   std::optional<std::pair<int, HangVerdict>> verdict_;  ///< the last finished round's

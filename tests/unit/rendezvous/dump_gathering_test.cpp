@@ -127,3 +127,28 @@ TEST_CASE("dump gathering: no dump at all says so", "[unit][rendezvous][hang]") 
   CHECK(verdict.text.find("no flight-recorder dumps") == 0);
   CHECK_FALSE(gathering.take_held());
 }
+
+TEST_CASE(
+    "dump gathering: past its budget a rank's dump counts as missing, and the verdict keeps "
+    "none of them",
+    "[unit][rendezvous][hang]") {
+  DumpGathering probe;  // what a rank's dump of rank_at(r, 9, 10) costs: half of two
+  probe.start(3, two_nodes(), TimePoint{});
+  probe.reported("a", {3, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 10)}});
+  const size_t one = probe.dump_bytes() / 2;
+  REQUIRE(one > 0);
+  DumpGathering gathering(3 * one);  // ranks 0 to 2 fit; rank 3's does not
+  gathering.start(3, two_nodes(), TimePoint{});
+  gathering.reported("a", {3, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 10)}});
+  gathering.reported("b", {3, "node-b", {rank_at(2, 9, 10), rank_at(3, 9, 9)}});
+  CHECK(gathering.dump_bytes() == 3 * one);
+  HangVerdict verdict = gathering.finish();
+  CHECK(verdict.attribution.without_dump == std::vector<int>{3});
+  CHECK(verdict.text.find("no dump from rank 3 (node-b)") != std::string::npos);
+  CHECK(gathering.dump_bytes() == 0);  // the verdict is what stays
+  // Under the default budget all four are kept, and rank 3 is named.
+  probe.reported("b", {3, "node-b", {rank_at(2, 9, 10), rank_at(3, 9, 9)}});
+  HangVerdict full = probe.finish();
+  CHECK(full.attribution.without_dump.empty());
+  CHECK(full.culprit_nodes == std::vector<std::string>{"b"});
+}
