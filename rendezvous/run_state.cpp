@@ -347,11 +347,14 @@ Actions RunState::tick(TimePoint now) {
 }
 
 Actions RunState::expire_heartbeats(TimePoint now) {
-  if (seen_.empty() || now - *seen_.begin() <= config_.heartbeat_timeout) return {};
+  // Only the expired ones, oldest first in seen_: nodes that go silent one after another cost
+  // one step each, not a pass over every node each time.
   std::vector<std::string> expired;
-  for (const auto& [id, node] : nodes_) {
-    if (now - node.last_seen > config_.heartbeat_timeout) expired.push_back(id);
+  for (auto it = seen_.begin(); it != seen_.end() && now - it->first > config_.heartbeat_timeout;
+       ++it) {
+    expired.push_back(it->second);
   }
+  std::sort(expired.begin(), expired.end());  // in the order of the node ids, as always
   Actions actions;
   for (const auto& id : expired) {
     std::string reason = cat("no heartbeat for ", seconds_text(config_.heartbeat_timeout));
@@ -368,7 +371,7 @@ std::optional<TimePoint> RunState::next_deadline() const {
   auto consider = [&](TimePoint candidate) {
     if (!next || candidate < *next) next = candidate;
   };
-  if (!seen_.empty()) consider(*seen_.begin() + config_.heartbeat_timeout);
+  if (!seen_.empty()) consider(seen_.begin()->first + config_.heartbeat_timeout);
   if (phase_ == Phase::Forming) {
     consider(forming_since_ + config_.join_timeout);
     if (auto carried = carried_.deadline()) consider(*carried);
@@ -547,7 +550,7 @@ std::vector<std::string> RunState::all_ids() const {
 }
 
 void RunState::add_node(Node node) {
-  node.seen = seen_.insert(node.last_seen);
+  node.seen = seen_.emplace(node.last_seen, node.info.node_id);
   ++role_counts_[static_cast<size_t>(node.role)];
   if (node.role == Role::Member && node.succeeded) ++succeeded_members_;
   std::string id = node.info.node_id;
@@ -580,7 +583,7 @@ void RunState::set_succeeded(Node& node, bool succeeded) {
 void RunState::touch(Node& node, TimePoint now) {
   node.last_seen = now;
   auto handle = seen_.extract(node.seen);
-  handle.value() = now;
+  handle.key() = now;
   node.seen = seen_.insert(std::move(handle));
 }
 

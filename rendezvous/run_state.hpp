@@ -93,7 +93,7 @@ class RunState {
     NodeInfo info;
     Role role = Role::Pending;  ///< changed only through set_role (counted)
     TimePoint last_seen;        ///< changed only through touch (ordered in seen_)
-    std::multiset<TimePoint>::iterator seen;
+    std::multimap<TimePoint, std::string>::iterator seen;
     uint64_t arrival = 0;
     int group_rank = -1;     ///< rank in the current (or last) round, -1 if none
     bool succeeded = false;  ///< changed only through set_succeeded (counted)
@@ -132,9 +132,9 @@ class RunState {
   RunConfig config_;
   Phase phase_ = Phase::Forming;
   std::map<std::string, Node> nodes_;
-  std::array<int, 6> role_counts_{};  ///< nodes per Role
-  int succeeded_members_ = 0;         ///< members whose workers all exited 0
-  std::multiset<TimePoint> seen_;     ///< every node's last_seen, oldest first
+  std::array<int, 6> role_counts_{};            ///< nodes per Role
+  int succeeded_members_ = 0;                   ///< members whose workers all exited 0
+  std::multimap<TimePoint, std::string> seen_;  ///< every node's last_seen and id, oldest first
   uint64_t arrivals_ = 0;
   int next_round_ = 0;
   int current_round_ = -1;

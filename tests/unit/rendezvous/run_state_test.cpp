@@ -188,6 +188,34 @@ TEST_CASE("a silent node is lost after the heartbeat timeout", "[unit][rendezvou
   CHECK_FALSE(f.run.has_node("c"));
 }
 
+TEST_CASE(
+    "nodes that go silent one after another are each lost at their own time, in id order "
+    "when together",
+    "[unit][rendezvous]") {
+  Fixture f(1, 5);
+  for (const char* id : {"e", "d", "c", "b", "a"}) f.join(id);
+  auto dropped = [](const Actions& actions) {
+    std::vector<std::string> ids;
+    for (const auto& action : actions) {
+      if (auto* drop = std::get_if<DropNode>(&action); drop && drop->lost)
+        ids.push_back(drop->node_id);
+    }
+    return ids;
+  };
+  f.now += 1000ms;  // "e" and "c" fall silent now; the others a second later
+  for (const char* id : {"d", "b", "a"}) f.run.heartbeat(id, f.now);
+  f.now += 1000ms;
+  for (const char* id : {"d", "b"}) f.run.heartbeat(id, f.now);
+  f.now += 1001ms;  // 3001 ms since "e" and "c" last spoke, 2001 since "a"
+  CHECK(dropped(f.run.tick(f.now)) == std::vector<std::string>{"c", "e"});
+  f.now += 1000ms;
+  CHECK(dropped(f.run.tick(f.now)) == std::vector<std::string>{"a"});
+  CHECK(f.run.has_node("b"));
+  CHECK(f.run.has_node("d"));
+  f.now += 1000ms;  // 3001 ms since "b" and "d" last spoke
+  CHECK(dropped(f.run.tick(f.now)) == std::vector<std::string>{"b", "d"});
+}
+
 TEST_CASE("a node lost and back is a new node that scales the run up", "[unit][rendezvous]") {
   Fixture f(2, 3);
   f.join("a");
