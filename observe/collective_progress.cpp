@@ -107,33 +107,35 @@ struct SeenCalls {
   std::optional<int64_t> highest, highest_completed;
 };
 
-// pg_config: each group's description and size.
-void read_configs(const PickleValue& dump, GroupTable& groups) {
-  const PickleValue* config = dump.get("pg_config");
-  if (config == nullptr || config->as_dict() == nullptr) return;
-  for (const auto& [key, value] : *config->as_dict()) {
+// Each group of the dump's `section` (a dict by group id: pg_config, pg_status) with its entry.
+template <typename Read>
+void read_section(const PickleValue& dump, const char* section, GroupTable& groups, Read read) {
+  const PickleValue* table = dump.get(section);
+  if (table == nullptr || table->as_dict() == nullptr) return;
+  for (const auto& [key, value] : *table->as_dict()) {
     const std::string* id = std::get_if<std::string>(&key);
     GroupProgress* progress = id ? groups.group(capped(*id)) : nullptr;
-    if (progress == nullptr) continue;
-    if (auto desc = text_at(value, "desc")) progress->desc = *desc;
-    if (const PickleValue* ranks = value.get("ranks"); ranks && ranks->as_string()) {
-      progress->size = count_ranks(*ranks->as_string());
-    }
+    if (progress != nullptr) read(*progress, value);
   }
+}
+
+// pg_config: each group's description and size.
+void read_configs(const PickleValue& dump, GroupTable& groups) {
+  read_section(dump, "pg_config", groups, [](GroupProgress& progress, const PickleValue& value) {
+    if (auto desc = text_at(value, "desc")) progress.desc = *desc;
+    if (const PickleValue* ranks = value.get("ranks"); ranks && ranks->as_string()) {
+      progress.size = count_ranks(*ranks->as_string());
+    }
+  });
 }
 
 // pg_status: each group's last enqueued, started and completed collective.
 void read_statuses(const PickleValue& dump, GroupTable& groups) {
-  const PickleValue* status = dump.get("pg_status");
-  if (status == nullptr || status->as_dict() == nullptr) return;
-  for (const auto& [key, value] : *status->as_dict()) {
-    const std::string* id = std::get_if<std::string>(&key);
-    GroupProgress* progress = id ? groups.group(capped(*id)) : nullptr;
-    if (progress == nullptr) continue;
-    progress->last_enqueued = int_at(value, "last_enqueued_collective");
-    progress->last_started = int_at(value, "last_started_collective");
-    progress->last_completed = int_at(value, "last_completed_collective");
-  }
+  read_section(dump, "pg_status", groups, [](GroupProgress& progress, const PickleValue& value) {
+    progress.last_enqueued = int_at(value, "last_enqueued_collective");
+    progress.last_started = int_at(value, "last_started_collective");
+    progress.last_completed = int_at(value, "last_completed_collective");
+  });
 }
 
 // One collective of the entries: the group's description if it had none, its last call, its
