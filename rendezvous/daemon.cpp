@@ -102,6 +102,7 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
     : io_(io),
       clock_(clock),
       options_(std::move(options)),
+      store_budget_(std::make_shared<StoreBudget>(options_.store_budget_bytes)),
       door_(
           io, clock, options_.connection_limits, options_.hello_timeout,
           [this](boost::asio::ip::tcp::socket socket) { return make_session(std::move(socket)); }),
@@ -162,6 +163,8 @@ boost::system::error_code RendezvousDaemon::start_http() {
 MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
   MetricsSnapshot snapshot;
   snapshot.control_connections = door_.connections();
+  snapshot.store_budget_bytes = store_budget_->limit();
+  snapshot.store_budget_used_bytes = store_budget_->used();
   for (const auto& [id, run] : runs_) {
     const rdzv::RunState& state = *run.state;
     snapshot.runs.push_back({id, phase_name(state.phase()), state.round(), state.restarts_used(),
@@ -669,6 +672,7 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
     StoreServerOptions store_options;
     store_options.address = options_.address;
     store_options.limits.quota_bytes = options_.store_quota_bytes;
+    store_options.budget = store_budget_;
     store_options.allowed_peers = store_peers(run.sessions, start.members);
     store_options.io_pool = options_.store_pool;
     for (uint32_t port = options_.store_port_min;; ++port) {

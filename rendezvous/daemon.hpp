@@ -26,6 +26,7 @@
 #include "rendezvous/dump_gathering.hpp"
 #include "rendezvous/event_history.hpp"
 #include "rendezvous/run_state.hpp"
+#include "store/store_budget.hpp"
 #include "store/store_server.hpp"
 
 namespace cohort {
@@ -41,6 +42,8 @@ struct DaemonOptions {
   /// or the run's token derived from it (proto/auth.hpp). Empty: no authentication.
   std::string token;
   uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
+  /// What all the daemon's worker stores may hold together (StoreBudget).
+  uint64_t store_budget_bytes = kStoreDefaultBudgetBytes;
   /// How long a new connection has for its hello or status request before it is closed.
   std::chrono::milliseconds hello_timeout{10000};
   /// The caps on connections that have not proven themselves; each has 2 s after its challenge
@@ -93,6 +96,9 @@ class RendezvousDaemon {
   proto::StatusReply status(const std::string& only_run = {}) const;
   /// The events it holds for each run, oldest first.
   const EventHistory& history() const { return history_; }
+  /// What the rounds' worker stores hold together, for a store its host serves beside them
+  /// (`cohortd --tcpstore-port`) to share.
+  const std::shared_ptr<StoreBudget>& store_budget() const { return store_budget_; }
 
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
@@ -187,6 +193,7 @@ class RendezvousDaemon {
   boost::asio::io_context& io_;
   Clock& clock_;
   DaemonOptions options_;
+  std::shared_ptr<StoreBudget> store_budget_;  ///< every round's store takes from it
   ControlDoor door_;
   std::unique_ptr<Timer> timer_;
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for

@@ -100,6 +100,12 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
   for (const auto& run : now.runs)
     text.sample("cohort_store_operations", {{"run", run.id}},
                 static_cast<double>(run.store_operations));
+  text.family("cohort_store_budget_bytes", "gauge",
+              "What all the worker stores may hold together (--store-budget).");
+  text.sample("cohort_store_budget_bytes", static_cast<double>(now.store_budget_bytes));
+  text.family("cohort_store_budget_used_bytes", "gauge",
+              "What all the worker stores hold now, as their quotas count it.");
+  text.sample("cohort_store_budget_used_bytes", static_cast<double>(now.store_budget_used_bytes));
   text.family("cohort_control_connections", "gauge", "Open control connections (agents, queries).");
   text.sample("cohort_control_connections", static_cast<double>(now.control_connections));
 

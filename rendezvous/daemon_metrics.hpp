@@ -1,7 +1,7 @@
 // The daemon's Prometheus metrics: counters and histograms fed by its events (docs/EVENTS.md:
 // rounds, restarts, failures, losses by reason, time to detect a loss, time to recover), and
 // gauges read from its live state when /metrics is asked for (runs by phase, nodes by state,
-// heartbeat ages, worker store connections and operations). Owned by the daemon; io thread.
+// heartbeat ages, worker store connections, operations and budget). Owned by the daemon; io thread.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,8 @@ struct MetricsSnapshot {
   std::vector<Run> runs;
   std::vector<Node> nodes;
   size_t control_connections = 0;
+  uint64_t store_budget_bytes = 0;       ///< what all the stores may hold together
+  uint64_t store_budget_used_bytes = 0;  ///< what they hold now
 };
 
 class DaemonMetrics {

@@ -95,10 +95,21 @@ std::optional<int64_t> parse_store_counter(std::string_view text) {
   return -value;
 }
 
+Store::~Store() {
+  if (budget_) budget_->give_back(budget_taken_);
+}
+
 StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest& request,
                           StoreReplies& replies) {
   if (!well_formed(request)) return {true, cat("malformed ", op_name(request.op), " request")};
-  if (StoreOutcome refused = check_limits(request); refused.close_connection) return refused;
+  uint64_t growth = 0;
+  if (StoreOutcome refused = check_limits(request, growth); refused.close_connection) {
+    return refused;
+  }
+  if (StoreOutcome refused = take_from_budget(op_name(request.op), growth);
+      refused.close_connection) {
+    return refused;
+  }
   replies_ = &replies;
   // §5: a connection that sends anything while registered gave up its wait (a timed-out 1.13
   // client sends nothing else); answering that wait later would desynchronise its replies.
@@ -193,10 +204,14 @@ StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest& request,
   if (!reply.empty()) replies.add(connection).swap(reply);
   if (reply_.capacity() > StoreReplies::kKeptBytes) std::string().swap(reply_);
   replies_ = nullptr;
+  settle_budget();
   return outcome;
 }
 
-void Store::disconnect(StoreConnectionId connection) { drop_registrations(connection); }
+void Store::disconnect(StoreConnectionId connection) {
+  drop_registrations(connection);
+  settle_budget();
+}
 
 std::optional<std::string> Store::value(std::string_view key) const {
   auto found = values_.find(std::string(key));
@@ -214,7 +229,7 @@ size_t Store::queue_length(std::string_view key) const {
 // max_reply_bytes, or the store larger than its quota (wait registrations count: a thousand
 // connections waiting on 131072 long keys each would otherwise hold gigabytes). (MULTI_GET and
 // LIST_KEYS check their replies as they build them.)
-StoreOutcome Store::check_limits(const StoreRequest& request) const {
+StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) const {
   const auto& keys = request.keys;
   const auto& values = request.values;
   const std::string_view op = op_name(request.op);
@@ -222,7 +237,7 @@ StoreOutcome Store::check_limits(const StoreRequest& request) const {
     return refuse(cat(op, " would make a value of ", size, " bytes, past the limit of ",
                       limits_.max_value_bytes));
   };
-  uint64_t growth = 0;
+  growth = 0;
   switch (request.op) {
     case StoreOp::Set:
     case StoreOp::CompareSet: {
@@ -299,7 +314,31 @@ StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes) const
                       "its quota of ",
                       limits_.quota_bytes));
   }
+  if (reply_bytes > kStoreUnchargedReplyBytes && budget_ && reply_bytes > budget_->room()) {
+    return refuse(past_budget(cat(op, " reply of ", reply_bytes, " bytes"), reply_bytes));
+  }
   return {};
+}
+
+StoreOutcome Store::take_from_budget(std::string_view op, uint64_t growth) {
+  if (!budget_ || growth == 0) return {};
+  if (!budget_->try_take(growth)) return refuse(past_budget(op, growth));
+  budget_taken_ += growth;
+  return {};
+}
+
+void Store::settle_budget() {
+  if (!budget_) return;
+  uint64_t counted = used_bytes_ + held_bytes_;
+  if (counted > budget_taken_) budget_->take(counted - budget_taken_);
+  if (counted < budget_taken_) budget_->give_back(budget_taken_ - counted);
+  budget_taken_ = counted;
+}
+
+std::string Store::past_budget(std::string_view what, uint64_t bytes) const {
+  return cat(what, " would take the worker stores past their budget of ", budget_->limit(),
+             " bytes (--store-budget): ", bytes, " more, with ", budget_->used(),
+             " held by all stores now");
 }
 
 std::string Store::charge_held(uint64_t bytes) {
@@ -310,11 +349,23 @@ std::string Store::charge_held(uint64_t bytes) {
         " of them held for requests still arriving and replies not yet read), past its quota of ",
         limits_.quota_bytes);
   }
+  if (StoreOutcome refused = take_from_budget("the bytes it declares", bytes);
+      refused.close_connection) {
+    return refused.reason;
+  }
   held_bytes_ += bytes;
   return {};
 }
 
-void Store::release_held(uint64_t bytes) { held_bytes_ -= std::min(bytes, held_bytes_); }
+void Store::release_held(uint64_t bytes) {
+  held_bytes_ -= std::min(bytes, held_bytes_);
+  settle_budget();
+}
+
+void Store::hold(uint64_t bytes) {
+  held_bytes_ += bytes;
+  settle_budget();
+}
 
 // How many bytes the quota would grow by if `key` held a value of `value_size` bytes (0 if it
 // would shrink or stay).

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "store/store_budget.hpp"
 #include "store/store_replies.hpp"
 #include "store/tcpstore_limits.hpp"
 #include "store/tcpstore_request.hpp"
@@ -28,7 +30,11 @@ struct StoreOutcome {
 
 class Store {
  public:
-  explicit Store(StoreLimits limits = {}) : limits_(limits) {}
+  /// `budget`, when given, is shared with the process's other stores: this one takes its growth
+  /// from it as well as from its own quota, and gives back all it took when destroyed.
+  explicit Store(StoreLimits limits = {}, std::shared_ptr<StoreBudget> budget = nullptr)
+      : limits_(limits), budget_(std::move(budget)) {}
+  ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -44,15 +50,15 @@ class Store {
   /// kStoreEntryOverheadBytes each.
   uint64_t used_bytes() const { return used_bytes_; }
   /// Bytes the connections hold (what requests still arriving declared, replies not yet read):
-  /// `bytes` more count against the quota from now on. Returns why not (nothing charged) when
-  /// that would take the store past its quota.
+  /// `bytes` more count against the quota (and the budget) from now on. Returns why not (nothing
+  /// charged) when that would take the store past its quota or the stores past their budget.
   std::string charge_held(uint64_t bytes);
   /// Returns what charge_held took (the request completed, the client read its replies, or its
   /// connection closed).
   void release_held(uint64_t bytes);
   /// Replies already made and not yet read: `bytes` more count against the quota, past it or
   /// not (large replies were checked against its room before they were made; see check_reply).
-  void hold(uint64_t bytes) { held_bytes_ += bytes; }
+  void hold(uint64_t bytes);
   /// What the connections' requests and replies have charged.
   uint64_t held_bytes() const { return held_bytes_; }
   const StoreLimits& limits() const { return limits_; }
@@ -80,7 +86,13 @@ class Store {
     uint64_t serial;
   };
 
-  StoreOutcome check_limits(const StoreRequest& request) const;
+  /// Refuses a request past a limit or the quota; sets `growth` to what it may add to the quota.
+  StoreOutcome check_limits(const StoreRequest& request, uint64_t& growth) const;
+  /// Takes `growth` from the budget before a request grows the store (settle_budget squares it).
+  StoreOutcome take_from_budget(std::string_view op, uint64_t growth);
+  /// Makes what this store has taken from the budget equal what its quota counts now.
+  void settle_budget();
+  std::string past_budget(std::string_view what, uint64_t bytes) const;
   StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes) const;
   uint64_t growth_to(const std::string& key, uint64_t value_size) const;
   StoreOutcome apply_add(StoreRequest& request, std::string& reply);
@@ -124,6 +136,8 @@ class Store {
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
   uint64_t held_bytes_ = 0;  ///< charged by requests still arriving and replies not yet read
+  std::shared_ptr<StoreBudget> budget_;  ///< nullptr: only the quota bounds this store
+  uint64_t budget_taken_ = 0;            ///< what this store holds of budget_
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

@@ -24,6 +24,7 @@ namespace cohort {
 
 class IoPool;
 class Store;
+class StoreBudget;
 class StoreService;
 
 struct StoreServerOptions {
@@ -43,6 +44,8 @@ struct StoreServerOptions {
   /// listener on each of the pool's contexts (one port) serves there what it accepts, and the
   /// Store is behind a lock. The pool must outlive the server.
   IoPool* io_pool = nullptr;
+  /// Shared with the host's other stores: what they may hold together. nullptr: only the quota.
+  std::shared_ptr<StoreBudget> budget;
 };
 
 class StoreServer {

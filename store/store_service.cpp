@@ -32,7 +32,7 @@ StoreService::StoreService(asio::io_context& io, StoreServerOptions options)
     : io_(io),
       options_(std::move(options)),
       shortage_(std::make_shared<DescriptorShortage>("store")),
-      store_(options_.limits) {
+      store_(options_.limits, options_.budget) {
   // Without a pool the service's own context serves; its loop is made now, not for the first
   // connection, which may come when descriptors have run out.
   if (options_.io_pool == nullptr) EpollLoop::of(io_);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include "agent/worker_env.hpp"
 #include "common/clock.hpp"
@@ -135,6 +136,10 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                  "Bytes each round's worker store may hold (keys, values, queues), with an "
                  "optional K, M or G suffix")
       ->capture_default_str();
+  app.add_option("--store-budget", command.store_budget,
+                 "Bytes all the worker stores may hold together (the rounds' of every run and "
+                 "--tcpstore-port's), so that many runs cannot each fill a quota")
+      ->capture_default_str();
   app.add_option("--tcpstore-port", command.tcpstore_port,
                  "Also serve one plain, long-lived TCPStore on this port (0: any free port)")
       ->check(CLI::Range(0, 65535));
@@ -187,14 +192,19 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
               << "'\n";
     return std::nullopt;
   }
-  auto quota = parse_byte_size(command.store_quota);
-  if (!quota) {
-    std::cerr << "cohortd: --store-quota: expected a positive number of bytes with an optional K, "
-                 "M or G suffix (e.g. 512M), got '"
-              << command.store_quota << "'\n";
-    return std::nullopt;
+  for (auto [flag, text, bytes] :
+       {std::tuple{"--store-quota", command.store_quota, &options.store_quota_bytes},
+        std::tuple{"--store-budget", command.store_budget, &options.store_budget_bytes}}) {
+    auto size = parse_byte_size(text);
+    if (!size) {
+      std::cerr << "cohortd: " << flag
+                << ": expected a positive number of bytes with an optional K, M or G suffix (e.g. "
+                   "512M), got '"
+                << text << "'\n";
+      return std::nullopt;
+    }
+    *bytes = *size;
   }
-  options.store_quota_bytes = *quota;
   if (command.threads < 0 || command.threads > IoPool::kMaxThreads) {
     std::cerr << "cohortd: --threads: expected 1.." << IoPool::kMaxThreads
               << " (0: one per core), got " << command.threads << "\n";
@@ -227,12 +237,14 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
 // --tcpstore-port: one plain, long-lived store. Its allowed peers stay unset: it serves whoever
 // can reach the port, as torchrun's own would (there is no round whose nodes could be named).
 int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
-                      const DaemonOptions& options, std::unique_ptr<StoreServer>& tcpstore) {
+                      const DaemonOptions& options, std::shared_ptr<StoreBudget> budget,
+                      std::unique_ptr<StoreServer>& tcpstore) {
   StoreServerOptions store_options;
   store_options.io_pool = options.store_pool;
   store_options.address = options.address == "0.0.0.0" ? "" : options.address;
   store_options.port = static_cast<uint16_t>(command.tcpstore_port);
   store_options.limits.quota_bytes = options.store_quota_bytes;
+  store_options.budget = std::move(budget);
   tcpstore = std::make_unique<StoreServer>(io, store_options);
   if (auto error = tcpstore->start()) {
     std::cerr << "cohortd: --tcpstore-port " << command.tcpstore_port << ": " << error.message()
@@ -293,7 +305,8 @@ int run_daemon(const DaemonCommand& command) {
   }
   std::unique_ptr<StoreServer> tcpstore;
   if (command.tcpstore_port >= 0) {
-    if (int failed = start_plain_store(io, command, *options, tcpstore)) return failed;
+    if (int failed = start_plain_store(io, command, *options, daemon.store_budget(), tcpstore))
+      return failed;
   }
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);

@@ -16,6 +16,7 @@ struct DaemonCommand {
   std::string port_file;
   std::string store_ports;
   std::string store_quota = "1G";
+  std::string store_budget = "4G";
   int tcpstore_port = -1;  ///< -1: none; 0: any free port
   std::string tcpstore_port_file;
   int http_port = -1;        ///< -1: none; 0: any free port

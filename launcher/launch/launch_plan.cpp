@@ -132,6 +132,7 @@ void check_run_flags(const RunOptions& run, const LaunchContext& context, Launch
   plan.daemon.store_port_min = validated.daemon.options.store_port_min;
   plan.daemon.store_port_max = validated.daemon.options.store_port_max;
   plan.daemon.store_quota_bytes = validated.daemon.options.store_quota_bytes;
+  plan.daemon.store_budget_bytes = validated.daemon.options.store_budget_bytes;
   plan.daemon.event_log = validated.daemon.options.event_log;
   plan.daemon.http_port = validated.daemon.options.http_port;
 }

@@ -1,5 +1,7 @@
 #include "launcher/options/rendezvous_plan.hpp"
 
+#include <tuple>
+
 #include "common/host_port.hpp"
 #include "common/text.hpp"
 #include "launcher/options/byte_size.hpp"
@@ -105,13 +107,17 @@ void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_
   auto [store_min, store_max] = store_port_range(options.store_ports, problems);
   daemon.options.store_port_min = store_min;
   daemon.options.store_port_max = store_max;
-  if (auto quota = parse_byte_size(options.store_quota)) {
-    daemon.options.store_quota_bytes = *quota;
-  } else {
-    problems.push_back(
-        cat("--store-quota: expected a positive number of bytes with an optional K, M or G suffix "
-            "(e.g. 512M), got '",
-            options.store_quota, "'"));
+  for (auto [flag, text, bytes] :
+       {std::tuple{"--store-quota", &options.store_quota, &daemon.options.store_quota_bytes},
+        std::tuple{"--store-budget", &options.store_budget, &daemon.options.store_budget_bytes}}) {
+    if (auto size = parse_byte_size(*text)) {
+      *bytes = *size;
+    } else {
+      problems.push_back(cat(flag,
+                             ": expected a positive number of bytes with an optional K, M or G "
+                             "suffix (e.g. 512M), got '",
+                             *text, "'"));
+    }
   }
 }
 

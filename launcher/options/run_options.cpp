@@ -170,6 +170,9 @@ void add_cohort_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--store-quota", o.store_quota,
               "Bytes each round's worker store may hold (keys, values, queues), with an optional "
               "K, M or G suffix; for a daemon this agent hosts");
+  flag_option(app, "--store-budget", o.store_budget,
+              "Bytes the worker stores of a daemon this agent hosts may hold together, all runs' "
+              "rounds; K, M or G suffix");
   flag_option(app, "--token-file", o.token_file,
               "The run's shared secret, proven to the rendezvous (a file only its owner can "
               "read; default: $COHORT_TOKEN)");

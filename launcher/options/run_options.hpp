@@ -67,9 +67,10 @@ struct RunOptions {
   bool virtual_local_rank = false;  ///< every worker LOCAL_RANK=0 and only its own GPU
   std::string worker_store = "daemon";
   std::string store_ports;
-  std::string store_quota = "1G";  ///< per-round worker store quota of a daemon this agent hosts
-  std::string token_file;          ///< the run's shared secret (else $COHORT_TOKEN)
-  bool insecure = false;           ///< host a rendezvous beyond loopback without a token
+  std::string store_quota = "1G";   ///< per-round worker store quota of a daemon this agent hosts
+  std::string store_budget = "4G";  ///< what all that daemon's stores may hold together
+  std::string token_file;           ///< the run's shared secret (else $COHORT_TOKEN)
+  bool insecure = false;            ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
   bool under_launch = false;   ///< set by cohort launch on every host
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed

@@ -1,6 +1,4 @@
-#include "common/log.hpp"
 // The rendezvous daemon on 127.0.0.1:0 with clients speaking the control protocol over real
-#include "common/log.hpp"
 // sockets: rounds, a fresh worker store per round, node loss, malformed frames, status.
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,7 +7,6 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
-#include "common/log.hpp"
 
 #include "common/clock.hpp"
 #include "common/log.hpp"
@@ -21,6 +18,7 @@
 #include "proto/control_messages.hpp"
 #include "rendezvous/daemon.hpp"
 #include "tests/support/wait_until.hpp"
+#include "tests/support/wire_bytes.hpp"
 
 using namespace cohort;
 namespace ip = boost::asio::ip;
@@ -177,6 +175,22 @@ bool store_answers(const std::string& host, int port, const char* from = "127.0.
   if (error) return false;
   // A 1.13 GETNUMKEYS (opcode 6) is answered with an int64.
   boost::asio::write(socket, boost::asio::buffer("\x06", 1), error);
+  char reply[8];
+  boost::asio::read(socket, boost::asio::buffer(reply), error);
+  return !error;
+}
+
+// Sends a 1.13 SET of `size` bytes at `key` to the store on 127.0.0.1:`port`; true when the store
+// took it (its GETNUMKEYS after it is answered), false when it closed the connection.
+bool store_takes(int port, const std::string& key, size_t size) {
+  boost::asio::io_context io;
+  ip::tcp::socket socket(io);
+  boost::system::error_code error;
+  socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)),
+                 error);
+  if (error) return false;
+  std::string set = test::u8(0) + test::bytes(key) + test::bytes(std::string(size, 'v'));
+  boost::asio::write(socket, boost::asio::buffer(set + test::u8(6)), error);
   char reply[8];
   boost::asio::read(socket, boost::asio::buffer(reply), error);
   return !error;
@@ -558,6 +572,25 @@ TEST_CASE("a round's worker store refuses an address that is no member's", "[com
   auto round = a.expect<proto::RoundAssigned>();
   CHECK(store_answers(round.master_addr, round.master_port, "127.0.0.1"));  // the member's
   CHECK_FALSE(store_answers(round.master_addr, round.master_port, "127.0.0.9"));
+}
+
+TEST_CASE("the rounds' stores of all runs share the daemon's store budget", "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.store_budget_bytes = 3 << 20;
+  DaemonThread d(options);
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("first", "a", 1);
+  int first_store = a.expect<proto::RoundAssigned>().master_port;
+  b.hello("second", "b", 1);
+  int second_store = b.expect<proto::RoundAssigned>().master_port;
+  CHECK(store_takes(first_store, "/a", 2 << 20));
+  CHECK_FALSE(store_takes(second_store, "/b", 2 << 20));  // each well under its 1 GiB quota
+  CHECK(store_takes(second_store, "/small", 1000));
+  a.send(proto::Leave{"done"});  // the first run ends: its store, and what it held, go
+  CHECK(a.closed_by_daemon());
+  CHECK(test::wait_until([&] { return d.daemon.store_budget()->used() < (1 << 20); },
+                         std::chrono::seconds(5)));
+  CHECK(store_takes(second_store, "/b", 2 << 20));
 }
 
 TEST_CASE("a hello with a run id that is no plain name, or a tiny heartbeat timeout, is refused",

@@ -29,6 +29,7 @@
 #include "common/text.hpp"
 #include "common/uring_loop.hpp"
 #include "store/store.hpp"
+#include "store/store_budget.hpp"
 #include "store/store_server.hpp"
 #include "store/store_service.hpp"
 #include "store/tcpstore_codec.hpp"
@@ -992,6 +993,41 @@ TEST_CASE("store server: replies left unread count against the quota until sent 
   log.restore();
   INFO(text);
   CHECK(count_lines(text, "GET reply of 8388616 bytes would take the store to") == 1);
+}
+
+TEST_CASE("store server: stores on their own threads share one budget and give it back at the end",
+          "[component][store]") {
+  auto budget = std::make_shared<StoreBudget>(24 * kMiB);
+  StoreServerOptions options;
+  options.limits.quota_bytes = 16 * kMiB;
+  options.budget = budget;
+  // Two runs' stores, each on its own thread.
+  auto first = std::make_unique<ServerThread>(options);
+  ServerThread second(options);
+  REQUIRE_FALSE(first->start());
+  REQUIRE_FALSE(second.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  const std::string value(6 * kMiB, 'v');
+  RawClient a(first->port()), b(second.port());
+  a.send(request(StoreOp::Set, {"/a1"}, {value}) + request(StoreOp::Set, {"/a2"}, {value}));
+  REQUIRE(a.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
+  b.send(request(StoreOp::Set, {"/b1"}, {value}));
+  REQUIRE(b.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
+  // 18 MiB together; the second store holds 6 of its 16 MiB quota, but a fourth value would
+  // take the two past their 24 MiB budget.
+  b.send(request(StoreOp::Set, {"/b2"}, {value}));
+  CHECK(b.closed_by_server());
+  CHECK(budget->used() < 19 * kMiB);
+  first.reset();  // the first run ended: its 12 MiB go back
+  CHECK(wait_until([&] { return budget->used() < 7 * kMiB; }, 5s));
+  RawClient again(second.port());
+  again.send(request(StoreOp::Set, {"/b2"}, {value}));  // refused above, it fits now
+  CHECK(again.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  CHECK(count_lines(text, "past their budget of 25165824 bytes (--store-budget)") == 1);
 }
 
 TEST_CASE("store server: only allowed peers are served", "[component][store]") {

@@ -1,11 +1,12 @@
 // `cohort run` and `cohortd` find local configuration problems before anything starts: bad run ids,
 // an unwritable --log-dir, heartbeat settings below their floors, negative or non-finite seconds, a
-// --port-file cohortd could not write, a bad --store-quota. Each exits 2 with a message naming the
-// flag, at once (a multi-node node does not first wait out the rendezvous), and writes nothing
-// outside --log-dir. Real cohort and cohortd binaries.
+// --port-file cohortd could not write, a bad --store-quota or --store-budget. Each exits 2 with a
+// message naming the flag, at once (a multi-node node does not first wait out the rendezvous), and
+// writes nothing outside --log-dir. Real cohort and cohortd binaries.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <tuple>
 
 #include "common/free_port.hpp"
 #include "tests/integration/integration_support.hpp"
@@ -148,17 +149,19 @@ TEST_CASE("flag --help shows the shutdown timeout's default as 30", "[integratio
   CHECK_FALSE(contains(line, "-1"));
 }
 
-TEST_CASE("cohort run --store-quota is checked and reaches the worker store it hosts",
+TEST_CASE("cohort run --store-quota and --store-budget are checked and reach the store it hosts",
           "[integration][run][config]") {
   Scratch scratch;
   for (const Case& c : std::vector<Case>{{{"--store-quota", "0"}, "--store-quota"},
                                          {{"--store-quota", "1T"}, "--store-quota"},
-                                         {{}, "--store-quota", {{"PET_STORE_QUOTA", "lots"}}}}) {
+                                         {{}, "--store-quota", {{"PET_STORE_QUOTA", "lots"}}},
+                                         {{"--store-budget", "0"}, "--store-budget"},
+                                         {{}, "--store-budget", {{"PET_STORE_BUDGET", "9X"}}}}) {
     check_refused(scratch, c);
   }
   require_torch();
-  // A worker sets a 64 KiB value and reads it back: past a 16 KiB quota the store closes the
-  // connection, under 1M it fits.
+  // A worker sets a 64 KiB value and reads it back: past a 16 KiB quota (or budget) the store
+  // closes the connection, under 1M it fits.
   const std::string script =
       "import datetime, os, torch.distributed as d\n"
       "s = d.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), 1, False,\n"
@@ -169,11 +172,11 @@ TEST_CASE("cohort run --store-quota is checked and reaches the worker store it h
       "    print('stored')\n"
       "except Exception as e:\n"
       "    print('refused:', e)\n";
-  for (const auto& [quota, expected] : {std::pair{std::string("16K"), std::string("refused")},
-                                        std::pair{std::string("1M"), std::string("stored")}}) {
-    RunResult result =
-        scratch.run({"--store-quota", quota, "--no-python", kPython, "-c", script}, {}, 60s);
-    INFO(quota << "\n" << result.out << result.err);
+  for (const auto& [flag, size, expected] :
+       {std::tuple{"--store-quota", "16K", "refused"}, std::tuple{"--store-quota", "1M", "stored"},
+        std::tuple{"--store-budget", "16K", "refused"}}) {
+    RunResult result = scratch.run({flag, size, "--no-python", kPython, "-c", script}, {}, 60s);
+    INFO(flag << " " << size << "\n" << result.out << result.err);
     CHECK(contains(result.out, expected));
   }
 }

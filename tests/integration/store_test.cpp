@@ -87,8 +87,8 @@ TEST_CASE("the hosted store holds more connections than the user's open-file lim
 }
 
 TEST_CASE(
-    "cohortd refuses a bad --store-quota or --threads or --store-io or an unwritable --port-file "
-    "before listening",
+    "cohortd refuses a bad --store-quota or --store-budget or --threads or --store-io or an "
+    "unwritable --port-file before listening",
     "[integration][store]") {
   Scratch scratch;
   ChildOptions options = scratch.options();
@@ -106,6 +106,8 @@ TEST_CASE(
       {{"--store-quota", "12X"}, "--store-quota: expected a positive number of bytes"},
       {{"--store-quota", "0"}, "--store-quota: expected a positive number of bytes"},
       {{"--store-quota", "99999999999G"}, "--store-quota: expected a positive number of bytes"},
+      {{"--store-budget", "0"}, "--store-budget: expected a positive number of bytes"},
+      {{"--store-budget", "4T"}, "--store-budget: expected a positive number of bytes"},
       {{"--threads", "65"}, "--threads: expected 1..64 (0: one per core), got 65"},
       {{"--threads", "-1"}, "--threads: expected 1..64 (0: one per core), got -1"},
       {{"--store-io", "uring"}, "--store-io: expected auto, io_uring or epoll, got 'uring'"},
@@ -122,7 +124,7 @@ TEST_CASE(
   // A good quota with suffix and a writable port file: the daemon starts and says where.
   std::string port_file = scratch.file("port");
   ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--store-quota", "64M",
-                       "--port-file", port_file},
+                       "--store-budget", "1g", "--port-file", port_file},
                       options);
   CHECK(wait_until([&] { return file_exists(port_file); }, 10s));
 }

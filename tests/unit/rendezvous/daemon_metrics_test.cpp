@@ -33,6 +33,8 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   now.nodes.push_back({"job", "a:1", "member", 0.25});
   now.nodes.push_back({"job", "b:1", "member", 1.5});
   now.control_connections = 2;
+  now.store_budget_bytes = uint64_t{4} << 30;
+  now.store_budget_used_bytes = 1500;
   std::string text = metrics.render(now);
   CHECK(has_line(text, "cohort_runs{phase=\"running\"} 1"));
   CHECK(has_line(text, "cohort_runs{phase=\"forming\"} 0"));
@@ -40,6 +42,8 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   CHECK(has_line(text, "cohort_nodes{run=\"job\",state=\"member\"} 2"));
   CHECK(has_line(text, "cohort_node_heartbeat_age_seconds{run=\"job\",node=\"b:1\"} 1.5"));
   CHECK(has_line(text, "cohort_store_operations{run=\"job\"} 17"));
+  CHECK(has_line(text, "cohort_store_budget_bytes 4294967296"));
+  CHECK(has_line(text, "cohort_store_budget_used_bytes 1500"));
   CHECK(has_line(text, "cohort_rounds_started_total 3"));
   CHECK(has_line(text, "cohort_restarts_total 2"));
   CHECK(has_line(text, "cohort_worker_failures_total 1"));

@@ -111,7 +111,7 @@ TEST_CASE("launch plan: --rdzv-endpoint names a running cohortd", "[unit][launch
 TEST_CASE("launch plan: the run flags are checked in the launching environment",
           "[unit][launch_plan]") {
   LaunchPlan p = plan({"-H", "a", "--store-ports", "29500-29509", "--store-quota", "16M",
-                       "--nproc-per-node", "gpu", "x.py"},
+                       "--store-budget", "64M", "--nproc-per-node", "gpu", "x.py"},
                       {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
                      .plan;
   REQUIRE(p.problems.empty());  // GPUs are counted on each host, not here
@@ -119,6 +119,7 @@ TEST_CASE("launch plan: the run flags are checked in the launching environment",
   CHECK(p.daemon.store_port_min == 29500);
   CHECK(p.daemon.store_port_max == 29509);
   CHECK(p.daemon.store_quota_bytes == (uint64_t{16} << 20));  // the launch's own daemon's store
+  CHECK(p.daemon.store_budget_bytes == (uint64_t{64} << 20));
   CHECK(has_problem(plan({"-H", "a", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}).plan,
                     "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
 }

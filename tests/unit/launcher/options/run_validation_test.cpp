@@ -239,13 +239,19 @@ TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or 
         std::vector<std::string>{"--max-restarts: must be >= 0"});
 }
 
-TEST_CASE("flag --store-quota reaches the daemon this agent hosts", "[unit][launcher]") {
+TEST_CASE("flags --store-quota and --store-budget reach the daemon this agent hosts",
+          "[unit][launcher]") {
   CHECK(validate({"t.py"}).daemon.options.store_quota_bytes == uint64_t{1} << 30);
+  CHECK(validate({"t.py"}).daemon.options.store_budget_bytes == uint64_t{4} << 30);
   CHECK(validate({"--store-quota", "64K", "t.py"}).daemon.options.store_quota_bytes == 65536);
-  for (const char* bad : {"0", "1T", "-1", "lots", ""}) {
-    INFO(bad);
-    CHECK(mentions(validate({"--store-quota", bad, "t.py"}).problems,
-                   "--store-quota: expected a positive number of bytes"));
+  CHECK(validate({"--store-budget", "2G", "t.py"}).daemon.options.store_budget_bytes == uint64_t{2}
+                                                                                            << 30);
+  for (const char* flag : {"--store-quota", "--store-budget"}) {
+    for (const char* bad : {"0", "1T", "-1", "lots", ""}) {
+      INFO(flag << " " << bad);
+      CHECK(mentions(validate({flag, bad, "t.py"}).problems,
+                     std::string(flag) + ": expected a positive number of bytes"));
+    }
   }
 }
 

@@ -1,0 +1,18 @@
+#include "store/store_budget.hpp"
+
+namespace cohort {
+
+bool StoreBudget::try_take(uint64_t bytes) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (used > limit_ || bytes > limit_ - used) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+uint64_t StoreBudget::room() const {
+  uint64_t used = this->used();
+  return used >= limit_ ? 0 : limit_ - used;
+}
+
+}  // namespace cohort

@@ -1,0 +1,139 @@
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store.hpp"
+#include "store/store_budget.hpp"
+
+using namespace cohort;
+
+namespace {
+
+constexpr uint64_t kOverhead = kStoreEntryOverheadBytes;
+
+// One store of a process: applies requests, keeps the last outcome.
+struct SharingStore {
+  SharingStore(uint64_t quota, std::shared_ptr<StoreBudget> budget)
+      : store(limits(quota), std::move(budget)) {}
+
+  static StoreLimits limits(uint64_t quota) {
+    StoreLimits limits;
+    limits.quota_bytes = quota;
+    return limits;
+  }
+  /// Applies `op` with one key and `values`; true when the store took it (the connection stays).
+  bool apply(StoreOp op, std::string key, std::vector<std::string> values = {}) {
+    StoreRequest request{op, {std::move(key)}, std::move(values), 0};
+    replies.clear();
+    outcome = store.apply(1, request, replies);
+    return !outcome.close_connection;
+  }
+  bool set(std::string key, size_t size) {
+    return apply(StoreOp::Set, std::move(key), {std::string(size, 'v')});
+  }
+
+  Store store;
+  StoreReplies replies;
+  StoreOutcome outcome;
+};
+
+}  // namespace
+
+TEST_CASE("store budget: takes what fits and gives it back", "[unit][store]") {
+  StoreBudget budget(1000);
+  CHECK(budget.try_take(600));
+  CHECK_FALSE(budget.try_take(401));
+  CHECK(budget.used() == 600);
+  CHECK(budget.room() == 400);
+  CHECK(budget.try_take(400));
+  CHECK(budget.room() == 0);
+  CHECK_FALSE(budget.try_take(1));
+  budget.take(50);  // replies already made: taken past the limit
+  CHECK(budget.used() == 1050);
+  CHECK(budget.room() == 0);
+  CHECK_FALSE(budget.try_take(1));
+  budget.give_back(1050);
+  CHECK(budget.used() == 0);
+  CHECK(budget.room() == 1000);
+}
+
+TEST_CASE("store budget: threads taking and giving back at once never pass it", "[unit][store]") {
+  StoreBudget budget(4000);
+  std::atomic<bool> past_limit{false};
+  std::atomic<int> taken{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20000; ++i) {
+        if (!budget.try_take(1500)) continue;
+        ++taken;
+        if (budget.used() > 4000) past_limit = true;  // (Catch's CHECK is for one thread)
+        budget.give_back(1500);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK_FALSE(past_limit);
+  CHECK(taken > 0);
+  CHECK(budget.used() == 0);
+}
+
+TEST_CASE("store: stores sharing a budget stop at it, and one destroyed gives its share back",
+          "[unit][store]") {
+  auto budget = std::make_shared<StoreBudget>(10000);
+  SharingStore first(8000, budget);
+  auto second = std::make_unique<SharingStore>(8000, budget);
+  CHECK(first.set("/a", 4000));
+  CHECK(second->set("/b", 4000));
+  CHECK(budget->used() == 2 * (2 + 4000 + kOverhead));
+  // Each store is well under its quota of 8000; together they are near the budget.
+  CHECK_FALSE(first.set("/c", 1800));
+  CHECK(first.outcome.reason.find("SET would take the worker stores past their budget of 10000 "
+                                  "bytes (--store-budget)") != std::string::npos);
+  CHECK_FALSE(first.store.value("/c"));
+  CHECK(first.store.used_bytes() == 2 + 4000 + kOverhead);
+  CHECK_FALSE(first.apply(StoreOp::Append, "/a", {std::string(1800, 'a')}));
+  CHECK_FALSE(first.apply(StoreOp::QueuePush, "/q", {std::string(1800, 'q')}));
+  CHECK(first.set("/small", 10));  // what still fits goes through
+  CHECK(first.set("/a", 10));      // a shrinking overwrite gives bytes back at once
+  CHECK(budget->used() == (2 + 10 + kOverhead) + (6 + 10 + kOverhead) + (2 + 4000 + kOverhead));
+  CHECK(first.set("/c", 3000));
+
+  second.reset();  // its run ended: all it held goes back
+  CHECK(budget->used() == first.store.used_bytes());
+  CHECK(first.set("/d", 3000));
+  CHECK_FALSE(first.set("/e", 3000));  // now the store's own quota refuses
+  CHECK(first.outcome.reason.find("past its quota of 8000") != std::string::npos);
+}
+
+TEST_CASE("store: bytes held for requests and large replies count against the shared budget",
+          "[unit][store]") {
+  const uint64_t big = 2 * kStoreUnchargedReplyBytes;  // a GET reply its session would hold
+  auto budget = std::make_shared<StoreBudget>(3 * big);
+  SharingStore owner(8 * big, budget);
+  SharingStore other(8 * big, budget);
+  REQUIRE(owner.set("/v", big));
+  // Bytes a request still arriving declares are taken from the budget, and given back.
+  CHECK(other.store.charge_held(big).empty());
+  CHECK(budget->used() == owner.store.used_bytes() + big);
+  std::string refused = other.store.charge_held(big);
+  CHECK(refused.find("past their budget of") != std::string::npos);
+  CHECK(other.store.held_bytes() == big);
+  other.store.release_held(big);
+  CHECK(budget->used() == owner.store.used_bytes());
+  // Replies made and not read are held; a large GET that does not fit in the room is refused.
+  owner.store.hold(big);
+  other.store.hold(big - 1000);
+  CHECK(budget->used() == owner.store.used_bytes() + 2 * big - 1000);
+  CHECK_FALSE(owner.apply(StoreOp::Get, "/v"));
+  CHECK(owner.outcome.reason.find("GET reply of " + std::to_string(8 + big) +
+                                  " bytes would take the worker stores past their budget") !=
+        std::string::npos);
+  owner.store.release_held(big);  // its client read them: room for the GET again
+  CHECK(owner.apply(StoreOp::Get, "/v"));
+  other.store.release_held(big - 1000);
+  CHECK(budget->used() == owner.store.used_bytes());
+}
