@@ -102,7 +102,8 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
     : io_(io),
       clock_(clock),
       options_(std::move(options)),
-      store_budget_(std::make_shared<StoreBudget>(options_.store_budget_bytes)),
+      store_budget_(std::make_shared<ByteBudget>(options_.store_budget_bytes)),
+      dump_budget_(std::make_shared<ByteBudget>(rdzv::kMaxAllGatheredDumpBytes)),
       door_(
           io, clock, options_.connection_limits, options_.hello_timeout,
           [this](boost::asio::ip::tcp::socket socket) { return make_session(std::move(socket)); }),
@@ -332,7 +333,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     return session.close_after(proto::Error{"bad hello: " + problem}, "bad hello");
   }
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
-  auto [found, created] = runs_.try_emplace(hello.run_id);
+  auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);
   Run& run = found->second;
   if (created) {
     run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "common/byte_budget.hpp"
 #include "common/clock.hpp"
 #include "common/connection_gate.hpp"
 #include "common/event_log.hpp"
@@ -26,7 +27,6 @@
 #include "rendezvous/dump_gathering.hpp"
 #include "rendezvous/event_history.hpp"
 #include "rendezvous/run_state.hpp"
-#include "store/store_budget.hpp"
 #include "store/store_server.hpp"
 
 namespace cohort {
@@ -42,7 +42,7 @@ struct DaemonOptions {
   /// or the run's token derived from it (proto/auth.hpp). Empty: no authentication.
   std::string token;
   uint64_t store_quota_bytes = kStoreDefaultQuotaBytes;  ///< each round's worker store
-  /// What all the daemon's worker stores may hold together (StoreBudget).
+  /// What all the daemon's worker stores may hold together (ByteBudget).
   uint64_t store_budget_bytes = kStoreDefaultBudgetBytes;
   /// How long a new connection has for its hello or status request before it is closed.
   std::chrono::milliseconds hello_timeout{10000};
@@ -98,7 +98,7 @@ class RendezvousDaemon {
   const EventHistory& history() const { return history_; }
   /// What the rounds' worker stores hold together, for a store its host serves beside them
   /// (`cohortd --tcpstore-port`) to share.
-  const std::shared_ptr<StoreBudget>& store_budget() const { return store_budget_; }
+  const std::shared_ptr<ByteBudget>& store_budget() const { return store_budget_; }
 
  private:
   /// How stale a waiting node's view of the round (joined/min/max) may get while others join.
@@ -109,6 +109,9 @@ class RendezvousDaemon {
   static constexpr std::chrono::milliseconds kMaxDumpWait{600000};
 
   struct Run {
+    explicit Run(std::shared_ptr<ByteBudget> all_dumps)
+        : dumps(rdzv::kMaxGatheredDumpBytes, std::move(all_dumps)) {}
+
     std::unique_ptr<rdzv::RunState> state;
     std::unique_ptr<StoreServer> store;
     std::map<std::string, std::shared_ptr<ControlSession>> sessions;  ///< by node id
@@ -193,7 +196,9 @@ class RendezvousDaemon {
   boost::asio::io_context& io_;
   Clock& clock_;
   DaemonOptions options_;
-  std::shared_ptr<StoreBudget> store_budget_;  ///< every round's store takes from it
+  std::shared_ptr<ByteBudget> store_budget_;  ///< every round's store takes from it
+  /// Every run's gathered flight-recorder dumps take from it (rdzv::kMaxAllGatheredDumpBytes).
+  std::shared_ptr<ByteBudget> dump_budget_;
   ControlDoor door_;
   std::unique_ptr<Timer> timer_;
   std::optional<rdzv::TimePoint> timer_armed_for_;  ///< the deadline timer_ waits for

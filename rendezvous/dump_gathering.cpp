@@ -62,16 +62,35 @@ void DumpGathering::store_dump(int rank, const std::string& host,
   auto earlier = dumps_.find(rank);
   size_t freed = earlier == dumps_.end() ? 0 : reduced_dump_bytes(earlier->second.collectives);
   size_t bytes = reduced_dump_bytes(collectives);
-  if (dump_bytes_ - freed + bytes > max_dump_bytes_) {
+  if (!make_room(dump_bytes_, dump_bytes_ - freed + bytes)) {
     if (earlier == dumps_.end()) {
-      without_dump_[rank] =
-          RankWithoutDump{host, cat("dropped: the round's dumps hold ", dump_bytes_, " bytes")};
+      without_dump_[rank] = RankWithoutDump{
+          host,
+          dump_bytes_ - freed + bytes > max_dump_bytes_
+              ? cat("dropped: the round's dumps hold ", dump_bytes_, " bytes")
+              : cat("dropped: the daemon's gathered dumps hold ", all_dumps_->used(), " bytes")};
     }
     return;
   }
   dump_bytes_ = dump_bytes_ - freed + bytes;
   dumps_[rank] = RankDumpRecords{host, collectives};
   without_dump_.erase(rank);
+}
+
+bool DumpGathering::make_room(size_t before, size_t after) {
+  if (after > max_dump_bytes_) return false;
+  if (!all_dumps_) return true;
+  if (after < before) {
+    all_dumps_->give_back(before - after);
+    return true;
+  }
+  return all_dumps_->try_take(after - before);
+}
+
+void DumpGathering::drop_dumps() {
+  dumps_.clear();
+  if (all_dumps_) all_dumps_->give_back(dump_bytes_);
+  dump_bytes_ = 0;
 }
 
 bool DumpGathering::complete() const {
@@ -108,9 +127,8 @@ HangVerdict DumpGathering::finish() {
   }
   verdict_ = std::make_pair(*round_, verdict);
   round_.reset();
-  dumps_.clear();  // the verdict is what stays
+  drop_dumps();  // the verdict is what stays
   without_dump_.clear();
-  dump_bytes_ = 0;
   return verdict;
 }
 
@@ -147,8 +165,7 @@ void DumpGathering::reset() {
   round_.reset();
   members_.clear();
   answered_.clear();
-  dumps_.clear();
-  dump_bytes_ = 0;
+  drop_dumps();
   without_dump_.clear();
   held_.reset();
   verdict_.reset();

@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/byte_budget.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/collective_attribution.hpp"
 #include "rendezvous/rendezvous_types.hpp"
@@ -39,11 +41,20 @@ struct HangVerdict {
 /// rank's dump counts as missing, so that members reporting the largest dumps the protocol allows
 /// (tens of kilobytes a rank, thousands of ranks a node) cannot hold gigabytes.
 constexpr size_t kMaxGatheredDumpBytes = size_t{256} << 20;
+/// What all of a daemon's gatherings keep together (a ByteBudget they share): without it, a
+/// client that starts runs and declares a hang in each would hold kMaxGatheredDumpBytes per run.
+constexpr size_t kMaxAllGatheredDumpBytes = size_t{512} << 20;
 
 class DumpGathering {
  public:
-  explicit DumpGathering(size_t max_dump_bytes = kMaxGatheredDumpBytes)
-      : max_dump_bytes_(max_dump_bytes) {}
+  /// `all_dumps`, when given, is shared with the daemon's other runs' gatherings: a rank's dump
+  /// is kept only if it fits both in `max_dump_bytes` and in what is left of it.
+  explicit DumpGathering(size_t max_dump_bytes = kMaxGatheredDumpBytes,
+                         std::shared_ptr<ByteBudget> all_dumps = nullptr)
+      : max_dump_bytes_(max_dump_bytes), all_dumps_(std::move(all_dumps)) {}
+  ~DumpGathering() { drop_dumps(); }
+  DumpGathering(const DumpGathering&) = delete;
+  DumpGathering& operator=(const DumpGathering&) = delete;
 
   /// A hang was declared in `round`: expect a report from each member until `deadline`. A
   /// gathering already under way for that round goes on.
@@ -73,6 +84,10 @@ class DumpGathering {
 
  private:
   void store_dump(int rank, const std::string& host, const proto::RankCollectives& collectives);
+  /// Whether dumps_ may grow from `before` bytes to `after` (taking the growth from all_dumps_).
+  bool make_room(size_t before, size_t after);
+  /// Forgets the dumps and gives their bytes back.
+  void drop_dumps();
   std::vector<std::string> nodes_running(const std::vector<int>& ranks) const;
 
   std::optional<int> round_;
@@ -81,7 +96,8 @@ class DumpGathering {
   std::set<std::string> answered_;  ///< members that sent a report
   std::map<int, RankDumpRecords> dumps_;
   size_t max_dump_bytes_;
-  size_t dump_bytes_ = 0;  ///< what dumps_ holds, about
+  std::shared_ptr<ByteBudget> all_dumps_;  ///< nullptr: only max_dump_bytes_ bounds them
+  size_t dump_bytes_ = 0;                  ///< what dumps_ holds, about (taken from all_dumps_)
   std::map<int, RankWithoutDump> without_dump_;
   std::optional<std::pair<std::string, FailureReport>> held_;
   std::optional<std::pair<int, HangVerdict>> verdict_;  ///< the last finished round's

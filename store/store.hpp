@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/store_budget.hpp"
+#include "common/byte_budget.hpp"
 #include "store/store_replies.hpp"
 #include "store/tcpstore_limits.hpp"
 #include "store/tcpstore_request.hpp"
@@ -32,7 +32,7 @@ class Store {
  public:
   /// `budget`, when given, is shared with the process's other stores: this one takes its growth
   /// from it as well as from its own quota, and gives back all it took when destroyed.
-  explicit Store(StoreLimits limits = {}, std::shared_ptr<StoreBudget> budget = nullptr)
+  explicit Store(StoreLimits limits = {}, std::shared_ptr<ByteBudget> budget = nullptr)
       : limits_(limits), budget_(std::move(budget)) {}
   ~Store();
   Store(const Store&) = delete;
@@ -136,8 +136,8 @@ class Store {
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
   uint64_t held_bytes_ = 0;  ///< charged by requests still arriving and replies not yet read
-  std::shared_ptr<StoreBudget> budget_;  ///< nullptr: only the quota bounds this store
-  uint64_t budget_taken_ = 0;            ///< what this store holds of budget_
+  std::shared_ptr<ByteBudget> budget_;  ///< nullptr: only the quota bounds this store
+  uint64_t budget_taken_ = 0;           ///< what this store holds of budget_
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

@@ -24,7 +24,7 @@ namespace cohort {
 
 class IoPool;
 class Store;
-class StoreBudget;
+class ByteBudget;
 class StoreService;
 
 struct StoreServerOptions {
@@ -45,7 +45,7 @@ struct StoreServerOptions {
   /// Store is behind a lock. The pool must outlive the server.
   IoPool* io_pool = nullptr;
   /// Shared with the host's other stores: what they may hold together. nullptr: only the quota.
-  std::shared_ptr<StoreBudget> budget;
+  std::shared_ptr<ByteBudget> budget;
 };
 
 class StoreServer {

@@ -19,7 +19,7 @@ inline constexpr uint64_t kStoreMaxRequestBytes = 256 * 1024 * 1024;
 inline constexpr uint64_t kStoreMaxReplyBytes = 256 * 1024 * 1024;
 /// Default quota of one store (one run's round): keys, values and queue items, see StoreLimits.
 inline constexpr uint64_t kStoreDefaultQuotaBytes = uint64_t{1} << 30;
-/// Default budget of all the stores of one process together (StoreBudget, `--store-budget`): a
+/// Default budget of all the stores of one process together (ByteBudget, `--store-budget`): a
 /// client that can start runs would otherwise hold a quota per run.
 inline constexpr uint64_t kStoreDefaultBudgetBytes = uint64_t{4} << 30;
 /// What a request still arriving may declare before its declared bytes count against the quota

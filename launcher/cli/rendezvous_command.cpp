@@ -237,7 +237,7 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
 // --tcpstore-port: one plain, long-lived store. Its allowed peers stay unset: it serves whoever
 // can reach the port, as torchrun's own would (there is no round whose nodes could be named).
 int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
-                      const DaemonOptions& options, std::shared_ptr<StoreBudget> budget,
+                      const DaemonOptions& options, std::shared_ptr<ByteBudget> budget,
                       std::unique_ptr<StoreServer>& tcpstore) {
   StoreServerOptions store_options;
   store_options.io_pool = options.store_pool;

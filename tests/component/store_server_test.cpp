@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "common/byte_budget.hpp"
 #include "common/io_pool.hpp"
 #include "common/text.hpp"
 #include "common/uring_loop.hpp"
 #include "store/store.hpp"
-#include "store/store_budget.hpp"
 #include "store/store_server.hpp"
 #include "store/store_service.hpp"
 #include "store/tcpstore_codec.hpp"
@@ -997,7 +997,7 @@ TEST_CASE("store server: replies left unread count against the quota until sent 
 
 TEST_CASE("store server: stores on their own threads share one budget and give it back at the end",
           "[component][store]") {
-  auto budget = std::make_shared<StoreBudget>(24 * kMiB);
+  auto budget = std::make_shared<ByteBudget>(24 * kMiB);
   StoreServerOptions options;
   options.limits.quota_bytes = 16 * kMiB;
   options.budget = budget;

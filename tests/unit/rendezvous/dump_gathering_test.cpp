@@ -5,6 +5,7 @@
 #include "rendezvous/dump_gathering.hpp"
 
 #include <catch2/catch.hpp>
+#include <memory>
 
 using namespace cohort;
 using namespace cohort::rdzv;
@@ -151,4 +152,42 @@ TEST_CASE(
   HangVerdict full = probe.finish();
   CHECK(full.attribution.without_dump.empty());
   CHECK(full.culprit_nodes == std::vector<std::string>{"b"});
+}
+
+TEST_CASE(
+    "dump gathering: runs' gatherings share the daemon's budget, and give it back at the "
+    "verdict or when gone",
+    "[unit][rendezvous][hang]") {
+  DumpGathering probe;  // what one rank's dump costs
+  probe.start(3, two_nodes(), TimePoint{});
+  probe.reported("a", {3, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 10)}});
+  const size_t one = probe.dump_bytes() / 2;
+  auto all = std::make_shared<ByteBudget>(3 * one);  // three ranks' dumps, all runs together
+  DumpGathering first(kMaxGatheredDumpBytes, all);
+  auto second = std::make_unique<DumpGathering>(kMaxGatheredDumpBytes, all);
+  first.start(3, two_nodes(), TimePoint{});
+  second->start(3, two_nodes(), TimePoint{});
+  first.reported("a", {3, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 10)}});
+  second->reported("a", {3, "node-a", {rank_at(0, 9, 10), rank_at(1, 9, 10)}});
+  CHECK(all->used() == 3 * one);  // the second run's rank 1 did not fit
+  CHECK(second->dump_bytes() == one);
+  second->reported("b", {3, "node-b", {rank_at(2, 9, 10), rank_at(3, 9, 9)}});
+  HangVerdict verdict = second->finish();
+  CHECK(verdict.attribution.without_dump == std::vector<int>{1, 2, 3});
+  INFO(verdict.text);
+  CHECK(verdict.text.find("no dump from ranks 1-3") != std::string::npos);
+  CHECK(all->used() == 2 * one);  // the verdict is in: its dumps went back
+  first.reported("b", {3, "node-b", {rank_at(2, 9, 10), rank_at(3, 9, 9)}});
+  CHECK(all->used() == 3 * one);  // rank 2's fits now; rank 3's does not
+  second.reset();
+  first.reset();
+  CHECK(all->used() == 0);
+  DumpGathering{kMaxGatheredDumpBytes, all}.start(3, two_nodes(), TimePoint{});
+  {
+    DumpGathering gone(kMaxGatheredDumpBytes, all);  // a run forgotten mid-gathering
+    gone.start(3, two_nodes(), TimePoint{});
+    gone.reported("a", {3, "node-a", {rank_at(0, 9, 10)}});
+    CHECK(all->used() == one);
+  }
+  CHECK(all->used() == 0);
 }

@@ -1,12 +1,12 @@
-#include <atomic>
+// The worker stores' use of a shared ByteBudget (--store-budget): growth, bytes held for
+// requests and large replies taken from it, and given back.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/byte_budget.hpp"
 #include "store/store.hpp"
-#include "store/store_budget.hpp"
 
 using namespace cohort;
 
@@ -16,7 +16,7 @@ constexpr uint64_t kOverhead = kStoreEntryOverheadBytes;
 
 // One store of a process: applies requests, keeps the last outcome.
 struct SharingStore {
-  SharingStore(uint64_t quota, std::shared_ptr<StoreBudget> budget)
+  SharingStore(uint64_t quota, std::shared_ptr<ByteBudget> budget)
       : store(limits(quota), std::move(budget)) {}
 
   static StoreLimits limits(uint64_t quota) {
@@ -42,48 +42,9 @@ struct SharingStore {
 
 }  // namespace
 
-TEST_CASE("store budget: takes what fits and gives it back", "[unit][store]") {
-  StoreBudget budget(1000);
-  CHECK(budget.try_take(600));
-  CHECK_FALSE(budget.try_take(401));
-  CHECK(budget.used() == 600);
-  CHECK(budget.room() == 400);
-  CHECK(budget.try_take(400));
-  CHECK(budget.room() == 0);
-  CHECK_FALSE(budget.try_take(1));
-  budget.take(50);  // replies already made: taken past the limit
-  CHECK(budget.used() == 1050);
-  CHECK(budget.room() == 0);
-  CHECK_FALSE(budget.try_take(1));
-  budget.give_back(1050);
-  CHECK(budget.used() == 0);
-  CHECK(budget.room() == 1000);
-}
-
-TEST_CASE("store budget: threads taking and giving back at once never pass it", "[unit][store]") {
-  StoreBudget budget(4000);
-  std::atomic<bool> past_limit{false};
-  std::atomic<int> taken{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < 20000; ++i) {
-        if (!budget.try_take(1500)) continue;
-        ++taken;
-        if (budget.used() > 4000) past_limit = true;  // (Catch's CHECK is for one thread)
-        budget.give_back(1500);
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  CHECK_FALSE(past_limit);
-  CHECK(taken > 0);
-  CHECK(budget.used() == 0);
-}
-
 TEST_CASE("store: stores sharing a budget stop at it, and one destroyed gives its share back",
           "[unit][store]") {
-  auto budget = std::make_shared<StoreBudget>(10000);
+  auto budget = std::make_shared<ByteBudget>(10000);
   SharingStore first(8000, budget);
   auto second = std::make_unique<SharingStore>(8000, budget);
   CHECK(first.set("/a", 4000));
@@ -112,7 +73,7 @@ TEST_CASE("store: stores sharing a budget stop at it, and one destroyed gives it
 TEST_CASE("store: bytes held for requests and large replies count against the shared budget",
           "[unit][store]") {
   const uint64_t big = 2 * kStoreUnchargedReplyBytes;  // a GET reply its session would hold
-  auto budget = std::make_shared<StoreBudget>(3 * big);
+  auto budget = std::make_shared<ByteBudget>(3 * big);
   SharingStore owner(8 * big, budget);
   SharingStore other(8 * big, budget);
   REQUIRE(owner.set("/v", big));

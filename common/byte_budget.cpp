@@ -1,8 +1,8 @@
-#include "store/store_budget.hpp"
+#include "common/byte_budget.hpp"
 
 namespace cohort {
 
-bool StoreBudget::try_take(uint64_t bytes) {
+bool ByteBudget::try_take(uint64_t bytes) {
   uint64_t used = used_.load(std::memory_order_relaxed);
   do {
     if (used > limit_ || bytes > limit_ - used) return false;
@@ -10,7 +10,7 @@ bool StoreBudget::try_take(uint64_t bytes) {
   return true;
 }
 
-uint64_t StoreBudget::room() const {
+uint64_t ByteBudget::room() const {
   uint64_t used = this->used();
   return used >= limit_ ? 0 : limit_ - used;
 }
