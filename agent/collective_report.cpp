@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/untrusted_file.hpp"
 #include "observe/collective_progress.hpp"
 
 namespace cohort {
@@ -31,17 +32,17 @@ proto::RankCollectivesReport read_rank(int rank, const FlightRecorderDump* dump,
     report.error = "dump of " + std::to_string(*dump->bytes) + " bytes, over the limit";
     return report;
   }
-  std::ifstream in(dump->path, std::ios::binary);
-  std::string bytes;
-  if (in) {
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-    if (bytes.size() > kMaxDumpFileBytes) bytes.clear();
-  }
-  if (!in && bytes.empty()) {
-    report.error = "the dump could not be read";
+  // The worker may have put anything there since it was seen (a FIFO would block the agent).
+  UntrustedRead file = read_untrusted_file(dump->path, kMaxDumpFileBytes + 1);
+  if (!file.ok) {
+    report.error = "the dump could not be read: " + file.error;
     return report;
   }
-  observe::RankCollectivesResult read = observe::read_collective_progress(bytes);
+  if (file.bytes.size() > kMaxDumpFileBytes) {
+    report.error = "dump of " + std::to_string(file.file_bytes) + " bytes, over the limit";
+    return report;
+  }
+  observe::RankCollectivesResult read = observe::read_collective_progress(file.bytes);
   if (!read.value) {
     report.error = dump->complete ? ("not a flight-recorder dump: " + read.error).substr(0, 256)
                                   : "no whole dump within " + dump_wait_seconds(waited) + " s";

@@ -5,21 +5,19 @@
 #include <sstream>
 
 #include "common/text.hpp"
+#include "common/untrusted_file.hpp"
 #include "proto/untrusted_json.hpp"
 
 namespace cohort {
 namespace {
 
-// A worker writes the file, so it may be anything: at most its first MiB is read, and nesting
-// is limited while parsing.
+// A worker writes the file, so it may be anything: only a regular file is read, at most its
+// first MiB, and nesting is limited while parsing.
 std::optional<nlohmann::json> read_json(const std::string& path) {
-  constexpr std::streamsize kMaxErrorFileBytes = 1 << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string text(kMaxErrorFileBytes, '\0');
-  in.read(text.data(), kMaxErrorFileBytes);
-  text.resize(static_cast<size_t>(in.gcount()));
-  nlohmann::json parsed = proto::parse_untrusted_json(text);
+  constexpr size_t kMaxErrorFileBytes = 1 << 20;
+  UntrustedRead file = read_untrusted_file(path, kMaxErrorFileBytes);  // a FIFO: not read
+  if (!file.ok) return std::nullopt;
+  nlohmann::json parsed = proto::parse_untrusted_json(file.bytes);
   if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
   return parsed;
 }

@@ -16,6 +16,8 @@
 #include "agent/hang_report.hpp"
 #include "agent/heartbeat_channel.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
+#include "common/untrusted_file.hpp"
 
 namespace cohort {
 
@@ -42,6 +44,8 @@ constexpr std::chrono::seconds kDrainTimeout{2};
 /// How long a hung worker has, after SIGABRT, to print its stacks and die before SIGKILL.
 constexpr std::chrono::seconds kAbortWait{5};
 constexpr const char* kHeartbeatVariable = "COHORT_HEARTBEAT_FD";
+/// The most of eu-stack's output read back for a hang's innermost frames.
+constexpr size_t kMaxStacksBytes = 16 << 20;
 
 void set_variable(std::vector<std::string>& env, const std::string& name,
                   const std::string& value) {
@@ -50,20 +54,26 @@ void set_variable(std::vector<std::string>& env, const std::string& name,
   env.push_back(prefix + value);
 }
 
+/// How much of the end of a worker's stderr.log its failure's tail is read from, and how long a
+/// line of it may be.
+constexpr size_t kStderrTailBytes = 64 * 1024;
+constexpr size_t kTailLineBytes = 1024;
+
+// The last `count` lines of a worker's stderr.log, each cut to kTailLineBytes. The worker may have
+// made it anything (a sparse terabyte, a FIFO, /dev/zero): only its last kStderrTailBytes of a
+// regular file are read, and a line cut by that start is dropped unless it is all there is.
 std::vector<std::string> read_last_lines(const std::string& path, size_t count) {
-  std::ifstream in(path);
-  std::deque<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    lines.push_back(line.substr(0, 1024));
-    if (lines.size() > count) lines.pop_front();
-  }
-  return {lines.begin(), lines.end()};
+  UntrustedRead tail = read_untrusted_file_tail(path, kStderrTailBytes);
+  if (!tail.ok) return {};
+  std::vector<std::string> lines = split(tail.bytes, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the last line's newline
+  if (tail.file_bytes > tail.bytes.size() && lines.size() > 1) lines.erase(lines.begin());
+  if (lines.size() > count) lines.erase(lines.begin(), lines.end() - static_cast<long>(count));
+  for (auto& line : lines) line.resize(std::min(line.size(), kTailLineBytes));
+  return lines;
 }
 
-int open_log_file(const std::string& path) {
-  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-}
+int open_log_file(const std::string& path) { return open_untrusted_for_writing(path, O_APPEND); }
 
 }  // namespace
 
@@ -388,7 +398,7 @@ void WorkerGroup::take_stacks(Worker& worker) {
 // kAbortWait, should it take longer). False when it cannot be run.
 bool WorkerGroup::take_native_stacks(Worker& worker) {
   if (worker.plan.stack_tool.empty() || worker.plan.hang_file.empty()) return false;
-  int fd = ::open(worker.plan.hang_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open_untrusted_for_writing(worker.plan.hang_file, O_TRUNC);
   if (fd < 0) return false;
   SpawnRequest request;
   request.executable = worker.plan.stack_tool;
@@ -427,10 +437,9 @@ void WorkerGroup::save_stacks(const Worker& worker, WorkerFailure& failure) cons
   const auto& err = worker.child.pump(SpawnedChild::Stream::Err);
   std::string printed = err ? err->captured() : std::string();
   if (worker.native_stacks) {  // eu-stack's, in the file already; then what the worker printed
-    std::ifstream in(worker.plan.hang_file);
-    std::string stacks((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    hang.frames = innermost_frames(stacks);
-    std::ofstream(worker.plan.hang_file, std::ios::app) << printed;
+    hang.frames =
+        innermost_frames(read_untrusted_file(worker.plan.hang_file, kMaxStacksBytes).bytes);
+    write_untrusted_file(worker.plan.hang_file, printed, O_APPEND);
     hang.stacks_file = worker.plan.hang_file;
     return;
   }
@@ -443,9 +452,9 @@ void WorkerGroup::save_stacks(const Worker& worker, WorkerFailure& failure) cons
     return;
   }
   if (worker.plan.hang_file.empty()) return;
-  std::ofstream out(worker.plan.hang_file);
-  out << printed;
-  if (out.good()) hang.stacks_file = worker.plan.hang_file;
+  if (write_untrusted_file(worker.plan.hang_file, printed, O_TRUNC)) {
+    hang.stacks_file = worker.plan.hang_file;
+  }
 }
 
 void WorkerGroup::forward_signal(int signal) {

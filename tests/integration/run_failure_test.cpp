@@ -102,6 +102,45 @@ TEST_CASE("the summary ends with the failing worker's last stderr lines",
   CHECK(scratch.nothing_left());
 }
 
+TEST_CASE("files a failed worker swapped for a FIFO or a sparse giant do not stall cohort",
+          "[integration][run][failure]") {
+  Scratch scratch;
+  // A FIFO with no writer blocks a plain open for reading: cohort used to wait forever for the
+  // error file, and for stderr.log under --redirects, before it printed the summary.
+  SECTION("the error file is a FIFO") {
+    RunResult result =
+        scratch.run({"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                     "mkfifo \"$TORCHELASTIC_ERROR_FILE\"; echo the worker said >&2; exit 3"},
+                    {}, 30s);
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 3);
+    CHECK(contains(failure_summary(result.err), "the worker said"));
+  }
+  SECTION("stderr.log is a FIFO") {
+    RunResult result = scratch.run(
+        {"--nproc-per-node", "1", "--redirects", "2", "--log-dir", scratch.file("logs"),
+         "--no-python", "/bin/sh", "-c",
+         "echo lost >&2; f=$(readlink /proc/self/fd/2); rm \"$f\"; mkfifo \"$f\"; exit 4"},
+        {}, 30s);
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 4);
+    CHECK(contains(failure_summary(result.err), "exitcode  : 4"));
+  }
+  SECTION("stderr.log is a sparse terabyte") {  // only its end is read
+    RunResult result =
+        scratch.run({"--nproc-per-node", "1", "--redirects", "2", "--log-dir", scratch.file("logs"),
+                     "--no-python", "/bin/sh", "-c",
+                     "truncate -s 1T /proc/self/fd/2; printf '\\nthe last words\\n' >&2; exit 4"},
+                    {}, 30s);
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 4);
+    std::string summary = failure_summary(result.err);
+    CHECK(contains(summary, "    the last words\n"));
+    CHECK_FALSE(contains(summary, "\\x00"));  // the hole's start, cut off
+  }
+  CHECK(scratch.nothing_left());
+}
+
 namespace {
 
 // A worker wrapper that dumps the env of every attempt to its own file,
