@@ -380,7 +380,14 @@ void Agent::on_message(proto::ControlMessage message) {
         if constexpr (std::is_same_v<T, proto::Waiting>)
           perform(state_.waiting(typed, std::chrono::steady_clock::now()));
         else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
-          perform(state_.round_assigned(typed));
+          perform(
+              fits_world(typed)
+                  ? state_.round_assigned(typed)
+                  : state_.connection_lost(
+                        ConnectionLoss::Untrusted,
+                        cat("protocol error: the rendezvous gave this node ranks ", typed.base_rank,
+                            " to ", int64_t{typed.base_rank} + config_.nproc - 1,
+                            ", past its world size of ", typed.world_size)));
         else if constexpr (std::is_same_v<T, proto::Restart>) {
           event(agent_events::workers_stopped(event_source(), state_.round(), typed.reason));
           perform(state_.restart(typed.reason));
@@ -405,6 +412,11 @@ void Agent::on_message(proto::ControlMessage message) {
         }
       },
       message);
+}
+
+// The decoder checked the round's own bounds; this node's ranks must also be inside its world.
+bool Agent::fits_world(const proto::RoundAssigned& round) const {
+  return int64_t{round.base_rank} + config_.nproc <= round.world_size;
 }
 
 void Agent::start_group_after_probe(const proto::RoundAssigned& assigned) {

@@ -101,6 +101,7 @@ class Agent {
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);
+  bool fits_world(const proto::RoundAssigned& round) const;
   void start_group_after_probe(const proto::RoundAssigned& assigned);
   void drop_pending_start();
   void report_bindings(const RoundInfo& round) const;

@@ -180,7 +180,7 @@ proto::WorkerFailed AgentState::failure_report(const WorkerFailure& root,
                              root.status.shell_code(),
                              root.status.describe().substr(0, proto::kMaxFailureTextBytes),
                              settings_.host_name,
-                             summary,
+                             cut_middle(summary, proto::kMaxFailureSummaryBytes),
                              final_reason.substr(0, proto::kMaxFailureTextBytes),
                              failure_cause(root).substr(0, proto::kMaxFailureCauseBytes)};
 }

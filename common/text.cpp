@@ -26,6 +26,17 @@ size_t utf8_sequence(std::string_view text, size_t at) {
   return length;
 }
 
+// U+200E, U+200F, U+202A..U+202E and U+2066..U+2069 as UTF-8: marks and overrides that make a
+// terminal show what follows in another order (a forged line, a file name that reads backwards).
+bool is_bidi_control(std::string_view sequence) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(sequence[i]); };
+  if (byte(0) != 0xe2) return false;
+  if (byte(1) == 0x80) {
+    return byte(2) == 0x8e || byte(2) == 0x8f || (byte(2) >= 0xaa && byte(2) <= 0xae);
+  }
+  return byte(1) == 0x81 && byte(2) >= 0xa6 && byte(2) <= 0xa9;
+}
+
 }  // namespace
 
 std::vector<std::string> split(std::string_view text, char separator) {
@@ -103,6 +114,15 @@ std::string substitute(std::string text, std::string_view name, std::string_view
   return text;
 }
 
+std::string cut_middle(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  std::string mark = "\n[... " + std::to_string(text.size()) + " bytes, cut to fit ...]\n";
+  if (max_bytes <= mark.size()) return std::string(text.substr(0, max_bytes));
+  size_t kept = max_bytes - mark.size();
+  size_t head = kept / 4;
+  return cat(text.substr(0, head), mark, text.substr(text.size() - (kept - head)));
+}
+
 std::string escape_for_terminal(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -115,6 +135,15 @@ std::string escape_for_terminal(std::string_view text) {
       continue;
     }
     size_t length = byte >= 0x80 ? utf8_sequence(text, at) : 0;
+    if (length == 3 && is_bidi_control(text.substr(at, 3))) {
+      out += "\\u20";
+      unsigned low = (static_cast<unsigned char>(text[at + 1]) & 0x3) << 6 |
+                     (static_cast<unsigned char>(text[at + 2]) & 0x3f);
+      out += kHex[low >> 4];
+      out += kHex[low & 0xf];
+      at += 3;
+      continue;
+    }
     bool c1 = byte == 0xc2 && length == 2 && static_cast<unsigned char>(text[at + 1]) < 0xa0;
     if (length > 0 && !c1) {
       out += text.substr(at, length);

@@ -44,7 +44,12 @@ std::string substitute(std::string text, std::string_view name, std::string_view
 /// every byte that a terminal could act on is shown as a visible "\xHH" (ESC as "\x1b", so an
 /// escape sequence prints as inert text): C0 controls except \n and \t (and the \r of "\r\n"),
 /// DEL, C1 controls both as raw bytes and as UTF-8 (U+0080..U+009F, such as U+009B CSI), and
-/// bytes that are not valid UTF-8. Valid UTF-8 and backslashes are kept as they are.
+/// bytes that are not valid UTF-8, and the bidirectional controls that reorder what follows
+/// (U+200E/F, U+202A..U+202E, U+2066..U+2069, shown as "\u202e"). Other valid UTF-8 and
+/// backslashes are kept as they are.
 std::string escape_for_terminal(std::string_view text);
+/// `text` cut to at most `max_bytes` by dropping its middle, marked "[... N bytes cut ...]": the
+/// first quarter and the end stay (a failure summary's root cause is at its end).
+std::string cut_middle(std::string_view text, size_t max_bytes);
 
 }  // namespace cohort

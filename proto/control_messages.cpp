@@ -198,6 +198,28 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Progress, round, hang, hang_timeout_ms, strag
                                    host, ranks)
 
 namespace {
+// The bounds of a round assignment: ranks inside their sizes, sizes that a daemon can make, a
+// master address that is one word of printable characters (it becomes MASTER_ADDR). The agent
+// checks its own ranks against the world size besides (it knows its local world size).
+std::string round_out_of_range(const RoundAssigned& round) {
+  auto in_range = [](int64_t value, int64_t low, int64_t high) {
+    return value >= low && value <= high;
+  };
+  if (!in_range(round.round, 0, kMaxRound)) return "round";
+  if (!in_range(round.group_world_size, 1, kMaxNodes)) return "group_world_size";
+  if (!in_range(round.group_rank, 0, round.group_world_size - 1)) return "group_rank";
+  if (!in_range(round.world_size, 1, int64_t{kMaxNodes} * kMaxLocalWorldSize)) return "world_size";
+  if (!in_range(round.base_rank, 0, round.world_size - 1)) return "base_rank";
+  if (!in_range(round.master_port, 0, 65535)) return "master_port";
+  if (!in_range(round.restarts_used, 0, kMaxRound)) return "restarts_used";
+  if (round.max_restarts < 0) return "max_restarts";
+  if (round.master_addr.size() > kMaxMasterAddrBytes) return "master_addr";
+  for (char c : round.master_addr) {
+    if (c <= ' ' || c >= 0x7f) return "master_addr";
+  }
+  return {};
+}
+
 // The bounds of a progress report (control_messages.hpp); empty when it keeps them.
 std::string progress_out_of_range(const Progress& progress) {
   auto in_range = [](int64_t value, int64_t low, int64_t high) {
@@ -429,6 +451,11 @@ std::string out_of_range(const ControlMessage& message) {
     if (failed->cause.size() > kMaxFailureCauseBytes) return "cause";
     if (failed->description.size() > kMaxFailureTextBytes) return "description";
     if (failed->final_reason.size() > kMaxFailureTextBytes) return "final_reason";
+    if (failed->summary.size() > kMaxFailureSummaryBytes) return "summary";
+  } else if (const auto* round = std::get_if<RoundAssigned>(&message)) {
+    return round_out_of_range(*round);
+  } else if (const auto* stop = std::get_if<Stop>(&message)) {
+    if (!in_range(stop->exit_status, 0, 255)) return "exit_status";
   } else if (const auto* succeeded = std::get_if<NodeSucceeded>(&message)) {
     if (!in_range(succeeded->round, 0, kMaxRound)) return "round";
   } else if (const auto* progress = std::get_if<Progress>(&message)) {

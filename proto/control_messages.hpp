@@ -59,6 +59,12 @@ constexpr size_t kMaxFailureCauseBytes = 1024;
 /// agent and refused past it by the daemon: they become restart and stop reasons, which every
 /// status reply and event of the run carries.
 constexpr size_t kMaxFailureTextBytes = 1024;
+/// A failure's summary (every failed worker's entry, error file and stderr tail) is cut to this
+/// size by the agent (the middle goes) and refused past it by the daemon: as JSON it may take six
+/// times that (every byte a \u escape), which must still fit in a frame.
+constexpr size_t kMaxFailureSummaryBytes = 128 * 1024;
+/// A round's master_addr: a host name or an IP literal, no spaces or control characters.
+constexpr size_t kMaxMasterAddrBytes = 255;
 /// In a hello: how this node's workers ended in `round`, reported but not yet answered (the
 /// daemon may have died before it read the report). The daemon's next word about the run is the
 /// acknowledgment.

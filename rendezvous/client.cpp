@@ -126,6 +126,9 @@ void RendezvousClient::on_session_message(proto::ControlMessage message) {
                   "protocol error: a second challenge from the rendezvous");
     return answer_challenge(*challenge);
   }
+  if (auto* error = std::get_if<proto::Error>(&message); error && !welcomed_) {
+    error->rejoin = false;  // unproven: it may end this agent's attempt, never steer its workers
+  }
   if (!welcomed_ && !std::holds_alternative<proto::Error>(message)) {
     auto* welcome = std::get_if<proto::Welcome>(&message);
     if (challenge_.empty() || welcome == nullptr) {

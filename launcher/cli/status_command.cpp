@@ -11,6 +11,7 @@
 #include "observe/event_text.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_messages.hpp"
+#include "proto/untrusted_json.hpp"
 
 namespace cohort {
 
@@ -106,9 +107,18 @@ namespace {
 // "19:07:12.345  round.started  round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...": an event as a line
 // for people (observe/event_text.hpp); a line that is not JSON as it is.
 std::string readable_event(const std::string& line) {
-  nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+  nlohmann::json event = proto::parse_untrusted_json(line);
   if (!event.is_object()) return escape_for_terminal(line);
   return escape_for_terminal(observe::event_line(event));
+}
+
+// JSON for a terminal: every character past ASCII written as \uXXXX (JSON escapes the control
+// characters below it already), so that no string a daemon sent can carry a terminal sequence
+// (a C1 control, a bidirectional override). What does not parse is escaped as text.
+std::string ascii_json(const std::string& text) {
+  nlohmann::json parsed = proto::parse_untrusted_json(text);
+  if (parsed.is_discarded()) return escape_for_terminal(text);
+  return parsed.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -124,7 +134,8 @@ int run_events_command(const StatusQuery& query) {
   std::string problem;
   std::optional<proto::EventsReply> reply = answer_as<proto::EventsReply>(answer, problem);
   if (!reply) {
-    std::cerr << "cohort status: no events from " << query.endpoint << ": " << problem << "\n";
+    std::cerr << "cohort status: no events from " << query.endpoint << ": "
+              << escape_for_terminal(problem) << "\n";
     return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
   }
   if (reply->dropped > 0) {
@@ -132,7 +143,7 @@ int run_events_command(const StatusQuery& query) {
               << " oldest events (its --event-log file has them all)\n";
   }
   for (const std::string& line : reply->events) {
-    std::cout << (query.json ? line : readable_event(line)) << "\n";
+    std::cout << (query.json ? ascii_json(line) : readable_event(line)) << "\n";
   }
   return kExitSuccess;
 }
@@ -140,11 +151,11 @@ int run_events_command(const StatusQuery& query) {
 int run_status_command(const StatusQuery& query) {
   StatusFetch fetched = fetch_status(query);
   if (!fetched.reply) {
-    std::cerr << "cohort status: " << fetched.problem << "\n";
+    std::cerr << "cohort status: " << escape_for_terminal(fetched.problem) << "\n";
     return fetched.exit_code;
   }
   if (query.json) {
-    std::cout << proto::encode_status_document(*fetched.reply) << "\n";
+    std::cout << ascii_json(proto::encode_status_document(*fetched.reply)) << "\n";
   } else {
     print_status_table(*fetched.reply, std::cout);
   }

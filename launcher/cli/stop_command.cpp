@@ -9,6 +9,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/run_id.hpp"
+#include "common/text.hpp"
 #include "launcher/cli/control_request.hpp"
 #include "proto/auth.hpp"
 
@@ -59,13 +60,13 @@ int run_stop_command(const StopQuery& query) {
   std::string problem;
   std::optional<proto::StopRunReply> reply = answer_as<proto::StopRunReply>(answer, problem);
   if (!reply) {
-    std::cerr << "cohort stop: " << query.endpoint << ": " << problem << "\n";
+    std::cerr << "cohort stop: " << query.endpoint << ": " << escape_for_terminal(problem) << "\n";
     return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
   }
   if (!reply->stopped) {
-    std::cout << "run " << reply->run_id << " had already ended\n";
+    std::cout << "run " << escape_for_terminal(reply->run_id) << " had already ended\n";
   } else {
-    std::cout << "run " << reply->run_id << ": " << reply->nodes
+    std::cout << "run " << escape_for_terminal(reply->run_id) << ": " << reply->nodes
               << " node(s) told to stop their workers\n";
   }
   return kExitSuccess;

@@ -9,7 +9,10 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <vector>
 
+#include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
 #include "tests/support/fake_clock.hpp"
 #include "tests/support/io_steps.hpp"
 #include "tests/support/wait_until.hpp"
@@ -38,12 +41,14 @@ struct ClientTest {
   int losses = 0;
   ConnectionLoss last_loss = ConnectionLoss::Closed;
   std::string last_reason;
+  std::vector<proto::ControlMessage> messages;  ///< what the client handed on
 
   std::unique_ptr<RendezvousClient> client(uint16_t port,
                                            std::chrono::milliseconds deadline = 1000ms) {
     ClientOptions options{"127.0.0.1", port, 1000ms, 5000ms, deadline};
     return std::make_unique<RendezvousClient>(
-        io, clock, options, [](proto::ControlMessage) {},
+        io, clock, options,
+        [this](proto::ControlMessage message) { messages.push_back(std::move(message)); },
         [this](ConnectionLoss kind, const std::string& reason) {
           ++losses;
           last_loss = kind;
@@ -169,4 +174,21 @@ TEST_CASE(
   REQUIRE(t.run_until([&] { return t.losses == 1; }));
   CHECK(t.last_loss == ConnectionLoss::Untrusted);
   CHECK(t.last_reason.find("it answers HTTP: is it a daemon's --http-port?") != std::string::npos);
+}
+
+TEST_CASE("an error before the welcome cannot make the agent rejoin", "[rendezvous_client]") {
+  ClientTest t;
+  SilentDaemon rogue(t.io);
+  auto client = t.connected_to(rogue);
+  // A daemon that proves nothing (here: sends no welcome) asks the node to rejoin, which would
+  // stop its workers and start over: only a welcomed daemon may.
+  std::string frames =
+      proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'a')})) +
+      proto::encode_frame(proto::encode_message(proto::Error{"dropped: rejoin", true}));
+  boost::asio::write(rogue.socket, boost::asio::buffer(frames));
+  REQUIRE(t.run_until([&] { return !t.messages.empty(); }));
+  auto* error = std::get_if<proto::Error>(&t.messages.back());
+  REQUIRE(error != nullptr);
+  CHECK(error->message == "dropped: rejoin");
+  CHECK_FALSE(error->rejoin);
 }

@@ -141,6 +141,30 @@ TEST_CASE("files a failed worker swapped for a FIFO or a sparse giant do not sta
   CHECK(scratch.nothing_left());
 }
 
+TEST_CASE("a failure summary too large for a frame is cut, and the restart still comes",
+          "[integration][run][failure]") {
+  Scratch scratch;
+  // A 28,000-line traceback (a deep recursion) in a 980 KB error file: its summary used to exceed
+  // the control protocol's frame, and the rendezvous closed the connection (exit 3, no restart).
+  const std::string script =
+      "import json, os, sys\n"
+      "stack = ''.join('  File \"t.py\", line %5d, in f\\n' % i for i in range(28000))\n"
+      "json.dump({'message': {'message': 'RecursionError: too deep', 'extraInfo':\n"
+      "           {'py_callstack': stack + 'RecursionError: too deep', 'timestamp': '0'}}},\n"
+      "          open(os.environ['TORCHELASTIC_ERROR_FILE'], 'w'))\n"
+      "sys.exit(5)\n";
+  RunResult result = scratch.run(
+      {"--nproc-per-node", "1", "--max-restarts", "1", "--no-python", kPython, "-c", script}, {},
+      60s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 5);
+  CHECK(contains(result.err, "restarting the workers"));
+  std::string summary = failure_summary(result.err);
+  CHECK(contains(summary, "bytes, cut to fit ...]"));
+  CHECK(contains(summary, "RecursionError: too deep"));
+  CHECK(scratch.nothing_left());
+}
+
 namespace {
 
 // A worker wrapper that dumps the env of every attempt to its own file,

@@ -98,3 +98,25 @@ TEST_CASE("join puts the separator between parts only", "[unit][common]") {
   CHECK(join({"a"}, ", ") == "a");
   CHECK(join({"a", "", "c"}, "; ") == "a; ; c");
 }
+
+TEST_CASE("bidirectional controls are shown, not obeyed", "[unit][common][terminal]") {
+  // U+202E RIGHT-TO-LEFT OVERRIDE would show "exe.txt" as "txt.exe"; U+2066 LRI, U+200F RLM.
+  CHECK(escape_for_terminal("a\xe2\x80\xaetxt.exe") == "a\\u202etxt.exe");
+  CHECK(escape_for_terminal("\xe2\x81\xa6x\xe2\x81\xa9") == "\\u2066x\\u2069");
+  CHECK(escape_for_terminal("\xe2\x80\x8f") == "\\u200f");
+  // Their neighbours stay: U+2014 EM DASH, U+2030 PER MILLE, U+2070 SUPERSCRIPT ZERO.
+  CHECK(escape_for_terminal("\xe2\x80\x94\xe2\x80\xb0\xe2\x81\xb0") ==
+        "\xe2\x80\x94\xe2\x80\xb0\xe2\x81\xb0");
+}
+
+TEST_CASE("cut_middle keeps the start and the end within the bound", "[unit][common]") {
+  CHECK(cut_middle("short", 10) == "short");
+  std::string text = std::string(1000, 'a') + std::string(1000, 'z');
+  std::string cut = cut_middle(text, 200);
+  CHECK(cut.size() == 200);
+  CHECK(cut.find("[... 2000 bytes, cut to fit ...]") != std::string::npos);
+  CHECK(cut.front() == 'a');
+  CHECK(cut.back() == 'z');
+  CHECK(cut.find('z') > cut.find("cut to fit"));        // the end is the larger part
+  CHECK(cut_middle(text, 10) == std::string(10, 'a'));  // no room for the mark
+}

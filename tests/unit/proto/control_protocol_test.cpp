@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
@@ -233,6 +234,49 @@ TEST_CASE("numbers the daemon computes with are bounded", "[unit][proto]") {
       R"("description":"","host":"","summary":""})",
       error));
   CHECK_FALSE(decode_message(R"({"type":"join","rank0_port":1e9})", error));
+}
+
+TEST_CASE("a round assignment, a stop and a failure summary are bounded", "[unit][proto]") {
+  RoundAssigned good{3, 1, 2, 8, 16, "node-a.cluster", 29500, 1, 3};
+  std::string error;
+  REQUIRE(decode_message(encode_message(good), error));
+  struct Case {
+    const char* field;
+    std::function<void(RoundAssigned&)> make;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"round", [](RoundAssigned& r) { r.round = -3; }},
+           {"group_world_size", [](RoundAssigned& r) { r.group_world_size = 0; }},
+           {"group_rank", [](RoundAssigned& r) { r.group_rank = 2; }},
+           {"group_rank", [](RoundAssigned& r) { r.group_rank = -7; }},
+           {"world_size", [](RoundAssigned& r) { r.world_size = 0; }},
+           {"base_rank", [](RoundAssigned& r) { r.base_rank = -5; }},
+           {"base_rank", [](RoundAssigned& r) { r.base_rank = 16; }},
+           {"master_port", [](RoundAssigned& r) { r.master_port = 70000; }},
+           {"master_port", [](RoundAssigned& r) { r.master_port = -1; }},
+           {"restarts_used", [](RoundAssigned& r) { r.restarts_used = -1; }},
+           {"max_restarts", [](RoundAssigned& r) { r.max_restarts = -1; }},
+           {"master_addr", [](RoundAssigned& r) { r.master_addr = "evil\ncohort error: forged"; }},
+           {"master_addr", [](RoundAssigned& r) { r.master_addr = "a b"; }},
+           {"master_addr", [](RoundAssigned& r) { r.master_addr = "x\x1b[2J"; }},
+           {"master_addr", [](RoundAssigned& r) { r.master_addr = std::string(256, 'a'); }}}) {
+    RoundAssigned round = good;
+    c.make(round);
+    INFO(c.field);
+    error.clear();
+    CHECK_FALSE(decode_message(encode_message(round), error));
+    CHECK(error == std::string("bad \"round\" message: ") + c.field + " out of range");
+  }
+  for (int status : {-1, 256, -2147483647}) {
+    INFO(status);
+    CHECK_FALSE(decode_message(encode_message(Stop{status, "r", ""}), error));
+  }
+  CHECK(decode_message(encode_message(Stop{0, "r", ""}), error));
+  WorkerFailed failed{0, 0, 0, 1, "exit code 1", "h", std::string(kMaxFailureSummaryBytes, 's')};
+  CHECK(decode_message(encode_message(failed), error));
+  failed.summary += "s";
+  CHECK_FALSE(decode_message(encode_message(failed), error));
+  CHECK(error == "bad \"worker_failed\" message: summary out of range");
 }
 
 TEST_CASE("text that is not UTF-8 is encoded with replacement characters", "[unit][proto]") {
