@@ -549,7 +549,7 @@ TEST_CASE("past the cap a newcomer waits unread until a stranger proves itself o
   member.expect<proto::HeartbeatAck>();
 }
 
-TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, 1 MiB is fine",
+TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, a larger one is fine",
           "[component][daemon]") {
   DaemonThread d;
   Client stranger(d.daemon.port());
@@ -558,7 +558,7 @@ TEST_CASE("before hello, a frame over 64 KiB closes the connection, after it, 1 
   Client member(d.daemon.port());
   member.hello("job", "m", 1);
   auto round = member.expect<proto::RoundAssigned>();
-  std::string summary(512 << 10, 's');
+  std::string summary(proto::kMaxFailureSummaryBytes, 's');  // 128 KiB
   member.send(proto::WorkerFailed{round.round, 0, 0, 7, "exit code 7", "host", summary});
   auto stop = member.expect<proto::Stop>();
   CHECK(stop.exit_status == 7);
