@@ -265,7 +265,8 @@ void Agent::start_file_timer() {
           ? agent_env_["TORCHELASTIC_TIMER_FILE"]
           : cat(temp_directory(), "/watchdog_timer_", ::getpid(), "_", random_suffix());
   file_timer_ = std::make_unique<FileTimerServer>(
-      io_, path, [this](const ExpiredTimer& expired) { on_timer_expired(expired); });
+      io_, path, [this](const ExpiredTimer& expired) { on_timer_expired(expired); },
+      [this](pid_t pid) { return group_ && group_->runs(pid); });
   if (std::string error = file_timer_->start(); !error.empty()) {
     log::warn(error, ": FileTimer requests are not served");
     file_timer_.reset();

@@ -22,8 +22,13 @@ double wall_seconds() {
 
 }  // namespace
 
-FileTimerServer::FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired)
-    : path_(std::move(path)), expired_(std::move(expired)), pipe_(io), timer_(io) {}
+FileTimerServer::FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired,
+                                 IsWorker is_worker)
+    : path_(std::move(path)),
+      expired_(std::move(expired)),
+      is_worker_(std::move(is_worker)),
+      pipe_(io),
+      timer_(io) {}
 
 FileTimerServer::~FileTimerServer() {
   *alive_ = false;
@@ -81,7 +86,9 @@ void FileTimerServer::consume(std::string_view bytes) {
     }
     std::string error;
     auto request = parse_timer_request(partial_, error);
-    if (request && !timers_.apply(*request)) {
+    if (request && !is_worker_(request->pid)) {
+      error = cat("pid ", request->pid, " is none of this node's workers");
+    } else if (request && !timers_.apply(*request)) {
       error = cat("more than ", FileTimers::kMaxTimers, " scopes at once");
     }
     if (!error.empty() && refusals_.due(std::chrono::steady_clock::now())) {

@@ -21,7 +21,12 @@ class FileTimerServer {
  public:
   using Expired = std::function<void(const ExpiredTimer&)>;
 
-  FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired);
+  using IsWorker = std::function<bool(pid_t)>;
+
+  /// Requests for a pid `is_worker` does not know are ignored (they would take the places of
+  /// the workers' own scopes).
+  FileTimerServer(boost::asio::io_context& io, std::string path, Expired expired,
+                  IsWorker is_worker);
   /// Removes the pipe, if start() made it.
   ~FileTimerServer();
   FileTimerServer(const FileTimerServer&) = delete;
@@ -42,6 +47,7 @@ class FileTimerServer {
 
   std::string path_;
   Expired expired_;
+  IsWorker is_worker_;
   boost::asio::posix::stream_descriptor pipe_;
   bool made_ = false;   ///< start() made the pipe: the destructor removes it
   int keep_open_ = -1;  ///< our own writer, so that the pipe never reads end of file

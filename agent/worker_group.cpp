@@ -464,6 +464,13 @@ void WorkerGroup::forward_signal(int signal) {
   }
 }
 
+bool WorkerGroup::runs(pid_t pid) const {
+  for (const auto& worker : workers_) {
+    if (worker->child.pid() == pid && !worker->child.status()) return true;
+  }
+  return false;
+}
+
 bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
   for (auto& worker : workers_) {
     if (worker->child.pid() != pid || worker->child.status()) continue;

@@ -87,6 +87,8 @@ class WorkerGroup {
   /// Stops the worker `pid` with `signal` because a FileTimer scope it set expired; it counts
   /// as failed, with `why` in the summary. False when no live worker has that pid.
   bool expire_timer(pid_t pid, int signal, const std::string& why);
+  /// True while `pid` is one of this group's workers, alive.
+  bool runs(pid_t pid) const;
   /// The progress of every worker still running (or stopped by the group) now, as the agent
   /// reports it to the daemon: how long it has been silent, its last step, its median step time.
   std::vector<proto::RankProgress> progress() const;

@@ -5,6 +5,7 @@
                        others and later attempts finish. With HANG_WORKER_MARKS=DIR each attempt
                        touches DIR/attempt_<N>.rank<R> (nothing is written without it).
   file-timer           FileTimerClient with expires(after=1) around a 30 s sleep.
+  file-timer-crowded   the same, after writing 5,000 scopes for pids that are no worker's.
   silent-first RANK STEP  every rank beats a step each 50 ms; rank RANK stops after step STEP
                        (wedged_in_allreduce), the others 1 s later (waiting_in_allreduce), as
                        ranks blocked in a collective on the wedged one would.
@@ -156,12 +157,25 @@ def file_timer():
     print("the timer did not fire", flush=True)
 
 
+def file_timer_crowded():
+    import json
+
+    with open(os.environ["TORCHELASTIC_TIMER_FILE"], "w") as pipe:
+        for i in range(5000):  # more than the agent holds at once, none of them a worker's
+            request = {"version": 1, "pid": 4000000 + i, "scope_id": "foreign%d" % i,
+                       "expiration_time": time.time() + 3600, "signal": 9}
+            pipe.write(json.dumps(request) + "\n")
+    file_timer()
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "heartbeat-hang":
         heartbeat_hang(int(sys.argv[2]))
     elif mode == "file-timer":
         file_timer()
+    elif mode == "file-timer-crowded":
+        file_timer_crowded()
     elif mode == "silent-first":
         silent_first(int(sys.argv[2]), int(sys.argv[3]))
     elif mode == "flight-recorder":

@@ -198,8 +198,12 @@ TEST_CASE("a FileTimerClient scope that runs out kills its worker, as under torc
           "[integration][run][hang][pytorch]") {
   require_torch();
   Scratch scratch;
+  // Crowded: 5,000 scopes for pids that are no worker's come first; they are ignored, and used
+  // to fill the agent's 4,096 places so that the worker's own scope was refused.
+  const char* mode = GENERATE("file-timer", "file-timer-crowded");
+  INFO(mode);
   RunResult result =
-      scratch.run({"--nproc-per-node", "1", kHangWorker, "file-timer"},
+      scratch.run({"--nproc-per-node", "1", kHangWorker, mode},
                   {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"PYTHON_EXEC", kPython}});
   double ended =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

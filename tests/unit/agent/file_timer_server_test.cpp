@@ -32,7 +32,8 @@ TEST_CASE("FileTimer server: a regular file or a link at the pipe's path is refu
   REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
   for (const std::string& path : {file, link}) {
     {
-      FileTimerServer server(io, path, [](const ExpiredTimer&) {});
+      FileTimerServer server(
+          io, path, [](const ExpiredTimer&) {}, [](pid_t) { return true; });
       CHECK(server.start().find("is not a FileTimer pipe of this user") != std::string::npos);
     }  // the destructor leaves it too
     struct stat info {};
@@ -49,7 +50,8 @@ TEST_CASE("FileTimer server: a pipe an earlier run left is replaced, and removed
   std::string path = dir.file("timer_pipe");
   REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
   {
-    FileTimerServer server(io, path, [](const ExpiredTimer&) {});
+    FileTimerServer server(
+        io, path, [](const ExpiredTimer&) {}, [](pid_t) { return true; });
     CHECK(server.start().empty());
     CHECK(is_fifo(path));
   }
