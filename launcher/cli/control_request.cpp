@@ -50,7 +50,8 @@ std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& 
 
 ControlAnswer control_request(
     const std::string& endpoint, int timeout_ms,
-    const std::function<proto::ControlMessage(const std::string& challenge)>& make_request) {
+    const std::function<proto::ControlMessage(const std::string& challenge)>& make_request,
+    uint32_t max_answer_bytes) {
   auto target = parse_host_port(endpoint, 29400);
   if (!target) {
     return {std::nullopt, kExitUsage,
@@ -70,7 +71,7 @@ ControlAnswer control_request(
   }
   timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  proto::FrameDecoder decoder(proto::kMaxStatusFrameBytes);
+  proto::FrameDecoder decoder(proto::kMaxFirstFrameBytes);
   std::string problem;
   SteadyPoint deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<proto::ControlMessage> message = read_message(socket, decoder, deadline, problem);
@@ -79,6 +80,7 @@ ControlAnswer control_request(
     return {std::move(message), kExitRendezvous,
             "no challenge from " + endpoint + ": " + (problem.empty() ? "unexpected" : problem)};
   }
+  decoder.set_max_frame_bytes(max_answer_bytes);
   std::string request = proto::encode_frame(proto::encode_message(make_request(challenge->nonce)));
   boost::asio::write(socket, boost::asio::buffer(request), error);
   if (error)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 
 namespace cohort {
@@ -18,10 +19,13 @@ struct ControlAnswer {
   std::string problem;                           ///< without an answer: what went wrong
 };
 
-/// `endpoint` is host[:port] (29400 by default).
+/// `endpoint` is host[:port] (29400 by default). The challenge may be at most
+/// proto::kMaxFirstFrameBytes, the answer at most `max_answer_bytes` (a status or events reply
+/// may be large; a stop's is small), so that whatever answers cannot make the tool hold more.
 ControlAnswer control_request(
     const std::string& endpoint, int timeout_ms,
-    const std::function<proto::ControlMessage(const std::string& challenge)>& make_request);
+    const std::function<proto::ControlMessage(const std::string& challenge)>& make_request,
+    uint32_t max_answer_bytes = proto::kMaxStatusFrameBytes);
 
 /// The answer as a T, or nullopt with `problem` saying why not ("refused: <the daemon's error>").
 template <typename T>

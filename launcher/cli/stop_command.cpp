@@ -48,15 +48,17 @@ int run_stop_command(const StopQuery& query) {
     std::cerr << "cohort stop: --reason: at most " << proto::kMaxStopReasonBytes << " bytes\n";
     return kExitUsage;
   }
-  ControlAnswer answer =
-      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+  ControlAnswer answer = control_request(
+      query.endpoint, query.timeout_ms,
+      [&](const std::string& challenge) {
         proto::StopRunRequest request{query.run_id, query.reason, "", query.by};
         if (!query.token.empty()) {
           request.proof =
               proto::stop_proof(query.token, challenge, query.run_id, query.reason, query.by);
         }
         return request;
-      });
+      },
+      proto::kMaxFrameBytes);  // a stop's answer is a line; never a status reply's 64 MiB
   std::string problem;
   std::optional<proto::StopRunReply> reply = answer_as<proto::StopRunReply>(answer, problem);
   if (!reply) {

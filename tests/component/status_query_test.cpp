@@ -1,5 +1,6 @@
-// `cohort status` against a peer that drips its answer one byte at a time: the whole query ends
-// at its timeout, however often a byte arrives within each read's timeout.
+// `cohort status` and `cohort stop` against peers that are no daemon: one that drips its answer
+// one byte at a time (the whole query ends at its timeout, however often a byte arrives within
+// each read's timeout), and ones that announce frames larger than the tool will hold.
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -10,6 +11,9 @@
 
 #include "common/exit_codes.hpp"
 #include "launcher/cli/status_command.hpp"
+#include "launcher/cli/stop_command.hpp"
+#include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;
@@ -24,8 +28,8 @@ TEST_CASE("a status answer dripped byte by byte ends at the query's timeout",
   std::thread dripper([&] {
     ip::tcp::socket peer = acceptor.accept();
     boost::system::error_code error;
-    // A frame announcing 1 MiB, sent a byte every 50 ms: no read ever waits its full timeout.
-    std::string frame = std::string("\x00\x10\x00\x00", 4) + std::string(1 << 20, ' ');
+    // A frame announcing 60 KiB, sent a byte every 50 ms: no read ever waits its full timeout.
+    std::string frame = std::string("\x00\x00\xf0\x00", 4) + std::string(60 << 10, ' ');
     for (size_t i = 0; i < frame.size() && !done && !error; ++i) {
       boost::asio::write(peer, boost::asio::buffer(&frame[i], 1), error);
       std::this_thread::sleep_for(50ms);
@@ -41,4 +45,58 @@ TEST_CASE("a status answer dripped byte by byte ends at the query's timeout",
   dripper.join();
   CHECK(code == kExitRendezvous);
   CHECK(took < 5s);  // bounded by the timeout, not by the 14 hours the drip would take
+}
+
+namespace {
+
+// A peer that sends `bytes` to the first connection and keeps it open until told to stop.
+struct Announcer {
+  boost::asio::io_context io;
+  ip::tcp::acceptor acceptor{io, ip::tcp::endpoint(ip::make_address("127.0.0.1"), 0)};
+  std::atomic<bool> done{false};
+  std::thread thread;
+
+  explicit Announcer(std::string bytes) {
+    thread = std::thread([this, bytes] {
+      ip::tcp::socket peer = acceptor.accept();
+      boost::system::error_code error;
+      boost::asio::write(peer, boost::asio::buffer(bytes), error);
+      while (!done) std::this_thread::sleep_for(10ms);
+    });
+  }
+  ~Announcer() {
+    done = true;
+    thread.join();
+  }
+  std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a challenge over 64 KiB, or a stop's answer over 1 MiB, is refused before it is read",
+          "[component][status]") {
+  // Each announces 32 MiB and sends the first 65 KiB: the tool used to wait for the rest (a
+  // status reply may take 64 MiB), and to hold gigabytes once such a frame was parsed.
+  std::string announced = std::string("\x02\x00\x00\x00", 4) + std::string(65 << 10, '[');
+  SECTION("status: the first frame") {
+    Announcer peer(announced);
+    StatusQuery query;
+    query.endpoint = peer.endpoint();
+    auto start = std::chrono::steady_clock::now();
+    CHECK(run_status_command(query) == kExitRendezvous);
+    CHECK(std::chrono::steady_clock::now() - start < 3s);  // its timeout is 5 s
+  }
+  SECTION("stop: the answer") {
+    std::string challenge =
+        proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'c')}));
+    Announcer peer(challenge + announced);
+    StopQuery query;
+    query.endpoint = peer.endpoint();
+    query.run_id = "job";
+    auto start = std::chrono::steady_clock::now();
+    CHECK(run_stop_command(query) == kExitRendezvous);
+    CHECK(std::chrono::steady_clock::now() - start < 3s);
+  }
 }
