@@ -58,18 +58,28 @@ void OutputPump::consume(const char* data, size_t size) {
   for (;;) {
     size_t newline = chunk.find('\n');
     if (newline == std::string_view::npos) break;
-    if (partial_.empty()) {
+    if (partial_.empty()) {  // a whole line in this read: at most the buffer, never past the limit
       emit(chunk.substr(0, newline));
     } else {
-      partial_.append(chunk.substr(0, newline));
+      append_partial(chunk.substr(0, newline));
       emit(partial_);
       partial_.clear();
     }
     chunk.remove_prefix(newline + 1);
   }
-  partial_.append(chunk);
-  if (partial_.size() >= kMaxLineBytes) flush_partial();
+  append_partial(chunk);
   write_out();
+}
+
+// A line longer than kMaxLineBytes goes out in pieces of that size as it comes.
+void OutputPump::append_partial(std::string_view piece) {
+  while (partial_.size() + piece.size() > kMaxLineBytes) {
+    size_t fits = kMaxLineBytes - partial_.size();
+    partial_.append(piece.substr(0, fits));
+    flush_partial();
+    piece.remove_prefix(fits);
+  }
+  partial_.append(piece);
 }
 
 void OutputPump::flush_partial() {

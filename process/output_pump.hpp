@@ -49,6 +49,7 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
  private:
   void read_more();
   void consume(const char* data, size_t size);
+  void append_partial(std::string_view piece);
   void flush_partial();
   void emit(std::string_view line);
   void write_out();

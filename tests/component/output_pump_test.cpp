@@ -1,6 +1,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
@@ -41,6 +42,15 @@ PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& p
   return {test::read_file(dir.file("console")), test::read_file(dir.file("log")), pump->tail()};
 }
 
+std::vector<std::string> test_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  return lines;
+}
+
 }  // namespace
 
 TEST_CASE("lines are prefixed on the console and plain in the file", "[component][agent]") {
@@ -67,6 +77,20 @@ TEST_CASE("an endless line is cut at the line limit", "[component][agent]") {
   PumpRun run = pump_chunks({huge, "\n"}, "");
   CHECK(run.file.size() == huge.size() + 2);  // two lines: the cut and the rest
   CHECK(std::count(run.file.begin(), run.file.end(), '\n') == 2);
+}
+
+TEST_CASE("a line arriving in pieces is cut at the limit, not past it", "[component][agent]") {
+  // 40 KiB at a time: the second piece used to take the line to 80 KiB before it was cut.
+  std::vector<std::string> pieces(5, std::string(40 * 1024, 'y'));
+  pieces.push_back("\n");
+  PumpRun run = pump_chunks(pieces, "");
+  size_t longest = 0, total = 0;
+  for (const std::string& line : test_lines(run.file)) {
+    longest = std::max(longest, line.size());
+    total += line.size();
+  }
+  CHECK(longest == OutputPump::kMaxLineBytes);
+  CHECK(total == 5 * 40 * 1024);  // nothing lost, nothing repeated
 }
 
 TEST_CASE("the tail keeps the last lines", "[component][agent]") {
