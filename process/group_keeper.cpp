@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -201,7 +202,11 @@ bool GroupKeeper::contain_in(const std::string& cgroup_directory) {
 }
 
 void GroupKeeper::tick() {
-  send("t\n");
+  if (!send("t\n") && errno == EPIPE && !keeper_gone_) {
+    keeper_gone_ = true;  // a worker (same user) may kill it; nothing can start another now
+    log::warn("the group keeper (pid ", keeper_pid_,
+              ") is gone: should this agent die now, its workers' own children may outlive it");
+  }
   tick_timer_.expires_after(kTickInterval);
   tick_timer_.async_wait([this](const boost::system::error_code& error) {
     if (!error) tick();

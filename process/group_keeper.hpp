@@ -49,6 +49,7 @@ class GroupKeeper {
 
   int pipe_write_ = -1;
   pid_t keeper_pid_ = -1;
+  bool keeper_gone_ = false;  ///< its pipe broke: said once
   boost::asio::steady_timer tick_timer_;
 };
 

@@ -455,3 +455,20 @@ TEST_CASE(
   CHECK(contains(read_file(scratch.file("signals")), "15"));  // SIGTERM, not the keeper's SIGKILL
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("an agent whose keeper a worker killed says so, and its run goes on",
+          "[integration][run][containment]") {
+  Scratch scratch;
+  // The worker kills the agent's other child (its keeper: the only one with one worker), then
+  // runs on past a few of the agent's ticks.
+  const std::string script =
+      "for p in $(pgrep -P $PPID); do [ \"$p\" != $$ ] && kill -9 \"$p\"; done; sleep 3; exit 0";
+  RunResult result =
+      scratch.run({"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", script}, {}, 30s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.err,
+                 ") is gone: should this agent die now, its workers' own children "
+                 "may outlive it"));
+  CHECK(scratch.nothing_left());
+}
