@@ -1,8 +1,6 @@
 #include "agent/collective_report.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 
 #include "common/untrusted_file.hpp"
 #include "observe/collective_progress.hpp"

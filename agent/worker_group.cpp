@@ -9,7 +9,6 @@
 #include <climits>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <utility>
 
 #include "agent/error_file.hpp"
@@ -464,21 +463,21 @@ void WorkerGroup::forward_signal(int signal) {
   }
 }
 
-bool WorkerGroup::runs(pid_t pid) const {
+WorkerGroup::Worker* WorkerGroup::live_worker(pid_t pid) const {
   for (const auto& worker : workers_) {
-    if (worker->child.pid() == pid && !worker->child.status()) return true;
+    if (worker->child.pid() == pid && !worker->child.status()) return worker.get();
   }
-  return false;
+  return nullptr;
 }
 
+bool WorkerGroup::runs(pid_t pid) const { return live_worker(pid) != nullptr; }
+
 bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
-  for (auto& worker : workers_) {
-    if (worker->child.pid() != pid || worker->child.status()) continue;
-    if (worker->timer_expired.empty()) worker->timer_expired = why;
-    spawner_.signal_process(pid, signal);
-    return true;
-  }
-  return false;
+  Worker* worker = live_worker(pid);
+  if (worker == nullptr) return false;
+  if (worker->timer_expired.empty()) worker->timer_expired = why;
+  spawner_.signal_process(pid, signal);
+  return true;
 }
 
 void WorkerGroup::stop(int signal) {

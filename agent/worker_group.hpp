@@ -113,6 +113,8 @@ class WorkerGroup {
 
  private:
   struct Worker;
+  /// The live worker with this pid; null when none is.
+  Worker* live_worker(pid_t pid) const;
 
   void start_worker(Worker& worker);
   int open_stream(Worker& worker, const StreamRoute& route, const StreamCopy& copy, int console_fd,

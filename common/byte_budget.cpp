@@ -10,6 +10,20 @@ bool ByteBudget::try_take(uint64_t bytes) {
   return true;
 }
 
+bool BudgetShare::grow(uint64_t bytes) {
+  if (!budget_) return true;
+  if (!budget_->try_take(bytes)) return false;
+  taken_ += bytes;
+  return true;
+}
+
+void BudgetShare::resize(uint64_t bytes) {
+  if (!budget_) return;
+  if (bytes > taken_) budget_->take(bytes - taken_);
+  if (bytes < taken_) budget_->give_back(taken_ - bytes);
+  taken_ = bytes;
+}
+
 uint64_t ByteBudget::room() const {
   uint64_t used = this->used();
   return used >= limit_ ? 0 : limit_ - used;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 namespace cohort {
 
@@ -31,6 +32,28 @@ class ByteBudget {
  private:
   const uint64_t limit_;
   std::atomic<uint64_t> used_{0};
+};
+
+// One holder's part of a ByteBudget (a store's, a gathering's): what it has taken, all given back
+// when it is destroyed. Without a budget every call succeeds and nothing is counted. Owned by its
+// holder, on the holder's thread (the budget is shared, the share is not).
+class BudgetShare {
+ public:
+  explicit BudgetShare(std::shared_ptr<ByteBudget> budget = nullptr) : budget_(std::move(budget)) {}
+  ~BudgetShare() { resize(0); }
+  BudgetShare(const BudgetShare&) = delete;
+  BudgetShare& operator=(const BudgetShare&) = delete;
+
+  /// Takes `bytes` more if they fit in the budget; false (nothing taken) otherwise.
+  bool grow(uint64_t bytes);
+  /// Makes the share `bytes`, fitting or not: what the holder holds now.
+  void resize(uint64_t bytes);
+  /// The shared budget; null without one.
+  const ByteBudget* budget() const { return budget_.get(); }
+
+ private:
+  std::shared_ptr<ByteBudget> budget_;
+  uint64_t taken_ = 0;
 };
 
 }  // namespace cohort

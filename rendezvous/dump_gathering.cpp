@@ -64,11 +64,11 @@ void DumpGathering::store_dump(int rank, const std::string& host,
   size_t bytes = reduced_dump_bytes(collectives);
   if (!make_room(dump_bytes_, dump_bytes_ - freed + bytes)) {
     if (earlier == dumps_.end()) {
-      without_dump_[rank] = RankWithoutDump{
-          host,
-          dump_bytes_ - freed + bytes > max_dump_bytes_
-              ? cat("dropped: the round's dumps hold ", dump_bytes_, " bytes")
-              : cat("dropped: the daemon's gathered dumps hold ", all_dumps_->used(), " bytes")};
+      without_dump_[rank] =
+          RankWithoutDump{host, dump_bytes_ - freed + bytes > max_dump_bytes_
+                                    ? cat("dropped: the round's dumps hold ", dump_bytes_, " bytes")
+                                    : cat("dropped: the daemon's gathered dumps hold ",
+                                          all_dumps_.budget()->used(), " bytes")};
     }
     return;
   }
@@ -79,18 +79,15 @@ void DumpGathering::store_dump(int rank, const std::string& host,
 
 bool DumpGathering::make_room(size_t before, size_t after) {
   if (after > max_dump_bytes_) return false;
-  if (!all_dumps_) return true;
-  if (after < before) {
-    all_dumps_->give_back(before - after);
-    return true;
-  }
-  return all_dumps_->try_take(after - before);
+  if (after > before) return all_dumps_.grow(after - before);
+  all_dumps_.resize(after);
+  return true;
 }
 
 void DumpGathering::drop_dumps() {
   dumps_.clear();
-  if (all_dumps_) all_dumps_->give_back(dump_bytes_);
   dump_bytes_ = 0;
+  all_dumps_.resize(0);
 }
 
 bool DumpGathering::complete() const {

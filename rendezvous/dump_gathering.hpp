@@ -52,9 +52,6 @@ class DumpGathering {
   explicit DumpGathering(size_t max_dump_bytes = kMaxGatheredDumpBytes,
                          std::shared_ptr<ByteBudget> all_dumps = nullptr)
       : max_dump_bytes_(max_dump_bytes), all_dumps_(std::move(all_dumps)) {}
-  ~DumpGathering() { drop_dumps(); }
-  DumpGathering(const DumpGathering&) = delete;
-  DumpGathering& operator=(const DumpGathering&) = delete;
 
   /// A hang was declared in `round`: expect a report from each member until `deadline`. A
   /// gathering already under way for that round goes on.
@@ -96,8 +93,8 @@ class DumpGathering {
   std::set<std::string> answered_;  ///< members that sent a report
   std::map<int, RankDumpRecords> dumps_;
   size_t max_dump_bytes_;
-  std::shared_ptr<ByteBudget> all_dumps_;  ///< nullptr: only max_dump_bytes_ bounds them
-  size_t dump_bytes_ = 0;                  ///< what dumps_ holds, about (taken from all_dumps_)
+  BudgetShare all_dumps_;  ///< of all gatherings' budget; without one only max_dump_bytes_
+  size_t dump_bytes_ = 0;  ///< what dumps_ holds, about (all_dumps_ has taken as much)
   std::map<int, RankWithoutDump> without_dump_;
   std::optional<std::pair<std::string, FailureReport>> held_;
   std::optional<std::pair<int, HangVerdict>> verdict_;  ///< the last finished round's

@@ -95,10 +95,6 @@ std::optional<int64_t> parse_store_counter(std::string_view text) {
   return -value;
 }
 
-Store::~Store() {
-  if (budget_) budget_->give_back(budget_taken_);
-}
-
 StoreOutcome Store::apply(StoreConnectionId connection, StoreRequest& request,
                           StoreReplies& replies) {
   if (!well_formed(request)) return {true, cat("malformed ", op_name(request.op), " request")};
@@ -314,30 +310,23 @@ StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes) const
                       "its quota of ",
                       limits_.quota_bytes));
   }
-  if (reply_bytes > kStoreUnchargedReplyBytes && budget_ && reply_bytes > budget_->room()) {
+  const ByteBudget* budget = budget_.budget();
+  if (reply_bytes > kStoreUnchargedReplyBytes && budget && reply_bytes > budget->room()) {
     return refuse(past_budget(cat(op, " reply of ", reply_bytes, " bytes"), reply_bytes));
   }
   return {};
 }
 
 StoreOutcome Store::take_from_budget(std::string_view op, uint64_t growth) {
-  if (!budget_ || growth == 0) return {};
-  if (!budget_->try_take(growth)) return refuse(past_budget(op, growth));
-  budget_taken_ += growth;
-  return {};
+  if (growth == 0 || budget_.grow(growth)) return {};
+  return refuse(past_budget(op, growth));
 }
 
-void Store::settle_budget() {
-  if (!budget_) return;
-  uint64_t counted = used_bytes_ + held_bytes_;
-  if (counted > budget_taken_) budget_->take(counted - budget_taken_);
-  if (counted < budget_taken_) budget_->give_back(budget_taken_ - counted);
-  budget_taken_ = counted;
-}
+void Store::settle_budget() { budget_.resize(used_bytes_ + held_bytes_); }
 
 std::string Store::past_budget(std::string_view what, uint64_t bytes) const {
-  return cat(what, " would take the worker stores past their budget of ", budget_->limit(),
-             " bytes (--store-budget): ", bytes, " more, with ", budget_->used(),
+  return cat(what, " would take the worker stores past their budget of ", budget_.budget()->limit(),
+             " bytes (--store-budget): ", bytes, " more, with ", budget_.budget()->used(),
              " held by all stores now");
 }
 

@@ -34,7 +34,6 @@ class Store {
   /// from it as well as from its own quota, and gives back all it took when destroyed.
   explicit Store(StoreLimits limits = {}, std::shared_ptr<ByteBudget> budget = nullptr)
       : limits_(limits), budget_(std::move(budget)) {}
-  ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
@@ -136,8 +135,7 @@ class Store {
   StoreLimits limits_;
   uint64_t used_bytes_ = 0;
   uint64_t held_bytes_ = 0;  ///< charged by requests still arriving and replies not yet read
-  std::shared_ptr<ByteBudget> budget_;  ///< nullptr: only the quota bounds this store
-  uint64_t budget_taken_ = 0;           ///< what this store holds of budget_
+  BudgetShare budget_;       ///< without a budget only the quota bounds this store
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

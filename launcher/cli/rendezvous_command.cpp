@@ -197,10 +197,7 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
         std::tuple{"--store-budget", command.store_budget, &options.store_budget_bytes}}) {
     auto size = parse_byte_size(text);
     if (!size) {
-      std::cerr << "cohortd: " << flag
-                << ": expected a positive number of bytes with an optional K, M or G suffix (e.g. "
-                   "512M), got '"
-                << text << "'\n";
+      std::cerr << "cohortd: " << byte_size_problem(flag, text) << "\n";
       return std::nullopt;
     }
     *bytes = *size;

@@ -31,4 +31,11 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
   return number * unit;
 }
 
+std::string byte_size_problem(std::string_view flag, std::string_view text) {
+  return std::string(flag) +
+         ": expected a positive number of bytes with an optional K, M or G suffix (e.g. 512M), "
+         "got '" +
+         std::string(text) + "'";
+}
+
 }  // namespace cohort

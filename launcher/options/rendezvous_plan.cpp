@@ -113,10 +113,7 @@ void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_
     if (auto size = parse_byte_size(*text)) {
       *bytes = *size;
     } else {
-      problems.push_back(cat(flag,
-                             ": expected a positive number of bytes with an optional K, M or G "
-                             "suffix (e.g. 512M), got '",
-                             *text, "'"));
+      problems.push_back(byte_size_problem(flag, *text));
     }
   }
 }
