@@ -13,6 +13,7 @@
 #include "agent/agent_events.hpp"
 #include "agent/collective_report.hpp"
 #include "agent/error_file.hpp"
+#include "common/console.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
 #include "common/install_layout.hpp"
@@ -244,10 +245,10 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::Say>) {
           if (log::enabled(typed.level)) log::write(typed.level, typed.text);
         } else if constexpr (std::is_same_v<T, agent::ShowProgress>) {
-          if (log::enabled(typed.level)) write_all(STDERR_FILENO, typed.line);
+          if (log::enabled(typed.level)) console::write_message(STDERR_FILENO, typed.line);
         } else if constexpr (std::is_same_v<T, agent::PrintSummary>) {
           // Quotes workers' stderr, and other nodes' summaries come through the daemon.
-          write_all(STDERR_FILENO, escape_for_terminal(typed.summary));
+          console::write_message(STDERR_FILENO, escape_for_terminal(typed.summary));
         } else if constexpr (std::is_same_v<T, agent::Exit>) {
           finish(typed.code);
         }
@@ -523,7 +524,7 @@ void Agent::report_bindings(const RoundInfo& round) const {
         index < config_.bindings.size() ? config_.bindings[index] : WorkerBinding{};
     lines += binding_report_line(round.base_rank + local_rank, local_rank, binding);
   }
-  write_all(STDERR_FILENO, lines);
+  console::write_message(STDERR_FILENO, lines);
 }
 
 std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {

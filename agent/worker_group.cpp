@@ -14,6 +14,7 @@
 #include "agent/error_file.hpp"
 #include "agent/hang_report.hpp"
 #include "agent/heartbeat_channel.hpp"
+#include "common/console.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "common/untrusted_file.hpp"
@@ -175,7 +176,7 @@ void WorkerGroup::start_worker(Worker& worker) {
   if (!worker.child.spawn(spawner_, request, std::move(events), error)) {
     std::string message =
         cat("cohort: cannot execute '", request.executable, "': ", error.message());
-    write_all(STDERR_FILENO, message + "\n");
+    console::write_message(STDERR_FILENO, message + "\n");
     worker.spawn_error.push_back(message);
     worker.child.never_ran(ExitStatus::exited(127));
     record_failure(worker, ExitStatus::exited(127));

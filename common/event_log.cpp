@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/console.hpp"
 #include "common/log.hpp"
 
 namespace cohort {
@@ -112,7 +113,7 @@ void EventLog::append(const std::string& line) {
     log::warn("event log ", path_, ": cannot write (", std::strerror(errno),
               "); events are not being recorded there");
   }
-  if (echo_) write_all(STDERR_FILENO, line);
+  if (echo_) console::write_message(STDERR_FILENO, line);
 }
 
 std::vector<nlohmann::json> parse_event_lines(std::string_view text) {

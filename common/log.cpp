@@ -1,20 +1,36 @@
 #include "common/log.hpp"
 
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+
+#include "common/console.hpp"
 
 namespace cohort::log {
 namespace {
+
+// Formats each message and hands it to the console queue (never blocks on a console that does
+// not read).
+class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(message, line);
+    console::write_message(STDERR_FILENO, std::string_view(line.data(), line.size()));
+  }
+  void flush_() override {}
+};
 
 std::atomic<Level> g_level{Level::Warn};
 
 std::shared_ptr<spdlog::logger>& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
-    auto made = spdlog::stderr_logger_mt("cohort");
+    auto made = std::make_shared<spdlog::logger>("cohort", std::make_shared<ConsoleSink>());
     made->set_pattern("cohort %^%l%$: %v");
     made->set_level(spdlog::level::trace);
     return made;

@@ -1,6 +1,7 @@
 // cohort's own diagnostics on stderr ("cohort: ..." lines), with a level set once at start from
-// --verbose/--quiet or LOGLEVEL, control characters escaped (escape_for_terminal). spdlog stays
-// inside log.cpp so that headers stay light.
+// --verbose/--quiet or LOGLEVEL, control characters escaped (escape_for_terminal), written
+// through the console queue (common/console.hpp). spdlog stays inside log.cpp so that headers
+// stay light.
 // init() is called once from main; the write functions are safe from any thread.
 #pragma once
 

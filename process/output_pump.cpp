@@ -5,9 +5,16 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/console.hpp"
 #include "common/text.hpp"
 
 namespace cohort {
+namespace {
+
+// How often a pump paced by the console looks whether it may read again.
+constexpr std::chrono::milliseconds kConsolePoll{10};
+
+}  // namespace
 
 void write_all(int fd, std::string_view data) {
   while (!data.empty()) {
@@ -25,7 +32,11 @@ void write_all(int fd, std::string_view data) {
 }
 
 OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target)
-    : pipe_(io, pipe_read), target_(std::move(target)), buffer_(64 * 1024) {}
+    : pipe_(io, pipe_read),
+      pace_timer_(io),
+      pace_bytes_(console::kPaceBytes),
+      target_(std::move(target)),
+      buffer_(64 * 1024) {}
 
 void OutputPump::start(std::function<void()> on_eof, int pid) {
   on_eof_ = std::move(on_eof);
@@ -37,19 +48,40 @@ void OutputPump::close() {
   target_.on_output = nullptr;  // a read that completed before the close must not reach the owner
   boost::system::error_code ignored;
   pipe_.close(ignored);
+  pace_timer_.cancel();
+}
+
+void OutputPump::read_to_end() {
+  pace_bytes_ = console::kMaxQueuedBytes;
+  pace_timer_.cancel();
 }
 
 void OutputPump::read_more() {
+  if (target_.console_fd >= 0 && console::queued_bytes() > pace_bytes_) return wait_for_console();
   pipe_.async_read_some(
       boost::asio::buffer(buffer_),
       [self = shared_from_this()](const boost::system::error_code& error, size_t size) {
         if (size > 0) self->consume(self->buffer_.data(), size);
         if (!error) return self->read_more();
-        self->flush_partial();
-        self->write_out();
-        self->close();
-        if (auto done = std::move(self->on_eof_)) done();
+        self->finish();
       });
+}
+
+// A worker whose lines wait for the console is not hung: each look counts as a sign of life.
+void OutputPump::wait_for_console() {
+  pace_timer_.expires_after(kConsolePoll);
+  pace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code&) {
+    if (!self->pipe_.is_open()) return self->finish();
+    if (self->target_.on_output) self->target_.on_output();
+    self->read_more();
+  });
+}
+
+void OutputPump::finish() {
+  flush_partial();
+  write_out();
+  close();
+  if (auto done = std::move(on_eof_)) done();
 }
 
 void OutputPump::consume(const char* data, size_t size) {
@@ -107,7 +139,7 @@ void OutputPump::emit(std::string_view line) {
 }
 
 void OutputPump::write_out() {
-  if (!console_batch_.empty()) write_all(target_.console_fd, console_batch_);
+  if (!console_batch_.empty()) console::write_output(target_.console_fd, console_batch_);
   if (!file_batch_.empty()) write_all(target_.file_fd, file_batch_);
   if (!copy_batch_.empty()) write_all(target_.copy_fd, copy_batch_);
   console_batch_.clear();

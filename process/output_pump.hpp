@@ -1,12 +1,15 @@
 // Copies one worker stream (a pipe) line by line to the console, with a prefix, and/or to a log
 // file, the lines that contain a filter also to a shared "filtered" file (torchrun's
-// --duplicate-*-filters), and keeps the last lines for the failure summary. A line is written with
-// one write(2), so lines of different workers never split or interleave. Owned by WorkerGroup; io
+// --duplicate-*-filters), and keeps the last lines for the failure summary. Console lines go
+// whole through the console queue (common/console.hpp), so lines of different workers never split
+// or interleave, and the pump reads no more while that queue is backed up (the worker then waits
+// in write(), as it would on a console that does not read). Owned by WorkerGroup and Launch; io
 // thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -39,6 +42,9 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   void start(std::function<void()> on_eof, int pid = 0);
   /// Stops reading (used when a worker's stray children keep the pipe open too long).
   void close();
+  /// The writer has exited: what is left in the pipe is read on even while the console lags
+  /// (up to console::kMaxQueuedBytes queued), so that its end of file comes soon.
+  void read_to_end();
   const std::deque<std::string>& tail() const { return tail_; }
   /// From now on keeps every line (up to kMaxCaptureBytes), not only the tail: what a hung
   /// worker prints while it is stopped (a Python traceback of every thread).
@@ -48,6 +54,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
 
  private:
   void read_more();
+  void wait_for_console();
+  void finish();
   void consume(const char* data, size_t size);
   void append_partial(std::string_view piece);
   void flush_partial();
@@ -55,6 +63,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   void write_out();
 
   boost::asio::posix::stream_descriptor pipe_;
+  boost::asio::steady_timer pace_timer_;
+  size_t pace_bytes_;  ///< reads wait while the console queue holds more than this
   PumpTarget target_;
   std::function<void()> on_eof_;
   std::vector<char> buffer_;

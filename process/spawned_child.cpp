@@ -37,6 +37,9 @@ bool SpawnedChild::spawn(ProcessSpawner& spawner, const SpawnRequest& request, E
       [this, alive = alive_](ExitStatus status) {
         if (!*alive) return;
         status_ = status;
+        for (auto* pump : {&out_, &err_}) {
+          if (*pump) (*pump)->read_to_end();
+        }
         if (events_.exited) events_.exited(status);
       },
       error);

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "common/console.hpp"
 #include "process/output_pump.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -36,6 +37,7 @@ PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& p
   });
   io.run();
   writer.join();
+  CHECK(console::drain(std::chrono::seconds(5)));
   ::close(console_fd);
   ::close(file_fd);
   CHECK(eof);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/byte_budget.hpp"
+#include "common/console.hpp"
 #include "common/io_pool.hpp"
 #include "common/text.hpp"
 #include "common/uring_loop.hpp"
@@ -276,7 +277,7 @@ bool run_until(asio::io_context& io, Condition condition, std::chrono::milliseco
 class StderrCapture {
  public:
   explicit StderrCapture(std::string path) : path_(std::move(path)) {
-    std::fflush(stderr);
+    flush();
     saved_ = ::dup(2);
     int file = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     REQUIRE(file >= 0);
@@ -289,18 +290,23 @@ class StderrCapture {
 
   /// What was written so far.
   std::string text() {
-    std::fflush(stderr);
+    flush();
     return read_file(path_);
   }
   void restore() {
     if (saved_ < 0) return;
-    std::fflush(stderr);
+    flush();
     ::dup2(saved_, 2);
     ::close(saved_);
     saved_ = -1;
   }
 
  private:
+  static void flush() {
+    std::fflush(stderr);
+    console::drain(std::chrono::seconds(5));
+  }
+
   std::string path_;
   int saved_ = -1;
 };

@@ -2,6 +2,7 @@
 // 127.0.0.2-127.0.0.4, two workers each, --nnodes 2:3 (DESIGN.md §3 and the rendezvous issue).
 #include <csignal>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -557,5 +558,57 @@ TEST_CASE("without cohortd, an agent on the endpoint's host hosts the rendezvous
     CHECK(env_value(env, "WORLD_SIZE") == "4");
     CHECK(env_value(env, "MASTER_ADDR") == "127.0.0.1");
   }
+  CHECK(scratch.nothing_left());
+}
+
+// A console that stops reading (a paused terminal, a pipe nobody drains) for longer than the
+// heartbeat timeout: the node's workers wait to write, but its agent goes on heartbeating, so
+// the round is not lost, and every line arrives, in order, once the console reads again.
+TEST_CASE("a node whose console stops reading keeps its place and loses no output",
+          "[integration][multinode][output]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::vector<std::string> flags{"--nnodes",         "2",
+                                 "--nproc-per-node", "1",
+                                 "--rdzv-id",        "stuck-console",
+                                 "--max-restarts",   "0",
+                                 "--rdzv-conf",      "heartbeat_timeout=2,keep_alive_interval=0.2"};
+  auto steady = cluster.node(kAddresses[0], flags, {"--sleep-ms", "8000"});
+  constexpr int kLines = 300'000;  // about 9 MB on the console: more than every buffer on the way
+  std::vector<std::string> argv{"/bin/sh", "-c",
+                                "{ \"$0\" \"$@\"; echo $? > " + scratch.file("stuck_rc") +
+                                    "; } | { sleep 5; exec cat > " + scratch.file("stuck_out") +
+                                    "; }",
+                                kCohortBin, "run"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(),
+              {"--rdzv-backend", "c10d", "--rdzv-endpoint", cluster.endpoint(), "--local-addr",
+               kAddresses[1], "--no-python", kTestWorkerBin, "--lines", std::to_string(kLines)});
+  ChildOptions options = scratch.options();
+  options.name = "stuck_node";
+  ChildProcess stuck(argv, options);
+
+  auto steady_status = steady->wait(40s);
+  auto stuck_status = stuck.wait(40s);
+  INFO(steady->output() << stuck.output() << cluster.daemon().output());
+  REQUIRE(steady_status);
+  REQUIRE(stuck_status);
+  CHECK(steady_status->success());
+  CHECK(read_file(scratch.file("stuck_rc")) == "0\n");
+  const std::regex line_pattern(R"(\[default0\]:line (\d+) of rank \d)");
+  int next = 0, bad = 0;
+  for (const std::string& line : split_lines(read_file(scratch.file("stuck_out")))) {
+    std::smatch match;
+    if (std::regex_match(line, match, line_pattern) && std::stoi(match[1]) == next) {
+      ++next;
+    } else {
+      ++bad;
+    }
+  }
+  CHECK(next == kLines);
+  CHECK(bad == 0);
+  CHECK_FALSE(contains(cluster.daemon().output(), "lost"));
+  cluster.stop_daemon();
   CHECK(scratch.nothing_left());
 }
