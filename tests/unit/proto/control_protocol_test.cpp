@@ -335,6 +335,26 @@ TEST_CASE("a frame of 20,000 empty objects decodes like any unknown value", "[un
   CHECK(std::holds_alternative<Restart>(*message));
 }
 
+// 64 MiB of `{},` in a status reply (a hostile endpoint's) took 2.7 GB to parse.
+TEST_CASE("a document of more values than any reply holds is refused before parsing",
+          "[unit][proto]") {
+  auto many = [](size_t values, const std::string& unit) {
+    std::string text = "[" + unit;
+    for (size_t i = 2; i < values; ++i) text += "," + unit;
+    return text + "]";
+  };
+  CHECK(parse_untrusted_json(many(kMaxJsonValues, "0")).is_array());
+  CHECK(parse_untrusted_json(many(kMaxJsonValues + 1, "0")).is_discarded());
+  CHECK(parse_untrusted_json(many(kMaxJsonValues / 2 + 1, "{}")).is_discarded());
+  CHECK(parse_untrusted_json(many(kMaxJsonValues / 2 - 1, "[]")).is_array());
+  // Commas and brackets in strings are text.
+  CHECK(parse_untrusted_json("[\"" + std::string(kMaxJsonValues, ',') + "\"]").is_array());
+  std::string error;
+  std::string reply = R"({"port":1,"runs":[],"x":)" + many(kMaxJsonValues, "{}") + "}";
+  CHECK_FALSE(decode_status_document(reply, error));
+  CHECK(error == "status is not a JSON object");
+}
+
 namespace {
 
 // A daemon with one running run of two nodes, one of them done, and one forming run.
