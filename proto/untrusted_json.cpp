@@ -34,7 +34,8 @@ bool too_complex(std::string_view text, int max_depth, size_t max_values) {
 }  // namespace
 
 nlohmann::json parse_untrusted_json(std::string_view text, int max_depth) {
-  if (too_complex(text, max_depth, kMaxJsonValues)) return nlohmann::json(nlohmann::json::value_t::discarded);
+  if (too_complex(text, max_depth, kMaxJsonValues))
+    return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 

@@ -1,7 +1,9 @@
 // The events the daemon holds for each run, as their log lines, oldest first: what a run's
 // timeline page draws and `cohort status --events` prints. Bounded: a run keeps its newest
-// events within Limits (older ones are dropped and counted), and an ended run's history is kept
-// for a while (the most recent ended runs, within a byte budget) so its page still answers.
+// events within Limits (older ones are dropped and counted), the live runs together within a
+// byte budget (the largest history gives up its oldest lines first), and an ended run's history
+// is kept for a while (the most recent ended runs, within a byte budget) so its page still
+// answers.
 // Owned by the rendezvous daemon; io thread.
 #pragma once
 
@@ -18,6 +20,7 @@ class EventHistory {
   struct Limits {
     size_t events_per_run = 10000;
     size_t bytes_per_run = 16 << 20;
+    size_t live_bytes = 256 << 20;  ///< all live runs' lines together
     size_t ended_runs = 64;
     size_t ended_bytes = 64 << 20;  ///< all ended runs' lines together
   };
@@ -47,13 +50,16 @@ class EventHistory {
     uint64_t dropped = 0;
     bool ended = false;
   };
+  void drop_oldest(RunHistory& history);
   void forget(std::map<std::string, RunHistory>::iterator run);
+  void trim_live();
   void trim_ended();
 
   Limits limits_;
   std::map<std::string, RunHistory> runs_;
   std::deque<std::string> ended_;  ///< ended runs, the first to end first
   size_t ended_bytes_ = 0;
+  size_t live_bytes_ = 0;
 };
 
 }  // namespace cohort

@@ -63,3 +63,28 @@ TEST_CASE("a run id used again starts with a fresh history", "[unit][rendezvous]
   history.add("r", "new\n");
   CHECK(history.lines("r") == std::deque<std::string>{"new\n"});
 }
+
+TEST_CASE("the live runs together stay within their budget, the largest history giving first",
+          "[unit][rendezvous][events]") {
+  EventHistory::Limits limits = small_limits();
+  limits.live_bytes = 150;  // 100 a run: two full runs would hold 200
+  EventHistory history(limits);
+  history.run_created("quiet");
+  history.run_created("flood");
+  for (int i = 0; i < 3; ++i) history.add("quiet", std::string(10, 'q'));
+  for (int i = 0; i < 20; ++i) history.add("flood", std::string(30, 'f'));
+  CHECK(history.lines("quiet").size() == 3);  // untouched: the flood gave up its own lines
+  CHECK(history.lines("flood").size() == 3);
+  history.add("quiet", std::string(60, 'q'));  // 30 + 60 + 90 = 180: the flood, largest, gives
+  CHECK(history.lines("quiet").size() == 3);
+  CHECK(history.lines("flood").size() == 2);
+  uint64_t flood_dropped = history.dropped("flood");
+  history.add("quiet", std::string(90, 'q'));  // quiet over its own 100: keeps its newest
+  CHECK(history.lines("quiet").size() == 1);
+  CHECK(history.dropped("flood") == flood_dropped);  // 90 + 60 = 150: within the budget
+  history.run_ended("flood");  // an ended run's lines count against the ended runs' budget
+  history.run_created("late");
+  history.add("late", std::string(60, 'l'));
+  CHECK(history.lines("late").size() == 1);
+  CHECK(history.lines("quiet").size() == 1);
+}
