@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -86,8 +87,11 @@ class Writer {
   };
 
   // In the child of a fork, with the mutex held since the fork: what is queued is the parent's
-  // to write, and the writer thread did not come along.
+  // to write, and the writer thread did not come along (made afresh, the condition variables
+  // forget it was waiting on them).
   void forget_parent() {
+    new (&has_work_) std::condition_variable;
+    new (&idle_) std::condition_variable;
     chunks_.clear();
     queued_ = 0;
     dropped_ = 0;

@@ -2,6 +2,7 @@
 // drains. Worker output waits (its pump stops reading) and arrives whole and in order; the io
 // thread stays free meanwhile; cohort's own messages past the bound are dropped and counted.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -150,4 +151,34 @@ TEST_CASE("cohort's messages past the bound are dropped and counted once the con
   dropped = std::atoi(shown.c_str() + at + 13);
   CHECK(dropped >= 1000);  // 2,000 past the bound, less what the pipe itself holds
   CHECK(arrived + dropped == sent);
+}
+
+// The group keeper is forked from the agent without exec: its messages must not wait behind the
+// agent's queue, nor for the agent's writer thread, which a fork does not copy.
+TEST_CASE("a child forked without exec writes its own messages", "[component][agent]") {
+#if defined(__SANITIZE_THREAD__)
+  WARN("not under TSan: it ends a child that starts a thread after a multi-threaded fork");
+  return;
+#endif
+  Pipe stuck;  // the parent's console, not read: its writer thread waits in write(2)
+  console::write_output(stuck.write, std::string(256 * 1024, 'p'));
+  REQUIRE(wait_until([] { return console::queued_bytes() > 0; }));
+  Pipe child_console;
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    console::write_message(child_console.write, "from the child\n");
+    ::_exit(console::drain(5s) && console::queued_bytes() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ::close(child_console.write);
+  child_console.write = -1;
+  Reader reader(child_console.read, [](const std::string&) { return false; });  // to end of file
+  CHECK(reader.join() == "from the child\n");
+  Reader parent(stuck.read, [](const std::string& text) { return text.size() == 256 * 1024; });
+  CHECK(console::drain(10s));
+  CHECK(parent.join().size() == 256 * 1024);
 }
