@@ -88,6 +88,11 @@ std::string stop_proof(std::string_view key, std::string_view challenge, std::st
   return hmac_sha256_hex(key, joined({"cohort-stop", challenge, run_id, reason, by}));
 }
 
+std::string answer_proof(std::string_view key, std::string_view kind, std::string_view challenge,
+                         std::string_view client_nonce, std::string_view run_id) {
+  return hmac_sha256_hex(key, joined({"cohort-answer", kind, challenge, client_nonce, run_id}));
+}
+
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {
   return hmac_sha256_hex(daemon_token, std::string("cohort-run-token\n") + std::string(run_id));
 }

@@ -38,6 +38,11 @@ std::string events_proof(std::string_view key, std::string_view challenge, std::
 std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
                        std::string_view reason, std::string_view by = {});
 
+/// What the daemon's answer to a status, events or stop request (`kind`: "status", "events",
+/// "stop") proves back: it holds `key` too, answering the tool's nonce on this connection.
+std::string answer_proof(std::string_view key, std::string_view kind, std::string_view challenge,
+                         std::string_view client_nonce, std::string_view run_id);
+
 /// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
 /// a team the token of its run, which proves nothing about any other run.
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id);

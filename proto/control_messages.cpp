@@ -43,11 +43,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(EventsReply, run_id, events, dropped)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof, by)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StopRunReply, run_id, stopped, nodes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof, client_nonce)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof, client_nonce)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof, by,
+                                                client_nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Unhealthy, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Notice, text)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world_size, base_rank,
@@ -111,7 +110,41 @@ void from_json(const json& in, StatusRun& m) {
   if (in.contains("last_failure")) in.at("last_failure").get_to(m.last_failure);
   if (in.contains("more_nodes")) in.at("more_nodes").get_to(m.more_nodes);
 }
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StatusReply, port, runs)
+
+// An answer's proof is left out when empty (no token), so that /api/runs and `cohort status
+// --json` show what they always did, and an answer without one still decodes.
+void put_proof(json& out, const std::string& proof) {
+  if (!proof.empty()) out["proof"] = proof;
+}
+void to_json(json& out, const StatusReply& m) {
+  out = json{{"port", m.port}, {"runs", m.runs}};
+  put_proof(out, m.proof);
+}
+void from_json(const json& in, StatusReply& m) {
+  in.at("port").get_to(m.port);
+  in.at("runs").get_to(m.runs);
+  m.proof = in.value("proof", std::string());
+}
+void to_json(json& out, const EventsReply& m) {
+  out = json{{"run_id", m.run_id}, {"events", m.events}, {"dropped", m.dropped}};
+  put_proof(out, m.proof);
+}
+void from_json(const json& in, EventsReply& m) {
+  in.at("run_id").get_to(m.run_id);
+  in.at("events").get_to(m.events);
+  in.at("dropped").get_to(m.dropped);
+  m.proof = in.value("proof", std::string());
+}
+void to_json(json& out, const StopRunReply& m) {
+  out = json{{"run_id", m.run_id}, {"stopped", m.stopped}, {"nodes", m.nodes}};
+  put_proof(out, m.proof);
+}
+void from_json(const json& in, StopRunReply& m) {
+  in.at("run_id").get_to(m.run_id);
+  in.at("stopped").get_to(m.stopped);
+  in.at("nodes").get_to(m.nodes);
+  m.proof = in.value("proof", std::string());
+}
 
 // Empty messages have no fields.
 template <typename T>
@@ -470,6 +503,11 @@ std::string out_of_range(const ControlMessage& message) {
   } else if (const auto* stop = std::get_if<StopRunRequest>(&message)) {
     if (stop->reason.size() > kMaxStopReasonBytes) return "reason";
     if (stop->by.size() > kMaxStopByBytes) return "by";
+    if (stop->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
+  } else if (const auto* status = std::get_if<StatusRequest>(&message)) {
+    if (status->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
+  } else if (const auto* events = std::get_if<EventsRequest>(&message)) {
+    if (events->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
   } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
     if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
   } else if (const auto* leave = std::get_if<Leave>(&message)) {

@@ -116,14 +116,16 @@ struct Leave {
   std::string reason;
 };
 struct StatusRequest {
-  std::string run_id;  ///< the run to show; empty: every run (needs the daemon's own token)
-  std::string proof;   ///< status_proof under the token; empty without a token
+  std::string run_id;        ///< the run to show; empty: every run (needs the daemon's own token)
+  std::string proof;         ///< status_proof under the token; empty without a token
+  std::string client_nonce;  ///< the tool's challenge to the daemon; empty without a token
 };
 
 /// `cohort status --events RUN`: the events the daemon holds for one run (docs/EVENTS.md).
 struct EventsRequest {
   std::string run_id;
   std::string proof;  ///< events_proof under the daemon's or the run's token; empty without one
+  std::string client_nonce;  ///< the tool's challenge to the daemon; empty without a token
 };
 /// `cohort stop`: ends the run cleanly; every agent stops its workers and exits 130.
 struct StopRunRequest {
@@ -131,7 +133,10 @@ struct StopRunRequest {
   std::string reason;  ///< recorded in the run.stopped event and each agent's log
   std::string proof;   ///< stop_proof under the daemon's or the run's token; empty without one
   std::string by;      ///< who asks, "user@host" as the asking machine names them; may be empty
+  std::string client_nonce;  ///< the tool's challenge to the daemon; empty without a token
 };
+/// Bound of a request's client_nonce (random_nonce makes 64 hex digits).
+constexpr size_t kMaxClientNonceBytes = 256;
 /// Bounds of a stop request's reason and of its `by`.
 constexpr size_t kMaxStopReasonBytes = 1024;
 constexpr size_t kMaxStopByBytes = 256;
@@ -267,18 +272,21 @@ constexpr int kMaxStatusNodes = 2000;
 struct StatusReply {
   int port = 0;  ///< the daemon's control port
   std::vector<StatusRun> runs;
+  std::string proof;  ///< answer_proof for the request's client_nonce; left out when empty
 };
 /// The answer to `events`: the run's event lines (without their '\n'), oldest first.
 struct EventsReply {
   std::string run_id;
   std::vector<std::string> events;
-  int dropped = 0;  ///< older events the daemon no longer holds (its history is bounded)
+  int dropped = 0;    ///< older events the daemon no longer holds (its history is bounded)
+  std::string proof;  ///< answer_proof for the request's client_nonce; left out when empty
 };
 /// The answer to `stop_run`.
 struct StopRunReply {
   std::string run_id;
   bool stopped = false;  ///< false: the run had already ended
   int nodes = 0;         ///< nodes told to stop
+  std::string proof;     ///< answer_proof for the request's client_nonce; left out when empty
 };
 
 using ControlMessage =

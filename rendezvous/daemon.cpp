@@ -401,15 +401,25 @@ std::optional<std::string> RendezvousDaemon::proven_key(const ControlSession& se
   return std::nullopt;
 }
 
-// Whether a request's proof holds: under the daemon's token, or, for one run (`run_id` not
-// empty), under that run's token. Always true without a token.
-bool RendezvousDaemon::request_proven(
+// The key a request's proof holds under: the daemon's token, or, for one run (`run_id` not
+// empty), that run's token. "" without a token; nullopt when the proof is missing or wrong.
+std::optional<std::string> RendezvousDaemon::request_key(
     const std::string& proof, const std::string& run_id,
     const std::function<std::string(const std::string& key)>& expected) const {
-  if (options_.token.empty()) return true;
-  if (proto::proofs_equal(proof, expected(options_.token))) return true;
-  return !run_id.empty() &&
-         proto::proofs_equal(proof, expected(proto::derive_run_token(options_.token, run_id)));
+  if (options_.token.empty()) return std::string();
+  if (proto::proofs_equal(proof, expected(options_.token))) return options_.token;
+  if (run_id.empty()) return std::nullopt;
+  std::string run_token = proto::derive_run_token(options_.token, run_id);
+  if (proto::proofs_equal(proof, expected(run_token))) return run_token;
+  return std::nullopt;
+}
+
+// What an answer proves back to a tool that sent its nonce: that this end holds `key` too.
+std::string RendezvousDaemon::answer_proof(const ControlSession& session, const std::string& key,
+                                           std::string_view kind, const std::string& client_nonce,
+                                           const std::string& run_id) const {
+  if (key.empty() || client_nonce.empty()) return {};
+  return proto::answer_proof(key, kind, session.challenge, client_nonce, run_id);
 }
 
 // Every run for the daemon's token; one run (request.run_id) for that run's token too.
@@ -419,14 +429,18 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
         proto::Error{"bad status request: run id: " + run_id_problem(request.run_id)},
         "bad status request");
   }
-  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
-        return proto::status_proof(key, session.challenge, request.run_id);
-      })) {
+  std::optional<std::string> key =
+      request_key(request.proof, request.run_id, [&](const auto& token) {
+        return proto::status_proof(token, session.challenge, request.run_id);
+      });
+  if (!key) {
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent
-  answer_query(session, status(request.run_id), "status sent");
+  proto::StatusReply reply = status(request.run_id);
+  reply.proof = answer_proof(session, *key, "status", request.client_nonce, request.run_id);
+  answer_query(session, reply, "status sent");
 }
 
 // The run's events, the newest that fit one reply.
@@ -435,9 +449,11 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
     return session.close_after(proto::Error{"bad events request: run id: " + problem},
                                "bad events request");
   }
-  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
-        return proto::events_proof(key, session.challenge, request.run_id);
-      })) {
+  std::optional<std::string> key =
+      request_key(request.proof, request.run_id, [&](const auto& token) {
+        return proto::events_proof(token, session.challenge, request.run_id);
+      });
+  if (!key) {
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
@@ -456,6 +472,7 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
   }
   uint64_t dropped = history_.dropped(request.run_id) + first;
   reply.dropped = static_cast<int>(std::min<uint64_t>(dropped, INT32_MAX));
+  reply.proof = answer_proof(session, *key, "events", request.client_nonce, request.run_id);
   answer_query(session, reply, "events sent");
 }
 
@@ -488,10 +505,12 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
     return session.close_after(proto::Error{"bad stop request: run id: " + problem},
                                "bad stop request");
   }
-  if (!request_proven(request.proof, request.run_id, [&](const std::string& key) {
-        return proto::stop_proof(key, session.challenge, request.run_id, request.reason,
+  std::optional<std::string> key =
+      request_key(request.proof, request.run_id, [&](const auto& token) {
+        return proto::stop_proof(token, session.challenge, request.run_id, request.reason,
                                  request.by);
-      })) {
+      });
+  if (!key) {
     return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
@@ -511,7 +530,9 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
     run.stopped_by = "cohort stop";
     run.stopper = request.by;
   }
-  session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0},
+  session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0,
+                                          answer_proof(session, *key, "stop", request.client_nonce,
+                                                       request.run_id)},
                       "stop answered");
   apply(run, run.state->cancel(kExitStopped, reason));
   reap_runs();

@@ -10,6 +10,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
+#include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 
 namespace cohort {
@@ -89,6 +90,24 @@ ControlAnswer control_request(
   if (!message)
     return {std::nullopt, kExitRendezvous, "no answer from " + endpoint + ": " + problem};
   return {std::move(message), kExitSuccess, ""};
+}
+
+AnswerCheck::AnswerCheck(std::string token, std::string kind, std::string run_id)
+    : token_(std::move(token)), kind_(std::move(kind)), run_id_(std::move(run_id)) {
+  if (!token_.empty()) nonce_ = proto::random_nonce();
+}
+
+const std::string& AnswerCheck::nonce_for(const std::string& challenge) {
+  challenge_ = challenge;
+  return nonce_;
+}
+
+std::string AnswerCheck::problem(const std::string& proof) const {
+  if (token_.empty()) return {};
+  if (proto::proofs_equal(proof, proto::answer_proof(token_, kind_, challenge_, nonce_, run_id_)))
+    return {};
+  return "the answer does not prove that the endpoint holds the token: it is not the daemon (or "
+         "it is a cohortd older than this cohort)";
 }
 
 }  // namespace cohort

@@ -27,6 +27,23 @@ ControlAnswer control_request(
     const std::function<proto::ControlMessage(const std::string& challenge)>& make_request,
     uint32_t max_answer_bytes = proto::kMaxStatusFrameBytes);
 
+/// The tool's side of the daemon's proof (with a token): a fresh nonce sent with the request,
+/// and the answer's proof checked against it and the connection's challenge, so that an
+/// endpoint posing as the daemon cannot show a made-up status or claim a stop it did not make.
+/// Main thread.
+class AnswerCheck {
+ public:
+  /// `kind` as proto::answer_proof takes it ("status", "events", "stop").
+  AnswerCheck(std::string token, std::string kind, std::string run_id);
+  /// The nonce to send with the request (empty without a token); remembers `challenge`.
+  const std::string& nonce_for(const std::string& challenge);
+  /// Empty when `proof` holds (always, without a token), else why not.
+  std::string problem(const std::string& proof) const;
+
+ private:
+  std::string token_, kind_, run_id_, nonce_, challenge_;
+};
+
 /// The answer as a T, or nullopt with `problem` saying why not ("refused: <the daemon's error>").
 template <typename T>
 std::optional<T> answer_as(ControlAnswer& answer, std::string& problem) {

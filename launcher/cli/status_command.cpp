@@ -85,20 +85,23 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
 }
 
 StatusFetch fetch_status(const StatusQuery& query) {
+  AnswerCheck check(query.token, "status", query.run_id);
   ControlAnswer answer =
       control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
-        proto::StatusRequest request{query.run_id, ""};
+        proto::StatusRequest request{query.run_id, "", check.nonce_for(challenge)};
         if (!query.token.empty())
           request.proof = proto::status_proof(query.token, challenge, query.run_id);
         return request;
       });
   std::string problem;
   std::optional<proto::StatusReply> reply = answer_as<proto::StatusReply>(answer, problem);
+  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
   if (!reply) {
     int exit_code = answer.exit_code == kExitSuccess ? kExitRendezvous : answer.exit_code;
     if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem};
     return {std::nullopt, exit_code, "no status from " + query.endpoint + ": " + problem};
   }
+  reply->proof.clear();  // checked; not part of what is shown
   return {std::move(*reply), kExitSuccess, ""};
 }
 
@@ -124,15 +127,17 @@ std::string ascii_json(const std::string& text) {
 }  // namespace
 
 int run_events_command(const StatusQuery& query) {
+  AnswerCheck check(query.token, "events", query.events_run);
   ControlAnswer answer =
       control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
-        proto::EventsRequest request{query.events_run, ""};
+        proto::EventsRequest request{query.events_run, "", check.nonce_for(challenge)};
         if (!query.token.empty())
           request.proof = proto::events_proof(query.token, challenge, query.events_run);
         return request;
       });
   std::string problem;
   std::optional<proto::EventsReply> reply = answer_as<proto::EventsReply>(answer, problem);
+  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
   if (!reply) {
     std::cerr << "cohort status: no events from " << query.endpoint << ": "
               << escape_for_terminal(problem) << "\n";

@@ -48,10 +48,12 @@ int run_stop_command(const StopQuery& query) {
     std::cerr << "cohort stop: --reason: at most " << proto::kMaxStopReasonBytes << " bytes\n";
     return kExitUsage;
   }
+  AnswerCheck check(query.token, "stop", query.run_id);
   ControlAnswer answer = control_request(
       query.endpoint, query.timeout_ms,
       [&](const std::string& challenge) {
-        proto::StopRunRequest request{query.run_id, query.reason, "", query.by};
+        proto::StopRunRequest request{query.run_id, query.reason, "", query.by,
+                                      check.nonce_for(challenge)};
         if (!query.token.empty()) {
           request.proof =
               proto::stop_proof(query.token, challenge, query.run_id, query.reason, query.by);
@@ -61,6 +63,7 @@ int run_stop_command(const StopQuery& query) {
       proto::kMaxFrameBytes);  // a stop's answer is a line; never a status reply's 64 MiB
   std::string problem;
   std::optional<proto::StopRunReply> reply = answer_as<proto::StopRunReply>(answer, problem);
+  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
   if (!reply) {
     std::cerr << "cohort stop: " << query.endpoint << ": " << escape_for_terminal(problem) << "\n";
     return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;

@@ -130,8 +130,9 @@ struct Client {
     return expect<proto::Error>().message;
   }
   /// A status request proven with `key` (if any); the reply or the refusal.
-  proto::ControlMessage status(const std::string& run_id = {}, const std::string& key = {}) {
-    proto::StatusRequest request{run_id, ""};
+  proto::ControlMessage status(const std::string& run_id = {}, const std::string& key = {},
+                               const std::string& nonce = {}) {
+    proto::StatusRequest request{run_id, "", nonce};
     if (!key.empty()) request.proof = proto::status_proof(key, challenge, run_id);
     send(request);
     auto reply = receive();
@@ -434,6 +435,29 @@ TEST_CASE("a run's derived token acts on that run only", "[component][daemon][au
   CHECK(runs[0].run_id == "blue");
   Client theirs(d.daemon.port());
   CHECK(std::holds_alternative<proto::Error>(theirs.status("red", blue)));
+}
+
+TEST_CASE("a status answer proves the token it was asked under, for the tool's nonce",
+          "[component][daemon][auth]") {
+  const std::string token = "the daemon's token, 32 bytes...";
+  DaemonThread d(token);
+  const std::string blue = proto::derive_run_token(token, "blue");
+  Client a(d.daemon.port(), blue);
+  a.hello("blue", "a", 1);
+  a.expect<proto::RoundAssigned>();
+  auto proof_of = [](const proto::ControlMessage& answer) {
+    REQUIRE(std::holds_alternative<proto::StatusReply>(answer));
+    return std::get<proto::StatusReply>(answer).proof;
+  };
+  Client admin(d.daemon.port());
+  std::string proof = proof_of(admin.status("", token, "nonce-1"));
+  CHECK(proof == proto::answer_proof(token, "status", admin.challenge, "nonce-1", ""));
+  Client team(d.daemon.port());
+  proof = proof_of(team.status("blue", blue, "nonce-2"));
+  CHECK(proof == proto::answer_proof(blue, "status", team.challenge, "nonce-2", "blue"));
+  CHECK(proof != proto::answer_proof(token, "status", team.challenge, "nonce-2", "blue"));
+  Client older(d.daemon.port());  // a tool that sends no nonce gets no proof (as before)
+  CHECK(proof_of(older.status("blue", blue)).empty());
 }
 
 TEST_CASE("a forged worker_failed from a connection without the token changes nothing",

@@ -100,3 +100,57 @@ TEST_CASE("a challenge over 64 KiB, or a stop's answer over 1 MiB, is refused be
     CHECK(std::chrono::steady_clock::now() - start < 3s);
   }
 }
+
+// An endpoint posing as the daemon, without its token: it can send a challenge and a well-formed
+// answer, but cannot prove the answer. A tool with the token refuses it; without a token there
+// is nothing to prove (as before).
+TEST_CASE("with a token, an answer that does not prove it is refused", "[component][status]") {
+  std::string challenge =
+      proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'c')}));
+  const std::string token = "the daemon's token, 32 bytes...";
+  auto made_up_status = [&](const std::string& proof) {
+    proto::StatusReply reply;
+    reply.port = 29400;
+    reply.runs.push_back(proto::StatusRun{});
+    reply.runs[0].run_id = "job";
+    reply.runs[0].phase = "running";
+    reply.proof = proof;
+    return challenge + proto::encode_frame(proto::encode_message(reply));
+  };
+  SECTION("status, no proof") {
+    Announcer peer(made_up_status(""));
+    StatusFetch fetched = fetch_status({peer.endpoint(), "", token});
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.exit_code == kExitRendezvous);
+    CHECK(fetched.problem.find("does not prove that the endpoint holds the token") !=
+          std::string::npos);
+  }
+  SECTION("status, a proof made with another token") {
+    Announcer peer(made_up_status(std::string(64, 'a')));
+    CHECK_FALSE(fetch_status({peer.endpoint(), "", token}).reply);
+  }
+  SECTION("status without a token: shown, as before") {
+    Announcer peer(made_up_status(""));
+    StatusFetch fetched = fetch_status({peer.endpoint()});
+    REQUIRE(fetched.reply);
+    CHECK(fetched.reply->runs.at(0).run_id == "job");
+  }
+  SECTION("stop: a claimed stop") {
+    Announcer peer(challenge +
+                   proto::encode_frame(proto::encode_message(proto::StopRunReply{"job", true, 4})));
+    StopQuery query;
+    query.endpoint = peer.endpoint();
+    query.run_id = "job";
+    query.token = token;
+    CHECK(run_stop_command(query) == kExitRendezvous);
+  }
+  SECTION("events") {
+    Announcer peer(challenge + proto::encode_frame(
+                                   proto::encode_message(proto::EventsReply{"job", {"{}"}, 0})));
+    StatusQuery query;
+    query.endpoint = peer.endpoint();
+    query.events_run = "job";
+    query.token = token;
+    CHECK(run_events_command(query) == kExitRendezvous);
+  }
+}

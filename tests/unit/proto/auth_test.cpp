@@ -63,3 +63,16 @@ TEST_CASE("status, events and stop proofs differ for the same challenge and run"
   CHECK(stop_proof("token", "challenge", "job", "", "alice@login1") !=
         stop_proof("token", "challenge", "job", "", "mallory@login1"));
 }
+
+TEST_CASE("an answer's proof covers its kind, the challenge, the tool's nonce and the run",
+          "[unit][proto][auth]") {
+  std::string proof = answer_proof("token", "status", "challenge", "nonce", "job");
+  CHECK(proof == answer_proof("token", "status", "challenge", "nonce", "job"));
+  CHECK(proof != answer_proof("token", "stop", "challenge", "nonce", "job"));
+  CHECK(proof != answer_proof("token", "status", "challenge2", "nonce", "job"));
+  CHECK(proof != answer_proof("token", "status", "challenge", "nonce2", "job"));
+  CHECK(proof != answer_proof("token", "status", "challenge", "nonce", "job2"));
+  CHECK(proof != answer_proof("token2", "status", "challenge", "nonce", "job"));
+  // Not any proof a tool itself sends for the same connection.
+  CHECK(proof != status_proof("token", "challenge", "job"));
+}

@@ -111,6 +111,20 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
   CHECK(f.summary == "summary\ntext");
   CHECK(f.exit_status == 139);
   CHECK(f.cause.empty());  // an older agent's report has none
+  // An answer's proof and a request's nonce travel; an empty proof is left out of the text.
+  StatusReply proven{29400, {}, "proof-hex"};
+  CHECK(std::get<StatusReply>(*decode_message(encode_message(proven), error)).proof == "proof-hex");
+  CHECK(encode_message(StatusReply{29400, {}}).find("proof") == std::string::npos);
+  CHECK(std::get<StopRunReply>(
+            *decode_message(encode_message(StopRunReply{"j", true, 2, "p"}), error))
+            .proof == "p");
+  CHECK(std::get<EventsReply>(*decode_message(encode_message(EventsReply{"j", {}, 0, "p"}), error))
+            .proof == "p");
+  CHECK(std::get<StatusRequest>(*decode_message(encode_message(StatusRequest{"", "", "n"}), error))
+            .client_nonce == "n");
+  CHECK_FALSE(decode_message(
+      encode_message(StatusRequest{"", "", std::string(kMaxClientNonceBytes + 1, 'n')}), error));
+  CHECK(error.find("client_nonce") != std::string::npos);
   failed.cause = "signal 11 (SIGSEGV): Segmentation fault";
   CHECK(std::get<WorkerFailed>(*decode_message(encode_message(failed), error)).cause ==
         failed.cause);
