@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/console.hpp"
 #include "common/log.hpp"
 #include "process/agent_silence.hpp"
 #include "process/process_tree.hpp"
@@ -27,6 +28,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kScanInterval{1};
 constexpr std::chrono::seconds kRemovalPatience{2};
+// How long the keeper's last messages may wait for a console that does not read.
+constexpr std::chrono::seconds kMessagesPatience{1};
 constexpr std::chrono::milliseconds kStarvedRecheck{250};
 
 // The forked keeper. It is a whole process (forked while the agent had one thread), so it may
@@ -86,6 +89,7 @@ class Keeper {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
+    console::drain(kMessagesPatience);  // _exit runs no atexit handler
     ::_exit(0);
   }
 
