@@ -175,8 +175,11 @@ agent_events::Source Agent::event_source() const {
 int Agent::run() {
   // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
-  if (!keeper_.start(stale_limit))
+  if (!keeper_.start(stale_limit)) {
     log::warn("cannot start the process-group keeper: ", std::strerror(errno));
+  } else if (logs_.temporary()) {
+    keeper_.remove_when_orphaned(logs_.base_dir());  // an agent killed by SIGKILL leaves none
+  }
   // NVML loads and reads on a thread while the agent connects (after the keeper's fork: a thread
   // must not be inside the driver when a process forks).
   if (gpu_health_) gpu_health_->read_ahead();

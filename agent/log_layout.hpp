@@ -21,6 +21,8 @@ class LogLayout {
   bool enabled() const { return enabled_; }
   /// No --log-dir: the directory is removed when the run ends.
   bool temporary() const { return temporary_; }
+  /// Where the logs go: --log-dir, or the temporary directory.
+  const std::string& base_dir() const { return base_dir_; }
   /// Creates attempt_<attempt>/<0..nproc-1>. Returns an error message, empty on success.
   std::string prepare_attempt(int attempt, int nproc);
   std::string rank_dir(int attempt, int local_rank) const;

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -25,6 +26,7 @@
 namespace cohort {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kScanInterval{1};
 constexpr std::chrono::seconds kRemovalPatience{2};
@@ -89,6 +91,7 @@ class Keeper {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
+    remove_leftover();
     console::drain(kMessagesPatience);  // _exit runs no atexit handler
     ::_exit(0);
   }
@@ -110,8 +113,18 @@ class Keeper {
         cgroup_ = line.substr(1);
         descendants_.clear();  // the cgroups hold them all from now on
       }
+      if (line[0] == 'r') leftover_ = line.substr(1);
     }
     return ticked;
+  }
+
+  // The agent's temporary directory, which it would have removed itself at a clean exit: only a
+  // cohort_* directory, and only once the workers that wrote there are dead.
+  void remove_leftover() {
+    fs::path directory(leftover_);
+    if (!directory.is_absolute() || directory.filename().string().rfind("cohort_", 0) != 0) return;
+    std::error_code ignored;
+    fs::remove_all(directory, ignored);
   }
 
   // Without cgroups: what is below the agent now, to find it again once the agent is dead (by
@@ -149,6 +162,7 @@ class Keeper {
   std::string pending_;
   std::set<pid_t> groups_;
   std::string cgroup_;
+  std::string leftover_;  ///< removed once the agent is gone (remove_when_orphaned)
   std::map<pid_t, uint64_t> descendants_;  ///< pid: start time, as last seen
 };
 
@@ -197,12 +211,19 @@ void GroupKeeper::add(pid_t process_group) { send("+" + std::to_string(process_g
 void GroupKeeper::remove(pid_t process_group) { send("-" + std::to_string(process_group) + "\n"); }
 
 bool GroupKeeper::contain_in(const std::string& cgroup_directory) {
+  return send_path('c', cgroup_directory);
+}
+
+bool GroupKeeper::remove_when_orphaned(const std::string& directory) {
+  return send_path('r', directory);
+}
+
+bool GroupKeeper::send_path(char kind, const std::string& path) {
   // One write of at most PIPE_BUF bytes: no worker's announcement can cut through it.
-  if (cgroup_directory.empty() || cgroup_directory.size() + 2 > PIPE_BUF ||
-      cgroup_directory.find('\n') != std::string::npos) {
+  if (path.empty() || path.size() + 2 > PIPE_BUF || path.find('\n') != std::string::npos) {
     return false;
   }
-  return send("c" + cgroup_directory + "\n");
+  return send(kind + path + "\n");
 }
 
 void GroupKeeper::tick() {

@@ -39,12 +39,16 @@ class GroupKeeper {
   /// The directory that holds every worker cgroup: killed (cgroup.kill) with the groups, and
   /// removed once the agent is gone. False when the keeper cannot be told.
   bool contain_in(const std::string& cgroup_directory);
+  /// A directory of the agent's own (its temporary log directory, named cohort_*), removed once
+  /// the agent is gone, however it died. False when the keeper cannot be told.
+  bool remove_when_orphaned(const std::string& directory);
   pid_t pid() const { return keeper_pid_; }
   /// The pipe a new worker announces its own group on, before exec (SpawnRequest); -1 if none.
   int announce_fd() const { return pipe_write_; }
 
  private:
   bool send(std::string_view line);
+  bool send_path(char kind, const std::string& path);
   void tick();
 
   int pipe_write_ = -1;

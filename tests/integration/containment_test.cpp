@@ -360,6 +360,7 @@ TEST_CASE("kill -9 of cohort takes the workers' daemons with it, through the kee
       check_mode(mode, cohort->err(), cohort->pid(), daemon);
     }
     if (!mode.cgroup) let_the_keeper_look();
+    CHECK(entries_starting_with(scratch.tmp(), "cohort_").size() == 1);  // its temporary logs
     cohort->signal(SIGKILL);
     REQUIRE(cohort->wait(10s).has_value());
     for (pid_t daemon : daemons) {
@@ -367,6 +368,8 @@ TEST_CASE("kill -9 of cohort takes the workers' daemons with it, through the kee
       CHECK(gone(daemon));
     }
     CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
+    // Removed by the keeper, as the agent would have at a clean exit.
+    CHECK(wait_until([&] { return entries_starting_with(scratch.tmp(), "cohort_").empty(); }));
     CHECK(scratch.nothing_left());
   }
 }
