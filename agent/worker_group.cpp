@@ -61,13 +61,16 @@ constexpr size_t kTailLineBytes = 1024;
 
 // The last `count` lines of a worker's stderr.log, each cut to kTailLineBytes. The worker may have
 // made it anything (a sparse terabyte, a FIFO, /dev/zero): only its last kStderrTailBytes of a
-// regular file are read, and a line cut by that start is dropped unless it is all there is.
+// regular file are read, and a line cut by that start is dropped unless it is all there is. NUL
+// bytes (a hole) are no text: they are left out.
 std::vector<std::string> read_last_lines(const std::string& path, size_t count) {
   UntrustedRead tail = read_untrusted_file_tail(path, kStderrTailBytes);
   if (!tail.ok) return {};
+  bool starts_cut = tail.file_bytes > tail.bytes.size();
+  tail.bytes.erase(std::remove(tail.bytes.begin(), tail.bytes.end(), '\0'), tail.bytes.end());
   std::vector<std::string> lines = split(tail.bytes, '\n');
   if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the last line's newline
-  if (tail.file_bytes > tail.bytes.size() && lines.size() > 1) lines.erase(lines.begin());
+  if (starts_cut && lines.size() > 1) lines.erase(lines.begin());
   if (lines.size() > count) lines.erase(lines.begin(), lines.end() - static_cast<long>(count));
   for (auto& line : lines) line.resize(std::min(line.size(), kTailLineBytes));
   return lines;

@@ -138,6 +138,16 @@ TEST_CASE("files a failed worker swapped for a FIFO or a sparse giant do not sta
     CHECK(contains(summary, "    the last words\n"));
     CHECK_FALSE(contains(summary, "\\x00"));  // the hole's start, cut off
   }
+  SECTION("stderr.log ends in a hole") {  // NUL bytes are no text: nothing of them is shown
+    RunResult result =
+        scratch.run({"--nproc-per-node", "1", "--redirects", "2", "--log-dir", scratch.file("logs"),
+                     "--no-python", "/bin/sh", "-c",
+                     "printf 'the first words\\n' >&2; truncate -s 1T /proc/self/fd/2; exit 4"},
+                    {}, 30s);
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 4);
+    CHECK_FALSE(contains(failure_summary(result.err), "\\x00"));
+  }
   CHECK(scratch.nothing_left());
 }
 
