@@ -1,13 +1,15 @@
 // `cohort launch` against real OpenSSH servers on 127.0.0.2, 127.0.0.3, ...: a Gloo job across
 // three hosts, the environment each host gets, --include/--exclude, hostfile errors, Ctrl-C,
-// a host killed mid-run, an unreachable host, the root cause's exit code, and the run's token
-// (generated or given) that travels over ssh's stdin and shows on no command line.
+// a host killed mid-run, an unreachable host, the root cause's exit code, the run's token
+// (generated or given) that travels over ssh's stdin and shows on no command line, and a console
+// that stops reading.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <filesystem>
+#include <regex>
 
 #include "common/event_log.hpp"
 #include "tests/integration/multinode_support.hpp"
@@ -454,6 +456,49 @@ TEST_CASE("launch: --event-log gets the launch's daemon events and every host's 
   CHECK(std::count(daemon.begin(), daemon.end(), "run.completed") == 1);
   CHECK(std::count(agents.begin(), agents.end(), "agent.started") == 2);
   CHECK(std::count(agents.begin(), agents.end(), "agent.finished") == 2);
+  CHECK(scratch.nothing_left());
+}
+
+// The console of `cohort launch` stops reading (a paused terminal, `| less`) for longer than the
+// heartbeat timeout: the launcher's pumps hold back, ssh stops reading the remote agents' output,
+// their pumps hold back and their workers wait to write; no io thread waits, so the daemon the
+// launch hosts keeps every host, and every line comes out, in order, once the console reads.
+TEST_CASE("launch: a console that stops reading loses no host and no line",
+          "[integration][launch][output]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  constexpr int kLines = 150'000;  // about 5 MB a host: more than every buffer on the way
+  std::vector<std::string> argv{"/bin/sh", "-c",
+                                "{ \"$0\" \"$@\"; echo $? > " + scratch.file("launch_rc") +
+                                    "; } | { sleep 5; exec cat > " + scratch.file("launch_out") +
+                                    "; }"};
+  for (const auto& word :
+       launch_argv(hosts, {"-H", host_list(hosts, 1), "--max-restarts", "0", "--rdzv-conf",
+                           "heartbeat_timeout=2,keep_alive_interval=0.2", "--no-python",
+                           kTestWorkerBin, "--lines", std::to_string(kLines)})) {
+    argv.push_back(word);
+  }
+  RunResult result = scratch.run_argv(argv, scratch.options(), 120s);
+  INFO(result.out << result.err);
+  REQUIRE(result.status.success());
+  CHECK(read_file(scratch.file("launch_rc")) == "0\n");
+  const std::regex line_pattern(R"(\[127\.0\.0\.\d:(\d)\]:line (\d+) of rank (\d))");
+  std::vector<int> next(2, 0);
+  int bad = 0;
+  for (const std::string& line : split_lines(read_file(scratch.file("launch_out")))) {
+    std::smatch match;
+    if (!std::regex_match(line, match, line_pattern) || match[1] != match[3] ||
+        std::stoi(match[1]) > 1 || std::stoi(match[2]) != next[std::stoi(match[1])]) {
+      ++bad;
+      continue;
+    }
+    ++next[std::stoi(match[1])];
+  }
+  CHECK(bad == 0);
+  CHECK(next[0] == kLines);
+  CHECK(next[1] == kLines);
+  CHECK_FALSE(contains(result.err, "lost"));
   CHECK(scratch.nothing_left());
 }
 
