@@ -108,7 +108,7 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
     flags.insert(flags.end(), {"--event-log", scratch.file("agent-" + address + ".jsonl")});
     nodes.push_back(cluster.node(address, flags, sleeping));
   }
-  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 6; }, 30s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_1_") >= 6; }, 30s));
   nodes[2]->signal(SIGKILL);
   nodes[2]->wait(5s);
   for (int i = 0; i < 2; ++i) {

@@ -46,7 +46,7 @@ TEST_CASE("a node whose health check fails is kept out, says why, and joins once
                                 " || { echo 'GPU 3: uncorrectable ECC errors' >&2; exit 1; }"),
                    worker);
   // Round 0 forms with the two healthy nodes; the third is shown unhealthy, with its reason.
-  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 2; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_0_") >= 2; }, 20s));
   cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
   const cohort::proto::StatusNode* shown = node_at(status, "127.0.0.4");
   REQUIRE(shown);
@@ -57,7 +57,7 @@ TEST_CASE("a node whose health check fails is kept out, says why, and joins once
   CHECK(contains(sick->output(), "GPU 3: uncorrectable ECC errors; this node does not join"));
   // Healed: it joins, and the run scales up to three nodes.
   std::ofstream(healed) << "ok\n";
-  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 3; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_1_") >= 3; }, 20s));
   CHECK(load_env(scratch.file("env_1_0.json")).at("WORLD_SIZE") == "3");
   status = daemon_status(cluster.endpoint());
   REQUIRE(node_at(status, "127.0.0.4"));
@@ -100,9 +100,9 @@ TEST_CASE("a node that turns unhealthy after a restart is left out of the next r
     flags.insert(flags.end(), {"--max-restarts", "2"});
     nodes.push_back(cluster.node(address, flags, worker));
   }
-  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 3; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_0_") >= 3; }, 20s));
   // Rank 0's failure restarts every node; 127.0.0.4's next check fails.
-  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 2; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_1_") >= 2; }, 20s));
   CHECK(load_env(scratch.file("env_1_0.json")).at("WORLD_SIZE") == "2");
   cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
   const cohort::proto::StatusNode* shown = node_at(status, "127.0.0.4");

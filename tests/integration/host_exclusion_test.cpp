@@ -51,13 +51,13 @@ TEST_CASE("a host that is the root cause twice is excluded and a spare takes its
   auto sick = cluster.node_running(
       "127.0.0.3", flags,
       {"/bin/sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 3"});
-  REQUIRE(wait_until([&] { return cluster.files("env_0_").size() >= 1; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_0_") >= 1; }, 20s));
   auto spare = cluster.node("127.0.0.4", flags, healthy);
   REQUIRE(wait_until(
       [&] { return state_of(daemon_status(cluster.endpoint()), "127.0.0.4") == "spare"; }, 20s));
 
   std::ofstream(go) << "go\n";
-  REQUIRE(wait_until([&] { return cluster.files("env_2_").size() >= 2; }, 30s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_2_") >= 2; }, 30s));
   // Round 1 kept 127.0.0.3 (one failure is not enough); round 2 has the spare in its place.
   CHECK(load_env(scratch.file("env_2_0.json")).at("WORLD_SIZE") == "2");
   cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
@@ -117,7 +117,7 @@ TEST_CASE("a spare joining while the members restart neither fails the job nor t
       [&] { return state_of(daemon_status(cluster.endpoint()), "127.0.0.4") == "joining"; }, 5s));
   CHECK(state_of(daemon_status(cluster.endpoint()), "127.0.0.3") == "restarting");
 
-  REQUIRE(wait_until([&] { return cluster.files("env_1_").size() >= 2; }, 20s));
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_1_") >= 2; }, 20s));
   cohort::proto::StatusReply status = daemon_status(cluster.endpoint());
   REQUIRE(status.runs.size() == 1);
   CHECK(status.runs[0].phase == "running");

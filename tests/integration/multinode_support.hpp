@@ -74,6 +74,13 @@ class Cluster {
   std::vector<std::string> files(const std::string& prefix) const {
     return entries_starting_with(scratch_.path(), prefix);
   }
+  /// How many environment dumps named "<prefix>...json" are complete (a dump is written to
+  /// "<name>.tmp" first, then renamed).
+  size_t complete_dumps(const std::string& prefix) const {
+    size_t count = 0;
+    for (const auto& name : files(prefix)) count += ends_with(name, ".json");
+    return count;
+  }
   bool has_files(const std::string& prefix, size_t count) const {
     return files(prefix).size() >= count;
   }

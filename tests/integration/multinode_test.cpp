@@ -38,11 +38,7 @@ std::vector<EnvDump> round_dumps(const Scratch& scratch, const Cluster& cluster,
 
 // Every worker of the round has written its env dump (after its pid file).
 bool round_running(const Cluster& cluster, int round, size_t workers) {
-  size_t dumps = 0;
-  for (const auto& name : cluster.files("env_" + std::to_string(round) + "_")) {
-    if (ends_with(name, ".json")) ++dumps;
-  }
-  return dumps >= workers;
+  return cluster.complete_dumps("env_" + std::to_string(round) + "_") >= workers;
 }
 
 // Checks that the workers of one round agree on everything torchrun's env promises.

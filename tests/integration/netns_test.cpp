@@ -80,11 +80,7 @@ TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
   auto c = std::make_unique<ChildProcess>(args, options);
 
   auto dumps_of = [&](int round) {
-    size_t count = 0;
-    for (const auto& name : cluster.files("env_" + std::to_string(round) + "_")) {
-      if (ends_with(name, ".json")) ++count;
-    }
-    return count;
+    return cluster.complete_dumps("env_" + std::to_string(round) + "_");
   };
   INFO(c->output() << cluster.daemon().output());
   REQUIRE(wait_until([&] { return dumps_of(0) == 6; }, 30s));
