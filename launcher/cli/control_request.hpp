@@ -60,4 +60,14 @@ std::optional<T> answer_as(ControlAnswer& answer, std::string& problem) {
   return std::nullopt;
 }
 
+/// answer_as, and then the answer's proof checked: nullopt with `problem` saying why when it does
+/// not hold.
+template <typename T>
+std::optional<T> proven_answer_as(ControlAnswer& answer, const AnswerCheck& check,
+                                  std::string& problem) {
+  std::optional<T> reply = answer_as<T>(answer, problem);
+  if (reply && !(problem = check.problem(reply->proof)).empty()) return std::nullopt;
+  return reply;
+}
+
 }  // namespace cohort

@@ -94,8 +94,8 @@ StatusFetch fetch_status(const StatusQuery& query) {
         return request;
       });
   std::string problem;
-  std::optional<proto::StatusReply> reply = answer_as<proto::StatusReply>(answer, problem);
-  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
+  std::optional<proto::StatusReply> reply =
+      proven_answer_as<proto::StatusReply>(answer, check, problem);
   if (!reply) {
     int exit_code = answer.exit_code == kExitSuccess ? kExitRendezvous : answer.exit_code;
     if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem};
@@ -136,8 +136,8 @@ int run_events_command(const StatusQuery& query) {
         return request;
       });
   std::string problem;
-  std::optional<proto::EventsReply> reply = answer_as<proto::EventsReply>(answer, problem);
-  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
+  std::optional<proto::EventsReply> reply =
+      proven_answer_as<proto::EventsReply>(answer, check, problem);
   if (!reply) {
     std::cerr << "cohort status: no events from " << query.endpoint << ": "
               << escape_for_terminal(problem) << "\n";

@@ -62,8 +62,8 @@ int run_stop_command(const StopQuery& query) {
       },
       proto::kMaxFrameBytes);  // a stop's answer is a line; never a status reply's 64 MiB
   std::string problem;
-  std::optional<proto::StopRunReply> reply = answer_as<proto::StopRunReply>(answer, problem);
-  if (reply && !(problem = check.problem(reply->proof)).empty()) reply.reset();
+  std::optional<proto::StopRunReply> reply =
+      proven_answer_as<proto::StopRunReply>(answer, check, problem);
   if (!reply) {
     std::cerr << "cohort stop: " << query.endpoint << ": " << escape_for_terminal(problem) << "\n";
     return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
