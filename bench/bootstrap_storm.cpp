@@ -1,7 +1,8 @@
 // bootstrap_storm: N ranks hit a worker store at once, as at NCCL bootstrap, each connecting from
 // its own loopback source address (127.0.1.1 .. 127.0.250.250, so ephemeral ports never run
-// out), in one process on one Asio thread (or --client-threads of them, so that on a machine with
-// many cores the client is not the floor) with raw sockets: rank 0 SETs a 128-byte unique id,
+// out), in one process on one Asio thread (or --client-threads of them, each with an io_context of
+// its own and every Nth rank, so that on a machine with many cores the client is not the floor)
+// with raw sockets: rank 0 SETs a 128-byte unique id,
 // every rank ADDs the init counter, WAITs for and GETs the unique id, then the barrier (ADD a
 // counter, the last to arrive SETs the done key, all WAIT on it). Speaks the 1.13 dialect or the
 // 2.x one (VALIDATE + PING first). Driven by bench/store_storm.py; needs no LibTorch, so it runs
@@ -13,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -20,6 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <deque>
 #include <functional>
 #include <iostream>
 #include <mutex>
@@ -63,11 +66,14 @@ asio::ip::address_v4 source_address(int rank) {
 }
 
 // One storm's settings and counts. The counts, the errors and last_progress are shared by the
-// ranks' coroutines, which run on every client thread: they are taken under `mutex`.
+// ranks' coroutines, which run on every client thread: they are taken under `mutex`. Rank r runs
+// on contexts[r % contexts.size()], each context on a thread of its own.
 struct Bootstrap {
-  explicit Bootstrap(asio::io_context& io) : io(io) {}
+  explicit Bootstrap(int threads) {
+    for (int i = 0; i < threads; ++i) contexts.emplace_back(1);  // one thread runs each
+  }
 
-  asio::io_context& io;
+  std::deque<asio::io_context> contexts;
   tcp::endpoint server;
   int ranks = 0;
   Dialect dialect = kLegacyDialect;
@@ -121,6 +127,12 @@ struct Bootstrap {
     std::lock_guard lock(mutex);
     return lost > 0 && Clock::now() - last_progress > std::chrono::seconds(5);
   }
+  asio::io_context& context_of(int rank) {
+    return contexts[static_cast<size_t>(rank) % contexts.size()];
+  }
+  void stop() {
+    for (auto& context : contexts) context.stop();
+  }
 
  private:
   void remember(const std::string& what) {
@@ -130,30 +142,40 @@ struct Bootstrap {
   }
 };
 
-// Connects rank `rank`'s socket from its own source address; a refused, reset or timed-out
-// connect is retried after a pause (what a rank does until its store timeout).
-asio::awaitable<void> bootstrap_connect(Bootstrap& run, int rank) {
+// Opens rank `rank`'s socket and binds it to the rank's own source address (the port is left to
+// connect(): bind() alone would reserve one per address for any peer). Done for every rank
+// before the clock starts, as a rank's process has its socket before it reaches the store; throws
+// where the machine refuses one.
+void open_rank_socket(Bootstrap& run, int rank) {
   tcp::socket& socket = run.sockets[static_cast<size_t>(rank)];
   tcp::endpoint source(source_address(rank), 0);
+  boost::system::error_code error;
+  socket.open(tcp::v4(), error);
+  if (!error && !run.one_source) {
+    int on = 1;
+    ::setsockopt(socket.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof(on));
+    socket.bind(source, error);
+  }
+  if (error) {
+    throw std::runtime_error("socket/bind " + source.address().to_string() + ": " +
+                             error.message());
+  }
+}
+
+// Connects rank `rank`'s opened socket; a refused, reset or timed-out connect is retried on a
+// fresh socket after a pause (what a rank does until its store timeout).
+asio::awaitable<void> bootstrap_connect(Bootstrap& run, int rank) {
+  tcp::socket& socket = run.sockets[static_cast<size_t>(rank)];
   for (;;) {
     boost::system::error_code error;
-    socket.open(tcp::v4(), error);
-    if (!error && !run.one_source) {
-      // Leave the port to connect(): bind() alone would reserve one per address for any peer.
-      int on = 1;
-      ::setsockopt(socket.native_handle(), IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof(on));
-      socket.bind(source, error);
-    }
-    if (error)
-      throw std::runtime_error("socket/bind " + source.address().to_string() + ": " +
-                               error.message());
     co_await socket.async_connect(run.server, asio::redirect_error(asio::use_awaitable, error));
     if (!error) co_return;
     run.connect_failed("connect: " + error.message());
     boost::system::error_code ignored;
     socket.close(ignored);
-    asio::steady_timer pause(run.io, std::chrono::milliseconds(100 + rank % 100));
+    asio::steady_timer pause(run.context_of(rank), std::chrono::milliseconds(100 + rank % 100));
     co_await pause.async_wait(asio::use_awaitable);
+    open_rank_socket(run, rank);
   }
 }
 
@@ -216,7 +238,7 @@ asio::awaitable<void> bootstrap_rank(Bootstrap& run, int rank) {
   co_await asio::async_read(socket, asio::buffer(&reply, 1), asio::use_awaitable);
   if (reply != 0) throw std::runtime_error("WAIT answered " + std::to_string(reply));
   run.done_s[static_cast<size_t>(rank)] = seconds_since(run.start);
-  if (run.progress(run.done, run.finished_s)) run.io.stop();
+  if (run.progress(run.done, run.finished_s)) run.stop();
 }
 
 // Exit status 0 when every rank finished, 3 when not (timed out, or stuck after a lost rank);
@@ -224,8 +246,8 @@ asio::awaitable<void> bootstrap_rank(Bootstrap& run, int rank) {
 int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_source,
                   double timeout_s, int client_threads) {
   rlim_t files = raise_descriptor_limit();
-  asio::io_context io(client_threads);
-  Bootstrap run(io);
+  Bootstrap run(client_threads);
+  asio::io_context& io = run.contexts.front();
   run.server = tcp::endpoint(asio::ip::make_address(kHost), static_cast<uint16_t>(port));
   run.ranks = ranks;
   run.dialect = dialect == "2" ? kValidateDialect : kLegacyDialect;
@@ -239,7 +261,10 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
   run.done_key = tag + "barrier/done";
   run.connect_s.assign(static_cast<size_t>(ranks), -1.0);
   run.done_s.assign(static_cast<size_t>(ranks), -1.0);
-  for (int i = 0; i < ranks; ++i) run.sockets.emplace_back(io);
+  for (int i = 0; i < ranks; ++i) {
+    run.sockets.emplace_back(run.context_of(i));
+    open_rank_socket(run, i);
+  }
 
   bool timed_out = false;
   bool stuck = false;
@@ -247,7 +272,7 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
   limit.async_wait([&](const boost::system::error_code& error) {
     if (error) return;
     timed_out = true;
-    io.stop();
+    run.stop();
   });
   // A lost rank means the barrier can never complete: stop once nothing moved for 5 s.
   asio::steady_timer watch(io);
@@ -257,7 +282,7 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
       if (error) return;
       if (run.stuck()) {
         stuck = true;
-        io.stop();
+        run.stop();
         return;
       }
       check();
@@ -268,7 +293,7 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
   double cpu_before = process_cpu_seconds();
   run.start = run.last_progress = Clock::now();
   for (int i = 0; i < ranks; ++i) {
-    asio::co_spawn(io, bootstrap_rank(run, i), [&](std::exception_ptr failure) {
+    asio::co_spawn(run.context_of(i), bootstrap_rank(run, i), [&](std::exception_ptr failure) {
       if (!failure) return;
       try {
         std::rethrow_exception(failure);
@@ -277,8 +302,13 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
       }
     });
   }
+  // Work guards keep a context with no rank left running until the storm ends for all.
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> busy;
+  for (auto& context : run.contexts) busy.push_back(asio::make_work_guard(context));
   std::vector<std::thread> helpers;
-  for (int i = 1; i < client_threads; ++i) helpers.emplace_back([&io] { io.run(); });
+  for (size_t i = 1; i < run.contexts.size(); ++i) {
+    helpers.emplace_back([&run, i] { run.contexts[i].run(); });
+  }
   io.run();
   for (auto& helper : helpers) helper.join();
   double elapsed_s = seconds_since(run.start);
@@ -337,7 +367,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout, "Stop after this many seconds")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--client-threads", client_threads,
-                 "Threads that run the ranks (one Asio io_context); default 1")
+                 "Threads that run the ranks (an Asio io_context each); default 1")
       ->check(CLI::Range(1, 64));
   try {
     app.parse(argc, argv);
