@@ -2,19 +2,18 @@
 // its own loopback source address (127.0.1.1 .. 127.0.250.250, so ephemeral ports never run
 // out), in one process on one Asio thread (or --client-threads of them, each with an io_context of
 // its own and every Nth rank, so that on a machine with many cores the client is not the floor)
-// with raw sockets: rank 0 SETs a 128-byte unique id,
-// every rank ADDs the init counter, WAITs for and GETs the unique id, then the barrier (ADD a
-// counter, the last to arrive SETs the done key, all WAIT on it). Speaks the 1.13 dialect or the
-// 2.x one (VALIDATE + PING first). Driven by bench/store_storm.py; needs no LibTorch, so it runs
-// wherever cohortd does (a GPU node too). A benchmark, not a test: it prints one JSON line and
-// asserts nothing about timing; exit status 0 when every rank finished, 3 when not.
+// with raw sockets: rank 0 SETs a 128-byte unique id, every rank ADDs the init counter, WAITs for
+// and GETs the unique id, then the barrier (ADD a counter, the last to arrive SETs the done key,
+// all WAIT on it). Speaks the 1.13 dialect or the 2.x one (VALIDATE + PING first). Driven by
+// bench/store_storm.py; needs no LibTorch, so it runs wherever cohortd does (a GPU node too). A
+// benchmark, not a test: it prints one JSON line and asserts nothing about timing; exit status 0
+// when every rank finished, 3 when not.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -302,9 +301,6 @@ int run_bootstrap(int port, int ranks, const std::string& dialect, bool one_sour
       }
     });
   }
-  // Work guards keep a context with no rank left running until the storm ends for all.
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> busy;
-  for (auto& context : run.contexts) busy.push_back(asio::make_work_guard(context));
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < run.contexts.size(); ++i) {
     helpers.emplace_back([&run, i] { run.contexts[i].run(); });

@@ -5,9 +5,9 @@ For each N (default 1,000, 5,000, 10,000 and 19,000) and each repeat, each serve
 (alternating order) is started FRESH in its own process on 127.0.0.1, and `bootstrap_storm
 --ranks N` (bench/bootstrap_storm.cpp: one process, one Asio thread or --client-threads of them,
 each with its own io_context, raw sockets opened and bound before the clock starts) plays N ranks
-at NCCL bootstrap, each connecting from its own loopback source address (127.0.1.1 .. 127.0.250.250): rank 0 SETs a
-128-byte unique id, every rank ADDs the init counter, WAITs for and GETs the unique id, then the
-barrier (ADD a counter, the last to arrive SETs the done key, all WAIT on it). Servers:
+at NCCL bootstrap, each connecting from its own loopback source address (127.0.1.1 ..
+127.0.250.250): rank 0 SETs a 128-byte unique id, every rank ADDs the init counter, WAITs for and
+GETs the unique id, then the barrier (ADD a counter, the last to arrive SETs the done key, all WAIT on it). Servers:
   - cohort:  `cohortd --tcpstore-port 0` (1.13 dialect, as PyTorch 1.13 clients speak it);
   - pytorch: LibTorch 1.13's server (`store_bench serve-torch`);
   - pytorch2.6: PyTorch 2.6's non-libuv server (Debian 13's python3-torch, in the root that
