@@ -56,7 +56,6 @@ RunState::RunState(std::string run_id, RunConfig config, TimePoint now)
     : run_id_(std::move(run_id)),
       config_(config),
       forming_since_(now),
-      not_before_(now),
       exclusions_(config.host_failure_limit, config.host_cooldown) {}
 
 Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint now) {
@@ -322,12 +321,14 @@ Actions RunState::node_succeeded(const std::string& node_id, int round, TimePoin
 }
 
 Actions RunState::tick(TimePoint now) {
+  // A deadline that has passed is no deadline any more: left in next_deadline(), it would
+  // bring the executor's timer back at once, again and again, until the round could form.
+  if (not_before_ && now >= *not_before_) not_before_.reset();
   Actions actions = expire_heartbeats(now);
   auto add = [&](Actions more) { actions.insert(actions.end(), more.begin(), more.end()); };
   if (exclusions_end_ && now >= *exclusions_end_) add(end_exclusions(now));
   if (phase_ == Phase::Forming) {
-    int pending = count(Role::Pending) + count(Role::Stopping);
-    if (pending < config_.min_nodes && now >= forming_since_ + config_.join_timeout) {
+    if (short_of_nodes() && now >= forming_since_ + config_.join_timeout) {
       std::string reason =
           cat("rendezvous timed out: ", count(Role::Pending), " of at least ", config_.min_nodes,
               " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")");
@@ -350,7 +351,7 @@ Actions RunState::expire_heartbeats(TimePoint now) {
   // Only the expired ones, oldest first in seen_: nodes that go silent one after another cost
   // one step each, not a pass over every node each time.
   std::vector<std::string> expired;
-  for (auto it = seen_.begin(); it != seen_.end() && now - it->first > config_.heartbeat_timeout;
+  for (auto it = seen_.begin(); it != seen_.end() && now - it->first >= config_.heartbeat_timeout;
        ++it) {
     expired.push_back(it->second);
   }
@@ -373,10 +374,15 @@ std::optional<TimePoint> RunState::next_deadline() const {
   };
   if (!seen_.empty()) consider(seen_.begin()->first + config_.heartbeat_timeout);
   if (phase_ == Phase::Forming) {
-    consider(forming_since_ + config_.join_timeout);
-    if (auto carried = carried_.deadline()) consider(*carried);
-    if (last_call_deadline_) consider(*last_call_deadline_);
-    if (not_before_ > forming_since_) consider(not_before_);
+    if (short_of_nodes()) consider(forming_since_ + config_.join_timeout);
+    // No round forms before the ruling on a carried round, nor before a restart's backoff ends.
+    if (auto carried = carried_.deadline()) {
+      consider(*carried);
+    } else if (not_before_) {
+      consider(*not_before_);
+    } else if (last_call_deadline_) {
+      consider(*last_call_deadline_);
+    }
   }
   if (phase_ == Phase::Running && scale_up_deadline_) consider(*scale_up_deadline_);
   if (exclusions_end_) consider(*exclusions_end_);
@@ -410,7 +416,10 @@ Actions RunState::close_round(TimePoint now, Report report, const std::string& c
     bool full = pending >= config_.max_nodes && (!regroup_ || everyone_back);
     ready = full || everyone_back || now >= *last_call_deadline_;
   }
-  if (ready && now >= not_before_) return form_round(now);
+  if (ready && (!not_before_ || now >= *not_before_)) {
+    not_before_.reset();  // the backoff is over
+    return form_round(now);
+  }
   if (report == Report::Nobody) return {};
   return report_to(report == Report::Everyone ? nullptr : &cause, now);
 }
@@ -506,7 +515,8 @@ Actions RunState::restart_members(const std::string& reason, TimePoint now, bool
   last_call_deadline_.reset();
   scale_up_deadline_.reset();
   Actions actions;
-  Ms backoff = std::max(Ms(0), std::chrono::duration_cast<Ms>(not_before_ - now));
+  Ms backoff =
+      not_before_ ? std::max(Ms(0), std::chrono::duration_cast<Ms>(*not_before_ - now)) : Ms(0);
   if (!stopping.empty()) actions.push_back(RestartMembers{stopping, reason, backoff, scale_up});
   Actions closing = try_close(now, Report::Everyone);
   actions.insert(actions.end(), closing.begin(), closing.end());

@@ -64,6 +64,8 @@ class RunState {
   Actions cancel(int exit_status, const std::string& reason);
   /// Deadlines: heartbeat timeouts, last call, join timeout, scale-up, restart backoff.
   Actions tick(TimePoint now);
+  /// When tick() next has something to do; after tick(t), always later than t (an executor that
+  /// sets its timer here would otherwise be woken at once, again and again).
   std::optional<TimePoint> next_deadline() const;
   /// How far the round is, for every waiting node (pending, waiting for a scale-up, spare); no
   /// action when none waits. A join or a loss reports only to the node that joined (none for a
@@ -122,6 +124,11 @@ class RunState {
   std::vector<std::string> ids_with(std::initializer_list<Role> roles) const;
   std::vector<std::string> all_ids() const;
   int count(Role role) const { return role_counts_[static_cast<size_t>(role)]; }
+  /// Forming, fewer nodes are ready or on their way back than the round needs: the join timeout
+  /// applies (and only then).
+  bool short_of_nodes() const {
+    return count(Role::Pending) + count(Role::Stopping) < config_.min_nodes;
+  }
   void add_node(Node node);
   void erase_node(std::map<std::string, Node>::iterator node);
   void set_role(Node& node, Role role);
@@ -141,7 +148,7 @@ class RunState {
   int restarts_used_ = 0;
   bool regroup_ = false;  ///< forming after a restart: close once every stopping member is back
   TimePoint forming_since_;
-  TimePoint not_before_;  ///< restart backoff after a worker failure
+  std::optional<TimePoint> not_before_;  ///< restart backoff after a worker failure, until over
   std::optional<TimePoint> last_call_deadline_;
   std::optional<TimePoint> scale_up_deadline_;
   CarriedRound carried_;  ///< a restarted daemon: the outcomes of the round it did not see end

@@ -808,3 +808,60 @@ TEST_CASE("the waiting refresh period is 500 ms and grows with the run") {
     CHECK(per_second <= 20000.0);
   }
 }
+
+// next_deadline() is when the executor's timer ticks the run next: a deadline left at or before a
+// tick's time would bring the timer back at once, again and again (a daemon spinning a core).
+
+TEST_CASE("a node is lost at the deadline its heartbeat timeout sets", "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  REQUIRE(f.run.next_deadline() == f.now + 3000ms);
+  f.now = *f.run.next_deadline();
+  std::optional<DropNode> drop = find<DropNode>(f.run.tick(f.now));
+  REQUIRE(drop);
+  CHECK(drop->node_id == "a");
+  CHECK(f.run.next_deadline() > f.now);
+}
+
+TEST_CASE("the join timeout is no deadline once enough nodes wait for the last call",
+          "[unit][rendezvous]") {
+  Fixture f(1, 3);
+  TimePoint join_timeout = f.now + 10000ms;
+  f.now += 9500ms;
+  f.join("a");  // enough for a round: it closes after the last call, past the join timeout
+  CHECK(f.run.next_deadline() == f.now + 1000ms);
+  f.advance(500ms);
+  REQUIRE(f.now == join_timeout);
+  CHECK(f.run.phase() == RunState::Phase::Forming);
+  CHECK(f.run.next_deadline() > f.now);
+  CHECK(find<StartRound>(f.advance(500ms)));
+}
+
+TEST_CASE("a restart's backoff is the next deadline once the last call has passed",
+          "[unit][rendezvous]") {
+  TimePoint now = TimePoint(std::chrono::hours(1));
+  RunConfig config{1, 2, 3, 5ms, 10000ms, 3000ms};  // a last call shorter than the 10 ms backoff
+  RunState run("job", config, now);
+  run.join(NodeInfo{"a", "addr-a", 1}, config, now);
+  REQUIRE(find<StartRound>(run.join(NodeInfo{"b", "addr-b", 1}, config, now)));
+  REQUIRE(find<RestartMembers>(run.worker_failed("a", failure(0), now)));
+  run.join(NodeInfo{"a", "addr-a", 1}, config, now);  // b is still stopping its workers
+  CHECK(run.tick(now + 5ms).empty());                 // the last call is over, the backoff is not
+  CHECK(run.next_deadline() == now + 10ms);           // the backoff's end, not the last call's
+  std::optional<StartRound> start = find<StartRound>(run.tick(now + 10ms));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("a carried round's ruling is the next deadline once the last call has passed",
+          "[unit][rendezvous]") {
+  Fixture f(1, 3);
+  TimePoint start = f.now;
+  f.join("x");  // a new node: the last call is set for it
+  CarriedOutcome success{4, std::nullopt};
+  f.run.join(rejoining(f, "a", 4, 3, success), f.config, f.now);  // waits for its round's others
+  f.advance(1000ms);
+  CHECK(f.run.phase() == RunState::Phase::Forming);
+  CHECK(f.run.next_deadline() == start + 3000ms);
+  CHECK(find<StartRound>(f.advance(2000ms)));
+}
