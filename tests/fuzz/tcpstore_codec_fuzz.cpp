@@ -1,15 +1,19 @@
 // libFuzzer target: arbitrary bytes, cut into chunks for up to four connections, go through the
 // TCPStore decoder and the store. Checks that nothing crashes, leaks or allocates from a length
 // prefix (scripts/fuzz runs it with a low -malloc_limit_mb), that every decoded request encodes
-// back to bytes that decode to the same request, and that replies go to known connections.
+// back to bytes that decode to the same request, that replies go to known connections, and that
+// nothing stays counted once every connection has closed and every key and queue item is gone:
+// the store's quota count and the process-wide budget it shares both come back to zero.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/byte_budget.hpp"
 #include "store/store.hpp"
 #include "store/tcpstore_codec.hpp"
 
@@ -43,6 +47,24 @@ void check_round_trip(const StoreRequest& request, StoreNumbering numbering) {
   require(decoder.numbering() == numbering);
 }
 
+// Closes every connection, deletes every key and empties every queue the input named.
+void drain(Store& store, size_t connections, const std::set<std::string>& keys) {
+  for (size_t id = 0; id < connections; ++id) store.disconnect(id);
+  require(store.waiting_connections() == 0);
+  StoreReplies replies;
+  for (const std::string& key : keys) {
+    StoreRequest remove{StoreOp::DeleteKey, {key}, {}, 0};
+    require(!store.apply(0, remove, replies).close_connection);
+    while (store.queue_length(key) > 0) {
+      StoreRequest pop{StoreOp::QueuePop, {key}, {}, 0};
+      require(!store.apply(0, pop, replies).close_connection);
+    }
+    replies.clear();
+  }
+  require(store.num_keys() == 0);
+  require(store.used_bytes() == 0 && store.held_bytes() == 0);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -53,8 +75,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < connections; ++i) {
     decoders.push_back(std::make_unique<TcpStoreDecoder>(legacy));
   }
-  Store store;
+  auto budget = std::make_shared<ByteBudget>(uint64_t{1} << 40);
+  auto store_owner = std::make_unique<Store>(StoreLimits{}, budget);
+  Store& store = *store_owner;
   StoreReplies replies;
+  std::set<std::string> keys;  // every key a request named
   size_t pos = 1;
   // Each chunk: a header byte (connection in the low 2 bits, length 1..64 in the high 6 bits,
   // 0 meaning "this connection disconnects"), then that many bytes of the stream.
@@ -88,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // and the decoder reuses them for the next one.
       StoreRequest& request = decoder.request();
       check_round_trip(request, *decoder.numbering());
+      keys.insert(request.keys.begin(), request.keys.end());
       replies.clear();
       StoreOutcome outcome = store.apply(id, request, replies);
       decoder.recycle_request();
@@ -103,5 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     require(store.waiting_connections() <= connections);
   }
+  drain(store, connections, keys);
+  store_owner.reset();
+  require(budget->used() == 0);
   return 0;
 }
