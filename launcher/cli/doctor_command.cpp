@@ -86,7 +86,8 @@ std::string checks_json(const std::vector<CheckResult>& checks) {
                           {"ok", counts[CheckLevel::kOk]},
                           {"warn", counts[CheckLevel::kWarn]},
                           {"fail", counts[CheckLevel::kFail]}};
-  return document.dump(2);
+  // A detail may quote what the environment holds (CUDA_VISIBLE_DEVICES, a path), in any bytes.
+  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 int doctor_exit_code(const std::vector<CheckResult>& checks) {

@@ -32,6 +32,14 @@ TEST_CASE("doctor exits 1 only when a check FAILed, and its JSON counts each lev
   CHECK(parsed["fail"] == 1);
 }
 
+TEST_CASE("doctor's JSON stays JSON when a detail quotes bytes that are not UTF-8",
+          "[unit][launcher][doctor]") {
+  std::vector<CheckResult> checks{
+      {"CUDA_VISIBLE_DEVICES", CheckLevel::kWarn, "\"\xff\" hides", ""}};
+  nlohmann::json parsed = nlohmann::json::parse(checks_json(checks));
+  CHECK(parsed["checks"][0]["detail"] == "\"\xef\xbf\xbd\" hides");  // U+FFFD in its place
+}
+
 TEST_CASE("doctor's RLIMIT_NOFILE check: the hard limit must cover the ranks' descriptors",
           "[unit][launcher][doctor]") {
   CHECK(descriptors_for_ranks(1024) == 2112);
