@@ -1,5 +1,6 @@
 // cohortd: the standalone rendezvous daemon (and optionally a plain TCPStore).
 #include <iostream>
+#include <stdexcept>
 
 #include "cohort_version.hpp"  // generated: the version, commit and build type
 
@@ -30,6 +31,9 @@ int main(int argc, char** argv) {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
+  } catch (const std::out_of_range&) {
+    std::cerr << cohort::out_of_range_message("cohortd", app, expanded.words);
+    return 2;
   }
   if (!app.remaining().empty()) {
     std::cerr << "cohortd: "

@@ -4,6 +4,7 @@
 // code.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <stdexcept>
 
 #include "agent/worker_env.hpp"
 #include "cohort_version.hpp"  // generated: the version, commit and build type
@@ -187,6 +188,9 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? kExitSuccess : kExitUsage;
+  } catch (const std::out_of_range&) {
+    std::cerr << out_of_range_message(command, app, words);
+    return kExitUsage;
   }
   return std::nullopt;
 }

@@ -1,5 +1,8 @@
 #include "launcher/options/help_format.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+
 namespace cohort {
 
 std::string ScriptUsageFormatter::make_usage(const CLI::App* app, std::string name) const {
@@ -10,6 +13,50 @@ std::string ScriptUsageFormatter::make_usage(const CLI::App* app, std::string na
 
 std::string parse_error_message(const std::string& command, const CLI::Error& error) {
   return command + ": " + error.what() + " (" + command + " --help)\n";
+}
+
+namespace {
+
+// An integer that does not fit in 64 bits.
+bool overflows(const std::string& text) {
+  size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+  if (text.empty() || text.find_first_not_of("0123456789", digits) != std::string::npos) {
+    return false;
+  }
+  errno = 0;
+  std::strtoll(text.c_str(), nullptr, 10);
+  return errno == ERANGE;
+}
+
+// The PET_ variable of `app` or of its subcommands whose value overflows, if any.
+std::string overflowing_variable(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string& name = option->get_envname();
+    const char* value = name.empty() ? nullptr : std::getenv(name.c_str());
+    if (value != nullptr && overflows(value)) return name + "=" + value;
+  }
+  for (const CLI::App* command : app.get_subcommands({})) {
+    if (std::string found = overflowing_variable(*command); !found.empty()) return found;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string out_of_range_message(const std::string& command, const CLI::App& app,
+                                 const std::vector<std::string>& words) {
+  std::string culprit;
+  for (const std::string& word : words) {
+    size_t equals = word.find('=');
+    if (word.rfind('-', 0) == 0 && equals != std::string::npos &&
+        overflows(word.substr(equals + 1))) {
+      culprit = word;
+      break;
+    }
+  }
+  if (culprit.empty()) culprit = overflowing_variable(app);
+  if (culprit.empty()) culprit = "a number on the command line";
+  return command + ": " + culprit + ": out of range (" + command + " --help)\n";
 }
 
 }  // namespace cohort

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace cohort {
 
@@ -17,5 +18,11 @@ class ScriptUsageFormatter : public CLI::Formatter {
 
 /// A parse error of `command` ("cohort run", "cohortd"), pointing at its --help.
 std::string parse_error_message(const std::string& command, const CLI::Error& error);
+
+/// CLI11 2.1 lets std::out_of_range escape parse() when a flag is given a count past 64 bits
+/// (--verbose=99999999999999999999, or in PET_VERBOSE): the error for it, naming the word or the
+/// variable of `app` (or of its subcommands) that holds the number.
+std::string out_of_range_message(const std::string& command, const CLI::App& app,
+                                 const std::vector<std::string>& words);
 
 }  // namespace cohort

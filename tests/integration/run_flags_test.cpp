@@ -29,6 +29,7 @@ TEST_CASE("bad flags are usage errors that name the flag", "[integration][run][f
       {{"--signals-to-handle", "SIGFOO"}, "--signals-to-handle"},
       {{"--max-restarts", "-1"}, "--max-restarts"},
       {{"-m"}, "--module"},  // together with the --no-python below
+      {{"--verbose=99999999999999999999"}, "--verbose=99999999999999999999: out of range"},
   };
   for (const Case& c : cases) {
     Scratch scratch;
@@ -44,6 +45,20 @@ TEST_CASE("bad flags are usage errors that name the flag", "[integration][run][f
     CHECK(contains(result.err, c.named));
     CHECK_FALSE(file_exists(scratch.file("started.json")));
   }
+}
+
+TEST_CASE("a flag's count past 64 bits is a usage error that names it in a variable too",
+          "[integration][run][flags]") {
+  Scratch scratch;
+  RunResult run = scratch.run({"--no-python", kWorker}, {{"PET_VERBOSE", "99999999999999999999"}});
+  INFO(run.out << run.err);
+  CHECK(run.status.shell_code() == 2);
+  CHECK(contains(run.err, "PET_VERBOSE=99999999999999999999: out of range"));
+  RunResult daemon =
+      scratch.run_argv({kCohortdBin, "--verbose=-99999999999999999999"}, scratch.options());
+  INFO(daemon.out << daemon.err);
+  CHECK(daemon.status.shell_code() == 2);
+  CHECK(contains(daemon.err, "cohortd: --verbose=-99999999999999999999: out of range"));
 }
 
 TEST_CASE("a missing training script is a usage error", "[integration][run][flags]") {
