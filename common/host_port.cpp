@@ -1,10 +1,32 @@
 #include "common/host_port.hpp"
 
 #include <boost/asio/ip/address.hpp>
+#include <cctype>
 
 #include "common/text.hpp"
 
 namespace cohort {
+
+namespace {
+
+// A name as resolvers take it: dot-separated labels of 1 to 63 letters, digits, '-' (not first
+// or last) and '_' (some clusters name nodes so), 253 characters at most, perhaps with the
+// trailing dot of a fully qualified name.
+bool is_host_name(std::string host) {
+  if (!host.empty() && host.back() == '.') host.pop_back();
+  if (host.empty() || host.size() > 253) return false;
+  for (const std::string& label : split(host, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
 
 std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port) {
   HostPort result;
@@ -24,7 +46,7 @@ std::optional<HostPort> parse_host_port(const std::string& text, uint16_t defaul
     result.host = single_colon ? text.substr(0, colon) : text;
     if (single_colon) port_text = text.substr(colon + 1);
   }
-  if (result.host.empty()) return std::nullopt;
+  if (!is_host_name(result.host) && !is_ip_address(result.host)) return std::nullopt;
   result.port = default_port;
   if (!port_text.empty() || (text.back() == ':')) {
     auto port = parse_int(port_text);

@@ -15,7 +15,8 @@ struct HostPort {
   uint16_t port = 0;
 };
 
-/// nullopt for an empty host, a bad or out-of-range port, or an unclosed '['.
+/// nullopt for a host that is neither an address literal nor a host name (empty, a space, a
+/// comma, a label that starts with '-'), a bad or out-of-range port, or an unclosed '['.
 std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
 
 /// "PORT" or "FIRST-LAST" within 1-65535 (e.g. --store-ports 29500-29599); nullopt otherwise.

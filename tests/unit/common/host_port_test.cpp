@@ -25,6 +25,22 @@ TEST_CASE("host[:port] in torchrun's forms", "[unit][common]") {
   CHECK_FALSE(parse_host_port("[::1", 29400));
 }
 
+TEST_CASE("a host is an address literal or a host name and nothing else", "[unit][common]") {
+  for (const char* good :
+       {"node-1", "node_1", "gpu7.cluster.example.com", "gpu7.cluster.example.com.", "localhost",
+        "127.0.0.1", "[fe80::1%eth0]"}) {
+    INFO(good);
+    CHECK(parse_host_port(good, 29400));
+  }
+  for (const char* bad :
+       {"a,b", "-1", "node1-", "two words", "a..b", ".", "n\xff", "n\tx", "[not an address]"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_host_port(bad, 29400));
+  }
+  CHECK_FALSE(parse_host_port(std::string(64, 'a') + ".b", 29400));  // a label past 63
+  CHECK(parse_host_port(std::string(63, 'a') + ".b", 29400));
+}
+
 TEST_CASE("port ranges", "[unit][common]") {
   CHECK(parse_port_range("29500-29599") == std::make_pair(uint16_t{29500}, uint16_t{29599}));
   CHECK(parse_port_range("29500") == std::make_pair(uint16_t{29500}, uint16_t{29500}));
