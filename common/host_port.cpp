@@ -7,11 +7,6 @@
 
 namespace cohort {
 
-namespace {
-
-// A name as resolvers take it: dot-separated labels of 1 to 63 letters, digits, '-' (not first
-// or last) and '_' (some clusters name nodes so), 253 characters at most, perhaps with the
-// trailing dot of a fully qualified name.
 bool is_host_name(std::string host) {
   if (!host.empty() && host.back() == '.') host.pop_back();
   if (host.empty() || host.size() > 253) return false;
@@ -25,8 +20,6 @@ bool is_host_name(std::string host) {
   }
   return true;
 }
-
-}  // namespace
 
 std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port) {
   HostPort result;

@@ -22,6 +22,11 @@ std::optional<HostPort> parse_host_port(const std::string& text, uint16_t defaul
 /// "PORT" or "FIRST-LAST" within 1-65535 (e.g. --store-ports 29500-29599); nullopt otherwise.
 std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text);
 
+/// A name as resolvers take it: dot-separated labels of 1 to 63 letters, digits, '-' (not first
+/// or last) and '_' (some clusters name nodes so), 253 characters at most, perhaps with the
+/// trailing dot of a fully qualified name. Not resolved.
+bool is_host_name(std::string host);
+
 /// True for an IPv4 or IPv6 address literal ("10.0.0.1", "::1"), false for a name.
 bool is_ip_address(const std::string& host);
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "common/event_log.hpp"
+#include "common/host_port.hpp"
 #include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -267,6 +268,12 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   }
   if (options.max_restarts < 0) problems.push_back("--max-restarts: must be >= 0");
   if (options.node_rank < 0) problems.push_back("--node-rank: must be >= 0");
+  for (const auto& [flag, host] : {std::pair{"--master-addr", &options.master_addr},
+                                   std::pair{"--local-addr", &options.local_addr}}) {
+    if (!host->empty() && !is_host_name(*host) && !is_ip_address(*host)) {
+      problems.push_back(cat(flag, ": expected a host name or an address, got '", *host, "'"));
+    }
+  }
   if (options.master_port < 0 || options.master_port > 65535) {
     problems.push_back(cat("--master-port: expected 0-65535, got ", options.master_port));
   }

@@ -30,6 +30,8 @@ TEST_CASE("bad flags are usage errors that name the flag", "[integration][run][f
       {{"--max-restarts", "-1"}, "--max-restarts"},
       {{"-m"}, "--module"},  // together with the --no-python below
       {{"--verbose=99999999999999999999"}, "--verbose=99999999999999999999: out of range"},
+      {{"--master-addr", "-5"}, "--master-addr"},
+      {{"--local-addr", "a,b"}, "--local-addr"},
   };
   for (const Case& c : cases) {
     Scratch scratch;
