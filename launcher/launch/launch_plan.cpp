@@ -179,6 +179,11 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
     return;
   }
   bool local = all_local(plan.hosts);
+  const std::string& given_host = options.rdzv_host;
+  if (!given_host.empty() && !is_host_name(given_host) && !is_ip_address(given_host)) {
+    plan.problems.push_back(
+        cat("--rdzv-host: expected a host name or an address, got '", given_host, "'"));
+  }
   plan.rdzv_host = options.rdzv_host;
   if (plan.rdzv_host.empty()) plan.rdzv_host = local ? "127.0.0.1" : context.host_name;
   bool loopback = plan.rdzv_host == "localhost" || plan.rdzv_host.rfind("127.", 0) == 0;

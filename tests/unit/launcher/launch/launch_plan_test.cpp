@@ -146,6 +146,10 @@ TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][l
   CHECK(
       has_problem(plan({"-H", "a", "--rdzv-endpoint", "d:29400", "--rdzv-host", "h", "x.py"}).plan,
                   "--rdzv-host: only for the embedded daemon"));
+  CHECK(has_problem(plan({"-H", "a", "--rdzv-host", "x y", "x.py"}).plan,
+                    "--rdzv-host: expected a host name or an address, got 'x y'"));
+  CHECK_FALSE(
+      has_problem(plan({"-H", "a", "--rdzv-host", "10.0.0.1", "x.py"}).plan, "--rdzv-host"));
 }
 
 TEST_CASE("launch plan: the token stays off every command line", "[unit][launch_plan]") {
