@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/host_port.hpp"
 #include "common/text.hpp"
 
 namespace cohort {
@@ -12,15 +13,22 @@ namespace {
 
 constexpr int kMaxSlots = 4096;
 
-// A host as ssh takes it: letters, digits, '.', '-', '_', ':' (IPv6) and one "user@" in front;
-// never a leading '-' (ssh would read it as an option).
+// A host as ssh takes it: a host name or an address literal (common/host_port), perhaps with one
+// "user@" in front; so never a leading '-' (ssh would read it as an option).
 bool valid_host_name(std::string_view name) {
-  if (name.empty() || name.front() == '-' || name.front() == '@' || name.back() == '@')
-    return false;
-  if (std::count(name.begin(), name.end(), '@') > 1) return false;
-  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == ':' || c == '@';
-  });
+  size_t at = name.find('@');
+  if (at != std::string_view::npos) {
+    std::string_view user = name.substr(0, at);
+    if (user.empty() || user.front() == '-' ||
+        !std::all_of(user.begin(), user.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '.' || c == '-' || c == '_';
+        })) {
+      return false;
+    }
+    name.remove_prefix(at + 1);
+  }
+  std::string host(name);
+  return is_host_name(host) || is_ip_address(host);
 }
 
 std::optional<int> parse_slots(std::string_view text) {

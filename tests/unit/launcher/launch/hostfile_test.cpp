@@ -62,6 +62,11 @@ TEST_CASE("flag -H lists: host:slots, slots 1 by default, duplicates and junk re
         std::vector<std::string>{"-H: '' is not a host name"});
   CHECK(parse_host_list("n;rm").problems ==
         std::vector<std::string>{"-H: 'n;rm' is not a host name"});
+  CHECK(parse_host_list("a..b").problems ==
+        std::vector<std::string>{"-H: 'a..b' is not a host name"});
+  CHECK(parse_host_list("-x@a").problems ==
+        std::vector<std::string>{"-H: '-x@a' is not a host name"});
+  CHECK(parse_hostfile("bob@fe80::1 slots=2\n10.0.0.7\nnode-1.cluster.\n", "hf").problems.empty());
 }
 
 TEST_CASE("flag --include keeps hosts and slots, filtered slots become CUDA_VISIBLE_DEVICES",
