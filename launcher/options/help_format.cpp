@@ -19,8 +19,8 @@ namespace {
 
 // An integer that does not fit in 64 bits.
 bool overflows(const std::string& text) {
-  size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
-  if (text.empty() || text.find_first_not_of("0123456789", digits) != std::string::npos) {
+  size_t first_digit = text.find_first_not_of("+-") == 1 ? 1 : 0;  // after one sign
+  if (text.empty() || text.find_first_not_of("0123456789", first_digit) != std::string::npos) {
     return false;
   }
   errno = 0;
