@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_config.hpp"
 #include "agent/agent_events.hpp"
 #include "agent/agent_state.hpp"
 #include "agent/file_timer_server.hpp"
@@ -29,59 +30,13 @@
 #include "agent/worker_binding.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "process/child_reaper.hpp"
 #include "process/group_keeper.hpp"
 #include "process/posix_process_spawner.hpp"
 #include "rendezvous/client.hpp"
 
 namespace cohort {
-
-struct RendezvousSettings {
-  std::string host = "127.0.0.1";
-  uint16_t port = 29400;
-  std::string address;           ///< what this node advertises (--local-addr or host name)
-  std::optional<int> rank_hint;  ///< --node-rank (static) or SLURM_NODEID
-  proto::WireRunConfig config;
-  std::chrono::milliseconds heartbeat_interval{1000};
-  bool rank0_store = false;  ///< --worker-store=rank0: worker rank 0 binds MASTER_PORT
-  std::string token;         ///< the run's shared secret; empty: none
-};
-
-struct AgentConfig {
-  std::string executable;         ///< resolved path of what each worker runs
-  bool python_worker = false;     ///< `executable` is the Python interpreter (not --no-python)
-  std::vector<std::string> args;  ///< its arguments; "${local_rank}" is substituted
-  std::string entrypoint_name;    ///< the script or module, for the failure summary
-  int nproc = 1;
-  WorkerEnvSettings env;
-  std::chrono::milliseconds shutdown_timeout{30000};
-  HangSettings hang;               ///< --hang-timeout, --hang-first-timeout; off by default
-  int straggler_factor_pct = 150;  ///< --straggler-factor, in percent, sent with progress reports
-  CrashLoopSettings crash_loop;    ///< --max-same-failures, --no-restart-exit-codes, --min-uptime
-  std::vector<int> extra_signals;  ///< forwarded without stopping (SIGUSR1, ...)
-  /// Caught but not forwarded: inside a Slurm step, Slurm signals every process of the step
-  /// itself (SIGUSR1/SIGUSR2 of --signal), so forwarding would deliver them twice.
-  std::vector<int> absorbed_signals;
-  std::string log_dir;  ///< empty: temporary; "/dev/null": no files
-  OutputConfig output;
-  std::string host_name;
-  RendezvousSettings rendezvous;
-  /// Runs before cohort exits, with a continuation (an embedded daemon lets the other nodes
-  /// hear the end of the run first). Empty: exit at once.
-  std::function<void(std::function<void()>)> before_exit;
-  /// Started by cohort launch: stdin is the ssh connection, and its end (EOF) stops the workers
-  /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
-  /// host's failure) is left to the launcher's console at info level.
-  bool under_launch = false;
-  bool console_events = false;   ///< --event-log-handler console: each event's line on stderr
-  std::string event_log;         ///< --event-log: append each event's line to this file
-  HealthSettings health;         ///< --health-check: before every round; off by default
-  GpuHealthSettings gpu_health;  ///< the built-in GPU checks; on when the node has GPUs
-  std::vector<WorkerBinding>
-      bindings;                  ///< per local rank (--numa-binding, --cpu-bind); empty: none
-  bool report_bindings = false;  ///< --report-bindings: a line per rank each round
-};
 
 class Agent {
  public:

@@ -18,18 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent/health_settings.hpp"
 #include "common/clock.hpp"
 #include "common/nvml.hpp"
 
 namespace cohort {
-
-struct GpuHealthSettings {
-  /// The node's GPUs (NVML indices) out of the `physical` ones NVML sees: those
-  /// CUDA_VISIBLE_DEVICES leaves. Unset: no GPU checks.
-  std::function<std::vector<int>(int physical)> visible;
-  std::chrono::milliseconds reclaim_timeout{30000};  ///< --gpu-reclaim-timeout
-  bool enabled() const { return static_cast<bool>(visible); }
-};
 
 /// Says whether a process holding a GPU belongs to the previous round.
 using PreviousRoundTest = std::function<bool(pid_t)>;

@@ -14,17 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/health_settings.hpp"
 #include "common/exit_status.hpp"
 #include "process/process_spawner.hpp"
 
 namespace cohort {
-
-struct HealthSettings {
-  std::string command;  ///< empty: no health check
-  std::chrono::milliseconds timeout{60000};
-  std::chrono::milliseconds interval{10000};  ///< between checks while unhealthy
-  bool enabled() const { return !command.empty(); }
-};
 
 /// Why the node is unhealthy ("" when it is healthy): the command's status, or that it ran out
 /// of time, with the tail of its output (at most a few lines of 2 KiB in all).

@@ -1,11 +1,10 @@
 // The steady time of a process and one-shot timers on it: the seam between code that waits and
-// the clock it waits on. Clock and Timer are the interfaces; AsioClock is the real clock (the
-// io_context's steady_timer), created by each process's main and lent by reference to what it
-// builds. Tests use FakeClock (tests/support/fake_clock.hpp). io thread only.
+// the clock it waits on. Clock and Timer are the interfaces; AsioClock (common/asio_clock.hpp) is
+// the real clock, created by each process's main and lent by reference to what it builds. Tests
+// use FakeClock (tests/support/fake_clock.hpp). io thread only. Free of Asio, so that the pure
+// cores that take time can include it cheaply.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,17 +34,6 @@ class Clock {
   virtual ~Clock() = default;
   virtual SteadyTime now() const = 0;
   virtual std::unique_ptr<Timer> make_timer() = 0;
-};
-
-/// The real clock: std::chrono::steady_clock, timers on the io_context.
-class AsioClock final : public Clock {
- public:
-  explicit AsioClock(boost::asio::io_context& io) : io_(io) {}
-  SteadyTime now() const override { return std::chrono::steady_clock::now(); }
-  std::unique_ptr<Timer> make_timer() override;
-
- private:
-  boost::asio::io_context& io_;
 };
 
 }  // namespace cohort

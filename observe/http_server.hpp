@@ -22,19 +22,11 @@
 #include <string>
 
 #include "common/accept_loop.hpp"
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "common/gate_keeper.hpp"
+#include "observe/http_response.hpp"
 
 namespace cohort::observe {
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "text/plain; charset=utf-8";
-  std::string body;
-};
-
-/// Answers a GET for `target` (path and query, as sent).
-using HttpHandler = std::function<HttpResponse(const std::string& target)>;
 
 struct HttpOptions {
   std::string address = "127.0.0.1";

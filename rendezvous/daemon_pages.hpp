@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "observe/http_server.hpp"
+#include "observe/http_response.hpp"
 #include "proto/control_messages.hpp"
 #include "rendezvous/daemon_metrics.hpp"
 

@@ -7,7 +7,6 @@
 
 #include <sys/types.h>
 
-#include <CLI/CLI.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +14,7 @@
 
 #include "common/nvml.hpp"
 #include "launcher/cli/status_command.hpp"
+#include "launcher/options/cli_fwd.hpp"
 #include "launcher/topology/machine_topology.hpp"
 
 namespace cohort {

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "agent/worker_env.hpp"
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
 #include "launcher/launch/launch.hpp"

@@ -2,9 +2,8 @@
 // `cohort run` on every host over ssh until the job ends. Main thread.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include "launcher/launch/launch_plan.hpp"
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

@@ -1,6 +1,7 @@
 #include "launcher/cli/rendezvous_command.hpp"
 
 #include <sys/stat.h>
+#include <CLI/CLI.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,7 +14,7 @@
 #include <tuple>
 
 #include "agent/worker_env.hpp"
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "common/event_log.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"

@@ -3,8 +3,9 @@
 // the stores' connections spread over --threads io threads (the main one among them).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
+
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

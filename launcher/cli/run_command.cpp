@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "agent/agent.hpp"
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"

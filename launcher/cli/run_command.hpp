@@ -2,8 +2,7 @@
 // the agent until the job ends. Main thread.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
+#include "launcher/options/cli_fwd.hpp"
 #include "launcher/options/run_options.hpp"
 
 namespace cohort {

@@ -2,6 +2,7 @@
 
 #include <pwd.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <array>
 #include <cstdlib>

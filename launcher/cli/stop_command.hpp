@@ -4,8 +4,9 @@
 // one is configured. Blocking; main thread.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
+
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

@@ -1,5 +1,6 @@
 #include "launcher/launch/launch_plan.hpp"
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>

@@ -5,7 +5,6 @@
 // the hostfile and env file.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -14,8 +13,9 @@
 #include "launcher/launch/forwarded_env.hpp"
 #include "launcher/launch/hostfile.hpp"
 #include "launcher/launch/ssh_command.hpp"
+#include "launcher/options/cli_fwd.hpp"
 #include "launcher/options/run_options.hpp"
-#include "rendezvous/daemon.hpp"
+#include "rendezvous/daemon_options.hpp"
 
 namespace cohort {
 

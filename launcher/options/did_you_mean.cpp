@@ -1,5 +1,6 @@
 #include "launcher/options/did_you_mean.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 
 namespace cohort {

@@ -3,9 +3,10 @@
 // functions (and one reading a CLI11 command's flag names), main thread at start.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

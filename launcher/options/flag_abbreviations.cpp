@@ -1,5 +1,6 @@
 #include "launcher/options/flag_abbreviations.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 
 namespace cohort {

@@ -5,9 +5,10 @@
 // thread at start.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.hpp"
+#include "agent/agent_config.hpp"
 #include "launcher/options/rdzv_conf.hpp"
 #include "launcher/options/run_environment.hpp"
 #include "launcher/options/run_options.hpp"
-#include "rendezvous/daemon.hpp"
+#include "rendezvous/daemon_options.hpp"
 
 namespace cohort {
 

@@ -1,5 +1,6 @@
 #include "launcher/options/run_options.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cctype>
 
 #include "launcher/options/did_you_mean.hpp"

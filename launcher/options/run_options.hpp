@@ -5,13 +5,13 @@
 // thread, at start.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/log.hpp"
+#include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/agent.hpp"
+#include "agent/agent_config.hpp"
 #include "launcher/options/rendezvous_plan.hpp"
 #include "launcher/options/run_environment.hpp"
 #include "launcher/options/run_options.hpp"

@@ -1,5 +1,7 @@
 #include "launcher/slurm/slurm_defaults.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include "common/text.hpp"
 #include "launcher/slurm/slurm_env.hpp"
 

@@ -3,11 +3,11 @@
 // flags and validating them.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "agent/worker_env.hpp"
+#include "launcher/options/cli_fwd.hpp"
 #include "launcher/options/run_options.hpp"
 
 namespace cohort {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/accept_loop.hpp"
+#include "common/asio_clock.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "launcher/cli/status_command.hpp"

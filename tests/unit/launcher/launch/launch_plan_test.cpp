@@ -1,5 +1,6 @@
 #include "launcher/launch/launch_plan.hpp"
 
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 #include "common/exit_codes.hpp"

@@ -1,4 +1,5 @@
 // Suggestions for mistyped commands and flags.
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 #include "launcher/options/did_you_mean.hpp"

@@ -1,5 +1,6 @@
 #include "launcher/options/flag_abbreviations.hpp"
 
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 #include "launcher/options/run_options.hpp"

@@ -1,5 +1,6 @@
 #include "launcher/options/run_validation.hpp"
 
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 #include <csignal>
 

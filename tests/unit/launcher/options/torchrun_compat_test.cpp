@@ -2,6 +2,7 @@
 // environments) that PyTorch's test/distributed/launcher/run_test.py and argparse_util_test.py
 // give torch.distributed.run, each parsed and validated by cohort run's parser, with what torchrun
 // makes of it: the worker count, the nodes, the rendezvous, the script's words, or the error.
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 #include <functional>
 

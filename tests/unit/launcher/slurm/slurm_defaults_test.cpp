@@ -1,5 +1,6 @@
 #include "launcher/slurm/slurm_defaults.hpp"
 
+#include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
 using namespace cohort;

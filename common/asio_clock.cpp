@@ -1,4 +1,6 @@
-#include "common/clock.hpp"
+#include "common/asio_clock.hpp"
+
+#include <boost/asio/steady_timer.hpp>
 
 namespace cohort {
 namespace {
