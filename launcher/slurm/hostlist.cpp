@@ -7,6 +7,8 @@
 namespace cohort {
 namespace {
 
+constexpr int kMaxGroupsPerName = 8;
+
 // Splits at commas outside brackets; nullopt if brackets do not balance.
 std::optional<std::vector<std::string>> top_level_items(const std::string& expression) {
   std::vector<std::string> items;
@@ -36,10 +38,11 @@ std::optional<std::vector<std::string>> expand_ranges(const std::string& ranges,
     std::string high_text = dash == std::string::npos ? low_text : part.substr(dash + 1);
     auto low = parse_int(low_text), high = parse_int(high_text);
     if (low_text.empty() || !low || !high || *low < 0 || *high < *low) return std::nullopt;
-    if (static_cast<size_t>(*high - *low) + values.size() >= limit) return std::nullopt;
+    if (static_cast<uint64_t>(*high - *low) >= limit - values.size()) return std::nullopt;
     size_t width = low_text.size();
-    for (int64_t value = *low; value <= *high; ++value) {
-      std::string text = std::to_string(value);
+    // Counted from the low end, so that a range ending at the largest number still ends.
+    for (int64_t offset = 0; offset <= *high - *low; ++offset) {
+      std::string text = std::to_string(*low + offset);
       if (text.size() < width) text.insert(0, width - text.size(), '0');
       values.push_back(text);
     }
@@ -47,13 +50,17 @@ std::optional<std::vector<std::string>> expand_ranges(const std::string& ranges,
   return values;
 }
 
-std::optional<std::vector<std::string>> expand_item(const std::string& item, size_t limit) {
+// A name's bracket groups expand as a product, each group by recursion: `groups_left` bounds
+// both (Slurm's own names have at most a few).
+std::optional<std::vector<std::string>> expand_item(const std::string& item, size_t limit,
+                                                    int groups_left = kMaxGroupsPerName) {
   size_t open = item.find('[');
   if (open == std::string::npos) return std::vector<std::string>{item};
+  if (groups_left == 0) return std::nullopt;
   size_t close = item.find(']', open);
   auto values = expand_ranges(item.substr(open + 1, close - open - 1), limit);
   if (!values) return std::nullopt;
-  auto rests = expand_item(item.substr(close + 1), limit);
+  auto rests = expand_item(item.substr(close + 1), limit, groups_left - 1);
   if (!rests) return std::nullopt;
   std::vector<std::string> names;
   for (const auto& value : *values) {

@@ -11,7 +11,7 @@
 namespace cohort {
 
 /// The host names of `expression` in order; nullopt when it is malformed (unbalanced brackets,
-/// a bad range, more than `limit` names).
+/// a bad range, more than `limit` names, more than 8 bracket groups in one name).
 std::optional<std::vector<std::string>> expand_hostlist(const std::string& expression,
                                                         size_t limit = 1 << 20);
 

@@ -24,6 +24,22 @@ TEST_CASE("malformed hostlists are refused", "[unit][launcher][slurm]") {
   CHECK_FALSE(expand_hostlist("gpu-[a-b]"));
   CHECK_FALSE(expand_hostlist("g[[1]]"));
   CHECK_FALSE(expand_hostlist("n[1-100000000]", 1000));
+  CHECK_FALSE(expand_hostlist("n[1-1000],m[1-1000]", 1500));
+  CHECK_FALSE(expand_hostlist("n[0-9223372036854775807]"));
+}
+
+TEST_CASE("a hostlist range may end at the largest number", "[unit][launcher][slurm]") {
+  CHECK(*expand_hostlist("n[9223372036854775806-9223372036854775807]") ==
+        Hosts{"n9223372036854775806", "n9223372036854775807"});
+}
+
+TEST_CASE("a name with more bracket groups than Slurm makes is refused",
+          "[unit][launcher][slurm]") {
+  CHECK(expand_hostlist("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1-2]")->size() == 2);
+  CHECK_FALSE(expand_hostlist("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]"));
+  std::string huge = "n";
+  for (int i = 0; i < 40000; ++i) huge += "[1]";
+  CHECK_FALSE(expand_hostlist(huge));
 }
 
 TEST_CASE("hostlists compress to ranges", "[unit][launcher][slurm]") {
