@@ -1,7 +1,7 @@
 // What one node's agent is told to do: the workers it runs and their environment, where the
 // rendezvous is and how this node joins it, and the settings of the agent's parts (hangs, crash
-// loops, output, health, binding). Filled in by the launcher (launcher/options/run_validation,
-// cohort launch's remote command) on the main thread, then handed to the Agent, which owns it.
+// loops, output, health, binding). Filled in from `cohort run`'s flags by its validation
+// (launcher/options/run_validation) on the main thread, then handed to the Agent, which owns it.
 #pragma once
 
 #include <chrono>
