@@ -45,7 +45,7 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
     auto first = parse_id(item.substr(0, dash));
     auto last = dash == std::string_view::npos ? first : parse_id(item.substr(dash + 1));
     if (!first || !last || *last < *first || *last - *first > 65536) return std::nullopt;
-    for (int id = *first; id <= *last; ++id) ids.push_back(id);
+    for (int offset = 0; offset <= *last - *first; ++offset) ids.push_back(*first + offset);
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

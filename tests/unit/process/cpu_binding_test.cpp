@@ -15,6 +15,7 @@ TEST_CASE("CPU lists print as ranges and parse back", "[unit][binding]") {
   CHECK(parse_cpu_list("3-1") == std::nullopt);
   CHECK(parse_cpu_list("a") == std::nullopt);
   CHECK(parse_cpu_list("1,-2") == std::nullopt);
+  CHECK(parse_cpu_list("2147483646-2147483647") == std::vector<int>{2147483646, 2147483647});
 }
 
 TEST_CASE("a prepared binding holds the CPUs and the preferred NUMA nodes", "[unit][binding]") {
