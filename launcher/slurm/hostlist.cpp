@@ -9,6 +9,13 @@ namespace {
 
 constexpr int kMaxGroupsPerName = 8;
 
+// `value` in decimal, zero-padded on the left to `width` digits.
+std::string padded(int64_t value, size_t width) {
+  std::string text = std::to_string(value);
+  if (text.size() < width) text.insert(0, width - text.size(), '0');
+  return text;
+}
+
 // Splits at commas outside brackets; nullopt if brackets do not balance.
 std::optional<std::vector<std::string>> top_level_items(const std::string& expression) {
   std::vector<std::string> items;
@@ -42,9 +49,7 @@ std::optional<std::vector<std::string>> expand_ranges(const std::string& ranges,
     size_t width = low_text.size();
     // Counted from the low end, so that a range ending at the largest number still ends.
     for (int64_t offset = 0; offset <= *high - *low; ++offset) {
-      std::string text = std::to_string(*low + offset);
-      if (text.size() < width) text.insert(0, width - text.size(), '0');
-      values.push_back(text);
+      values.push_back(padded(*low + offset, width));
     }
   }
   return values;
@@ -85,12 +90,6 @@ std::optional<Numbered> numbered(const std::string& host) {
   size_t begin = end;
   while (begin > 0 && std::isdigit(static_cast<unsigned char>(host[begin - 1]))) --begin;
   return Numbered{host.substr(0, begin), host.substr(begin, end - begin + 1), host.substr(end + 1)};
-}
-
-std::string padded(int64_t value, size_t width) {
-  std::string text = std::to_string(value);
-  if (text.size() < width) text.insert(0, width - text.size(), '0');
-  return text;
 }
 
 }  // namespace
