@@ -1,7 +1,8 @@
 // test_worker: a scriptable stand-in for a training script, used by the integration tests.
-// Every action is a flag; actions run in this order: record pid, dump env, print lines,
-// spawn grandchild, spawn daemon, write ready file, signal handling, fail-first-n-runs,
-// sleep/hang, exit/crash.
+// Every action is a flag; actions run in this order: signal handling (first, so that a test that
+// signals a worker once its pid or env file is there finds its handlers in place), record pid,
+// dump env, print lines, spawn grandchild, spawn daemon, write ready file, fail-first-n-runs,
+// sleep/hang, exit/crash. The grandchild and the daemon take signals as a fresh process does.
 // --hang holds every worker except the one that is about to fail (so one rank can fail while
 // the others stay busy).
 // "Only on rank R" restricts the failure flags to the worker whose RANK is R. "{NAME}" in a
@@ -122,9 +123,26 @@ void on_signal(int signal) {
   if (g_exit_on_signal >= 0) ::_exit(g_exit_on_signal);
 }
 
+constexpr int kHandledSignals[] = {SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+
+// --record-signals and --exit-on-signal handle kHandledSignals; --ignore-sigterm ignores SIGTERM.
+void install_signal_handling(bool ignore_sigterm) {
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  for (int signal : kHandledSignals) {
+    if (!g_signal_log.empty() || g_exit_on_signal >= 0) ::sigaction(signal, &action, nullptr);
+  }
+  if (ignore_sigterm) ::signal(SIGTERM, SIG_IGN);
+}
+
+void default_signal_handling() {
+  for (int signal : kHandledSignals) ::signal(signal, SIG_DFL);
+}
+
 void spawn_grandchild(const std::string& pid_file) {
   pid_t pid = ::fork();
   if (pid == 0) {
+    default_signal_handling();
     for (;;) ::pause();
   }
   write_file(pid_file, std::to_string(pid));
@@ -139,6 +157,7 @@ void spawn_daemon(const std::string& pid_file) {
   pid_t middle = ::fork();
   if (middle == 0) {
     ::setsid();
+    default_signal_handling();
     if (::fork() == 0) {
       write_file(pid_file, std::to_string(::getpid()));
       ::close(ready[1]);
@@ -236,6 +255,7 @@ int main(int argc, char** argv) {
   const char* rank_text = std::getenv("RANK");
   bool failing_rank = only_rank < 0 || (rank_text != nullptr && std::atoi(rank_text) == only_rank);
 
+  install_signal_handling(ignore_sigterm);
   if (!pid_file.empty()) write_file(pid_file, std::to_string(::getpid()));
   if (!env_file.empty()) dump_env(env_file);
   for (const auto& text : prints) std::printf("%s\n", text.c_str());
@@ -246,15 +266,6 @@ int main(int argc, char** argv) {
   if (!grandchild_file.empty()) spawn_grandchild(grandchild_file);
   if (!daemon_file.empty()) spawn_daemon(daemon_file);
 
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  for (int signal : {SIGUSR1, SIGUSR2, SIGHUP, SIGINT, SIGQUIT}) {
-    if (!g_signal_log.empty() || g_exit_on_signal >= 0) ::sigaction(signal, &action, nullptr);
-  }
-  if (ignore_sigterm)
-    ::signal(SIGTERM, SIG_IGN);
-  else if (!g_signal_log.empty() || g_exit_on_signal >= 0)
-    ::sigaction(SIGTERM, &action, nullptr);
   if (!ready_file.empty()) write_file(ready_file, std::to_string(::getpid()));
 
   if (fail_runs > 0 && failing_rank && runs_so_far(state_file) >= fail_runs) {
