@@ -8,6 +8,8 @@ namespace cohort {
 namespace {
 
 constexpr int kMaxGroupsPerName = 8;
+// The characters of all the names of one expansion (a real cluster's list is a few MiB at most).
+constexpr size_t kMaxExpandedBytes = 64 << 20;
 
 // `value` in decimal, zero-padded on the left to `width` digits.
 std::string padded(int64_t value, size_t width) {
@@ -36,27 +38,44 @@ std::optional<std::vector<std::string>> top_level_items(const std::string& expre
   return items;
 }
 
-// "01-04,07" -> {"01","02","03","04","07"}.
-std::optional<std::vector<std::string>> expand_ranges(const std::string& ranges, size_t limit) {
-  std::vector<std::string> values;
-  for (const auto& part : split(ranges, ',')) {
+// A bracket group's numbers: "01-04,07" -> {1, 4, width 2}, {7, 7, width 2}.
+struct Range {
+  int64_t low = 0;
+  int64_t high = 0;
+  size_t width = 0;  ///< zero padding, from the low bound's digits
+};
+
+std::optional<std::vector<Range>> parse_ranges(const std::string& text) {
+  std::vector<Range> ranges;
+  for (const auto& part : split(text, ',')) {
     size_t dash = part.find('-');
     std::string low_text = part.substr(0, dash);
     std::string high_text = dash == std::string::npos ? low_text : part.substr(dash + 1);
     auto low = parse_int(low_text), high = parse_int(high_text);
     if (low_text.empty() || !low || !high || *low < 0 || *high < *low) return std::nullopt;
-    if (static_cast<uint64_t>(*high - *low) >= limit - values.size()) return std::nullopt;
-    size_t width = low_text.size();
+    ranges.push_back({*low, *high, low_text.size()});
+  }
+  return ranges;
+}
+
+// "01-04,07" -> {"01","02","03","04","07"}.
+std::optional<std::vector<std::string>> expand_ranges(const std::string& text, size_t limit) {
+  auto ranges = parse_ranges(text);
+  if (!ranges) return std::nullopt;
+  std::vector<std::string> values;
+  for (const Range& range : *ranges) {
+    if (static_cast<uint64_t>(range.high - range.low) >= limit - values.size()) return std::nullopt;
     // Counted from the low end, so that a range ending at the largest number still ends.
-    for (int64_t offset = 0; offset <= *high - *low; ++offset) {
-      values.push_back(padded(*low + offset, width));
+    for (int64_t offset = 0; offset <= range.high - range.low; ++offset) {
+      values.push_back(padded(range.low + offset, range.width));
     }
   }
   return values;
 }
 
 // A name's bracket groups expand as a product, each group by recursion: `groups_left` bounds
-// both (Slurm's own names have at most a few).
+// both (Slurm's own names have at most a few). The names' characters are bounded too, so a long
+// literal part times a wide range cannot take the machine's memory.
 std::optional<std::vector<std::string>> expand_item(const std::string& item, size_t limit,
                                                     int groups_left = kMaxGroupsPerName) {
   size_t open = item.find('[');
@@ -68,13 +87,29 @@ std::optional<std::vector<std::string>> expand_item(const std::string& item, siz
   auto rests = expand_item(item.substr(close + 1), limit, groups_left - 1);
   if (!rests) return std::nullopt;
   std::vector<std::string> names;
+  size_t bytes = 0;
   for (const auto& value : *values) {
     for (const auto& rest : *rests) {
       names.push_back(item.substr(0, open) + value + rest);
-      if (names.size() > limit) return std::nullopt;
+      bytes += names.back().size();
+      if (names.size() > limit || bytes > kMaxExpandedBytes) return std::nullopt;
     }
   }
   return names;
+}
+
+// The first name of one item, every group of it checked as expand_item would, none expanded.
+std::optional<std::string> first_name(const std::string& item,
+                                      int groups_left = kMaxGroupsPerName) {
+  size_t open = item.find('[');
+  if (open == std::string::npos) return item;
+  if (groups_left == 0) return std::nullopt;
+  size_t close = item.find(']', open);
+  auto ranges = parse_ranges(item.substr(open + 1, close - open - 1));
+  if (!ranges) return std::nullopt;
+  auto rest = first_name(item.substr(close + 1), groups_left - 1);
+  if (!rest) return std::nullopt;
+  return item.substr(0, open) + padded(ranges->front().low, ranges->front().width) + *rest;
 }
 
 struct Numbered {
@@ -97,6 +132,7 @@ std::optional<Numbered> numbered(const std::string& host) {
 std::optional<std::vector<std::string>> expand_hostlist(const std::string& expression,
                                                         size_t limit) {
   std::vector<std::string> hosts;
+  size_t bytes = 0;
   auto items = top_level_items(expression);
   if (!items) return std::nullopt;
   for (const auto& item : *items) {
@@ -104,9 +140,25 @@ std::optional<std::vector<std::string>> expand_hostlist(const std::string& expre
     if (trimmed.empty()) continue;
     auto names = expand_item(trimmed, limit);
     if (!names || hosts.size() + names->size() > limit) return std::nullopt;
+    for (const auto& name : *names) bytes += name.size();
+    if (bytes > kMaxExpandedBytes) return std::nullopt;
     hosts.insert(hosts.end(), names->begin(), names->end());
   }
   return hosts;
+}
+
+std::optional<std::string> first_host(const std::string& expression) {
+  auto items = top_level_items(expression);
+  if (!items) return std::nullopt;
+  std::optional<std::string> first;
+  for (const auto& item : *items) {
+    std::string trimmed(trim(item));
+    if (trimmed.empty()) continue;
+    auto name = first_name(trimmed);
+    if (!name) return std::nullopt;
+    if (!first) first = std::move(name);
+  }
+  return first;
 }
 
 std::string compress_hostlist(const std::vector<std::string>& hosts) {

@@ -11,9 +11,15 @@
 namespace cohort {
 
 /// The host names of `expression` in order; nullopt when it is malformed (unbalanced brackets,
-/// a bad range, more than `limit` names, more than 8 bracket groups in one name).
+/// a bad range, more than `limit` names or 64 MiB of them, more than 8 bracket groups in one
+/// name).
 std::optional<std::vector<std::string>> expand_hostlist(const std::string& expression,
                                                         size_t limit = 1 << 20);
+
+/// The first host name of `expression`, which is checked whole as expand_hostlist checks it but
+/// not expanded (a step's rendezvous host, whatever the size of its node list); nullopt when it
+/// is malformed or names no host.
+std::optional<std::string> first_host(const std::string& expression);
 
 /// The shortest usual form: consecutive numbered hosts with the same prefix, suffix and width
 /// become one bracket group ("node[1-3,5]"). Order of first appearance is kept.

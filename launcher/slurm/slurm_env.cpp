@@ -36,14 +36,13 @@ std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::str
       SlurmValue{"slurm-" + job->second + "." + step->second,
                  job->first + "=" + job->second + ", " + step->first + "=" + step->second};
   if (auto list = first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
-    auto hosts = expand_hostlist(list->second);
+    auto host = first_host(list->second);
     auto job_number = parse_int(job->second);
-    if (!hosts || hosts->empty() || !job_number) {
+    if (!host || !job_number) {
       defaults.problems.push_back(
           cat(list->first, "='", list->second, "' is not a Slurm hostlist cohort can read"));
     } else {
-      std::string endpoint =
-          cat(hosts->front(), ":", slurm_rendezvous_port(static_cast<long>(*job_number)));
+      std::string endpoint = cat(*host, ":", slurm_rendezvous_port(static_cast<long>(*job_number)));
       defaults.rdzv_endpoint = sourced(endpoint, *list);
     }
   }

@@ -1,8 +1,9 @@
 // libFuzzer target: Slurm hostlist expressions (SLURM_JOB_NODELIST and the like). The first byte
 // picks the mode. Expanding arbitrary bytes must end quickly with at most `limit` names or a
-// refusal, whatever the ranges, products and nesting. Compressing host names made of the bytes
-// (host-name characters only) and expanding the result must give back the same names, counted
-// with their repeats (compress_hostlist groups them, so the order may change).
+// refusal, whatever the ranges, products and nesting; what it expands begins with first_host's
+// name. Compressing host names made of the bytes (host-name characters only) and expanding the
+// result must give back the same names, counted with their repeats (compress_hostlist groups
+// them, so the order may change).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +23,10 @@ constexpr size_t kLimit = 4096;
 
 void expand_anything(const std::string& expression) {
   auto hosts = cohort::expand_hostlist(expression, kLimit);
-  if (hosts) require(hosts->size() <= kLimit);
+  if (!hosts) return;
+  require(hosts->size() <= kLimit);
+  auto first = cohort::first_host(expression);
+  require(hosts->empty() ? !first : first && *first == hosts->front());
 }
 
 // Splits `text` at ',' into names of [a-z0-9.-] (other bytes dropped), at most 64 of them.

@@ -42,6 +42,28 @@ TEST_CASE("a name with more bracket groups than Slurm makes is refused",
   CHECK_FALSE(expand_hostlist(huge));
 }
 
+TEST_CASE("a long name times a wide range is refused before it takes the memory",
+          "[unit][launcher][slurm]") {
+  std::string name(100000, 'a');                      // an environment variable may hold 128 KiB
+  CHECK_FALSE(expand_hostlist(name + "[0-999999]"));  // 100 GB of names
+  CHECK_FALSE(expand_hostlist(name + "[0-399]," + name + "[0-399]," + name + "[0-399]"));
+  CHECK(expand_hostlist(name + "[0-99]")->size() == 100);
+}
+
+TEST_CASE("the first host of a hostlist, checked whole but not expanded",
+          "[unit][launcher][slurm]") {
+  CHECK(*first_host("gpu-[07-09,11],login1") == "gpu-07");
+  CHECK(*first_host(" , rack[2-3]-n[001-100]") == "rack2-n001");
+  CHECK(*first_host("solo") == "solo");
+  std::string name(100000, 'a');
+  CHECK(*first_host(name + "[0-999999]") == name + "0");
+  CHECK(*first_host("n[0-9223372036854775807]") == "n0");
+  CHECK_FALSE(first_host(""));
+  CHECK_FALSE(first_host("gpu-[01-04,07],login[2-1]"));  // the rest is checked too
+  CHECK_FALSE(first_host("gpu-[01"));
+  CHECK_FALSE(first_host("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]"));
+}
+
 TEST_CASE("hostlists compress to ranges", "[unit][launcher][slurm]") {
   CHECK(compress_hostlist({"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-07", "login1"}) ==
         "gpu-[01-04,07],login1");
