@@ -7,7 +7,7 @@
 namespace cohort {
 namespace {
 
-constexpr int kMaxGroupsPerName = 8;
+constexpr size_t kMaxGroupsPerName = 8;
 // The characters of all the names of one expansion (a real cluster's list is a few MiB at most).
 constexpr size_t kMaxExpandedBytes = 64 << 20;
 
@@ -58,58 +58,76 @@ std::optional<std::vector<Range>> parse_ranges(const std::string& text) {
   return ranges;
 }
 
-// "01-04,07" -> {"01","02","03","04","07"}.
-std::optional<std::vector<std::string>> expand_ranges(const std::string& text, size_t limit) {
-  auto ranges = parse_ranges(text);
-  if (!ranges) return std::nullopt;
-  std::vector<std::string> values;
-  for (const Range& range : *ranges) {
-    if (static_cast<uint64_t>(range.high - range.low) >= limit - values.size()) return std::nullopt;
-    // Counted from the low end, so that a range ending at the largest number still ends.
-    for (int64_t offset = 0; offset <= range.high - range.low; ++offset) {
-      values.push_back(padded(range.low + offset, range.width));
-    }
+// One name of a hostlist: literal text around at most kMaxGroupsPerName bracket groups (Slurm's
+// own names have a few), "rack[1-2]-n[01-02]" -> literals {"rack", "-n", ""}, groups {1-2},
+// {01-02}.
+struct Pattern {
+  std::vector<std::string> literals;  ///< one more than the groups
+  std::vector<std::vector<Range>> groups;
+};
+
+std::optional<Pattern> parse_pattern(const std::string& item) {
+  Pattern pattern;
+  size_t start = 0;
+  for (;;) {
+    size_t open = item.find('[', start);
+    pattern.literals.push_back(item.substr(start, open - start));
+    if (open == std::string::npos) return pattern;
+    size_t close = item.find(']', open);
+    if (close == std::string::npos || pattern.groups.size() == kMaxGroupsPerName)
+      return std::nullopt;
+    auto ranges = parse_ranges(item.substr(open + 1, close - open - 1));
+    if (!ranges) return std::nullopt;
+    pattern.groups.push_back(std::move(*ranges));
+    start = close + 1;
   }
-  return values;
 }
 
-// A name's bracket groups expand as a product, each group by recursion: `groups_left` bounds
-// both (Slurm's own names have at most a few). The names' characters are bounded too, so a long
-// literal part times a wide range cannot take the machine's memory.
-std::optional<std::vector<std::string>> expand_item(const std::string& item, size_t limit,
-                                                    int groups_left = kMaxGroupsPerName) {
-  size_t open = item.find('[');
-  if (open == std::string::npos) return std::vector<std::string>{item};
-  if (groups_left == 0) return std::nullopt;
-  size_t close = item.find(']', open);
-  auto values = expand_ranges(item.substr(open + 1, close - open - 1), limit);
-  if (!values) return std::nullopt;
-  auto rests = expand_item(item.substr(close + 1), limit, groups_left - 1);
-  if (!rests) return std::nullopt;
-  std::vector<std::string> names;
-  size_t bytes = 0;
-  for (const auto& value : *values) {
-    for (const auto& rest : *rests) {
-      names.push_back(item.substr(0, open) + value + rest);
-      bytes += names.back().size();
-      if (names.size() > limit || bytes > kMaxExpandedBytes) return std::nullopt;
-    }
+// Every name of the expression, checked whole; nullopt when any part is malformed.
+std::optional<std::vector<Pattern>> parse_hostlist(const std::string& expression) {
+  auto items = top_level_items(expression);
+  if (!items) return std::nullopt;
+  std::vector<Pattern> patterns;
+  for (const auto& item : *items) {
+    std::string trimmed(trim(item));
+    if (trimmed.empty()) continue;
+    auto pattern = parse_pattern(trimmed);
+    if (!pattern) return std::nullopt;
+    patterns.push_back(std::move(*pattern));
   }
-  return names;
+  return patterns;
 }
 
-// The first name of one item, every group of it checked as expand_item would, none expanded.
-std::optional<std::string> first_name(const std::string& item,
-                                      int groups_left = kMaxGroupsPerName) {
-  size_t open = item.find('[');
-  if (open == std::string::npos) return item;
-  if (groups_left == 0) return std::nullopt;
-  size_t close = item.find(']', open);
-  auto ranges = parse_ranges(item.substr(open + 1, close - open - 1));
-  if (!ranges) return std::nullopt;
-  auto rest = first_name(item.substr(close + 1), groups_left - 1);
-  if (!rest) return std::nullopt;
-  return item.substr(0, open) + padded(ranges->front().low, ranges->front().width) + *rest;
+// Appends the names of `pattern` to `hosts` (the groups as a product, the first one outermost);
+// false past `limit` names or kMaxExpandedBytes of them in `hosts`, whose characters `bytes`
+// counts. Each group's product is checked before it is made, and the names only grow, so
+// neither bound is ever passed by much.
+bool expand_pattern(const Pattern& pattern, size_t limit, std::vector<std::string>& hosts,
+                    size_t& bytes) {
+  std::vector<std::string> names{pattern.literals[0]};
+  size_t names_bytes = names[0].size();
+  for (size_t g = 0; g < pattern.groups.size(); ++g) {
+    std::vector<std::string> longer;
+    size_t longer_bytes = 0;
+    for (const std::string& name : names) {
+      for (const Range& range : pattern.groups[g]) {
+        // Counted from the low end, so that a range ending at the largest number still ends.
+        for (int64_t offset = 0; offset <= range.high - range.low; ++offset) {
+          longer.push_back(name + padded(range.low + offset, range.width) +
+                           pattern.literals[g + 1]);
+          longer_bytes += longer.back().size();
+          if (hosts.size() + longer.size() > limit || bytes + longer_bytes > kMaxExpandedBytes)
+            return false;
+        }
+      }
+    }
+    names = std::move(longer);
+    names_bytes = longer_bytes;
+  }
+  bytes += names_bytes;
+  if (hosts.size() + names.size() > limit || bytes > kMaxExpandedBytes) return false;
+  hosts.insert(hosts.end(), names.begin(), names.end());
+  return true;
 }
 
 struct Numbered {
@@ -131,34 +149,26 @@ std::optional<Numbered> numbered(const std::string& host) {
 
 std::optional<std::vector<std::string>> expand_hostlist(const std::string& expression,
                                                         size_t limit) {
+  auto patterns = parse_hostlist(expression);
+  if (!patterns) return std::nullopt;
   std::vector<std::string> hosts;
   size_t bytes = 0;
-  auto items = top_level_items(expression);
-  if (!items) return std::nullopt;
-  for (const auto& item : *items) {
-    std::string trimmed(trim(item));
-    if (trimmed.empty()) continue;
-    auto names = expand_item(trimmed, limit);
-    if (!names || hosts.size() + names->size() > limit) return std::nullopt;
-    for (const auto& name : *names) bytes += name.size();
-    if (bytes > kMaxExpandedBytes) return std::nullopt;
-    hosts.insert(hosts.end(), names->begin(), names->end());
+  for (const Pattern& pattern : *patterns) {
+    if (!expand_pattern(pattern, limit, hosts, bytes)) return std::nullopt;
   }
   return hosts;
 }
 
 std::optional<std::string> first_host(const std::string& expression) {
-  auto items = top_level_items(expression);
-  if (!items) return std::nullopt;
-  std::optional<std::string> first;
-  for (const auto& item : *items) {
-    std::string trimmed(trim(item));
-    if (trimmed.empty()) continue;
-    auto name = first_name(trimmed);
-    if (!name) return std::nullopt;
-    if (!first) first = std::move(name);
+  auto patterns = parse_hostlist(expression);
+  if (!patterns || patterns->empty()) return std::nullopt;
+  const Pattern& first = patterns->front();
+  std::string name = first.literals[0];
+  for (size_t g = 0; g < first.groups.size(); ++g) {
+    name += padded(first.groups[g].front().low, first.groups[g].front().width);
+    name += first.literals[g + 1];
   }
-  return first;
+  return name;
 }
 
 std::string compress_hostlist(const std::vector<std::string>& hosts) {
