@@ -1,11 +1,12 @@
 #include "launcher/cli/control_request.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 
-#include <boost/asio/connect.hpp>
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/write.hpp>
+#include <cerrno>
 #include <chrono>
 
 #include "common/exit_codes.hpp"
@@ -17,10 +18,69 @@ namespace cohort {
 namespace {
 
 using SteadyPoint = std::chrono::steady_clock::time_point;
+namespace ip = boost::asio::ip;
 
-// The next message on a blocking socket; nullopt (with `problem` set) on a read error, a timeout
-// (each read's, or `deadline` for the whole) or a malformed frame.
-std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& socket,
+// Waits until `fd` is ready for `events` (POLLIN, POLLOUT), or an error or hang-up is; false once
+// `deadline` has passed first.
+bool wait_ready(int fd, short events, SteadyPoint deadline) {
+  for (;;) {
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd entry{fd, events, 0};
+    int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return false;
+  }
+}
+
+// Connects the non-blocking `socket` to the first of `endpoints` that answers before `deadline`;
+// the error of the last one tried otherwise.
+boost::system::error_code connect_before(ip::tcp::socket& socket,
+                                         const ip::tcp::resolver::results_type& endpoints,
+                                         SteadyPoint deadline) {
+  boost::system::error_code error = boost::asio::error::host_not_found;
+  for (const auto& entry : endpoints) {
+    socket.close(error);
+    socket.open(entry.endpoint().protocol(), error);
+    if (!error) socket.non_blocking(true, error);
+    if (error) continue;
+    const auto& address = entry.endpoint();
+    if (::connect(socket.native_handle(), address.data(), address.size()) == 0) return {};
+    if (errno != EINPROGRESS) {
+      error.assign(errno, boost::system::system_category());
+      continue;
+    }
+    if (!wait_ready(socket.native_handle(), POLLOUT, deadline))
+      return boost::asio::error::timed_out;
+    int status = 0;
+    socklen_t length = sizeof status;
+    ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &status, &length);
+    if (status == 0) return {};
+    error.assign(status, boost::system::system_category());
+  }
+  return error;
+}
+
+// Sends all of `bytes` on the non-blocking `socket` before `deadline`.
+boost::system::error_code send_before(ip::tcp::socket& socket, const std::string& bytes,
+                                      SteadyPoint deadline) {
+  boost::system::error_code error;
+  for (size_t sent = 0; sent < bytes.size();) {
+    sent += socket.write_some(boost::asio::buffer(bytes.data() + sent, bytes.size() - sent), error);
+    if (error == boost::asio::error::would_block) {
+      if (!wait_ready(socket.native_handle(), POLLOUT, deadline))
+        return boost::asio::error::timed_out;
+    } else if (error) {
+      return error;
+    }
+  }
+  return {};
+}
+
+// The next message on the non-blocking `socket`; nullopt (with `problem` set) on a read error,
+// `deadline` passing (however often bytes arrive before it) or a malformed frame.
+std::optional<proto::ControlMessage> read_message(ip::tcp::socket& socket,
                                                   proto::FrameDecoder& decoder,
                                                   SteadyPoint deadline, std::string& problem) {
   std::string payload;
@@ -33,11 +93,12 @@ std::optional<proto::ControlMessage> read_message(boost::asio::ip::tcp::socket& 
       problem = "a frame larger than the protocol's limit";
       return std::nullopt;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (!wait_ready(socket.native_handle(), POLLIN, deadline)) {
       problem = "no whole answer within the timeout";
       return std::nullopt;
     }
     size_t got = socket.read_some(boost::asio::buffer(buffer), error);
+    if (error == boost::asio::error::would_block) continue;
     if (error) {
       problem = error.message();
       return std::nullopt;
@@ -58,23 +119,22 @@ ControlAnswer control_request(
     return {std::nullopt, kExitUsage,
             "--rdzv-endpoint: expected host[:port], got '" + endpoint + "'"};
   }
-  namespace ip = boost::asio::ip;
   boost::asio::io_context io;
   ip::tcp::socket socket(io);
   boost::system::error_code error;
   ip::tcp::resolver resolver(io);
   auto results = resolver.resolve(target->host, std::to_string(target->port), error);
-  if (!error) boost::asio::connect(socket, results, error);
+  // One deadline for the connect, the challenge and the answer (the name's lookup is the
+  // resolver's, with its own timeouts).
+  SteadyPoint deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (!error) error = connect_before(socket, results, deadline);
   if (error) {
     return {std::nullopt, kExitRendezvous,
             "cannot reach " + target->host + ":" + std::to_string(target->port) + ": " +
                 error.message()};
   }
-  timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   proto::FrameDecoder decoder(proto::kMaxFirstFrameBytes);
   std::string problem;
-  SteadyPoint deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::optional<proto::ControlMessage> message = read_message(socket, decoder, deadline, problem);
   auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
   if (challenge == nullptr) {
@@ -83,7 +143,7 @@ ControlAnswer control_request(
   }
   decoder.set_max_frame_bytes(max_answer_bytes);
   std::string request = proto::encode_frame(proto::encode_message(make_request(challenge->nonce)));
-  boost::asio::write(socket, boost::asio::buffer(request), error);
+  error = send_before(socket, request, deadline);
   if (error)
     return {std::nullopt, kExitRendezvous, "cannot send to " + endpoint + ": " + error.message()};
   message = read_message(socket, decoder, deadline, problem);

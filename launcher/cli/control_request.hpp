@@ -1,7 +1,8 @@
 // One request to a rendezvous daemon on a fresh control connection, as `cohort status` and
 // `cohort stop` make them: connect, read the daemon's challenge, send the request built from it
-// (its proof answers the challenge), read one answer. Blocking, with one deadline for the whole
-// exchange that a daemon dripping bytes cannot extend. Main thread.
+// (its proof answers the challenge), read one answer. Blocking, with one deadline for the connect
+// and the whole exchange, which neither a peer that accepts and stays silent nor one dripping
+// bytes can extend. Main thread.
 #pragma once
 
 #include <functional>

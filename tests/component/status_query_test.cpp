@@ -1,6 +1,12 @@
 // `cohort status` and `cohort stop` against peers that are no daemon: one that drips its answer
 // one byte at a time (the whole query ends at its timeout, however often a byte arrives within
-// each read's timeout), and ones that announce frames larger than the tool will hold.
+// each read's timeout), ones that accept and say nothing or never accept (the same timeout), and
+// ones that announce frames larger than the tool will hold.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -99,6 +105,66 @@ TEST_CASE("a challenge over 64 KiB, or a stop's answer over 1 MiB, is refused be
     CHECK(run_stop_command(query) == kExitRendezvous);
     CHECK(std::chrono::steady_clock::now() - start < 3s);
   }
+}
+
+// A listener whose accept queue is full (listen backlog 0, one connection already waiting, never
+// accepted): the kernel drops further handshakes, so a connect to it waits until given up.
+struct FullListener {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int waiting = ::socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t port = 0;
+
+  FullListener() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(fd, 0) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port = ntohs(address.sin_port);
+    REQUIRE(::connect(waiting, reinterpret_cast<sockaddr*>(&address), length) == 0);
+  }
+  ~FullListener() {
+    ::close(waiting);
+    ::close(fd);
+  }
+};
+
+// Each read used to wait with SO_RCVTIMEO, which Asio's blocking read answers by polling again
+// without a timeout: a peer that accepted and said nothing held `cohort status`, `stop` and
+// `doctor` for as long as it kept the connection open.
+TEST_CASE("a peer that stays silent or never accepts ends the query at its timeout",
+          "[component][status]") {
+  auto start = std::chrono::steady_clock::now();
+  SECTION("status: accepted, never a challenge") {
+    Announcer peer("");
+    StatusFetch fetched = fetch_status({peer.endpoint(), "", "", false, 500});
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.exit_code == kExitRendezvous);
+    CHECK(fetched.problem.find("no challenge") != std::string::npos);
+    CHECK(fetched.problem.find("within the timeout") != std::string::npos);
+  }
+  SECTION("stop: a challenge, never an answer") {
+    Announcer peer(
+        proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'c')})));
+    StopQuery query;
+    query.endpoint = peer.endpoint();
+    query.run_id = "job";
+    query.timeout_ms = 500;
+    CHECK(run_stop_command(query) == kExitRendezvous);
+  }
+  SECTION("status: the connection never made") {
+    FullListener listener;
+    StatusFetch fetched =
+        fetch_status({"127.0.0.1:" + std::to_string(listener.port), "", "", false, 500});
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.exit_code == kExitRendezvous);
+    CHECK(fetched.problem.find("cannot reach") != std::string::npos);
+  }
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took >= 450ms);
+  CHECK(took < 4s);
 }
 
 // An endpoint posing as the daemon, without its token: it can send a challenge and a well-formed
