@@ -231,9 +231,10 @@ void Agent::perform(const agent::Action& action) {
         } else if constexpr (std::is_same_v<T, agent::ReportFailure>) {
           report_failure(typed);
         } else if constexpr (std::is_same_v<T, agent::Leave>) {
-          client_->close(proto::Leave{typed.reason});
+          // No client yet while the first health check runs: nothing to leave.
+          if (client_) client_->close(proto::Leave{typed.reason});
         } else if constexpr (std::is_same_v<T, agent::Disconnect>) {
-          client_->close();
+          if (client_) client_->close();
         } else if constexpr (std::is_same_v<T, agent::StartGroup>) {
           event(agent_events::workers_started(event_source(), typed.round, config_.nproc));
           start_group_after_probe(typed.round);

@@ -1,6 +1,7 @@
 // The health gate with real processes: a node whose --health-check fails is kept out (cohort
 // status says why) and the run goes on with the others; once its check passes it joins the next
-// round; a check that runs past its timeout is killed, whatever it started.
+// round; a check that runs past its timeout is killed, whatever it started; a stop during the
+// first check ends the node cleanly.
 #include <csignal>
 
 #include "common/event_log.hpp"
@@ -138,6 +139,29 @@ TEST_CASE("an unhealthy node stopped by SIGTERM leaves cohortd serving status",
   healthy->signal(SIGTERM);
   CHECK(healthy->wait(10s));
   CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+// The first check runs before the node has reached the rendezvous: a stop then has nothing to
+// leave. The agent used to call its absent client and die of SIGSEGV (exit 139), on a Slurm
+// scancel as much as on Ctrl-C.
+TEST_CASE("Ctrl-C or SIGTERM during the first health check stops the node cleanly",
+          "[integration][health]") {
+  auto [signal, code] = GENERATE(std::pair{SIGINT, 130}, std::pair{SIGTERM, 143});
+  Scratch scratch;
+  std::string pid_file = scratch.file("check_pid");
+  ChildProcess run(Scratch::cohort_argv({"--standalone", "--health-check",
+                                         "echo $$ > " + pid_file + "; exec sleep 60", "--no-python",
+                                         "/bin/true"}),
+                   scratch.options());
+  REQUIRE(wait_until([&] { return std::atoi(read_file(pid_file).c_str()) > 0; }, 20s));
+  pid_t check = std::atoi(read_file(pid_file).c_str());
+  run.signal(signal);
+  std::optional<cohort::ExitStatus> status = run.wait(10s);
+  INFO(run.output());
+  REQUIRE(status);
+  CHECK(status->shell_code() == code);
+  CHECK(wait_until([&] { return !process_alive(check); }, 5s));
   CHECK(scratch.nothing_left());
 }
 
