@@ -74,17 +74,25 @@ GpuHealthCheck::GpuHealthCheck(Clock& clock, GpuHealthSettings settings, Reader 
     : clock_(clock),
       settings_(std::move(settings)),
       read_(std::move(read)),
-      poll_timer_(clock.make_timer()) {}
+      poll_timer_(clock.make_timer()),
+      answer_timer_(clock.make_timer()) {}
 
 GpuHealthCheck::GpuHealthCheck(boost::asio::io_context& io, Clock& clock,
                                GpuHealthSettings settings, Reader read)
     : GpuHealthCheck(clock, std::move(settings), std::move(read)) {
   io_ = &io;
+  delivery_->io = &io;
 }
 
 GpuHealthCheck::~GpuHealthCheck() {
   alive_.reset();
-  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(delivery_->mutex);
+    delivery_->io = nullptr;
+  }
+  if (!thread_.joinable()) return;
+  // A reading still under way may be stuck in the driver for good: a stop must not wait on it.
+  reading_ ? thread_.detach() : thread_.join();
 }
 
 void GpuHealthCheck::read_ahead() {
@@ -97,7 +105,7 @@ void GpuHealthCheck::run(std::vector<pid_t> previous_round, Done done) {
   if (waiting) return;
   previous_round_ = std::move(previous_round);
   reclaim_deadline_ = clock_.now() + settings_.reclaim_timeout;
-  if (reading_) return;  // the reading under way decides
+  if (reading_) return wait_for_reading();  // the reading under way decides
   if (read_ahead_) {
     GpuReading reading = std::move(*read_ahead_);
     read_ahead_.reset();
@@ -111,17 +119,38 @@ void GpuHealthCheck::read() {
   reading_ = true;
   if (io_ == nullptr) return on_reading(read_());
   if (thread_.joinable()) thread_.join();  // the last reading's thread, done posting
+  reading_since_ = clock_.now();
   std::weak_ptr<int> alive = alive_;
-  thread_ = std::thread([this, alive, read = read_, io = io_] {
+  thread_ = std::thread([this, alive, read = read_, delivery = delivery_] {
     GpuReading reading = read();
-    boost::asio::post(*io, [this, alive, reading = std::move(reading)]() mutable {
+    std::lock_guard<std::mutex> lock(delivery->mutex);
+    if (delivery->io == nullptr) return;
+    boost::asio::post(*delivery->io, [this, alive, reading = std::move(reading)]() mutable {
       if (alive.lock()) on_reading(std::move(reading));
     });
   });
+  if (running()) wait_for_reading();
+}
+
+// A run() waits on the reading under way until NVML's answer timeout, counted from its start.
+void GpuHealthCheck::wait_for_reading() {
+  if (io_ == nullptr) return;
+  answer_timer_->start_at(reading_since_ + settings_.answer_timeout, [this] { reading_overdue(); });
+}
+
+// NVML has not answered in time: the node is unhealthy. The reading goes on; a later run() waits
+// for it again (and takes its answer if it ever comes).
+void GpuHealthCheck::reading_overdue() {
+  if (!reading_ || !running()) return;
+  Done report = std::move(done_);
+  done_ = nullptr;
+  report(cat("NVML did not answer within the ", settings_.answer_timeout.count() / 1000.0,
+             " s --health-check-timeout: the driver or a GPU is hung"));
 }
 
 void GpuHealthCheck::on_reading(GpuReading reading) {
   reading_ = false;
+  answer_timer_->cancel();
   if (!indices_) {  // the first reading says which GPUs the node has, once and for all
     indices_ = reading && !reading->empty() ? settings_.visible(static_cast<int>(reading->size()))
                                             : std::vector<int>();

@@ -4,7 +4,9 @@
 // worker's memory asynchronously, so the check polls until then, and only then); no uncorrectable
 // ECC error and no row remap or page retirement is pending. NVML is read on a thread of the
 // check's own, never on the agent's: the first reading starts ahead of the first round (it loads
-// NVML, the slow part, while the agent connects). Owned by the Agent; io thread.
+// NVML, the slow part, while the agent connects). A reading NVML has not answered within its
+// timeout makes the node unhealthy, and a thread still inside a hung driver is left behind, not
+// waited for, when the check ends. Owned by the Agent; io thread.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -67,6 +70,8 @@ class GpuHealthCheck {
 
  private:
   void read();
+  void wait_for_reading();
+  void reading_overdue();
   void on_reading(GpuReading reading);
   void decide(const GpuReading& reading);
   bool of_previous_round(pid_t pid) const;
@@ -76,12 +81,21 @@ class GpuHealthCheck {
   Reader read_;
   boost::asio::io_context* io_ = nullptr;  ///< set: readings on thread_
   std::unique_ptr<Timer> poll_timer_;
+  std::unique_ptr<Timer> answer_timer_;      ///< a run() waiting on a reading: its timeout
   std::optional<std::vector<int>> indices_;  ///< from the first reading; empty: no checks
   std::optional<GpuReading> read_ahead_;     ///< a reading no run() has used yet
   bool reading_ = false;
+  SteadyTime reading_since_{};
   std::vector<pid_t> previous_round_;
   SteadyTime reclaim_deadline_{};
   Done done_;
+  /// Where thread_ hands its reading: io_, until the check ends (a thread still inside NVML
+  /// then is detached, and its reading dropped).
+  struct Delivery {
+    std::mutex mutex;
+    boost::asio::io_context* io = nullptr;
+  };
+  std::shared_ptr<Delivery> delivery_ = std::make_shared<Delivery>();
   std::thread thread_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  ///< readings posted after us are dropped
 };

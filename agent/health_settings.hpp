@@ -22,6 +22,9 @@ struct GpuHealthSettings {
   /// CUDA_VISIBLE_DEVICES leaves. Unset: no GPU checks.
   std::function<std::vector<int>(int physical)> visible;
   std::chrono::milliseconds reclaim_timeout{30000};  ///< --gpu-reclaim-timeout
+  /// How long NVML may take to answer a reading (--health-check-timeout): a driver stuck on a
+  /// failed GPU may never answer.
+  std::chrono::milliseconds answer_timeout{60000};
   bool enabled() const { return static_cast<bool>(visible); }
 };
 

@@ -62,7 +62,8 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
               "A command (/bin/sh -c) that must exit 0 before this node joins each round; "
               "while it fails the node stays out, says why, and checks again");
   flag_option(app, "--health-check-timeout", o.health_check_timeout,
-              "Seconds the health check may take before it is killed (and the node is unhealthy)");
+              "Seconds the health check may take before it is killed, and NVML to answer the "
+              "built-in GPU checks (past it, the node is unhealthy)");
   flag_option(app, "--health-check-interval", o.health_check_interval,
               "Seconds between health checks while the node is unhealthy");
   flag_option(app, "--host-failure-limit", o.host_failure_limit,

@@ -347,6 +347,8 @@ void parse_gpu_health(const RunOptions& options, const RunEnvironment& machine, 
                                   options.gpu_reclaim_timeout));
   }
   config.gpu_health.reclaim_timeout = *reclaim;
+  auto answer = seconds_to_ms(options.health_check_timeout);  // said by parse_health_check if bad
+  if (answer && *answer > std::chrono::milliseconds(0)) config.gpu_health.answer_timeout = *answer;
   // NVML is asked by the agent, off the launch path; how many GPUs it sees decides there.
   config.gpu_health.visible = [visible = machine.var("CUDA_VISIBLE_DEVICES")](int physical) {
     auto indices = visible_gpu_indices(physical, visible ? visible->c_str() : nullptr);

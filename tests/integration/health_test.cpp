@@ -272,3 +272,33 @@ TEST_CASE("a GPU gone from NVML or with uncorrectable ECC errors makes the node 
   CHECK(contains(bad.err, "--gpu-reclaim-timeout: expected seconds from 0 to a year"));
   CHECK(scratch.nothing_left());
 }
+
+// A driver stuck on a failed GPU: the NVML test double sleeps a minute in each query.
+TEST_CASE("NVML that never answers makes the node unhealthy and does not hold up a stop",
+          "[integration][health][gpu-health]") {
+  Scratch scratch;
+  std::map<std::string, std::string> hung = two_fake_gpus(scratch.file("nvml_state"));
+  hung["COHORT_FAKE_NVML_QUERY_MS"] = "60000";
+  std::vector<std::string> flags{"--standalone", "--health-check-timeout", "0.5",
+                                 "--health-check-interval", "0.2"};
+  std::vector<std::string> gives_up = flags;
+  for (const char* word : {"--rdzv-conf", "join_timeout=2", "--no-python", "/bin/true"})
+    gives_up.push_back(word);
+  RunResult sick = scratch.run(gives_up, hung, 30s);
+  INFO(sick.err);
+  CHECK(sick.status.shell_code() == 3);
+  CHECK(contains(sick.err,
+                 "NVML did not answer within the 0.5 s --health-check-timeout: the driver or a "
+                 "GPU is hung; this node does not join"));
+  CHECK(contains(sick.err, "this node stayed unhealthy for the join timeout (2 s)"));
+
+  std::vector<std::string> waits = flags;
+  for (const char* word : {"--no-python", "/bin/true"}) waits.push_back(word);
+  ChildProcess run(Scratch::cohort_argv(waits), scratch.options(hung));
+  REQUIRE(wait_until([&] { return contains(run.output(), "NVML did not answer"); }, 20s));
+  run.signal(SIGINT);
+  std::optional<cohort::ExitStatus> status = run.wait(5s);  // the reading's thread is left
+  REQUIRE(status);
+  CHECK(status->shell_code() == 130);
+  CHECK(scratch.nothing_left());
+}

@@ -2,7 +2,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <future>
+#include <mutex>
+#include <thread>
 
 #include "common/text.hpp"
 #include "tests/support/fake_clock.hpp"
@@ -145,4 +150,100 @@ TEST_CASE("the reading made ahead serves the first check, later checks read agai
   CHECK(reads == 2);
   REQUIRE(problem.has_value());
   CHECK(*problem == "expected 2 GPUs, NVML sees 1 of them (1 in all)");
+}
+
+namespace {
+
+// A reader on the check's own thread that answers only when the test says so.
+struct HeldReader {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::shared_ptr<std::atomic<int>> reads = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<bool>> returned = std::make_shared<std::atomic<bool>>(false);
+  std::once_flag released_once;
+
+  void answer() {
+    std::call_once(released_once, [this] { release.set_value(); });
+  }
+
+  GpuHealthCheck::Reader reader() {
+    return [released = released, reads = reads, returned = returned] {
+      ++*reads;
+      released.wait();
+      *returned = true;
+      return GpuReading(std::vector<GpuState>{gpu(0), gpu(1)});
+    };
+  }
+};
+
+// Runs `io` until `done` holds, for at most five seconds.
+bool run_until(boost::asio::io_context& io, const std::function<bool()>& done) {
+  auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (!done() && std::chrono::steady_clock::now() < give_up) {
+    io.restart();
+    io.run_for(10ms);
+  }
+  return done();
+}
+
+}  // namespace
+
+// A driver stuck on a failed GPU may never answer: the node is unhealthy once NVML's answer
+// timeout has passed, takes the answer if it comes later, and a stop does not wait for it.
+TEST_CASE("a reading NVML does not answer in time makes the node unhealthy",
+          "[unit][agent][gpu-health]") {
+  boost::asio::io_context io;
+  FakeClock clock;
+  HeldReader nvml;
+  GpuHealthSettings settings = every_gpu();
+  settings.answer_timeout = 5s;
+  GpuHealthCheck check(io, clock, settings, nvml.reader());
+  std::optional<std::string> problem;
+  check.run({}, [&](const std::string& said) { problem = said; });
+  REQUIRE(run_until(io, [&] { return *nvml.reads == 1; }));
+  clock.advance(4900ms);
+  CHECK_FALSE(problem.has_value());
+  clock.advance(100ms);
+  REQUIRE(problem.has_value());
+  CHECK(*problem ==
+        "NVML did not answer within the 5 s --health-check-timeout: the driver or a GPU is hung");
+  // Checked again while the reading still hangs: unhealthy at once, no second reading.
+  problem.reset();
+  check.run({}, [&](const std::string& said) { problem = said; });
+  clock.advance(1ms);
+  REQUIRE(problem.has_value());
+  CHECK(*nvml.reads == 1);
+  // The answer comes after all: the next check takes it.
+  nvml.answer();
+  problem.reset();
+  check.run({}, [&](const std::string& said) { problem = said; });
+  REQUIRE(run_until(io, [&] { return problem.has_value(); }));
+  CHECK(*problem == "");
+  CHECK(*nvml.reads == 1);
+}
+
+TEST_CASE("ending the check does not wait for a reading stuck in the driver",
+          "[unit][agent][gpu-health]") {
+  boost::asio::io_context io;
+  FakeClock clock;
+  HeldReader nvml;
+  auto check = std::make_unique<GpuHealthCheck>(io, clock, every_gpu(), nvml.reader());
+  check->read_ahead();
+  REQUIRE(run_until(io, [&] { return *nvml.reads == 1; }));
+  // Were the check to wait for its thread, the driver "answers" after 3 s, not never.
+  std::promise<void> ended;
+  std::thread answer_late([&nvml, ended = ended.get_future()] {
+    ended.wait_for(3s);
+    nvml.answer();
+  });
+  auto start = std::chrono::steady_clock::now();
+  check.reset();
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  ended.set_value();
+  answer_late.join();
+  // The reading that comes after the check ended goes nowhere.
+  REQUIRE(run_until(io, [&] { return nvml.returned->load(); }));
+  std::this_thread::sleep_for(20ms);  // past the thread's last step: it delivers nothing
+  io.restart();
+  CHECK(io.poll() == 0);
 }
