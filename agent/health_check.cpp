@@ -56,6 +56,7 @@ HealthCheck::HealthCheck(boost::asio::io_context& io, ProcessSpawner& spawner,
     : spawner_(spawner), settings_(std::move(settings)), env_(std::move(env)), deadline_(io) {}
 
 HealthCheck::~HealthCheck() {
+  *alive_ = false;  // the command's end, reaped later, finds no check
   if (pid_ > 0) spawner_.signal_group(pid_, SIGKILL);
   if (output_fd_ >= 0) ::close(output_fd_);
 }
@@ -74,7 +75,11 @@ void HealthCheck::run(Done done) {
   std::error_code error;
   timed_out_ = false;
   pid_ = spawner_.spawn(
-      request, [this](ExitStatus status) { finished(status); }, error);
+      request,
+      [this, alive = alive_](ExitStatus status) {
+        if (*alive) finished(status);
+      },
+      error);
   if (pid_ < 0) {
     Done report = std::move(done_);
     report("the health check could not start: " + error.message());

@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@ class HealthCheck {
   pid_t pid_ = -1;
   int output_fd_ = -1;  ///< a memfd the command writes its stdout and stderr to
   bool timed_out_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace cohort
