@@ -541,7 +541,13 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
 
 void RendezvousDaemon::on_closed(ControlSession& session, const std::string& reason) {
   std::shared_ptr<ControlSession> held = session.shared_from_this();  // alive to the end
-  sessions_.erase(held);
+  forget_session(session, reason);
+  // An agent that stopped while it connected leaves no run, only this connection to end.
+  if (on_idle && idle()) on_idle();
+}
+
+void RendezvousDaemon::forget_session(ControlSession& session, const std::string& reason) {
+  sessions_.erase(session.shared_from_this());
   door_.closed(session);
   pending_reply_bytes_ -= session.reply_bytes;
   session.reply_bytes = 0;
@@ -768,7 +774,7 @@ void RendezvousDaemon::reap_runs() {
       history_.run_ended(it->first);
       metrics_.forget_run(it->first);
       it = runs_.erase(it);
-      if (on_run_ended) on_run_ended();
+      if (on_idle && idle()) on_idle();
     } else {
       ++it;
     }

@@ -51,8 +51,9 @@ class RendezvousDaemon {
   bool idle() const { return runs_.empty() && sessions_.empty(); }
   /// Stops every run it has: each node hears Stop with `exit_status` (cohort launch's Ctrl-C).
   void cancel_runs(int exit_status, const std::string& reason);
-  /// Called whenever a run ends (completed or failed) and is forgotten.
-  std::function<void()> on_run_ended;
+  /// Called when a run ends (completed or failed) and is forgotten, or an agent's connection
+  /// closes, and that leaves the daemon idle (maybe more than once).
+  std::function<void()> on_idle;
   /// What the daemon knows of its runs (what `cohort status` prints): every run, or `only_run`.
   proto::StatusReply status(const std::string& only_run = {}) const;
   /// The events it holds for each run, oldest first.
@@ -125,6 +126,8 @@ class RendezvousDaemon {
   std::optional<std::string> proven_key(const ControlSession& session,
                                         const proto::Hello& hello) const;
   void on_closed(ControlSession& session, const std::string& reason);
+  /// Drops a closed connection, and the node it was, from the daemon's books.
+  void forget_session(ControlSession& session, const std::string& reason);
   void park_unhealthy(Run& run, const std::string& node_id, const std::string& reason);
   void on_hang_declared(Run& run, const std::string& node_id, const proto::HangDeclared& hang);
   void on_worker_failed(Run& run, const std::string& node_id, const proto::WorkerFailed& failed);

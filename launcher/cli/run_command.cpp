@@ -104,9 +104,7 @@ void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
     timer->cancel();
     call();
   };
-  daemon.on_run_ended = [&daemon, once] {
-    if (daemon.idle()) once();
-  };
+  daemon.on_idle = once;
   if (daemon.idle()) return once();
   timer->async_wait([once](const boost::system::error_code& error) {
     if (!error) once();
