@@ -3,13 +3,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
 #include <chrono>
 
 #include "common/exit_codes.hpp"
+#include "common/fd_wait.hpp"
 #include "common/host_port.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
@@ -19,20 +19,6 @@ namespace {
 
 using SteadyPoint = std::chrono::steady_clock::time_point;
 namespace ip = boost::asio::ip;
-
-// Waits until `fd` is ready for `events` (POLLIN, POLLOUT), or an error or hang-up is; false once
-// `deadline` has passed first.
-bool wait_ready(int fd, short events, SteadyPoint deadline) {
-  for (;;) {
-    auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd entry{fd, events, 0};
-    int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-    if (ready > 0) return true;
-    if (ready < 0 && errno != EINTR) return false;
-  }
-}
 
 // Connects the non-blocking `socket` to the first of `endpoints` that answers before `deadline`;
 // the error of the last one tried otherwise.
@@ -51,7 +37,7 @@ boost::system::error_code connect_before(ip::tcp::socket& socket,
       error.assign(errno, boost::system::system_category());
       continue;
     }
-    if (!wait_ready(socket.native_handle(), POLLOUT, deadline))
+    if (wait_for_fd(socket.native_handle(), POLLOUT, deadline) != FdWait::Ready)
       return boost::asio::error::timed_out;
     int status = 0;
     socklen_t length = sizeof status;
@@ -69,7 +55,7 @@ boost::system::error_code send_before(ip::tcp::socket& socket, const std::string
   for (size_t sent = 0; sent < bytes.size();) {
     sent += socket.write_some(boost::asio::buffer(bytes.data() + sent, bytes.size() - sent), error);
     if (error == boost::asio::error::would_block) {
-      if (!wait_ready(socket.native_handle(), POLLOUT, deadline))
+      if (wait_for_fd(socket.native_handle(), POLLOUT, deadline) != FdWait::Ready)
         return boost::asio::error::timed_out;
     } else if (error) {
       return error;
@@ -93,7 +79,7 @@ std::optional<proto::ControlMessage> read_message(ip::tcp::socket& socket,
       problem = "a frame larger than the protocol's limit";
       return std::nullopt;
     }
-    if (!wait_ready(socket.native_handle(), POLLIN, deadline)) {
+    if (wait_for_fd(socket.native_handle(), POLLIN, deadline) != FdWait::Ready) {
       problem = "no whole answer within the timeout";
       return std::nullopt;
     }

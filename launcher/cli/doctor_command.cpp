@@ -21,6 +21,7 @@
 #include "agent/torch_probe.hpp"
 #include "agent/worker_env.hpp"
 #include "common/exit_codes.hpp"
+#include "common/fd_wait.hpp"
 #include "common/host_port.hpp"
 #include "common/text.hpp"
 #include "launcher/tokens/slurm_token.hpp"
@@ -423,10 +424,7 @@ TorchFinding probe_torch(const std::string& path_variable) {
   auto deadline = std::chrono::steady_clock::now() + TorchProbe::kTimeout;
   char buffer[256];
   while (pid > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd poll_fd{fds[0], POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&poll_fd, 1, static_cast<int>(left.count())) == 0) {
+    if (wait_for_fd(fds[0], POLLIN, deadline) == FdWait::TimedOut) {
       finding.timed_out = true;
       ::kill(pid, SIGKILL);
       break;

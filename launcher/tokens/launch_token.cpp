@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/fd_wait.hpp"
 #include "common/text.hpp"
 #include "proto/auth.hpp"
 
@@ -83,17 +84,13 @@ TokenResult read_token_line(int fd, std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   std::string line;
   while (line.size() < kMaxLineBytes) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd ready{fd, POLLIN, 0};
-    int polled = left.count() > 0 ? ::poll(&ready, 1, static_cast<int>(left.count())) : 0;
-    if (polled < 0 && errno == EINTR) continue;
-    if (polled == 0) {
+    FdWait waited = wait_for_fd(fd, POLLIN, deadline);
+    if (waited == FdWait::TimedOut) {
       return failed(cat("no token line on stdin within ", limit.count(),
                         " ms (this flag is cohort launch's own)"));
     }
     char byte = 0;
-    ssize_t got = polled < 0 ? -1 : ::read(fd, &byte, 1);
+    ssize_t got = waited == FdWait::Failed ? -1 : ::read(fd, &byte, 1);
     if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (got < 0) return failed(cat("cannot read the token line on stdin: ", std::strerror(errno)));
     if (got == 0) return failed("stdin ended before the token line (cohort launch writes it)");
