@@ -332,6 +332,13 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   if (std::string problem = hello_problem(hello); !problem.empty()) {
     return session.close_after(proto::Error{"bad hello: " + problem}, "bad hello");
   }
+  proto::Welcome welcome{
+      proto::kControlVersion,
+      key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce)};
+  if (cancelled_) {
+    session.send(welcome);
+    return session.close_after(*cancelled_, "the runs were cancelled");
+  }
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);
   Run& run = found->second;
@@ -357,9 +364,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   configs_[hello.node_id] = config;
   run.sessions[hello.node_id] = session.shared_from_this();
   if (hello.rank0_port > 0) run.rank0_ports[hello.node_id] = hello.rank0_port;
-  session.send(proto::Welcome{
-      proto::kControlVersion,
-      key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce)});
+  session.send(welcome);
   record(hello.run_id, "node.joined",
          {{"node", hello.node_id},
           {"address", hello.address},
@@ -759,6 +764,7 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
 }
 
 void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
+  cancelled_ = proto::Stop{exit_status, reason, "", stopped_by_text("launch", "")};
   for (auto& [id, run] : runs_) {
     if (run.stopped_by.empty()) run.stopped_by = "launch";
     apply(run, run.state->cancel(exit_status, reason));

@@ -50,6 +50,8 @@ class RendezvousDaemon {
   /// True once every run it ever had has ended and no agent is connected (for embedding).
   bool idle() const { return runs_.empty() && sessions_.empty(); }
   /// Stops every run it has: each node hears Stop with `exit_status` (cohort launch's Ctrl-C).
+  /// So does every agent that says hello afterwards: one still starting over ssh when the stop
+  /// came must not open a new run and train on.
   void cancel_runs(int exit_status, const std::string& reason);
   /// Called when a run ends (completed or failed) and is forgotten, or an agent's connection
   /// closes, and that leaves the daemon idle (maybe more than once).
@@ -184,6 +186,7 @@ class RendezvousDaemon {
   size_t pending_reply_bytes_ = 0;  ///< of answer_query()'s replies, not yet read
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
+  std::optional<proto::Stop> cancelled_;  ///< set by cancel_runs(): what later hellos hear
 };
 
 /// What start() could not open, for the user: "--http-port 29477: cannot listen on

@@ -1,9 +1,8 @@
 // `cohort launch` against real OpenSSH servers on 127.0.0.2, 127.0.0.3, ...: a Gloo job across
-// three hosts, the environment each host gets, --include/--exclude, hostfile errors, Ctrl-C,
-// a host killed mid-run, an unreachable host, the root cause's exit code, the run's token
-// (generated or given) that travels over ssh's stdin and shows on no command line, and a console
-// that stops reading.
-#include <sys/stat.h>
+// three hosts, the environment each host gets, --include/--exclude, hostfile errors, Ctrl-C (also
+// while the agents are still starting), a host killed mid-run, an unreachable host, the root
+// cause's exit code, the run's token (generated or given) that travels over ssh's stdin and shows
+// on no command line, and a console that stops reading.
 
 #include <algorithm>
 #include <cctype>
@@ -299,6 +298,29 @@ TEST_CASE("launch: Ctrl-C stops every host's workers, nothing is left anywhere",
   CHECK(*status == ExitStatus::exited(128 + SIGINT));
   for (int rank = 0; rank < 6; ++rank)
     CHECK(read_file(scratch.file("signals_" + std::to_string(rank))) == "15\n");
+  CHECK(scratch.nothing_left());
+}
+
+// The agents run their first health check before they say hello to the launch's rendezvous: a
+// stop then finds no run to cancel, and the agents must still hear it when they join.
+TEST_CASE("launch: a stop before the hosts' agents joined still stops them at once",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  int signal = GENERATE(SIGINT, SIGTERM);
+  ChildProcess launcher(launch_argv(hosts, with({"-H", host_list(hosts, 2), "--health-check",
+                                                 "touch checking_$$; sleep 1"},
+                                                with(dump_env_worker(), {"--hang"}))),
+                        scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(wait_until([&] { return entries_starting_with(scratch.path(), "checking_").size() == 2; },
+                     60s));
+  launcher.signal(signal);
+  auto status = launcher.wait(15s);  // the default --shutdown-timeout is 30 s
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(128 + signal));
+  CHECK(entries_starting_with(scratch.path(), "env_").empty());  // no worker started
   CHECK(scratch.nothing_left());
 }
 
