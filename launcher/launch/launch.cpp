@@ -244,7 +244,8 @@ void Launch::on_host_ended(Remote& remote) {
     log::info(remote.name, ": ended with ", status.describe());
   }
   if (hosts_left_ > 0) return;
-  if (first_signal_ != 0) return finish(128 + first_signal_);
+  // The agents that were told to stop end with 129 (their connection closed) or the stop's code.
+  if (teardown_exit_ != 0) return finish(teardown_exit_);
   finish(launch_exit_code(exit_codes_));
 }
 
@@ -280,6 +281,7 @@ void Launch::on_signal(int signal) {
 void Launch::tear_down(int exit_status, const std::string& reason) {
   if (tearing_down_) return;
   tearing_down_ = true;
+  teardown_exit_ = exit_status;
   log::warn(reason, ": stopping every host");
   if (daemon_) {
     daemon_->cancel_runs(exit_status, reason);

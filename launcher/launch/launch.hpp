@@ -85,6 +85,7 @@ class Launch {
   bool tearing_down_ = false;
   int signals_seen_ = 0;
   int first_signal_ = 0;
+  int teardown_exit_ = 0;  ///< tear_down()'s exit code: the launch's, whatever the hosts end with
   std::optional<int> exit_code_;
 };
 

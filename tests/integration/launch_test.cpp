@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "common/event_log.hpp"
+#include "common/exit_codes.hpp"
 #include "tests/integration/multinode_support.hpp"
 #include "tests/integration/ssh_support.hpp"
 
@@ -63,6 +64,18 @@ std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& add
     for (char& c : cmdline) c = c == '\0' ? ' ' : c;
     if (cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
         contains(cmdline, "--local-addr " + address + " "))
+      return pid;
+  }
+  return std::nullopt;
+}
+
+// The ssh client that carries host `address`'s agent (the launcher's child).
+std::optional<pid_t> ssh_client(const Scratch& scratch, const std::string& address) {
+  for (pid_t pid : scratch.leftovers()) {
+    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.rfind("/usr/bin/ssh -T ", 0) == 0 && contains(cmdline, " " + address + " ") &&
+        contains(cmdline, " --under-launch "))
       return pid;
   }
   return std::nullopt;
@@ -381,6 +394,33 @@ TEST_CASE("launch: a host killed mid-run with --nnodes 2:3, the other two finish
   CHECK(*status == ExitStatus::exited(0));
   CHECK(contains(launcher.out(), "done round=1 world=4"));
   CHECK(contains(launcher.err(), hosts.address(2) + ": lost"));
+  CHECK(scratch.nothing_left());
+}
+
+// With a daemon of its own the launch cannot stop the run through it: it closes every ssh
+// connection, and the agents end as on SIGHUP (129). The launch's code is still the reason's.
+TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with exit code 4",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  SshHosts hosts(scratch, 2);
+  ChildProcess launcher(
+      launch_argv(hosts, with({"-H", host_list(hosts, 1), "--rdzv-endpoint", cluster.endpoint()},
+                              with(dump_env_worker(), {"--hang"}))),
+      scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(
+      wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
+  auto ssh = ssh_client(scratch, hosts.address(1));
+  REQUIRE(ssh);
+  ::kill(*ssh, SIGKILL);
+  auto status = launcher.wait(30s);
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(kExitUnreachable));
+  CHECK(contains(launcher.err(), hosts.address(1) + " was lost and 1 hosts are left"));
+  CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
 }
 
