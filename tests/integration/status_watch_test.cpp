@@ -1,5 +1,11 @@
 // `cohort status --watch` in a real terminal: tmux runs it in a detached session; the test reads
-// the screen with capture-pane, sees it redraw as a node is lost, and stops it with Ctrl-C.
+// the screen with capture-pane, sees it redraw as a node is lost, and stops it with Ctrl-C; a
+// signal during a fetch from a silent peer ends it at once.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <csignal>
 #include <regex>
 
@@ -149,4 +155,34 @@ TEST_CASE("cohort status --watch at 80 columns: a scale-up is no failure, a loss
   CHECK(a->wait(10s));
   CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
+}
+
+// The daemon's answer may take the whole 5 s timeout (a peer that accepts and stays silent):
+// Ctrl-C or SIGTERM during that wait still ends --watch at once.
+TEST_CASE("cohort status --watch stops at once on a signal while a fetch waits for a silent peer",
+          "[integration][status]") {
+  Scratch scratch;
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), length) == 0);
+  REQUIRE(::listen(listener, 8) == 0);  // the kernel completes the handshake; nobody answers
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  int signal = GENERATE(SIGINT, SIGTERM);
+  ChildProcess watch({kCohortBin, "status", "--watch", "1", "--rdzv-endpoint",
+                      "127.0.0.1:" + std::to_string(ntohs(address.sin_port))},
+                     scratch.options());
+  pollfd connected{listener, POLLIN, 0};
+  REQUIRE(::poll(&connected, 1, 10000) == 1);  // the fetch has connected and waits
+  auto asked = std::chrono::steady_clock::now();
+  watch.signal(signal);
+  auto status = watch.wait(10s);
+  auto took = std::chrono::steady_clock::now() - asked;
+  ::close(listener);
+  INFO(watch.output());
+  REQUIRE(status);
+  CHECK(*status == cohort::ExitStatus::exited(0));
+  CHECK(took < 3s);  // the fetch alone would take 5 s
 }
