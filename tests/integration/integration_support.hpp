@@ -333,6 +333,12 @@ class Scratch {
   std::string marker_;
 };
 
+/// The seed of a test's random stop moments: COHORT_STOP_SEED (to replay a failure), else fresh.
+inline unsigned stop_seed() {
+  const char* given = std::getenv("COHORT_STOP_SEED");
+  return given ? static_cast<unsigned>(std::strtoul(given, nullptr, 10)) : std::random_device{}();
+}
+
 /// Files under `dir` (names only) that start with `prefix`.
 inline std::vector<std::string> entries_starting_with(const std::string& dir,
                                                       const std::string& prefix) {

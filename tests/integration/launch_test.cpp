@@ -8,7 +8,9 @@
 #include <cctype>
 #include <csignal>
 #include <filesystem>
+#include <random>
 #include <regex>
+#include <thread>
 
 #include "common/event_log.hpp"
 #include "common/exit_codes.hpp"
@@ -335,6 +337,40 @@ TEST_CASE("launch: a stop before the hosts' agents joined still stops them at on
   CHECK(*status == ExitStatus::exited(128 + signal));
   CHECK(entries_starting_with(scratch.path(), "env_").empty());  // no worker started
   CHECK(scratch.nothing_left());
+}
+
+// Whatever the moment (the hosts' check, ssh starting the agents, a health check, a round, a
+// restart), a stop ends the launch within seconds with the signal's code or the run's own, and
+// leaves nothing on any host. The moments come from a seed (COHORT_STOP_SEED, else a fresh one).
+TEST_CASE("launch: a stop signal at a random moment ends every host cleanly",
+          "[integration][launch][signals]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  unsigned seed = stop_seed();
+  std::mt19937 random(seed);
+  const std::vector<std::vector<std::string>> modes{
+      {"--no-python", "sleep", "30"},
+      {"--health-check", "sleep 0.2", "--no-python", "sleep", "30"},
+      {"--max-restarts", "3", "--no-python", "sh", "-c", "sleep 0.2; exit 3"}};
+  const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+  for (int trial = 0; trial < 8; ++trial) {
+    const std::vector<std::string>& mode = modes[random() % modes.size()];
+    int signal = signals[random() % 3];
+    auto delay = std::chrono::milliseconds(random() % 3000);
+    INFO("COHORT_STOP_SEED=" << seed << " trial " << trial << ": " << mode.back() << " " << signal
+                             << " after " << delay.count() << " ms");
+    ChildProcess launcher(launch_argv(hosts, with({"-H", host_list(hosts, 2)}, mode)),
+                          scratch.options(launch_env()));
+    std::this_thread::sleep_for(delay);
+    launcher.signal(signal);
+    auto status = launcher.wait(15s);  // the default --shutdown-timeout is 30 s
+    INFO(launcher.output());
+    REQUIRE(status);
+    CHECK(!status->signaled);
+    CHECK((status->code < 128 || status->code == 128 + signal));
+    REQUIRE(scratch.nothing_left());
+  }
 }
 
 TEST_CASE("launch: --rdzv-endpoint uses a running cohortd, Ctrl-C closes the ssh connections",

@@ -5,7 +5,6 @@
 // (COHORT_STOP_SEED, else a fresh one), printed on failure so that a run can be replayed.
 #include <catch2/catch.hpp>
 #include <csignal>
-#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -41,11 +40,6 @@ std::vector<Mode> modes() {
   };
 }
 
-unsigned seed_of_this_run() {
-  if (const char* given = std::getenv("COHORT_STOP_SEED")) return std::strtoul(given, nullptr, 10);
-  return std::random_device{}();
-}
-
 // Acceptable ends: the sent signal's code, the signal itself (it came before cohort's handlers
 // were in place), or an exit code of the run's own below 128 (it ended first).
 bool clean_end(const cohort::ExitStatus& status, int sent) {
@@ -57,7 +51,7 @@ bool clean_end(const cohort::ExitStatus& status, int sent) {
 
 TEST_CASE("a stop signal at a random moment of cohort run: a clean end, nothing left",
           "[integration][run][signals]") {
-  unsigned seed = seed_of_this_run();
+  unsigned seed = stop_seed();
   std::mt19937 random(seed);
   const std::vector<Mode> all = modes();
   const int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
