@@ -8,6 +8,7 @@
 #include <cctype>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <regex>
 #include <thread>
@@ -59,28 +60,46 @@ std::vector<std::string> with(std::vector<std::string> head, const std::vector<s
   return head;
 }
 
-// The remote `cohort run` of host `address` (its agent), found by its command line.
-std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& address) {
+// A launch on `hosts` through `endpoint`'s cohortd whose test workers hang, returned once all
+// `workers` of them have started.
+std::unique_ptr<ChildProcess> hanging_launch(const Scratch& scratch, const SshHosts& hosts,
+                                             const std::string& endpoint, int slots,
+                                             size_t workers) {
+  auto launcher = std::make_unique<ChildProcess>(
+      launch_argv(hosts, with({"-H", host_list(hosts, slots), "--rdzv-endpoint", endpoint},
+                              with(dump_env_worker(), {"--hang"}))),
+      scratch.options(launch_env()));
+  INFO(launcher->output());
+  REQUIRE(wait_until(
+      [&] { return entries_starting_with(scratch.path(), "env_").size() == workers; }, 60s));
+  return launcher;
+}
+
+// The first process started for the run whose command line (words joined by spaces) `matches`.
+std::optional<pid_t> run_process(const Scratch& scratch,
+                                 const std::function<bool(const std::string&)>& matches) {
   for (pid_t pid : scratch.leftovers()) {
     std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
     for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
-        contains(cmdline, "--local-addr " + address + " "))
-      return pid;
+    if (matches(cmdline)) return pid;
   }
   return std::nullopt;
 }
 
+// The remote `cohort run` of host `address` (its agent), found by its command line.
+std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& address) {
+  return run_process(scratch, [&](const std::string& cmdline) {
+    return cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
+           contains(cmdline, "--local-addr " + address + " ");
+  });
+}
+
 // The ssh client that carries host `address`'s agent (the launcher's child).
 std::optional<pid_t> ssh_client(const Scratch& scratch, const std::string& address) {
-  for (pid_t pid : scratch.leftovers()) {
-    std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (cmdline.rfind("/usr/bin/ssh -T ", 0) == 0 && contains(cmdline, " " + address + " ") &&
-        contains(cmdline, " --under-launch "))
-      return pid;
-  }
-  return std::nullopt;
+  return run_process(scratch, [&](const std::string& cmdline) {
+    return cmdline.rfind("/usr/bin/ssh -T ", 0) == 0 && contains(cmdline, " " + address + " ") &&
+           contains(cmdline, " --under-launch ");
+  });
 }
 
 /// The words of a process's command line.
@@ -392,13 +411,9 @@ TEST_CASE("launch: --rdzv-endpoint uses a running cohortd, Ctrl-C closes the ssh
     CHECK(env_value(dump, "MASTER_ADDR") == "127.0.0.1");
   }
   SECTION("Ctrl-C without the daemon's help: each remote agent sees its ssh connection end") {
-    ChildProcess launcher(
-        launch_argv(hosts, with({"-H", host_list(hosts, 2), "--rdzv-endpoint", cluster.endpoint()},
-                                with(dump_env_worker(), {"--hang"}))),
-        scratch.options(launch_env()));
+    auto started = hanging_launch(scratch, hosts, cluster.endpoint(), 2, 4);
+    ChildProcess& launcher = *started;
     INFO(launcher.output());
-    REQUIRE(
-        wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 4; }, 60s));
     launcher.signal(SIGINT);
     auto status = launcher.wait(30s);
     REQUIRE(status);
@@ -442,13 +457,9 @@ TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with 
   Cluster cluster(scratch);
   cluster.start_daemon();
   SshHosts hosts(scratch, 2);
-  ChildProcess launcher(
-      launch_argv(hosts, with({"-H", host_list(hosts, 1), "--rdzv-endpoint", cluster.endpoint()},
-                              with(dump_env_worker(), {"--hang"}))),
-      scratch.options(launch_env()));
+  auto started = hanging_launch(scratch, hosts, cluster.endpoint(), 1, 2);
+  ChildProcess& launcher = *started;
   INFO(launcher.output());
-  REQUIRE(
-      wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
   auto ssh = ssh_client(scratch, hosts.address(1));
   REQUIRE(ssh);
   ::kill(*ssh, SIGKILL);
