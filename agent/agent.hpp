@@ -90,6 +90,7 @@ class Agent {
   ChildReaper reaper_;
   GroupKeeper keeper_{io_};
   AsioClock clock_{io_};
+  const SteadyTime started_ = clock_.now();     ///< a hello says how long ago (its age_ms)
   std::optional<SteadyTime> unanswered_since_;  ///< since no daemon has welcomed this agent
   PosixProcessSpawner spawner_{io_, reaper_, &keeper_};
   LogLayout logs_;

@@ -185,6 +185,7 @@ void to_json(json& out, const Hello& m) {
   if (m.rank_hint) out["rank_hint"] = *m.rank_hint;
   if (m.outcome) out["outcome"] = *m.outcome;
   if (!m.unhealthy.empty()) out["unhealthy"] = m.unhealthy;
+  if (m.age_ms >= 0) out["age_ms"] = m.age_ms;
 }
 void from_json(const json& in, Hello& m) {
   in.at("magic").get_to(m.magic);
@@ -203,6 +204,7 @@ void from_json(const json& in, Hello& m) {
   if (in.contains("rank_hint")) m.rank_hint = in.at("rank_hint").get<int>();
   if (in.contains("outcome")) m.outcome = in.at("outcome").get<CarriedOutcome>();
   m.unhealthy = in.value("unhealthy", std::string());
+  m.age_ms = in.value("age_ms", int64_t{-1});
 }
 void to_json(json& out, const Waiting& m) {
   out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};
@@ -459,6 +461,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (hello->rank_hint && !in_range(*hello->rank_hint, 0, kMaxNodes)) return "rank_hint";
     if (hello->unhealthy.size() > kMaxHealthReasonBytes) return "unhealthy";
     if (!in_range(hello->rank0_port, 0, 65535)) return "rank0_port";
+    if (!in_range(hello->age_ms, -1, kMaxAgentAgeMs)) return "age_ms";
     if (const auto& outcome = hello->outcome) {
       if (!in_range(outcome->round, 0, hello->last_round)) return "outcome.round";
       if (outcome->failure && (outcome->failure->round != outcome->round ||

@@ -97,7 +97,11 @@ struct Hello {  ///< first frame of every connection: who I am, which run, its s
   std::optional<CarriedOutcome> outcome;
   /// Not empty: the node's health check failed (why): it connects but does not join a round.
   std::string unhealthy;
+  /// How long ago the agent started, in ms; -1: not said (an older agent). An agent started
+  /// before its run ended that joins only afterwards hears how the run ended.
+  int64_t age_ms = -1;
 };
+constexpr int64_t kMaxAgentAgeMs = 10 * kMaxDurationMs;  ///< a hello's age_ms: ten years
 /// Bounds of a health check's reason (the tail of the command's output).
 constexpr size_t kMaxHealthReasonBytes = 4096;
 /// The node's health check failed (after a restart, or again while it waits): it leaves the

@@ -339,6 +339,12 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     session.send(welcome);
     return session.close_after(*cancelled_, "the runs were cancelled");
   }
+  if (auto ending = ended_.late_join(hello.run_id, agent_started(hello))) {
+    log::warn("rendezvous: node ", hello.address, " of run ", hello.run_id,
+              " joined after the run ended, which it had started before: told how it ended");
+    session.send(welcome);
+    return session.close_after(*ending, "the run had ended");
+  }
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);
   Run& run = found->second;
@@ -376,6 +382,12 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   }
   reap_runs();
   schedule();
+}
+
+// When the hello's agent started, in this daemon's clock; nullopt when it did not say.
+std::optional<rdzv::TimePoint> RendezvousDaemon::agent_started(const proto::Hello& hello) const {
+  if (hello.age_ms < 0) return std::nullopt;
+  return now() - rdzv::Ms(hello.age_ms);
 }
 
 // What the launcher checks before it joins, checked again for a client that did not: a run id
@@ -634,6 +646,7 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::StopRun& stop_run) {
   run.store.reset();
   proto::Stop stop{stop_run.exit_status, stop_run.reason, stop_run.summary,
                    stopped_by_text(run.stopped_by, run.stopper)};
+  ended_.ended(run.state->run_id(), now(), stop);
   send_to(run, stop_run.node_ids, stop);
   send_to(run, unhealthy_ids(run.unhealthy), stop);
 }
@@ -643,6 +656,7 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
   record(run.state->run_id(), "run.completed",
          {{"rounds", run.state->round() + 1}, {"restarts_used", run.state->restarts_used()}});
   run.store.reset();
+  ended_.ended(run.state->run_id(), now(), std::nullopt);
   send_to(run, complete.node_ids, proto::Complete{});
   send_to(run, unhealthy_ids(run.unhealthy), proto::Complete{});
 }

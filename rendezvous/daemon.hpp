@@ -26,6 +26,7 @@
 #include "rendezvous/daemon_options.hpp"
 #include "rendezvous/daemon_pages.hpp"
 #include "rendezvous/dump_gathering.hpp"
+#include "rendezvous/ended_runs.hpp"
 #include "rendezvous/event_history.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
@@ -100,6 +101,7 @@ class RendezvousDaemon {
   std::shared_ptr<ControlSession> make_session(boost::asio::ip::tcp::socket socket);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
+  std::optional<rdzv::TimePoint> agent_started(const proto::Hello& hello) const;
   Run* member_run(const ControlSession& session);
   /// A member's message, by type; a message no member sends is a protocol error.
   template <typename Message>
@@ -187,6 +189,7 @@ class RendezvousDaemon {
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
   std::optional<proto::Stop> cancelled_;  ///< set by cancel_runs(): what later hellos hear
+  rdzv::EndedRuns ended_;  ///< what a node started before its run ended hears when it joins
 };
 
 /// What start() could not open, for the user: "--http-port 29477: cannot listen on

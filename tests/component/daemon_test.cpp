@@ -933,3 +933,37 @@ TEST_CASE("a node's host is forgotten with the node: one that comes back under i
   REQUIRE(joined.size() == 2);
   CHECK(joined[1].find("node-a") == std::string::npos);
 }
+
+TEST_CASE("after a run ended, a node started before the end is told, an older agent opens a run",
+          "[component][daemon]") {
+  DaemonThread d;
+  {
+    Client a(d.daemon.port());
+    a.send(crafted_hello("job", "a", "addr-a"));
+    a.expect<proto::Welcome>();
+    a.expect<proto::RoundAssigned>();
+    a.send(proto::NodeSucceeded{0});
+    a.expect<proto::Complete>();
+  }
+  auto runs = [&] {
+    Client query(d.daemon.port());
+    return std::get<proto::StatusReply>(query.status()).runs.size();
+  };
+  REQUIRE(test::wait_until([&] { return runs() == 0; },
+                           std::chrono::seconds(5)));  // forgotten once its node left
+
+  Client late(d.daemon.port());
+  proto::Hello started_long_ago = crafted_hello("job", "late", "addr-late");
+  started_long_ago.age_ms = 3600 * 1000;
+  late.send(started_long_ago);
+  late.expect<proto::Welcome>();
+  proto::Error told = late.expect<proto::Error>();
+  CHECK(told.message.find("run 'job' has already finished: it completed ") == 0);
+  CHECK_FALSE(told.rejoin);
+  CHECK(runs() == 0);
+
+  Client older(d.daemon.port());  // says nothing of its age: joins as before
+  older.send(crafted_hello("job", "older", "addr-older"));
+  older.expect<proto::Welcome>();
+  older.expect<proto::RoundAssigned>();
+}

@@ -172,6 +172,22 @@ TEST_CASE("a hello carries its last round's size and an unanswered outcome", "[u
   CHECK_FALSE(decode_message(encode_message(hello), error));
 }
 
+TEST_CASE("a hello says how long ago its agent started, absent from an older agent",
+          "[unit][proto]") {
+  Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n";
+  std::string error;
+  std::string unsaid = encode_message(hello);
+  CHECK(unsaid.find("age_ms") == std::string::npos);
+  REQUIRE(decode_message(unsaid, error));
+  CHECK(std::get<Hello>(*decode_message(unsaid, error)).age_ms == -1);
+  hello.age_ms = kMaxAgentAgeMs;
+  auto back = decode_message(encode_message(hello), error);
+  REQUIRE(back);
+  CHECK(std::get<Hello>(*back).age_ms == kMaxAgentAgeMs);
+}
+
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
   std::string error;
   CHECK_FALSE(decode_message("not json", error));
@@ -196,6 +212,7 @@ std::string hello_with(const std::string& pointer, const std::string& value) {
   hello.address = "127.0.0.2";
   hello.rank_hint = 0;
   hello.config = {1, 2, 3, 1000, 60000, 5000};
+  hello.age_ms = 1500;
   std::string text = encode_message(hello);
   std::string key = "\"" + pointer + "\":";
   size_t at = text.find(key);
@@ -234,7 +251,10 @@ TEST_CASE("numbers the daemon computes with are bounded", "[unit][proto]") {
                                                         {"host_failure_limit", "-1"},
                                                         {"host_failure_limit", "2147483647"},
                                                         {"host_cooldown_ms", "-1"},
-                                                        {"host_cooldown_ms", "31536000001"}}) {
+                                                        {"host_cooldown_ms", "31536000001"},
+                                                        {"age_ms", "-2"},
+                                                        {"age_ms", "315360000001"},
+                                                        {"age_ms", "\"old\""}}) {
     INFO(field << " = " << value);
     error.clear();
     CHECK_FALSE(decode_message(hello_with(field, value), error));

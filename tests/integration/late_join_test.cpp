@@ -1,0 +1,107 @@
+// A node whose agent was started before its run ended but joins only afterwards (here: its first
+// health check blocks until the test lets it go) hears how the run ended, as the members did, and
+// runs no worker; an agent started after the end is a new job under the same run id and trains.
+// Real cohortd and `cohort run` agents on 127.0.0.1 (multinode_support.hpp).
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "common/exit_codes.hpp"
+#include "tests/integration/multinode_support.hpp"
+
+using namespace std::chrono_literals;
+using namespace cohort::test;
+using cohort::ExitStatus;
+
+namespace {
+
+const std::vector<std::string> kElastic{"--nnodes",           "1:2", "--rdzv-id", "late",
+                                        "--shutdown-timeout", "2"};
+
+// A node of run "late" whose first health check says it has begun (`began`) and then waits
+// until `go` exists: the agent is started now and joins only once the test creates `go`.
+std::unique_ptr<ChildProcess> held_node(Cluster& cluster, Scratch& scratch,
+                                        const std::string& address,
+                                        const std::vector<std::string>& worker) {
+  std::string check = "touch " + scratch.file("began") + "; while [ ! -e " + scratch.file("go") +
+                      " ]; do sleep 0.05; done";
+  std::vector<std::string> flags = kElastic;
+  flags.insert(flags.end(), {"--health-check", check});
+  return cluster.node(address, flags, worker);
+}
+
+void let_go(Scratch& scratch) { std::ofstream(scratch.file("go")).close(); }
+
+// Until cohortd has forgotten every run (their agents have all left).
+bool runs_gone(Cluster& cluster) {
+  return wait_until([&] { return daemon_status(cluster.endpoint()).runs.empty(); }, 15s);
+}
+
+}  // namespace
+
+TEST_CASE("a node started before its run was stopped hears the stop when it joins after it",
+          "[integration][late]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto member =
+      cluster.node("127.0.0.2", kElastic, {"--pid-file", scratch.file("a_{RANK}"), "--hang"});
+  REQUIRE(wait_until([&] { return cluster.files("a_").size() == 1; }, 20s));
+  auto late = held_node(cluster, scratch, "127.0.0.3", {"--pid-file", scratch.file("b_{RANK}")});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("began")); }, 20s));
+
+  RunResult stop =
+      run_to_end({kCohortBin, "stop", "--rdzv-endpoint", cluster.endpoint(), "--rdzv-id", "late"},
+                 scratch.options(), 10s);
+  INFO(stop.err);
+  CHECK(stop.status.success());
+  auto member_status = member->wait(15s);
+  REQUIRE(member_status);
+  CHECK(*member_status == ExitStatus::exited(130));
+  REQUIRE(runs_gone(cluster));
+
+  let_go(scratch);
+  auto late_status = late->wait(15s);
+  INFO(late->output());
+  REQUIRE(late_status);
+  CHECK(*late_status == ExitStatus::exited(130));
+  CHECK(contains(late->output(), "the run was stopped by "));
+  CHECK(contains(late->output(), "s after this node started, before it joined"));
+  CHECK(cluster.files("b_").empty());                     // it ran no worker
+  CHECK(daemon_status(cluster.endpoint()).runs.empty());  // nor opened a run
+
+  SECTION("an agent started after the stop is a new job under the same id, and trains") {
+    auto fresh = cluster.node("127.0.0.4", kElastic, {"--pid-file", scratch.file("c_{RANK}")});
+    auto fresh_status = fresh->wait(30s);
+    INFO(fresh->output());
+    REQUIRE(fresh_status);
+    CHECK(fresh_status->success());
+    CHECK(cluster.files("c_").size() == 1);
+  }
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a node started before its run completed is told so when it joins after it",
+          "[integration][late]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  auto late = held_node(cluster, scratch, "127.0.0.3", {"--pid-file", scratch.file("b_{RANK}")});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("began")); }, 20s));
+  auto member = cluster.node("127.0.0.2", kElastic, {"--sleep-ms", "200"});
+  auto member_status = member->wait(30s);
+  INFO(member->output());
+  REQUIRE(member_status);
+  CHECK(member_status->success());
+  REQUIRE(runs_gone(cluster));
+
+  let_go(scratch);
+  auto late_status = late->wait(15s);
+  INFO(late->output());
+  REQUIRE(late_status);
+  CHECK(*late_status == ExitStatus::exited(cohort::kExitRendezvous));
+  CHECK(contains(late->output(), "run 'late' has already finished: it completed "));
+  CHECK(cluster.files("b_").empty());
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
