@@ -2,7 +2,7 @@
 // three hosts, the environment each host gets, --include/--exclude, hostfile errors, Ctrl-C (also
 // while the agents are still starting), a host killed mid-run, an unreachable host, the root
 // cause's exit code, the run's token (generated or given) that travels over ssh's stdin and shows
-// on no command line, and a console that stops reading.
+// on no command line, a console that stops reading, and processes killed at random inside a run.
 
 #include <algorithm>
 #include <cctype>
@@ -467,6 +467,104 @@ TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with 
   REQUIRE(status);
   CHECK(*status == ExitStatus::exited(kExitUnreachable));
   CHECK(contains(launcher.err(), hosts.address(1) + " was lost and 1 hosts are left"));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+// One blow to a running launch: a process of its tree killed or paused, or a `cohort stop`
+// (through an external cohortd only). What was done, for the failure message.
+std::string strike(std::mt19937& random, const Scratch& scratch, const SshHosts& hosts,
+                   const std::string& endpoint, const std::string& run_id) {
+  auto agent = run_process(scratch, [](const std::string& cmdline) {
+    return contains(cmdline, " run --under-launch ");
+  });
+  auto pick = [&](std::vector<pid_t> pids) -> std::optional<pid_t> {
+    if (pids.empty()) return std::nullopt;
+    return pids[random() % pids.size()];
+  };
+  switch (random() % (endpoint.empty() ? 6 : 7)) {
+    case 0:
+      if (agent) ::kill(*agent, SIGKILL);
+      return "kill -9 an agent";
+    case 1:
+      if (auto ssh = ssh_client(scratch, hosts.address(random() % 3))) ::kill(*ssh, SIGKILL);
+      return "kill -9 an ssh client";
+    case 2:
+      if (auto session = pick(hosts.sessions())) ::kill(*session, SIGKILL);
+      return "kill -9 an sshd session";
+    case 3:
+      if (agent) {
+        ::kill(*agent, SIGSTOP);
+        std::this_thread::sleep_for(2500ms);  // past the heartbeat timeout, 2 s
+        ::kill(*agent, SIGCONT);
+      }
+      return "pause an agent for 2.5 s";
+    case 4:
+      for (int worker = 0; worker < 4; ++worker) {  // at most one per slot
+        auto found =
+            run_process(scratch, [](const std::string& cmdline) { return cmdline == "sleep 3 "; });
+        if (found) ::kill(*found, SIGKILL);
+      }
+      return "kill -9 the workers";
+    case 5:
+      if (agent) ::kill(*agent, SIGTERM);
+      return "SIGTERM to an agent";
+    default:
+      run_to_end({kCohortBin, "stop", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id},
+                 scratch.options(), 10s);
+      return "cohort stop";
+  }
+}
+
+// Whatever is killed inside the launch (an agent, an ssh client or an sshd session, the
+// workers), paused past the heartbeat timeout or stopped, with the launch's daemon or an external
+// cohortd, the launch ends by itself with an exit code of its own or the workers', and leaves
+// nothing on any host. The blows come from a seed (COHORT_STOP_SEED, else a fresh one).
+TEST_CASE("launch: processes killed at random inside a running launch end it cleanly",
+          "[integration][launch][chaos]") {
+  require_ssh();
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  SshHosts hosts(scratch, 3);
+  unsigned seed = stop_seed();
+  std::mt19937 random(seed);
+  for (int trial = 0; trial < 6; ++trial) {
+    std::string run_id = "chaos" + std::to_string(trial);
+    std::string endpoint = random() % 2 ? cluster.endpoint() : "";
+    std::vector<std::string> args{
+        "-H",
+        hosts.address(0) + ":2," + hosts.address(1) + ":1," + hosts.address(2) + ":1",
+        "--nnodes",
+        "2:3",
+        "--max-restarts",
+        "3",
+        "--rdzv-conf",
+        "last_call_timeout=0.3,heartbeat_timeout=2,keep_alive_interval=0.2",
+        "--shutdown-timeout",
+        "1"};
+    if (!endpoint.empty()) args = with(args, {"--rdzv-endpoint", endpoint, "--rdzv-id", run_id});
+    ChildProcess launcher(launch_argv(hosts, with(args, {"--no-python", "sh", "-c", "sleep 3"})),
+                          scratch.options(launch_env()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000 + random() % 900));
+    std::string blows;
+    for (int blow = 0; blow < 2; ++blow) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(random() % 900));
+      blows += strike(random, scratch, hosts, endpoint, run_id) + "; ";
+    }
+    INFO("COHORT_STOP_SEED=" << seed << " trial " << trial << (endpoint.empty() ? "" : " (cohortd)")
+                             << ": " << blows);
+    auto status = launcher.wait(30s);
+    INFO(launcher.output());
+    REQUIRE(status);
+    CHECK_FALSE(status->signaled);
+    CHECK(
+        (status->code <= 10 || status->code == 130 || status->code == 137 || status->code == 143));
+    bool only_cohortd = wait_until(
+        [&] { return scratch.leftovers() == std::vector<pid_t>{cluster.daemon().pid()}; }, 10s);
+    INFO("left behind:\n" << describe_processes(scratch.leftovers()));
+    REQUIRE(only_cohortd);
+  }
   CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
 }
