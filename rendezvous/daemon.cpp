@@ -341,7 +341,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   }
   if (auto ending = ended_.late_join(hello.run_id, agent_started(hello))) {
     log::warn("rendezvous: node ", hello.address, " of run ", hello.run_id,
-              " joined after the run ended, which it had started before: told how it ended");
+              " was started before the run ended and joined only after it: told how it ended");
     session.send(welcome);
     return session.close_after(*ending, "the run had ended");
   }
