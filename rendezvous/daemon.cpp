@@ -339,11 +339,12 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     session.send(welcome);
     return session.close_after(*cancelled_, "the runs were cancelled");
   }
-  if (auto ending = ended_.late_join(hello.run_id, agent_started(hello))) {
-    log::warn("rendezvous: node ", hello.address, " of run ", hello.run_id,
+  if (auto ending = ended_.late_join(hello.run_id, agent_started(hello)); !ending.empty()) {
+    log::info("rendezvous: node ", hello.address, " of run ", hello.run_id,
               " was started before the run ended and joined only after it: told how it ended");
     session.send(welcome);
-    return session.close_after(*ending, "the run had ended");
+    for (size_t i = 0; i + 1 < ending.size(); ++i) session.send(ending[i]);
+    return session.close_after(ending.back(), "the run had ended");
   }
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);

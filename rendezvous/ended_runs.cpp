@@ -18,19 +18,20 @@ void EndedRuns::ended(const std::string& run_id, TimePoint at, std::optional<pro
   if (endings_.size() > kMaxEndedRuns) forget_oldest();
 }
 
-std::optional<proto::ControlMessage> EndedRuns::late_join(const std::string& run_id,
-                                                          std::optional<TimePoint> started) const {
+std::vector<proto::ControlMessage> EndedRuns::late_join(const std::string& run_id,
+                                                        std::optional<TimePoint> started) const {
   auto found = endings_.find(run_id);
-  if (!started || found == endings_.end() || *started >= found->second.at) return std::nullopt;
+  if (!started || found == endings_.end() || *started >= found->second.at) return {};
   const Ending& ending = found->second;
   double after_start = std::chrono::duration_cast<Ms>(ending.at - *started).count() / 1000.0;
   std::string when = cat(after_start, " s after this node started, before it joined");
   if (!ending.stop) {
-    return proto::Error{cat("run '", run_id, "' has already finished: it completed ", when), false};
+    return {proto::Notice{cat("run '", run_id, "' completed ", when, ": this node runs nothing")},
+            proto::Complete{}};
   }
   proto::Stop stop = *ending.stop;
   stop.reason = cat(stop.reason, " (the run ended ", when, ")");
-  return stop;
+  return {stop};
 }
 
 void EndedRuns::forget_oldest() {

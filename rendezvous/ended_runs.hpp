@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "proto/control_messages.hpp"
 #include "rendezvous/rendezvous_types.hpp"
@@ -21,11 +22,12 @@ class EndedRuns {
  public:
   /// `run_id` ended at `at`: stopped or failed with `stop`, or, without one, completed.
   void ended(const std::string& run_id, TimePoint at, std::optional<proto::Stop> stop);
-  /// What an agent that `started` at that time hears when it joins `run_id`: the ending of the
-  /// run when the agent started before it (a Stop, or an Error for a completed run); nullopt
-  /// when it joins as usual (an unknown run, an agent started after the end or of unknown age).
-  std::optional<proto::ControlMessage> late_join(const std::string& run_id,
-                                                 std::optional<TimePoint> started) const;
+  /// What an agent that `started` at that time hears, in order, when it joins `run_id`: when it
+  /// started before the run ended, what the members heard (the Stop; for a completed run a
+  /// Notice that it came late, then Complete); nothing when it joins as usual (an unknown run,
+  /// an agent started after the end or of unknown age).
+  std::vector<proto::ControlMessage> late_join(const std::string& run_id,
+                                               std::optional<TimePoint> started) const;
   size_t size() const { return endings_.size(); }
 
  private:

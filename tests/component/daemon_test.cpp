@@ -957,9 +957,10 @@ TEST_CASE("after a run ended, a node started before the end is told, an older ag
   started_long_ago.age_ms = 3600 * 1000;
   late.send(started_long_ago);
   late.expect<proto::Welcome>();
-  proto::Error told = late.expect<proto::Error>();
-  CHECK(told.message.find("run 'job' has already finished: it completed ") == 0);
-  CHECK_FALSE(told.rejoin);
+  proto::Notice told = late.expect<proto::Notice>();
+  CHECK(told.text.find("run 'job' completed ") == 0);
+  late.expect<proto::Complete>();
+  CHECK(late.closed_by_daemon());
   CHECK(runs() == 0);
 
   Client older(d.daemon.port());  // says nothing of its age: joins as before

@@ -471,6 +471,30 @@ TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with 
   CHECK(scratch.nothing_left());
 }
 
+// A host whose first health check outlasts the run (here: 127.0.0.4's sleeps 4 s, the others'
+// workers 1 s) joins after the run completed: it ends as the run did, running nothing, and the
+// launch exits 0 at once instead of waiting for that host's join timeout.
+TEST_CASE("launch: a host whose health check outlasts the run ends with it and runs nothing",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  std::string slow_host = hosts.address(2);
+  RunResult result =
+      launch(scratch, hosts,
+             with({"-H", host_list(hosts, 1), "--nnodes", "2:3", "--rdzv-conf",
+                   "last_call_timeout=0.3", "--health-check",
+                   "case \"$SSH_CONNECTION\" in *\" " + slow_host + " \"*) sleep 4;; esac"},
+                  with(dump_env_worker(), {"--sleep-ms", "1000"})),
+             launch_env(), 60s);
+  INFO(result.out << result.err);
+  CHECK(result.status == ExitStatus::exited(0));
+  CHECK(entries_starting_with(scratch.path(), "env_").size() == 2);
+  CHECK(contains(result.err, "[" + slow_host + "]: cohort warning: rendezvous: run '"));
+  CHECK(contains(result.err, "before it joined: this node runs nothing"));
+  CHECK(scratch.nothing_left());
+}
+
 // One blow to a running launch: a process of its tree killed or paused, or a `cohort stop`
 // (through an external cohortd only). What was done, for the failure message.
 std::string strike(std::mt19937& random, const Scratch& scratch, const SshHosts& hosts,
