@@ -8,11 +8,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "common/free_port.hpp"
+#include "process/process_tree.hpp"
 #include "tests/integration/integration_support.hpp"
 
 namespace cohort::test {
@@ -67,15 +67,9 @@ class SshHosts {
   /// The session processes of every host's sshd (its children: one per open connection).
   std::vector<pid_t> sessions() const {
     std::vector<pid_t> found;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      pid_t pid = static_cast<pid_t>(std::atol(entry.path().filename().c_str()));
-      std::string stat = pid > 0 ? read_file(entry.path().string() + "/stat") : "";
-      size_t name_end = stat.rfind(')');
-      if (name_end == std::string::npos) continue;
-      pid_t parent = 0;  // the field after the state: "pid (name) S ppid ..."
-      std::sscanf(stat.c_str() + name_end + 1, " %*c %d", &parent);
+    for (const ProcStat& process : scan_processes()) {
       for (const auto& server : servers_) {
-        if (parent == server->pid()) found.push_back(pid);
+        if (process.ppid == server->pid()) found.push_back(process.pid);
       }
     }
     return found;
