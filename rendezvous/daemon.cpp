@@ -788,6 +788,16 @@ void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
   schedule();
 }
 
+bool RendezvousDaemon::runs_going() const {
+  for (const auto& [id, run] : runs_) {
+    rdzv::RunState::Phase phase = run.state->phase();
+    if (phase == rdzv::RunState::Phase::Forming || phase == rdzv::RunState::Phase::Running) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {

@@ -54,6 +54,8 @@ class RendezvousDaemon {
   /// So does every agent that says hello afterwards: one still starting over ssh when the stop
   /// came must not open a new run and train on.
   void cancel_runs(int exit_status, const std::string& reason);
+  /// True while a run forms or runs (not once it completed, failed or was stopped).
+  bool runs_going() const;
   /// Called when a run ends (completed or failed) and is forgotten, or an agent's connection
   /// closes, and that leaves the daemon idle (maybe more than once).
   std::function<void()> on_idle;

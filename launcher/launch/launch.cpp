@@ -58,7 +58,8 @@ Launch::Launch(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawne
       signals_(io),
       precheck_timer_(clock.make_timer()),
       teardown_timer_(clock.make_timer()),
-      close_timer_(clock.make_timer()) {
+      close_timer_(clock.make_timer()),
+      hosts_timer_(clock.make_timer()) {
   for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
 }
 
@@ -233,20 +234,37 @@ void Launch::on_host_ended(Remote& remote) {
   if (code == kSshFailed && !tearing_down_) {
     std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
-    int left = static_cast<int>(hosts_left_);
-    if (left > 0 && left < plan_.min_nodes) {
-      tear_down(kExitUnreachable, cat(remote.name, " was lost and ", left, " hosts are left; ",
-                                      "--nnodes ", plan_.nnodes, " needs ", plan_.min_nodes));
-    }
+    check_hosts_left(remote.name, " was lost", true);
   } else if (code != 0 && !tearing_down_) {
     log::warn(remote.name, ": cohort run ended with ", status.describe());
+    check_hosts_left(remote.name, " ended (" + status.describe() + ")", false);
   } else {
     log::info(remote.name, ": ended with ", status.describe());
   }
   if (hosts_left_ > 0) return;
+  hosts_timer_->cancel();
   // The agents that were told to stop end with 129 (their connection closed) or the stop's code.
   if (teardown_exit_ != 0) return finish(teardown_exit_);
   finish(launch_exit_code(exit_codes_));
+}
+
+// Under a launch no host comes back: a host that left a run that goes on (lost, or its agent
+// stopped or killed) with fewer than --nnodes' minimum left would keep the others waiting for
+// it until their join timeout, so every host is stopped. A host's agent that ended with the
+// run's own code is no such host: the run has ended (its own daemon says so at once; with an
+// external cohortd, the other hosts end too within the shutdown timeout).
+void Launch::check_hosts_left(const std::string& host, const std::string& how, bool lost) {
+  int left = static_cast<int>(hosts_left_);
+  if (left == 0 || left >= plan_.min_nodes) return;
+  std::string reason = cat(host, how, " and ", left, " hosts are left; --nnodes ", plan_.nnodes,
+                           " needs ", plan_.min_nodes);
+  if (lost || (daemon_ && daemon_->runs_going())) {
+    return tear_down(kExitUnreachable, reason);
+  }
+  if (daemon_) return;  // the run has ended: its hosts are ending
+  hosts_timer_->start_after(plan_.shutdown_timeout + std::chrono::seconds(5), [this, reason] {
+    if (!tearing_down_ && hosts_left_ > 0) tear_down(kExitUnreachable, reason);
+  });
 }
 
 void Launch::arm_signals() {

@@ -56,6 +56,7 @@ class Launch {
   void start_hosts();
   void warn_about_threads() const;
   void on_host_ended(Remote& remote);
+  void check_hosts_left(const std::string& host, const std::string& how, bool lost);
   void on_signal(int signal);
   void arm_signals();
   void tear_down(int exit_status, const std::string& reason);
@@ -74,6 +75,7 @@ class Launch {
   std::unique_ptr<Timer> precheck_timer_;  ///< the pre-check's time limit
   std::unique_ptr<Timer> teardown_timer_;  ///< closing the ssh connections, then killing ssh
   std::unique_ptr<Timer> close_timer_;     ///< the time limit of closing shared connections
+  std::unique_ptr<Timer> hosts_timer_;     ///< an external daemon: are too few hosts left?
   std::unique_ptr<RendezvousDaemon> daemon_;
   std::vector<std::unique_ptr<Remote>> checks_;
   std::vector<std::string> check_problems_;

@@ -471,6 +471,37 @@ TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with 
   CHECK(scratch.nothing_left());
 }
 
+// An agent that ends on its own (here SIGTERM: an operator, a node's shutdown) leaves a run that
+// goes on; with fewer than --nnodes' minimum left the other host would wait for it until its join
+// timeout (600 s), since under a launch no host comes back: the launch stops every host instead.
+TEST_CASE("launch: a host whose agent ends on its own with too few left ends the launch (exit 4)",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  SshHosts hosts(scratch, 2);
+  bool external = GENERATE(false, true);
+  INFO((external ? "through an external cohortd" : "through the launch's own daemon"));
+  std::vector<std::string> args{"-H", host_list(hosts, 1),  "--max-restarts",
+                                "2",  "--shutdown-timeout", "1"};
+  if (external) args = with(args, {"--rdzv-endpoint", cluster.endpoint()});
+  ChildProcess launcher(launch_argv(hosts, with(args, with(dump_env_worker(), {"--hang"}))),
+                        scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(
+      wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
+  auto agent = remote_agent(scratch, hosts.address(1));
+  REQUIRE(agent);
+  ::kill(*agent, SIGTERM);
+  auto status = launcher.wait(30s);  // external: --shutdown-timeout + 5 s after the host ended
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(kExitUnreachable));
+  CHECK(contains(launcher.err(), hosts.address(1) + " ended (exit code 143) and 1 hosts are left"));
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
 // A host whose first health check outlasts the run (here: 127.0.0.4's sleeps 4 s, the others'
 // workers 1 s) joins after the run completed: it ends as the run did, running nothing, and the
 // launch exits 0 at once instead of waiting for that host's join timeout.
@@ -499,9 +530,7 @@ TEST_CASE("launch: a host whose health check outlasts the run ends with it and r
 // (through an external cohortd only). What was done, for the failure message.
 std::string strike(std::mt19937& random, const Scratch& scratch, const SshHosts& hosts,
                    const std::string& endpoint, const std::string& run_id) {
-  auto agent = run_process(scratch, [](const std::string& cmdline) {
-    return contains(cmdline, " run --under-launch ");
-  });
+  auto agent = remote_agent(scratch, hosts.address(random() % 3));
   auto pick = [&](std::vector<pid_t> pids) -> std::optional<pid_t> {
     if (pids.empty()) return std::nullopt;
     return pids[random() % pids.size()];
@@ -570,7 +599,9 @@ TEST_CASE("launch: processes killed at random inside a running launch end it cle
     if (!endpoint.empty()) args = with(args, {"--rdzv-endpoint", endpoint, "--rdzv-id", run_id});
     ChildProcess launcher(launch_argv(hosts, with(args, {"--no-python", "sh", "-c", "sleep 3"})),
                           scratch.options(launch_env()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000 + random() % 900));
+    // The blows land once the hosts' agents run: ssh's start takes a second or more here.
+    wait_until([&] { return remote_agent(scratch, hosts.address(2)).has_value(); }, 30s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 1500));
     std::string blows;
     for (int blow = 0; blow < 2; ++blow) {
       std::this_thread::sleep_for(std::chrono::milliseconds(random() % 900));
