@@ -1,6 +1,7 @@
 #include "common/text.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -47,6 +48,19 @@ std::vector<std::string> split(std::string_view text, char separator) {
     parts.emplace_back(text.substr(start, end - start));
     if (end == std::string_view::npos) return parts;
     start = end + 1;
+  }
+}
+
+std::vector<std::string> split_words(std::string_view text) {
+  std::vector<std::string> words;
+  size_t at = 0;
+  for (;;) {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) ++at;
+    if (at == text.size()) return words;
+    size_t end = at;
+    while (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end]))) ++end;
+    words.emplace_back(text.substr(at, end - at));
+    at = end;
   }
 }
 

@@ -21,6 +21,8 @@ std::string cat(const Parts&... parts) {
 }
 
 std::vector<std::string> split(std::string_view text, char separator);
+/// The words of `text`: what lies between runs of whitespace (none for blank text).
+std::vector<std::string> split_words(std::string_view text);
 /// The parts with `separator` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::string_view trim(std::string_view text);

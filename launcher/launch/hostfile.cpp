@@ -66,21 +66,6 @@ void parse_fields(const std::vector<std::string>& fields, HostSlots& host, const
   }
 }
 
-std::vector<std::string> words(std::string_view line) {
-  std::vector<std::string> result;
-  std::string word;
-  for (char c : line) {
-    if (std::isspace(static_cast<unsigned char>(c))) {
-      if (!word.empty()) result.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  if (!word.empty()) result.push_back(std::move(word));
-  return result;
-}
-
 struct HostFilter {
   std::string host;
   std::vector<int> slots;  ///< empty: the whole host
@@ -154,7 +139,7 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
     ++line_number;
     std::string_view line = raw;
     line = line.substr(0, line.find('#'));
-    std::vector<std::string> fields = words(line);
+    std::vector<std::string> fields = split_words(line);
     if (fields.empty()) continue;
     std::string where = cat(origin, ":", line_number);
     if (!valid_host_name(fields[0])) {
@@ -200,6 +185,25 @@ HostSelection parse_host_list(const std::string& text) {
     if (!add_host(selection, seen, host))
       selection.problems.push_back(cat("-H: host '", host.name, "' is listed twice"));
   }
+  return selection;
+}
+
+HostSelection counted_hosts(const std::vector<std::pair<std::string, int>>& hosts,
+                            const std::string& origin) {
+  HostSelection selection;
+  std::map<std::string, size_t> seen;
+  for (const auto& [name, slots] : hosts) {
+    if (!valid_host_name(name)) {
+      selection.problems.push_back(cat(origin, ": '", name, "' is not a host name"));
+    } else if (slots < 1 || slots > kMaxSlots) {
+      selection.problems.push_back(
+          cat(origin, ": ", name, " has ", slots, " slots; 1-", kMaxSlots, " are allowed"));
+    } else if (!add_host(selection, seen, HostSlots{name, slots, true})) {
+      selection.problems.push_back(cat(origin, ": host '", name, "' is listed twice"));
+    }
+  }
+  if (selection.hosts.empty() && selection.problems.empty())
+    selection.problems.push_back(cat(origin, ": no hosts"));
   return selection;
 }
 

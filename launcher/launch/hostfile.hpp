@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -31,6 +32,11 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
 
 /// "-H node1:4,node2" (slots 1 when not given).
 HostSelection parse_host_list(const std::string& text);
+
+/// Hosts and their slot counts from a scheduler's allocation, in order, each name checked as a
+/// hostfile's is; `origin` names the source in problems.
+HostSelection counted_hosts(const std::vector<std::pair<std::string, int>>& hosts,
+                            const std::string& origin);
 
 /// Applies --include (keep only these hosts/slots) or --exclude (drop these hosts/slots), in
 /// DeepSpeed's form "host[:slot,slot]@host2". Unknown hosts, slots out of range and a host left

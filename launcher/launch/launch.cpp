@@ -188,7 +188,8 @@ void Launch::start_hosts() {
     }
   }
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
-            " hosts, ", plan_.token.empty() ? "no token" : "token sent over ssh");
+            " hosts from ", plan_.hosts_source, ", ",
+            plan_.token.empty() ? "no token" : "token sent over ssh");
   warn_about_threads();
   hosts_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/text.hpp"
+#include "launcher/launch/allocation.hpp"
 #include "launcher/options/run_validation.hpp"
 
 namespace cohort {
@@ -38,19 +39,31 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return text.str();
 }
 
-HostSelection select_hosts(const LaunchOptions& options) {
+// -H, --hostfile, else the batch allocation cohort launch runs in; `source` says which.
+HostSelection select_hosts(const LaunchOptions& options, const LaunchContext& context,
+                           std::string& source) {
   HostSelection selection;
-  if (options.host_list.empty() == options.hostfile.empty()) {
-    selection.problems.push_back(
-        "-H, --hostfile: give the hosts with one of them (-H node1:4,node2:4 or --hostfile FILE)");
+  if (!options.host_list.empty() && !options.hostfile.empty()) {
+    selection.problems.push_back("-H, --hostfile: give the hosts with one of them, not both");
     return selection;
   }
   if (!options.host_list.empty()) {
     selection = parse_host_list(options.host_list);
-  } else if (auto text = read_whole_file(options.hostfile)) {
-    selection = parse_hostfile(*text, options.hostfile);
+    source = "-H";
+  } else if (!options.hostfile.empty()) {
+    auto text = read_whole_file(options.hostfile);
+    if (text) selection = parse_hostfile(*text, options.hostfile);
+    if (!text)
+      selection.problems.push_back(cat("--hostfile: cannot read '", options.hostfile, "'"));
+    source = "--hostfile " + options.hostfile;
+  } else if (auto allocation = find_allocation(context.env, read_whole_file)) {
+    selection = std::move(allocation->selection);
+    source = allocation->source;
   } else {
-    selection.problems.push_back(cat("--hostfile: cannot read '", options.hostfile, "'"));
+    selection.problems.push_back(
+        "-H, --hostfile: give the hosts (-H node1:4,node2:4 or --hostfile FILE), or run cohort "
+        "launch inside a Slurm, PBS or LSF allocation, whose hosts it then uses");
+    return selection;
   }
   if (selection.problems.empty()) filter_hosts(selection, options.include, options.exclude);
   return selection;
@@ -195,7 +208,9 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
-  app.add_option("-H,--hosts", o.host_list, "Hosts and their slots: node1:4,node2:4");
+  app.add_option("-H,--hosts", o.host_list,
+                 "Hosts and their slots: node1:4,node2:4 (default, with no --hostfile: the hosts "
+                 "of the Slurm, PBS or LSF job this runs in)");
   app.add_option("--hostfile", o.hostfile, "MPI/DeepSpeed hostfile: 'node1 slots=4' per line");
   app.add_option("--include", o.include,
                  "Only these hosts/slots: node1:0,2@node2 (DeepSpeed's form)");
@@ -222,7 +237,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
 LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
                        const LaunchContext& context) {
   LaunchPlan plan;
-  HostSelection selection = select_hosts(options);
+  HostSelection selection = select_hosts(options, context, plan.hosts_source);
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
   forward_environment(options, context, plan);

@@ -45,6 +45,7 @@ struct LaunchContext {
 
 struct LaunchPlan {
   std::vector<HostSlots> hosts;
+  std::string hosts_source;  ///< "-H", "--hostfile FILE" or the allocation's, for the log
   SshSettings ssh;
   std::string remote_cohort;
   EnvVars env;  ///< forwarded to every host

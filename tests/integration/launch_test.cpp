@@ -247,6 +247,36 @@ TEST_CASE("launch: --include and --exclude pick hosts and slots (CUDA_VISIBLE_DE
   CHECK(scratch.nothing_left());
 }
 
+TEST_CASE("launch: without -H or --hostfile the PBS or Slurm allocation's hosts are used",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  auto env = launch_env();
+  std::string scheduler = GENERATE("PBS", "Slurm");
+  if (scheduler == "PBS") {
+    std::ofstream(scratch.file("nodefile")) << hosts.address(0) << "\n"
+                                            << hosts.address(0) << "\n"
+                                            << hosts.address(1) << "\n";
+    env["PBS_NODEFILE"] = scratch.file("nodefile");
+  } else {
+    env["SLURM_JOB_NODELIST"] = hosts.address(0) + "," + hosts.address(1);
+    env["SLURM_TASKS_PER_NODE"] = "2,1";
+  }
+  RunResult result = launch(scratch, hosts, with({"-v"}, dump_env_worker()), env);
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  CHECK(contains(result.err, "2 hosts from the " + scheduler + " allocation ("));
+  for (int rank = 0; rank < 3; ++rank) {
+    EnvDump dump = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+    INFO("rank " << rank);
+    CHECK(env_value(dump, "WORLD_SIZE") == "3");
+    CHECK(env_value(dump, "GROUP_RANK") == (rank < 2 ? "0" : "1"));
+    CHECK(env_value(dump, "LOCAL_WORLD_SIZE") == (rank < 2 ? "2" : "1"));
+  }
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("launch: a hostfile with errors names each line, and nothing starts",
           "[integration][launch]") {
   require_ssh();

@@ -120,3 +120,10 @@ TEST_CASE("cut_middle keeps the start and the end within the bound", "[unit][com
   CHECK(cut.find('z') > cut.find("cut to fit"));        // the end is the larger part
   CHECK(cut_middle(text, 10) == std::string(10, 'a'));  // no room for the mark
 }
+
+TEST_CASE("split_words splits on runs of any whitespace", "[unit][common]") {
+  CHECK(split_words("  a\tbb \n c  ") == std::vector<std::string>{"a", "bb", "c"});
+  CHECK(split_words("one") == std::vector<std::string>{"one"});
+  CHECK(split_words(" \t\n").empty());
+  CHECK(split_words("").empty());
+}

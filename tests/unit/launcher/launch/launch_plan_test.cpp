@@ -180,3 +180,26 @@ TEST_CASE("launch exit code: the root cause, else success, else every host was l
   CHECK(launch_exit_code({130, 130}) == 130);
   CHECK(launch_exit_code({255, 255}) == kExitUnreachable);
 }
+
+TEST_CASE("launch plan: without -H or --hostfile the batch allocation gives the hosts",
+          "[unit][launch_plan]") {
+  EnvVars slurm{{"SLURM_JOB_NODELIST", "gpu-[1-2]"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}};
+  LaunchPlan p = plan({"--exclude", "gpu-2:3", "x.py"}, slurm).plan;
+  REQUIRE(p.problems.empty());
+  REQUIRE(p.hosts.size() == 2);
+  CHECK(p.hosts_source == "the Slurm allocation (SLURM_JOB_NODELIST=gpu-[1-2])");
+  CHECK(p.nnodes == "2");
+  CHECK(remote_command(p, 0, "login:1").argv[6] == "4");
+  CHECK(remote_command(p, 1, "login:1").argv[6] == "3");
+
+  LaunchPlan given = plan({"-H", "a:2", "x.py"}, slurm).plan;
+  REQUIRE(given.problems.empty());
+  CHECK(given.hosts.size() == 1);
+  CHECK(given.hosts_source == "-H");
+
+  CHECK(has_problem(plan({"x.py"}, {{"SLURM_JOB_NODELIST", "n[1-"}}).plan,
+                    "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list"));
+  CHECK(has_problem(plan({"x.py"}).plan,
+                    "-H, --hostfile: give the hosts (-H node1:4,node2:4 or "
+                    "--hostfile FILE), or run cohort launch inside a Slurm"));
+}
