@@ -31,7 +31,7 @@ std::string random_suffix() {
 }
 
 agent::Settings machine_settings(const AgentConfig& config) {
-  return {config.entrypoint_name,  config.host_name,        config.under_launch,
+  return {config.entrypoint_name,  config.host_name,        config.env.run_id, config.under_launch,
           config.shutdown_timeout, config.absorbed_signals, config.crash_loop};
 }
 

@@ -6,6 +6,7 @@
 #include "agent/failure_summary.hpp"
 #include "agent/hang_report.hpp"
 #include "common/exit_codes.hpp"
+#include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 
@@ -87,7 +88,18 @@ Actions AgentState::stop(const proto::Stop& stop) {
 
 Actions AgentState::complete() {
   if (end_decided()) return {};
-  return concat({Say{Level::Info, "every node finished: the run is complete"}},
+  if (round_ >= 0) {
+    return concat({Say{Level::Info, "every node finished: the run is complete"}},
+                  end(kExitSuccess, {}, SIGTERM));
+  }
+  // A spare, or a node of another job that shares the run id: it succeeded at nothing.
+  std::string line = cat("run '", settings_.run_id,
+                         "' completed while this node waited to join it: this node ran nothing");
+  if (settings_.run_id == kDefaultRunId) {
+    line += cat(" (every job that leaves out --rdzv-id joins run '", kDefaultRunId,
+                "' on its rendezvous: give each job its own id)");
+  }
+  return concat({Say{settings_.under_launch ? Level::Info : Level::Warn, line}},
                 end(kExitSuccess, {}, SIGTERM));
 }
 

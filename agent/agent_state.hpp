@@ -29,6 +29,7 @@ constexpr Ms kReconnectDelay{50};
 struct Settings {
   std::string entrypoint_name;  ///< the failure summary's title
   std::string host_name;
+  std::string run_id;         ///< for what a node that ran nothing says
   bool under_launch = false;  ///< cohort launch's console gets what every host would repeat
   Ms shutdown_timeout{30000};
   std::vector<int> absorbed_signals;  ///< caught, not forwarded (Slurm signals the workers)

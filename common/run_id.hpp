@@ -9,6 +9,9 @@
 
 namespace cohort {
 
+/// The run id of a run started without --rdzv-id (torchrun's default).
+inline constexpr char kDefaultRunId[] = "none";
+
 /// The longest run id accepted (a uuid is 36 characters, slurm-<job>.<step> about 20).
 constexpr size_t kMaxRunIdLength = 128;
 

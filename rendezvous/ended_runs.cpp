@@ -26,8 +26,7 @@ std::vector<proto::ControlMessage> EndedRuns::late_join(const std::string& run_i
   double after_start = std::chrono::duration_cast<Ms>(ending.at - *started).count() / 1000.0;
   std::string when = cat(after_start, " s after this node started, before it joined");
   if (!ending.stop) {
-    return {proto::Notice{cat("run '", run_id, "' completed ", when, ": this node runs nothing")},
-            proto::Complete{}};
+    return {proto::Notice{cat("run '", run_id, "' completed ", when)}, proto::Complete{}};
   }
   proto::Stop stop = *ending.stop;
   stop.reason = cat(stop.reason, " (the run ended ", when, ")");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "common/run_id.hpp"
 #include "launcher/options/cli_fwd.hpp"
 
 namespace cohort {
@@ -20,7 +21,7 @@ struct RunOptions {
   std::string nproc_per_node = "1";
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
-  std::string rdzv_id = "none";
+  std::string rdzv_id = kDefaultRunId;
   std::string rdzv_conf;
   bool standalone = false;
   int max_restarts = 0;

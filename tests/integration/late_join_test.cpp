@@ -100,8 +100,47 @@ TEST_CASE("a node started before its run completed exits 0 when it joins after i
   REQUIRE(late_status);
   CHECK(late_status->success());  // as the members: the run succeeded
   CHECK(contains(late->output(), "run 'late' completed "));
+  CHECK(contains(late->output(), "s after this node started, before it joined"));
   CHECK(contains(late->output(),
-                 "s after this node started, before it joined: this node runs nothing"));
+                 "run 'late' completed while this node waited to join it: this node ran nothing"));
+  CHECK(cluster.files("b_").empty());
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+// Two jobs that both leave out --rdzv-id share run "none" on one cohortd: the second one's node
+// waits while the first runs, and when the first completes it must not pass for a success in
+// silence (torchrun's spares end the same way, exit 0, without a word).
+TEST_CASE("a node that waited while its run completed says it ran nothing and why",
+          "[integration][late]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  const std::vector<std::string> two_nodes{"--nnodes", "2", "--shutdown-timeout", "2"};
+  auto first = cluster.node("127.0.0.2", two_nodes,
+                            {"--pid-file", scratch.file("a_{RANK}"), "--sleep-ms", "1500"});
+  auto second = cluster.node("127.0.0.3", two_nodes,
+                             {"--pid-file", scratch.file("a_{RANK}"), "--sleep-ms", "1500"});
+  REQUIRE(wait_until([&] { return cluster.files("a_").size() == 2; }, 20s));
+  auto other_job = cluster.node("127.0.0.4", two_nodes, {"--pid-file", scratch.file("b_{RANK}")});
+  REQUIRE(wait_until(
+      [&] {
+        auto runs = daemon_status(cluster.endpoint()).runs;
+        return runs.size() == 1 && runs[0].nodes.size() == 3;
+      },
+      10s));
+
+  for (auto* node : {first.get(), second.get(), other_job.get()}) {
+    auto status = node->wait(20s);
+    INFO(node->output());
+    REQUIRE(status);
+    CHECK(status->success());
+  }
+  INFO(other_job->output());
+  CHECK(contains(other_job->output(),
+                 "run 'none' completed while this node waited to join it: this node ran nothing "
+                 "(every job that leaves out --rdzv-id joins run 'none'"));
+  CHECK_FALSE(contains(first->output(), "ran nothing"));
   CHECK(cluster.files("b_").empty());
   CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());

@@ -552,7 +552,7 @@ TEST_CASE("launch: a host whose health check outlasts the run ends with it and r
   CHECK(result.status == ExitStatus::exited(0));
   CHECK(entries_starting_with(scratch.path(), "env_").size() == 2);
   CHECK(contains(result.err, "[" + slow_host + "]: cohort warning: rendezvous: run '"));
-  CHECK(contains(result.err, "before it joined: this node runs nothing"));
+  CHECK(contains(result.err, "s after this node started, before it joined"));
   CHECK(scratch.nothing_left());
 }
 

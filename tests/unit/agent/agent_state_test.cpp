@@ -88,8 +88,8 @@ std::vector<WorkerFailure> failures_of(int rank, ExitStatus status) {
   return {failure};
 }
 
-Settings settings(bool under_launch) {
-  return Settings{"train.py", "hostA", under_launch, 30000ms, {SIGUSR2}};
+Settings settings(bool under_launch, std::string run_id = "job") {
+  return Settings{"train.py", "hostA", std::move(run_id), under_launch, 30000ms, {SIGUSR2}};
 }
 
 // An agent that has connected and waits for its first round.
@@ -147,6 +147,29 @@ TEST_CASE("agent: success is reported, and complete exits 0", "[unit][agent]") {
   CHECK(names(complete) == Names{"Say", "Exit"});
   CHECK(exit_code(complete) == kExitSuccess);
   CHECK(f.state.phase() == Phase::Finished);
+}
+
+TEST_CASE("agent: a node that waited while its run completed says it ran nothing",
+          "[unit][agent]") {
+  AgentState state(settings(false));
+  state.start();
+  Actions complete = state.complete();
+  CHECK(names(complete) == Names{"Say", "Exit"});
+  CHECK(find<Say>(complete)->level == log::Level::Warn);
+  CHECK(said(complete)[0] ==
+        "run 'job' completed while this node waited to join it: this node ran nothing");
+  CHECK(exit_code(complete) == kExitSuccess);  // as torchrun's spares: nothing failed
+
+  AgentState unnamed(settings(false, "none"));
+  unnamed.start();
+  CHECK(said(unnamed.complete())[0] ==
+        "run 'none' completed while this node waited to join it: this node ran nothing (every "
+        "job that leaves out --rdzv-id joins run 'none' on its rendezvous: give each job its own "
+        "id)");
+
+  AgentState launched(settings(true));
+  launched.start();
+  CHECK(find<Say>(launched.complete())->level == log::Level::Info);
 }
 
 TEST_CASE("agent: a failure is reported with the root cause and its summary", "[unit][agent]") {

@@ -116,8 +116,8 @@ TEST_CASE("a failure within --min-uptime is a start-up failure", "[unit][agent][
 
 TEST_CASE("the agent reports a crash loop as final, and its summary says so",
           "[unit][agent][crash-loop]") {
-  agent::Settings settings{"train.py", "hostA", false,
-                           30000ms,    {},      CrashLoopSettings{2, {}, 1000ms}};
+  agent::Settings settings{
+      "train.py", "hostA", "job", false, 30000ms, {}, CrashLoopSettings{2, {}, 1000ms}};
   agent::AgentState state(settings);
   state.start();
   std::vector<WorkerFailure> failures{failed(ExitStatus::exited(1), {"boom"})};
