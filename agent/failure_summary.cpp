@@ -104,6 +104,7 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   } else {
     out << "  traceback : <none: the worker wrote no error file>\n";
   }
+  if (!failure.files_cut.empty()) out << "  note      : " << failure.files_cut << "\n";
   append_hang(out, failure);
   if (stderr_repeats_traceback(failure)) {
     out << "  stderr    : (ends with the frames above)\n";

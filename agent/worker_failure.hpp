@@ -45,6 +45,9 @@ struct WorkerFailure {
   std::chrono::milliseconds uptime{0};  ///< from its start to its failure
   bool startup_failure = false;         ///< failed within --min-uptime of its start
   bool after_stop = false;  ///< exited with a code of its own after cohort asked it to stop
+  /// Why its log files and error file may be cut short or missing (their filesystem was full
+  /// when it failed); empty: no sign of that.
+  std::string files_cut;
 };
 
 }  // namespace cohort

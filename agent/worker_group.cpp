@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,6 +79,18 @@ std::vector<std::string> read_last_lines(const std::string& path, size_t count) 
 
 int open_log_file(const std::string& path) { return open_untrusted_for_writing(path, O_APPEND); }
 
+// Why a worker's files under `dir` may be cut short: their filesystem has no space (or no inodes)
+// left; empty when it has, or cannot be asked.
+std::string full_filesystem_note(const std::string& dir) {
+  struct statvfs fs {};
+  if (dir.empty() || ::statvfs(dir.c_str(), &fs) != 0) return {};
+  bool no_space = fs.f_bavail == 0;
+  bool no_inodes = fs.f_files > 0 && fs.f_favail == 0;
+  if (!no_space && !no_inodes) return {};
+  return cat("the filesystem of ", dir, " is full (no ", no_space ? "space" : "inodes",
+             " left): the worker's output files and error file may be cut short or missing");
+}
+
 }  // namespace
 
 WorkerGroup::WorkerGroup(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawner,
@@ -142,8 +155,10 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, const Str
   // Raw console: inherit the agent's stream.
   if (plan.prefix.empty() && file_fd < 0 && !watched) return -1;
   PumpTarget target{console_fd, file_fd, plan.prefix};
+  if (file_fd >= 0) target.file_path = plan.log_dir + "/" + file;
   if (!copy.path.empty() && !copy.filters.empty()) {
     target.copy_fd = open_log_file(copy.path);
+    target.copy_path = copy.path;
     if (target.copy_fd < 0) log::warn("cannot open ", copy.path, ": ", std::strerror(errno));
     target.copy_filters = copy.filters;
   }
@@ -544,6 +559,7 @@ void WorkerGroup::finish() {
     failure.stderr_tail.insert(failure.stderr_tail.end(), worker.spawn_error.begin(),
                                worker.spawn_error.end());
     load_error_file(failure);
+    failure.files_cut = full_filesystem_note(worker.plan.log_dir);
     if (failure.hang) save_stacks(worker, failure);
     (failure.after_stop ? outcome.after_stop : outcome.failures).push_back(std::move(failure));
   }

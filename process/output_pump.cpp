@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "common/console.hpp"
+#include "common/log.hpp"
 #include "common/text.hpp"
 
 namespace cohort {
@@ -16,7 +18,7 @@ constexpr std::chrono::milliseconds kConsolePoll{10};
 
 }  // namespace
 
-void write_all(int fd, std::string_view data) {
+int write_all(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t wrote = ::write(fd, data.data(), data.size());
     if (wrote < 0) {
@@ -25,10 +27,11 @@ void write_all(int fd, std::string_view data) {
         ::usleep(1000);
         continue;
       }
-      return;  // console gone (EPIPE): drop the output, never the agent
+      return errno;  // console gone (EPIPE), disk full: drop the output, never the agent
     }
     data.remove_prefix(static_cast<size_t>(wrote));
   }
+  return 0;
 }
 
 OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target)
@@ -140,11 +143,23 @@ void OutputPump::emit(std::string_view line) {
 
 void OutputPump::write_out() {
   if (!console_batch_.empty()) console::write_output(target_.console_fd, console_batch_);
-  if (!file_batch_.empty()) write_all(target_.file_fd, file_batch_);
-  if (!copy_batch_.empty()) write_all(target_.copy_fd, copy_batch_);
+  if (!file_batch_.empty())
+    write_file(target_.file_fd, target_.file_path, file_batch_, file_failed_);
+  if (!copy_batch_.empty())
+    write_file(target_.copy_fd, target_.copy_path, copy_batch_, copy_failed_);
   console_batch_.clear();
   file_batch_.clear();
   copy_batch_.clear();
+}
+
+void OutputPump::write_file(int fd, const std::string& path, const std::string& batch,
+                            bool& failed) {
+  int error = write_all(fd, batch);
+  if (error == 0 || failed) return;
+  failed = true;
+  log::warn("cannot write ", path.empty() ? "a log file" : path, ": ", std::strerror(error),
+            target_.console_fd >= 0 ? "; the lines still reach the console, the file misses them"
+                                    : "; lines are missing from it");
 }
 
 }  // namespace cohort

@@ -25,7 +25,9 @@ struct PumpTarget {
   /// Lines that already start with this (when not empty) reach the console without `prefix`
   /// (cohort launch: a remote worker's "[host:rank]:" lines, but not the agent's own messages).
   std::string prefixed_marker;
-  int copy_fd = -1;                       ///< -1: none; else lines matching a filter, prefixed
+  std::string file_path;  ///< file_fd's path, for the warning when a write fails (a full disk)
+  int copy_fd = -1;       ///< -1: none; else lines matching a filter, prefixed
+  std::string copy_path;  ///< copy_fd's path
   std::vector<std::string> copy_filters;  ///< substrings; a line containing one is copied
   /// Runs for every read that brought output (a sign of life for hang detection); may be empty.
   std::function<void()> on_output;
@@ -61,6 +63,9 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   void flush_partial();
   void emit(std::string_view line);
   void write_out();
+  /// Writes `batch` to a log file; the first write that fails (a full disk, a quota) is said
+  /// once, naming `path`.
+  void write_file(int fd, const std::string& path, const std::string& batch, bool& failed);
 
   boost::asio::posix::stream_descriptor pipe_;
   boost::asio::steady_timer pace_timer_;
@@ -73,11 +78,14 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   std::string file_batch_;
   std::string copy_batch_;
   std::deque<std::string> tail_;
+  bool file_failed_ = false;
+  bool copy_failed_ = false;
   bool capturing_ = false;
   std::string captured_;
 };
 
-/// Writes all of `data` to `fd`, retrying on EINTR and short writes.
-void write_all(int fd, std::string_view data);
+/// Writes all of `data` to `fd`, retrying on EINTR and short writes (and waiting on EAGAIN);
+/// returns 0, or the errno of the write that failed (the rest of `data` is dropped).
+int write_all(int fd, std::string_view data);
 
 }  // namespace cohort

@@ -20,11 +20,15 @@ struct PumpRun {
   std::deque<std::string> tail;
 };
 
-// Writes `chunks` into a pipe from another thread, with the pump reading it on an io_context.
-PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& prefix) {
+// Writes `chunks` into a pipe from another thread, with the pump reading it on an io_context;
+// the log file is a fresh one, or `log_path` (not read back).
+PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& prefix,
+                    const std::string& log_path = {}) {
   test::TempDir dir;
   int console_fd = ::open(dir.file("console").c_str(), O_WRONLY | O_CREAT, 0644);
-  int file_fd = ::open(dir.file("log").c_str(), O_WRONLY | O_CREAT, 0644);
+  std::string log = log_path.empty() ? dir.file("log") : log_path;
+  int file_fd = ::open(log.c_str(), O_WRONLY | O_CREAT, 0644);
+  REQUIRE(file_fd >= 0);
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   boost::asio::io_context io;
@@ -41,7 +45,8 @@ PumpRun pump_chunks(const std::vector<std::string>& chunks, const std::string& p
   ::close(console_fd);
   ::close(file_fd);
   CHECK(eof);
-  return {test::read_file(dir.file("console")), test::read_file(dir.file("log")), pump->tail()};
+  return {test::read_file(dir.file("console")),
+          log_path.empty() ? test::read_file(log) : std::string(), pump->tail()};
 }
 
 std::vector<std::string> test_lines(const std::string& text) {
@@ -102,4 +107,12 @@ TEST_CASE("the tail keeps the last lines", "[component][agent]") {
   REQUIRE(run.tail.size() == OutputPump::kTailLines);
   CHECK(run.tail.back() == "line 49");
   CHECK(run.tail.front() == "line 30");
+}
+
+TEST_CASE("a log file that cannot be written (a full disk) leaves the console whole",
+          "[component][agent]") {
+  std::vector<std::string> chunks(200, std::string(1000, 'x') + "\n");
+  PumpRun run = pump_chunks(chunks, "> ", "/dev/full");  // every write: ENOSPC
+  CHECK(test_lines(run.console).size() == 200);
+  CHECK(run.tail.size() == OutputPump::kTailLines);
 }

@@ -2,6 +2,7 @@
 // raw), whole lines from concurrent workers, --redirects / --tee files, --local-ranks-filter, and
 // the temporary log directory cleaned up. Real cohort, real test_worker processes.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <regex>
 
 #include "tests/integration/integration_support.hpp"
@@ -11,6 +12,28 @@ using namespace cohort::test;
 namespace {
 
 const std::string kWorker = kTestWorkerBin;
+
+// `cohort run` with its log directory on a 64 KiB tmpfs of its own (a private mount namespace,
+// so nothing outlives the test), which the workers' lines fill.
+RunResult run_on_small_disk(const Scratch& scratch, const std::vector<std::string>& args) {
+  static const bool available =
+      scratch.run_argv({"/usr/bin/unshare", "-m", "/bin/true"}, scratch.options(), 30s)
+          .status.success();
+  require_prerequisite(available, "a private mount namespace (unshare -m, as root)");
+  std::filesystem::create_directories(scratch.file("small"));
+  std::vector<std::string> argv{"/usr/bin/unshare",
+                                "-m",
+                                "/bin/sh",
+                                "-c",
+                                "mount -t tmpfs -o size=64k cohort-test \"$0\" && exec \"$@\"",
+                                scratch.file("small"),
+                                kCohortBin,
+                                "run",
+                                "--log-dir",
+                                scratch.file("small")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return scratch.run_argv(argv, scratch.options(), 60s);
+}
 
 }  // namespace
 
@@ -146,4 +169,34 @@ TEST_CASE("without --log-dir the temporary log directory is removed",
       env_value(load_env(scratch.file("env_0.json")), "TORCHELASTIC_ERROR_FILE");
   CHECK(error_file.rfind(scratch.tmp() + "/cohort_", 0) == 0);
   CHECK(entries_starting_with(scratch.tmp(), "cohort_").empty());
+}
+
+TEST_CASE("a full log filesystem is said and the console still gets every line",
+          "[integration][run][output]") {
+  Scratch scratch;
+  // 2 x 3,000 lines of about 20 bytes: 120 KiB for 64 KiB.
+  RunResult teed = run_on_small_disk(
+      scratch, {"--nproc-per-node", "2", "--tee", "3", "--no-python", kWorker, "--lines", "3000"});
+  INFO(teed.out << teed.err);
+  CHECK(teed.status.shell_code() == 0);
+  CHECK(contains(teed.out, "[default0]:line 2999 of rank 0\n"));
+  CHECK(contains(teed.out, "[default1]:line 2999 of rank 1\n"));
+  CHECK(contains(teed.err,
+                 "/none/attempt_0/0/stdout.log: No space left on device; the lines "
+                 "still reach the console, the file misses them"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("a worker that fails on a full log filesystem: the summary says why its files are short",
+          "[integration][run][output]") {
+  Scratch scratch;
+  RunResult redirected = run_on_small_disk(
+      scratch, {"--redirects", "3", "--no-python", kWorker, "--lines", "6000", "--exit-code", "1"});
+  INFO(redirected.out << redirected.err);
+  CHECK(redirected.status.shell_code() == 1);
+  CHECK(contains(redirected.err, "  note      : the filesystem of "));
+  CHECK(contains(redirected.err,
+                 "/none/attempt_0/0 is full (no space left): the worker's output "
+                 "files and error file may be cut short or missing"));
+  CHECK(scratch.nothing_left());
 }

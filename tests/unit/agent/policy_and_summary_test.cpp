@@ -67,6 +67,16 @@ TEST_CASE("a single failure says there are no others and shows its stderr", "[un
   CHECK(text.find("    ValueError: boom") != std::string::npos);
 }
 
+TEST_CASE("a failure whose files were cut short by a full disk says so", "[unit][agent]") {
+  WorkerFailure full = failure(0, ExitStatus::exited(1), 5);
+  CHECK(format_failure_summary("train.py", "h", {full}).find("note") == std::string::npos);
+  full.files_cut = "the filesystem of /logs/0 is full (no space left): ...";
+  std::string text = format_failure_summary("train.py", "h", {full});
+  CHECK(text.find("  traceback : <none: the worker wrote no error file>\n"
+                  "  note      : the filesystem of /logs/0 is full (no space left): ...\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("a traceback is quoted once, and a temporary error file says it will be removed",
           "[unit][agent]") {
   WorkerFailure python = failure(1, ExitStatus::exited(1), 5);
