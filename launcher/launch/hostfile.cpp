@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/host_port.hpp"
@@ -37,6 +38,13 @@ std::optional<int> parse_slots(std::string_view text) {
   return static_cast<int>(*value);
 }
 
+// "node1:4" -> "node1" and "4"; a name without a colon, or an IPv6 address (several), has none.
+std::pair<std::string, std::optional<std::string>> name_and_slots(const std::string& entry) {
+  size_t colon = entry.rfind(':');
+  if (colon == std::string::npos || entry.find(':') != colon) return {entry, std::nullopt};
+  return {entry.substr(0, colon), entry.substr(colon + 1)};
+}
+
 // Adds `host` unless it is already there; returns false on a duplicate.
 bool add_host(HostSelection& selection, std::map<std::string, size_t>& seen, HostSlots host) {
   if (!seen.emplace(host.address(), selection.hosts.size()).second) return false;
@@ -52,7 +60,9 @@ void parse_fields(const std::vector<std::string>& fields, HostSlots& host, const
     size_t equals = field.find('=');
     std::string key = field.substr(0, equals);
     std::string value = equals == std::string::npos ? "" : field.substr(equals + 1);
-    if (key == "slots") {
+    if (key == "slots" && host.slots_given) {
+      problems.push_back(cat(where, ": slots given twice"));
+    } else if (key == "slots") {
       auto slots = parse_slots(value);
       if (!slots) {
         problems.push_back(cat(where, ": slots must be 1-", kMaxSlots, ", got '", value, "'"));
@@ -142,11 +152,13 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
     std::vector<std::string> fields = split_words(line);
     if (fields.empty()) continue;
     std::string where = cat(origin, ":", line_number);
-    if (!valid_host_name(fields[0])) {
-      selection.problems.push_back(cat(where, ": '", fields[0], "' is not a host name"));
+    auto [name, slots] = name_and_slots(fields[0]);  // MPICH's "node1:4"
+    if (!valid_host_name(name)) {
+      selection.problems.push_back(cat(where, ": '", name, "' is not a host name"));
       continue;
     }
-    HostSlots host{fields[0]};
+    HostSlots host{name};
+    if (slots) fields.insert(fields.begin() + 1, "slots=" + *slots);
     parse_fields(fields, host, where, selection.problems);
     std::string key = host.address();
     if (!add_host(selection, seen, host)) {
@@ -166,11 +178,10 @@ HostSelection parse_host_list(const std::string& text) {
   std::map<std::string, size_t> seen;
   for (const std::string& item : split(text, ',')) {
     std::string entry(trim(item));
-    size_t colon = entry.rfind(':');
-    HostSlots host{entry};
-    if (colon != std::string::npos && entry.find(':') == colon) {  // IPv6 has several ':'
-      host.name = entry.substr(0, colon);
-      auto slots = parse_slots(entry.substr(colon + 1));
+    auto [name, slot_text] = name_and_slots(entry);
+    HostSlots host{name};
+    if (slot_text) {
+      auto slots = parse_slots(*slot_text);
       if (!slots) {
         selection.problems.push_back(cat("-H: slots must be 1-", kMaxSlots, " in '", entry, "'"));
         continue;

@@ -1,6 +1,7 @@
 #include "launcher/launch/launch_plan.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -22,10 +23,20 @@ const std::set<std::string> kPlannedRunFlags = {
     "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
     "--under-launch", "--master-addr",    "--master-port",    "--token-file",    "--http-port"};
 
-const std::set<std::string> kLaunchFlags = {"--hosts",         "--hostfile",   "--include",
-                                            "--exclude",       "-x",           "--env-file",
-                                            "--ssh-port",      "--ssh-option", "--connect-timeout",
-                                            "--remote-cohort", "--rdzv-host",  "--help"};
+const std::set<std::string> kLaunchFlags = {"--hosts",
+                                            "--hostfile",
+                                            "--np",
+                                            "--npernode",
+                                            "--include",
+                                            "--exclude",
+                                            "-x",
+                                            "--env-file",
+                                            "--ssh-port",
+                                            "--ssh-option",
+                                            "--connect-timeout",
+                                            "--remote-cohort",
+                                            "--rdzv-host",
+                                            "--help"};
 
 bool given(const CLI::App& app, const std::string& flag) {
   return app.get_option(flag)->count() > 0;
@@ -151,6 +162,54 @@ void check_run_flags(const RunOptions& run, const LaunchContext& context, Launch
   plan.daemon.http_port = validated.daemon.options.http_port;
 }
 
+// mpirun's -np N: the hosts' slots filled in order (a host given fewer keeps its first slots, one
+// given none is left out), or, with a count per host, the first N / count hosts.
+void fill_total_workers(const CLI::App& app, const LaunchOptions& options,
+                        const std::string& per_host, LaunchPlan& plan) {
+  int left = options.total_workers;
+  if (left == 0 || !plan.problems.empty()) return;
+  if (given(app, "--nnodes")) {
+    plan.problems.push_back("-np: it sets how many hosts take part; leave out --nnodes");
+    return;
+  }
+  std::vector<HostSlots> used;
+  if (!per_host.empty()) {
+    auto count = parse_int(per_host);
+    if (!count || *count < 1) {
+      plan.problems.push_back(
+          cat("-np: needs a number of workers per host, not --nproc-per-node '", per_host, "'"));
+      return;
+    }
+    if (left % *count != 0) {
+      plan.problems.push_back(
+          cat("-np ", left, ": not a multiple of the ", *count, " workers per host"));
+      return;
+    }
+    size_t hosts = static_cast<size_t>(left / *count);
+    if (hosts > plan.hosts.size()) {
+      plan.problems.push_back(cat("-np ", left, ": needs ", hosts, " hosts of ", *count,
+                                  " workers, and only ", plan.hosts.size(), " are given"));
+      return;
+    }
+    plan.hosts.resize(hosts);
+    return;
+  }
+  for (HostSlots host : plan.hosts) {
+    if (left == 0) break;
+    int take = std::min(left, host.workers());
+    if (host.kept.empty()) host.slots = take;
+    host.kept.resize(std::min(host.kept.size(), static_cast<size_t>(take)));
+    left -= take;
+    used.push_back(std::move(host));
+  }
+  if (left > 0) {
+    plan.problems.push_back(cat("-np ", options.total_workers, ": the hosts have ",
+                                options.total_workers - left, " slots"));
+    return;
+  }
+  plan.hosts = std::move(used);
+}
+
 void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
   int hosts = static_cast<int>(plan.hosts.size());
   if (!given(app, "--nnodes")) {
@@ -208,10 +267,16 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
-  app.add_option("-H,--hosts", o.host_list,
+  app.add_option("-H,--hosts,--host", o.host_list,
                  "Hosts and their slots: node1:4,node2:4 (default, with no --hostfile: the hosts "
                  "of the Slurm, PBS or LSF job this runs in)");
-  app.add_option("--hostfile", o.hostfile, "MPI/DeepSpeed hostfile: 'node1 slots=4' per line");
+  app.add_option("--hostfile,--machinefile,-f", o.hostfile,
+                 "MPI/DeepSpeed hostfile: 'node1 slots=4' (or MPICH's 'node1:4') per line");
+  app.add_option("-n,--np", o.total_workers,
+                 "Workers in all, as mpirun's -np: the hosts' slots are filled in order")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("-N,--npernode,--ppn", o.per_host,
+                 "Workers per host, as mpirun's -N and mpiexec's -ppn (= --nproc-per-node)");
   app.add_option("--include", o.include,
                  "Only these hosts/slots: node1:0,2@node2 (DeepSpeed's form)");
   app.add_option("--exclude", o.exclude, "Leave out these hosts/slots: node1:3@node4");
@@ -240,11 +305,19 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   HostSelection selection = select_hosts(options, context, plan.hosts_source);
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
+  RunOptions run = options.run;  // with mpirun's -N for --nproc-per-node
+  bool per_host_given = given(app, "--nproc-per-node") || given(app, "--npernode");
+  if (given(app, "--npernode")) {
+    if (given(app, "--nproc-per-node"))
+      plan.problems.push_back("-N, --npernode: --nproc-per-node by another name; give one");
+    run.nproc_per_node = options.per_host;
+  }
+  fill_total_workers(app, options, per_host_given ? run.nproc_per_node : "", plan);
   forward_environment(options, context, plan);
   keep_token_off_command_lines(plan);
-  reject_single_node_flags(app, options.run, plan);
-  check_run_flags(options.run, context, plan);
-  plan_nodes(app, options.run, plan);
+  reject_single_node_flags(app, run, plan);
+  check_run_flags(run, context, plan);
+  plan_nodes(app, run, plan);
   plan_rendezvous(app, options, context, plan);
   plan.ssh.port = options.ssh_port;
   plan.ssh.options = options.ssh_options;
@@ -253,7 +326,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.working_dir = context.working_dir;
   plan.run_flags = forwarded_run_flags(app);
   plan.command = options.run.command;
-  if (given(app, "--nproc-per-node")) plan.nproc_per_node = options.run.nproc_per_node;
+  if (per_host_given) plan.nproc_per_node = run.nproc_per_node;
   plan.log_level = log_level_for(options.run);
   return plan;
 }

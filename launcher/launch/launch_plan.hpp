@@ -20,8 +20,10 @@
 namespace cohort {
 
 struct LaunchOptions {
-  std::string host_list;  ///< -H
-  std::string hostfile;
+  std::string host_list;  ///< -H (also mpirun's --host, -host, -hosts)
+  std::string hostfile;   ///< also mpirun's -hostfile, --machinefile, -machinefile, -f
+  int total_workers = 0;  ///< mpirun's -np / -n: fill the hosts' slots in order; 0: every slot
+  std::string per_host;   ///< mpirun's -N / --npernode / -ppn: --nproc-per-node by another name
   std::string include;
   std::string exclude;
   std::vector<std::string> exports;  ///< -x NAME or NAME=value

@@ -10,6 +10,19 @@ bool has(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// mpirun's and mpiexec's long flags written with one dash ("-np 8", "-hostfile hf").
+const std::vector<std::string> kSingleDashFlags = {"-np",    "-ppn",      "-npernode",   "-host",
+                                                   "-hosts", "-hostfile", "-machinefile"};
+
+// "-np" as "--np" when the command has a flag of that long name; else `word` unchanged.
+std::string with_two_dashes(const std::string& word, const std::vector<FlagSpec>& flags) {
+  if (!has(kSingleDashFlags, word)) return word;
+  for (const FlagSpec& flag : flags) {
+    if (has(flag.long_names, "-" + word)) return "-" + word;
+  }
+  return word;
+}
+
 // The flags one of whose long names starts with `prefix`, each once.
 std::vector<const FlagSpec*> candidates(const std::string& prefix,
                                         const std::vector<FlagSpec>& flags) {
@@ -27,6 +40,7 @@ std::vector<const FlagSpec*> candidates(const std::string& prefix,
 
 // The long name of `flag` that `prefix` abbreviates (the spelling the user chose).
 std::string completed(const std::string& prefix, const FlagSpec& flag) {
+  if (has(flag.long_names, prefix)) return prefix;
   for (const std::string& name : flag.long_names) {
     if (name.rfind(prefix, 0) == 0) return name;
   }
@@ -75,6 +89,7 @@ ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
     std::string& word = result.words[i];
     if (word == "--" || word.size() < 2 || word[0] != '-') break;
     bool takes_value = false;
+    word = with_two_dashes(word, flags);
     if (word.rfind("--", 0) == 0) {
       word = expand_long(word, flags, takes_value, result.error);
       if (!result.error.empty()) return result;

@@ -26,7 +26,9 @@ struct ExpandedWords {
 };
 
 /// `words` (what follows the command's name) with every abbreviated long flag written out in
-/// full, up to the first word that is not a flag or a flag's value (the script) or "--".
+/// full, and mpirun's one-dash long flags (-np, -ppn, -npernode, -host, -hosts, -hostfile,
+/// -machinefile) with two where the command has them, up to the first word that is not a flag
+/// or a flag's value (the script) or "--".
 ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
                                    const std::vector<FlagSpec>& flags);
 

@@ -277,6 +277,27 @@ TEST_CASE("launch: without -H or --hostfile the PBS or Slurm allocation's hosts 
   CHECK(scratch.nothing_left());
 }
 
+TEST_CASE("launch: mpirun's -np and -machinefile fill the hosts' slots in order",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  std::ofstream(scratch.file("machines")) << hosts.address(0) << ":2\n"
+                                          << hosts.address(1) << ":2\n"
+                                          << hosts.address(2) << ":2\n";
+  RunResult result =
+      launch(scratch, hosts, with({"-np", "3", "-machinefile", "machines"}, dump_env_worker()));
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  CHECK(entries_starting_with(scratch.path(), "env_").size() == 3);
+  EnvDump last = load_env(scratch.file("env_2.json"));
+  CHECK(env_value(last, "WORLD_SIZE") == "3");
+  CHECK(env_value(last, "GROUP_RANK") == "1");
+  CHECK(env_value(last, "LOCAL_WORLD_SIZE") == "1");
+  CHECK_FALSE(contains(result.out + result.err, "[" + hosts.address(2)));
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("launch: a hostfile with errors names each line, and nothing starts",
           "[integration][launch]") {
   require_ssh();

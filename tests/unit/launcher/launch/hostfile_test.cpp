@@ -117,3 +117,16 @@ TEST_CASE("filters name hosts without their user@", "[unit][hostfile]") {
   REQUIRE(names(selection) == std::vector<std::string>{"alice@a"});
   CHECK(visible_devices(selection.hosts[0]) == "1");
 }
+
+TEST_CASE("hostfile: MPICH's machinefile lines give slots after a colon", "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile("node1:4\nnode2\nuser@node3:2\n", "mf");
+  REQUIRE(selection.problems.empty());
+  CHECK(names(selection) == std::vector<std::string>{"node1", "node2", "user@node3"});
+  CHECK(selection.hosts[0].slots == 4);
+  CHECK(selection.hosts[2].slots == 2);
+  CHECK(parse_hostfile("node1:x\n", "mf").problems ==
+        std::vector<std::string>{"mf:1: slots must be 1-4096, got 'x'"});
+  CHECK(parse_hostfile("node1:4 slots=2\n", "mf").problems ==
+        std::vector<std::string>{"mf:1: slots given twice"});
+  CHECK(parse_hostfile("fe80::1 slots=2\n", "mf").problems.empty());  // IPv6: no slots suffix
+}

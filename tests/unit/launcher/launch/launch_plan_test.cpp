@@ -203,3 +203,45 @@ TEST_CASE("launch plan: without -H or --hostfile the batch allocation gives the 
                     "-H, --hostfile: give the hosts (-H node1:4,node2:4 or "
                     "--hostfile FILE), or run cohort launch inside a Slurm"));
 }
+
+namespace {
+
+std::vector<std::string> worker_counts(const LaunchPlan& p) {
+  std::vector<std::string> counts;
+  for (size_t i = 0; i < p.hosts.size(); ++i) counts.push_back(remote_command(p, i, "d:1").argv[6]);
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets each host's",
+          "[unit][launch_plan]") {
+  LaunchPlan filled = plan({"--np", "6", "-H", "a:4,b:4,c:4", "x.py"}).plan;
+  REQUIRE(filled.problems.empty());
+  CHECK(worker_counts(filled) == std::vector<std::string>{"4", "2"});
+  CHECK(filled.nnodes == "2");
+
+  LaunchPlan kept = plan({"-n", "3", "-H", "a:4,b:4", "--exclude", "a:0", "x.py"}).plan;
+  REQUIRE(kept.problems.empty());
+  CHECK(worker_counts(kept) == std::vector<std::string>{"3"});
+  CHECK(visible_devices(kept.hosts[0]) == "1,2,3");
+
+  LaunchPlan per_host = plan({"--np", "8", "--npernode", "4", "-H", "a,b,c", "x.py"}).plan;
+  REQUIRE(per_host.problems.empty());
+  CHECK(worker_counts(per_host) == std::vector<std::string>{"4", "4"});
+  CHECK(per_host.nnodes == "2");
+  CHECK(plan({"--ppn", "2", "-H", "a,b", "x.py"}).plan.nproc_per_node == "2");
+
+  CHECK(has_problem(plan({"--np", "9", "-H", "a:4,b:4", "x.py"}).plan,
+                    "-np 9: the hosts have 8 slots"));
+  CHECK(has_problem(plan({"--np", "6", "-N", "4", "-H", "a,b", "x.py"}).plan,
+                    "-np 6: not a multiple of the 4 workers per host"));
+  CHECK(has_problem(plan({"--np", "12", "-N", "4", "-H", "a,b", "x.py"}).plan,
+                    "-np 12: needs 3 hosts of 4 workers, and only 2 are given"));
+  CHECK(has_problem(plan({"--np", "4", "--nproc-per-node", "gpu", "-H", "a,b", "x.py"}).plan,
+                    "-np: needs a number of workers per host"));
+  CHECK(has_problem(plan({"--np", "4", "--nnodes", "2", "-H", "a:2,b:2", "x.py"}).plan,
+                    "-np: it sets how many hosts take part; leave out --nnodes"));
+  CHECK(has_problem(plan({"-N", "2", "--nproc-per-node", "2", "-H", "a", "x.py"}).plan,
+                    "-N, --npernode: --nproc-per-node by another name"));
+}

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <catch2/catch.hpp>
 
+#include "launcher/launch/launch_plan.hpp"
 #include "launcher/options/run_options.hpp"
 
 using namespace cohort;
@@ -13,6 +14,13 @@ ExpandedWords expand(const std::vector<std::string>& words) {
   RunOptions options;
   CLI::App app;
   add_run_flags(app, options);
+  return expand_abbreviations(words, flag_specs(app));
+}
+
+ExpandedWords expand_launch(const std::vector<std::string>& words) {
+  LaunchOptions options;
+  CLI::App app;
+  add_launch_flags(app, options);
   return expand_abbreviations(words, flag_specs(app));
 }
 
@@ -49,4 +57,14 @@ TEST_CASE("an ambiguous prefix is an error listing the candidates", "[unit][laun
   CHECK(expand({"--rdzv", "x", "t.py"}).error.find("--rdzv-endpoint") != std::string::npos);
   // --log matches --log-dir and --log-line-prefix-template (and --logs-specs).
   CHECK_FALSE(expand({"--log", "x", "t.py"}).error.empty());
+}
+
+TEST_CASE("mpirun's one-dash long flags get two where the command has them", "[unit][launcher]") {
+  CHECK(expand_launch({"-np", "8", "-hostfile", "hf", "-ppn", "4", "t.py", "-np", "1"}).words ==
+        Words{"--np", "8", "--hostfile", "hf", "--ppn", "4", "t.py", "-np", "1"});
+  CHECK(expand_launch({"-host", "a,b", "-machinefile", "m", "-npernode", "2", "t.py"}).words ==
+        Words{"--host", "a,b", "--machinefile", "m", "--npernode", "2", "t.py"});
+  CHECK(expand_launch({"-hosts", "a", "-n", "2", "t.py"}).words ==
+        Words{"--hosts", "a", "-n", "2", "t.py"});
+  CHECK(expand({"-np", "8", "t.py"}).words == Words{"-np", "8", "t.py"});  // cohort run: unknown
 }
