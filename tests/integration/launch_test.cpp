@@ -409,6 +409,16 @@ TEST_CASE("launch: a stop before the hosts' agents joined still stops them at on
   CHECK(scratch.nothing_left());
 }
 
+// True once `pid` catches `signal` (cohort launch has set up its handling): a stop before that
+// ends the process by the signal itself, before anything was started.
+bool catches(pid_t pid, int signal) {
+  std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  size_t at = status.find("SigCgt:\t");
+  if (at == std::string::npos) return false;
+  uint64_t caught = std::stoull(status.substr(at + 8, 16), nullptr, 16);
+  return (caught >> (signal - 1)) & 1;
+}
+
 // Whatever the moment (the hosts' check, ssh starting the agents, a health check, a round, a
 // restart), a stop ends the launch within seconds with the signal's code or the run's own, and
 // leaves nothing on any host. The moments come from a seed (COHORT_STOP_SEED, else a fresh one).
@@ -432,6 +442,7 @@ TEST_CASE("launch: a stop signal at a random moment ends every host cleanly",
                              << " after " << delay.count() << " ms");
     ChildProcess launcher(launch_argv(hosts, with({"-H", host_list(hosts, 2)}, mode)),
                           scratch.options(launch_env()));
+    REQUIRE(wait_until([&] { return catches(launcher.pid(), signal); }, 10s));
     std::this_thread::sleep_for(delay);
     launcher.signal(signal);
     auto status = launcher.wait(15s);  // the default --shutdown-timeout is 30 s
