@@ -230,7 +230,9 @@ TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets ea
   REQUIRE(per_host.problems.empty());
   CHECK(worker_counts(per_host) == std::vector<std::string>{"4", "4"});
   CHECK(per_host.nnodes == "2");
-  CHECK(plan({"--ppn", "2", "-H", "a,b", "x.py"}).plan.nproc_per_node == "2");
+  LaunchPlan ppn = plan({"--ppn", "2", "--np", "4", "-H", "a,b", "x.py"}).plan;
+  CHECK(ppn.nproc_per_node == "2");
+  CHECK(ppn.run_flags.empty());  // the hosts' cohort run gets --nproc-per-node, not these
 
   CHECK(has_problem(plan({"--np", "9", "-H", "a:4,b:4", "x.py"}).plan,
                     "-np 9: the hosts have 8 slots"));
