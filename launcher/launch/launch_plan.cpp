@@ -162,38 +162,28 @@ void check_run_flags(const RunOptions& run, const LaunchContext& context, Launch
   plan.daemon.http_port = validated.daemon.options.http_port;
 }
 
-// mpirun's -np N: the hosts' slots filled in order (a host given fewer keeps its first slots, one
-// given none is left out), or, with a count per host, the first N / count hosts.
-void fill_total_workers(const CLI::App& app, const LaunchOptions& options,
-                        const std::string& per_host, LaunchPlan& plan) {
-  int left = options.total_workers;
-  if (left == 0 || !plan.problems.empty()) return;
-  if (given(app, "--nnodes")) {
-    plan.problems.push_back("-np: it sets how many hosts take part; leave out --nnodes");
-    return;
+// -np with a count per host: the first total / count hosts.
+void take_whole_hosts(int total, const std::string& per_host, LaunchPlan& plan) {
+  auto count = parse_int(per_host);
+  if (!count || *count < 1) {
+    plan.problems.push_back(
+        cat("-np: needs a number of workers per host, not --nproc-per-node '", per_host, "'"));
+  } else if (total % *count != 0) {
+    plan.problems.push_back(
+        cat("-np ", total, ": not a multiple of the ", *count, " workers per host"));
+  } else if (static_cast<size_t>(total / *count) > plan.hosts.size()) {
+    plan.problems.push_back(cat("-np ", total, ": needs ", total / *count, " hosts of ", *count,
+                                " workers, and only ", plan.hosts.size(), " are given"));
+  } else {
+    plan.hosts.resize(static_cast<size_t>(total / *count));
   }
+}
+
+// -np: the hosts' slots filled in order; a host given fewer keeps its first slots, one given
+// none is left out.
+void fill_slots(int total, LaunchPlan& plan) {
   std::vector<HostSlots> used;
-  if (!per_host.empty()) {
-    auto count = parse_int(per_host);
-    if (!count || *count < 1) {
-      plan.problems.push_back(
-          cat("-np: needs a number of workers per host, not --nproc-per-node '", per_host, "'"));
-      return;
-    }
-    if (left % *count != 0) {
-      plan.problems.push_back(
-          cat("-np ", left, ": not a multiple of the ", *count, " workers per host"));
-      return;
-    }
-    size_t hosts = static_cast<size_t>(left / *count);
-    if (hosts > plan.hosts.size()) {
-      plan.problems.push_back(cat("-np ", left, ": needs ", hosts, " hosts of ", *count,
-                                  " workers, and only ", plan.hosts.size(), " are given"));
-      return;
-    }
-    plan.hosts.resize(hosts);
-    return;
-  }
+  int left = total;
   for (HostSlots host : plan.hosts) {
     if (left == 0) break;
     int take = std::min(left, host.workers());
@@ -203,11 +193,23 @@ void fill_total_workers(const CLI::App& app, const LaunchOptions& options,
     used.push_back(std::move(host));
   }
   if (left > 0) {
-    plan.problems.push_back(cat("-np ", options.total_workers, ": the hosts have ",
-                                options.total_workers - left, " slots"));
+    plan.problems.push_back(cat("-np ", total, ": the hosts have ", total - left, " slots"));
     return;
   }
   plan.hosts = std::move(used);
+}
+
+// mpirun's -np N (workers in all), with or without a count per host.
+void apply_total_workers(const CLI::App& app, const LaunchOptions& options,
+                         const std::string& per_host, LaunchPlan& plan) {
+  if (options.total_workers == 0 || !plan.problems.empty()) return;
+  if (given(app, "--nnodes")) {
+    plan.problems.push_back("-np: it sets how many hosts take part; leave out --nnodes");
+  } else if (!per_host.empty()) {
+    take_whole_hosts(options.total_workers, per_host, plan);
+  } else {
+    fill_slots(options.total_workers, plan);
+  }
 }
 
 void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
@@ -264,6 +266,17 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
   plan.daemon.port = 0;
 }
 
+// The run flags, with mpirun's -N (--npernode) as --nproc-per-node.
+RunOptions with_workers_per_host(const CLI::App& app, const LaunchOptions& options,
+                                 LaunchPlan& plan) {
+  RunOptions run = options.run;
+  if (!given(app, "--npernode")) return run;
+  if (given(app, "--nproc-per-node"))
+    plan.problems.push_back("-N, --npernode: --nproc-per-node by another name; give one");
+  run.nproc_per_node = options.per_host;
+  return run;
+}
+
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
@@ -305,14 +318,9 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   HostSelection selection = select_hosts(options, context, plan.hosts_source);
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
-  RunOptions run = options.run;  // with mpirun's -N for --nproc-per-node
+  RunOptions run = with_workers_per_host(app, options, plan);
   bool per_host_given = given(app, "--nproc-per-node") || given(app, "--npernode");
-  if (given(app, "--npernode")) {
-    if (given(app, "--nproc-per-node"))
-      plan.problems.push_back("-N, --npernode: --nproc-per-node by another name; give one");
-    run.nproc_per_node = options.per_host;
-  }
-  fill_total_workers(app, options, per_host_given ? run.nproc_per_node : "", plan);
+  apply_total_workers(app, options, per_host_given ? run.nproc_per_node : "", plan);
   forward_environment(options, context, plan);
   keep_token_off_command_lines(plan);
   reject_single_node_flags(app, run, plan);
