@@ -68,7 +68,9 @@ std::optional<std::vector<int>> slurm_tasks(const std::string& text, size_t host
 Allocation slurm_allocation(const std::string& variable, const std::string& nodes,
                             const EnvVars& env) {
   Allocation allocation{
-      cat("the Slurm allocation (", variable, "=", cut_middle(nodes, kShownBytes), ")"), {}};
+      "Slurm",
+      cat("the Slurm allocation (", variable, "=", cut_middle(nodes, kShownBytes), ")"),
+      {}};
   auto names = expand_hostlist(nodes, kMaxHosts);
   if (!names || names->empty()) {
     allocation.selection.problems.push_back(
@@ -94,7 +96,8 @@ Allocation slurm_allocation(const std::string& variable, const std::string& node
 
 Allocation node_file_allocation(const std::string& scheduler, const std::string& variable,
                                 const std::string& path, const FileReader& read_file) {
-  Allocation allocation{cat("the ", scheduler, " allocation (", variable, "=", path, ")"), {}};
+  Allocation allocation{
+      scheduler, cat("the ", scheduler, " allocation (", variable, "=", path, ")"), {}};
   auto text = read_file(path);
   if (!text) {
     allocation.selection.problems.push_back(cat(variable, ": cannot read '", path, "'"));
@@ -106,7 +109,7 @@ Allocation node_file_allocation(const std::string& scheduler, const std::string&
 
 // LSB_MCPU_HOSTS, "hostA 4 hostB 2".
 Allocation lsf_pairs_allocation(const std::string& text) {
-  Allocation allocation{"the LSF allocation (LSB_MCPU_HOSTS)", {}};
+  Allocation allocation{"LSF", "the LSF allocation (LSB_MCPU_HOSTS)", {}};
   std::vector<std::string> fields = split_words(text);
   Counted counted;
   std::map<std::string, size_t> index;
@@ -145,7 +148,7 @@ std::optional<Allocation> find_allocation(const EnvVars& env, const FileReader& 
   if (const std::string* path = find(env, "LSB_DJOB_HOSTFILE"))
     return node_file_allocation("LSF", "LSB_DJOB_HOSTFILE", *path, read_file);
   if (const std::string* names = find(env, "LSB_HOSTS")) {
-    Allocation allocation{"the LSF allocation (LSB_HOSTS)", {}};
+    Allocation allocation{"LSF", "the LSF allocation (LSB_HOSTS)", {}};
     allocation.selection = counted_hosts(count_names(split_words(*names)), "LSB_HOSTS");
     return allocation;
   }

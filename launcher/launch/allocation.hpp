@@ -15,7 +15,8 @@
 namespace cohort {
 
 struct Allocation {
-  std::string source;  ///< where the hosts came from: "the PBS allocation (PBS_NODEFILE=/x)"
+  std::string scheduler;  ///< "Slurm", "PBS" or "LSF"
+  std::string source;     ///< where the hosts came from: "the PBS allocation (PBS_NODEFILE=/x)"
   HostSelection selection;
 };
 

@@ -143,6 +143,7 @@ void Launch::on_checked(Remote& remote) {
     check_problems_.push_back(
         cat(remote.name, ": no answer within ", plan_.ssh.connect_timeout_seconds + 10, " s"));
   } else if (code == kSshFailed) {
+    any_unreachable_ = true;
     check_problems_.push_back(
         cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")"));
   } else if (code == 127 || code == 126) {
@@ -160,6 +161,11 @@ void Launch::on_checked(Remote& remote) {
   if (!check_problems_.empty()) {
     for (const auto& problem : check_problems_) std::cerr << "cohort launch: " << problem << "\n";
     std::cerr << "cohort launch: nothing was started\n";
+    if (plan_.scheduler == "Slurm" && any_unreachable_) {
+      std::cerr << "cohort launch: ssh into a Slurm job's nodes needs pam_slurm_adopt on them; "
+                   "without it, start one agent per node with srun instead: srun "
+                   "--ntasks-per-node=1 cohort run ... (README: Inside Slurm)\n";
+    }
     return finish(kExitUnreachable);
   }
   start_hosts();

@@ -79,6 +79,7 @@ class Launch {
   std::unique_ptr<RendezvousDaemon> daemon_;
   std::vector<std::unique_ptr<Remote>> checks_;
   std::vector<std::string> check_problems_;
+  bool any_unreachable_ = false;  ///< a host's ssh failed (255) in the check
   size_t checks_left_ = 0;
   bool checks_timed_out_ = false;
   std::vector<std::unique_ptr<Remote>> hosts_;

@@ -50,9 +50,11 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return text.str();
 }
 
-// -H, --hostfile, else the batch allocation cohort launch runs in; `source` says which.
+// -H, --hostfile, else the batch allocation cohort launch runs in; the plan's hosts_source says
+// which.
 HostSelection select_hosts(const LaunchOptions& options, const LaunchContext& context,
-                           std::string& source) {
+                           LaunchPlan& plan) {
+  std::string& source = plan.hosts_source;
   HostSelection selection;
   if (!options.host_list.empty() && !options.hostfile.empty()) {
     selection.problems.push_back("-H, --hostfile: give the hosts with one of them, not both");
@@ -70,6 +72,7 @@ HostSelection select_hosts(const LaunchOptions& options, const LaunchContext& co
   } else if (auto allocation = find_allocation(context.env, read_whole_file)) {
     selection = std::move(allocation->selection);
     source = allocation->source;
+    plan.scheduler = allocation->scheduler;
   } else {
     selection.problems.push_back(
         "-H, --hostfile: give the hosts (-H node1:4,node2:4 or --hostfile FILE), or run cohort "
@@ -315,7 +318,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
 LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
                        const LaunchContext& context) {
   LaunchPlan plan;
-  HostSelection selection = select_hosts(options, context, plan.hosts_source);
+  HostSelection selection = select_hosts(options, context, plan);
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
   RunOptions run = with_workers_per_host(app, options, plan);

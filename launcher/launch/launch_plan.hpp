@@ -48,6 +48,7 @@ struct LaunchContext {
 struct LaunchPlan {
   std::vector<HostSlots> hosts;
   std::string hosts_source;  ///< "-H", "--hostfile FILE" or the allocation's, for the log
+  std::string scheduler;     ///< "Slurm", "PBS" or "LSF" when the hosts are its allocation's
   SshSettings ssh;
   std::string remote_cohort;
   EnvVars env;  ///< forwarded to every host

@@ -333,6 +333,18 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
                    "cohort launch: 127.0.0.9: unreachable (ssh: connect to host "
                    "127.0.0.9 port"));
     CHECK(contains(result.err, "nothing was started"));
+    CHECK_FALSE(contains(result.err, "pam_slurm_adopt"));
+  }
+  SECTION("a Slurm job's node that refuses ssh: the hint names srun") {
+    auto env = launch_env();
+    env["SLURM_JOB_NODELIST"] = hosts.address(0) + ",127.0.0.9";
+    RunResult result = launch(scratch, hosts, dump_env_worker(), env);
+    INFO(result.out << result.err);
+    CHECK(result.status == ExitStatus::exited(4));
+    CHECK(contains(result.err, "cohort launch: 127.0.0.9: unreachable"));
+    CHECK(contains(result.err,
+                   "needs pam_slurm_adopt on them; without it, start one agent per "
+                   "node with srun instead"));
   }
   SECTION("no cohort at --remote-cohort") {
     RunResult result =

@@ -39,6 +39,7 @@ TEST_CASE("allocation: Slurm's node list with the tasks of each node", "[unit][a
   CHECK(allocation->selection.problems.empty());
   CHECK(hosts(*allocation) == Hosts{{"gpu-01", 4}, {"gpu-02", 4}, {"gpu-03", 4}, {"login1", 1}});
   CHECK(allocation->source == "the Slurm allocation (SLURM_JOB_NODELIST=gpu-[01-03],login1)");
+  CHECK(allocation->scheduler == "Slurm");
 
   auto one_each = find_allocation({{"SLURM_NODELIST", "n[1-2]"}}, kNoFiles);
   REQUIRE(one_each);
@@ -76,6 +77,7 @@ TEST_CASE("allocation: PBS's node file has a line per slot", "[unit][allocation]
   CHECK(allocation->selection.problems.empty());
   CHECK(hosts(*allocation) == Hosts{{"n1", 3}, {"n2", 3}});
   CHECK(allocation->source == "the PBS allocation (PBS_NODEFILE=/var/spool/pbs/aux/7.server)");
+  CHECK(allocation->scheduler == "PBS");
 }
 
 TEST_CASE("allocation: an unreadable or empty PBS node file is named", "[unit][allocation]") {
@@ -95,6 +97,7 @@ TEST_CASE("allocation: LSF's host and slot pairs, else its host file, else its h
   REQUIRE(pairs);
   CHECK(pairs->selection.problems.empty());
   CHECK(hosts(*pairs) == Hosts{{"hostA", 5}, {"hostB", 2}});
+  CHECK(pairs->scheduler == "LSF");
 
   auto file = find_allocation({{"LSB_DJOB_HOSTFILE", "/h"}}, files({{"/h", "a\na\nb\n"}}));
   REQUIRE(file);

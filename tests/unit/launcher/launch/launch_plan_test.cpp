@@ -188,6 +188,7 @@ TEST_CASE("launch plan: without -H or --hostfile the batch allocation gives the 
   REQUIRE(p.problems.empty());
   REQUIRE(p.hosts.size() == 2);
   CHECK(p.hosts_source == "the Slurm allocation (SLURM_JOB_NODELIST=gpu-[1-2])");
+  CHECK(p.scheduler == "Slurm");
   CHECK(p.nnodes == "2");
   CHECK(remote_command(p, 0, "login:1").argv[6] == "4");
   CHECK(remote_command(p, 1, "login:1").argv[6] == "3");
@@ -196,6 +197,7 @@ TEST_CASE("launch plan: without -H or --hostfile the batch allocation gives the 
   REQUIRE(given.problems.empty());
   CHECK(given.hosts.size() == 1);
   CHECK(given.hosts_source == "-H");
+  CHECK(given.scheduler.empty());
 
   CHECK(has_problem(plan({"x.py"}, {{"SLURM_JOB_NODELIST", "n[1-"}}).plan,
                     "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list"));
