@@ -12,7 +12,8 @@ namespace {
 
 using Counted = std::vector<std::pair<std::string, int>>;
 
-constexpr size_t kMaxHosts = 100000;
+// cohort launch starts an ssh per host from this machine: far fewer than this in practice.
+constexpr size_t kMaxHosts = 16384;
 constexpr size_t kShownBytes = 200;  // of a variable's value, in a message
 
 const std::string* find(const EnvVars& env, const std::string& name) {
@@ -73,8 +74,9 @@ Allocation slurm_allocation(const std::string& variable, const std::string& node
       {}};
   auto names = expand_hostlist(nodes, kMaxHosts);
   if (!names || names->empty()) {
-    allocation.selection.problems.push_back(
-        cat(variable, ": '", cut_middle(nodes, kShownBytes), "' is not a Slurm host list"));
+    allocation.selection.problems.push_back(cat(variable, ": '", cut_middle(nodes, kShownBytes),
+                                                "' is not a Slurm host list of at most ", kMaxHosts,
+                                                " hosts"));
     return allocation;
   }
   std::vector<int> tasks(names->size(), 1);

@@ -2,20 +2,23 @@
 // each parser given any bytes. The first byte picks the parser: MPI/DeepSpeed hostfiles and -H
 // lists filtered by --include/--exclude, --rdzv-conf, a Slurm step's SLURM_* variables, the
 // token line of `cohort launch`, FileTimer requests (one JSON line each) applied in turn, byte
-// sizes and CPU lists, and CUDA_VISIBLE_DEVICES. Each must answer or refuse, and what it accepts
-// must keep its promises: slots in range, heartbeat floors, a port from the job id, a token line
-// and a CPU list that read back to themselves, timers that wake within a day.
+// sizes and CPU lists, CUDA_VISIBLE_DEVICES, and a batch job's allocation (Slurm, PBS, LSF). Each
+// must answer or refuse, and what it accepts must keep its promises: slots in range, heartbeat
+// floors, a port from the job id, a token line and a CPU list that read back to themselves, timers
+// that wake within a day.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "agent/file_timers.hpp"
 #include "common/text.hpp"
+#include "launcher/launch/allocation.hpp"
 #include "launcher/launch/hostfile.hpp"
 #include "launcher/options/byte_size.hpp"
 #include "launcher/options/rdzv_conf.hpp"
@@ -71,18 +74,36 @@ void rdzv_conf(const std::string& text) {
   require(conf.join_timeout.count() > 0 && conf.last_call_timeout.count() > 0);
 }
 
-// "NAME=value" lines, as a Slurm step's environment.
-void slurm(const std::string& text) {
+// "NAME=value" lines, as an environment.
+std::map<std::string, std::string> env_lines(const std::string& text) {
   std::map<std::string, std::string> env;
   for (const std::string& line : cohort::split(text, '\n')) {
     size_t equals = line.find('=');
     if (equals != std::string::npos) env[line.substr(0, equals)] = line.substr(equals + 1);
   }
+  return env;
+}
+
+// A Slurm step's environment.
+void slurm(const std::string& text) {
+  auto env = env_lines(text);
   auto defaults = cohort::slurm_defaults(env);
   if (!defaults || !defaults->rdzv_endpoint) return;
   const std::string& endpoint = defaults->rdzv_endpoint->value;
   auto port = cohort::parse_int(endpoint.substr(endpoint.rfind(':') + 1));
   require(port && *port > 29400 - 1000 && *port < 29400 + 1000);
+}
+
+// A batch job's environment, whose node files (PBS_NODEFILE, LSB_DJOB_HOSTFILE) hold the same
+// text: cohort launch's hosts when it is given none.
+void allocation(const std::string& text) {
+  auto found = cohort::find_allocation(
+      env_lines(text), [&](const std::string&) -> std::optional<std::string> { return text; });
+  if (!found) return;
+  check_hosts(found->selection);
+  std::set<std::string> names;
+  for (const auto& host : found->selection.hosts) require(names.insert(host.address()).second);
+  if (found->selection.problems.empty()) require(!found->selection.hosts.empty());
 }
 
 void token(const std::string& text) {
@@ -136,7 +157,7 @@ void visible_gpus(const std::string& text, int physical) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 8) {
+  switch (data[0] % 9) {
     case 0:
       return hosts(text, true), 0;
     case 1:
@@ -151,6 +172,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return file_timers(text), 0;
     case 6:
       return sizes_and_cpus(text), 0;
+    case 7:
+      return allocation(text), 0;
     default:
       return visible_gpus(text, data[0] / 8), 0;
   }

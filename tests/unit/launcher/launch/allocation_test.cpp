@@ -66,7 +66,12 @@ TEST_CASE("allocation: a malformed Slurm node list is named", "[unit][allocation
   auto allocation = find_allocation({{"SLURM_JOB_NODELIST", "n[1-"}}, kNoFiles);
   REQUIRE(allocation);
   CHECK(allocation->selection.problems ==
-        std::vector<std::string>{"SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list"});
+        std::vector<std::string>{
+            "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list of at most 16384 hosts"});
+  auto huge = find_allocation({{"SLURM_JOB_NODELIST", "n[1-16385]"}}, kNoFiles);
+  REQUIRE(huge);
+  CHECK_FALSE(huge->selection.problems.empty());
+  CHECK(huge->selection.hosts.empty());
 }
 
 TEST_CASE("allocation: PBS's node file has a line per slot", "[unit][allocation]") {

@@ -200,7 +200,7 @@ TEST_CASE("launch plan: without -H or --hostfile the batch allocation gives the 
   CHECK(given.scheduler.empty());
 
   CHECK(has_problem(plan({"x.py"}, {{"SLURM_JOB_NODELIST", "n[1-"}}).plan,
-                    "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list"));
+                    "SLURM_JOB_NODELIST: 'n[1-' is not a Slurm host list of at most"));
   CHECK(has_problem(plan({"x.py"}).plan,
                     "-H, --hostfile: give the hosts (-H node1:4,node2:4 or "
                     "--hostfile FILE), or run cohort launch inside a Slurm"));
