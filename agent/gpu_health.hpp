@@ -53,7 +53,7 @@ class GpuHealthCheck {
   GpuHealthCheck(Clock& clock, GpuHealthSettings settings, Reader read);
   /// Reads NVML on a thread of its own and hands the reading to `io`'s thread.
   GpuHealthCheck(boost::asio::io_context& io, Clock& clock, GpuHealthSettings settings,
-                 Reader read = nvml_gpu_states);
+                 Reader read = nvml_gpu_health);
   ~GpuHealthCheck();
   GpuHealthCheck(const GpuHealthCheck&) = delete;
   GpuHealthCheck& operator=(const GpuHealthCheck&) = delete;

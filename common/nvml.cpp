@@ -181,7 +181,9 @@ std::optional<std::vector<std::string>> nvml_pci_bus_ids() {
 
 std::optional<std::string> nvml_driver_version() { return session().driver_version(); }
 
-std::optional<std::vector<GpuState>> nvml_gpu_states() {
+namespace {
+
+std::optional<std::vector<GpuState>> read_gpu_states(bool with_ecc_mode) {
   const NvmlSession& nvml = session();
   std::optional<int> count = nvml.device_count();
   if (!count) return std::nullopt;
@@ -195,10 +197,16 @@ std::optional<std::vector<GpuState>> nvml_gpu_states() {
     state.processes = nvml.processes(*device);
     state.uncorrected_ecc = nvml.uncorrected_ecc(*device);
     state.memory_repair_pending = nvml.memory_repair_pending(*device);
-    state.ecc_enabled = nvml.ecc_enabled(*device);
+    if (with_ecc_mode) state.ecc_enabled = nvml.ecc_enabled(*device);
     states.push_back(std::move(state));
   }
   return states;
 }
+
+}  // namespace
+
+std::optional<std::vector<GpuState>> nvml_gpu_states() { return read_gpu_states(true); }
+
+std::optional<std::vector<GpuState>> nvml_gpu_health() { return read_gpu_states(false); }
 
 }  // namespace cohort

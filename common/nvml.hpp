@@ -44,4 +44,8 @@ std::optional<std::string> nvml_driver_version();
 /// Every device's state, by NVML index; nullopt when NVML is missing or fails.
 std::optional<std::vector<GpuState>> nvml_gpu_states();
 
+/// The same without ECC mode (left unset): what the health gate reads before each round. ECC mode
+/// is only reported (`cohort doctor`), and asking costs about 2 ms a GPU on an H200.
+std::optional<std::vector<GpuState>> nvml_gpu_health();
+
 }  // namespace cohort

@@ -12,7 +12,8 @@
 //                                       initialises NVML once per process)
 // COHORT_FAKE_NVML_INIT_MS, COHORT_FAKE_NVML_SHUTDOWN_MS and COHORT_FAKE_NVML_QUERY_MS make
 // nvmlInit_v2, nvmlShutdown and each device query as slow as a real driver (for the launch
-// benchmark). Only the calls cohort makes are exported.
+// benchmark); COHORT_FAKE_NVML_CALLS names a file that gets each device query's name. Only the
+// calls cohort makes are exported.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -113,6 +114,14 @@ void take_time(const char* name) {
   if (ms != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
 }
 
+// A device query: as slow as COHORT_FAKE_NVML_QUERY_MS says, and its name appended to the file
+// COHORT_FAKE_NVML_CALLS names (when set), one line each.
+void device_query(const char* name) {
+  take_time("COHORT_FAKE_NVML_QUERY_MS");
+  if (const char* calls = std::getenv("COHORT_FAKE_NVML_CALLS"))
+    std::ofstream(calls, std::ios::app) << name << "\n";
+}
+
 size_t index_of(void* device) {
   return static_cast<size_t>(reinterpret_cast<uintptr_t>(device)) - 1;
 }
@@ -142,7 +151,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
 }
 
 int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* info) {
-  take_time("COHORT_FAKE_NVML_QUERY_MS");
+  device_query("nvmlDeviceGetPciInfo_v3");
   std::vector<std::string> ids = machine().bus_ids;
   size_t index = index_of(device);
   if (index >= ids.size()) return kInvalidArgument;
@@ -155,7 +164,7 @@ int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* info) {
 }
 
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, ProcessInfo* infos) {
-  take_time("COHORT_FAKE_NVML_QUERY_MS");
+  device_query("nvmlDeviceGetComputeRunningProcesses_v3");
   Machine m = machine();
   std::vector<unsigned int> pids = m.processes[static_cast<unsigned int>(index_of(device))];
   if (*count < pids.size()) {
@@ -169,7 +178,7 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, P
 
 int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
                                 unsigned long long* count) {
-  take_time("COHORT_FAKE_NVML_QUERY_MS");
+  device_query("nvmlDeviceGetTotalEccErrors");
   if (error_type != 1 || counter_type != 0) return kInvalidArgument;  // uncorrected, volatile
   *count = machine().ecc[static_cast<unsigned int>(index_of(device))];
   return kSuccess;
@@ -177,7 +186,7 @@ int nvmlDeviceGetTotalEccErrors(void* device, int error_type, int counter_type,
 
 int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned int* uncorrected,
                               unsigned int* pending, unsigned int* failed) {
-  take_time("COHORT_FAKE_NVML_QUERY_MS");
+  device_query("nvmlDeviceGetRemappedRows");
   bool waiting = machine().remap_pending[static_cast<unsigned int>(index_of(device))];
   *corrected = 0;
   *uncorrected = waiting ? 1 : 0;
@@ -187,6 +196,7 @@ int nvmlDeviceGetRemappedRows(void* device, unsigned int* corrected, unsigned in
 }
 
 int nvmlDeviceGetEccMode(void* device, int* current, int* pending) {
+  device_query("nvmlDeviceGetEccMode");
   bool off = machine().ecc_off[static_cast<unsigned int>(index_of(device))];
   *current = off ? 0 : 1;
   *pending = *current;

@@ -273,6 +273,27 @@ TEST_CASE("a GPU gone from NVML or with uncorrectable ECC errors makes the node 
   CHECK(scratch.nothing_left());
 }
 
+// Each round waits for the gate's reading: it asks NVML only what it judges. ECC mode (about 2 ms
+// a GPU on an H200) is `cohort doctor`'s alone.
+TEST_CASE("the GPU checks ask NVML for processes, ECC errors and remaps, not ECC mode",
+          "[integration][health][gpu-health]") {
+  Scratch scratch;
+  std::map<std::string, std::string> env = two_fake_gpus(scratch.file("nvml_state"));
+  env["COHORT_FAKE_NVML_CALLS"] = scratch.file("nvml_calls");
+  RunResult run = scratch.run({"--standalone", "--no-python", "/bin/true"}, env);
+  INFO(run.err);
+  CHECK(run.status.shell_code() == 0);
+  std::vector<std::string> calls = split_lines(read_file(scratch.file("nvml_calls")));
+  auto count = [&](const std::string& name) {
+    return std::count(calls.begin(), calls.end(), name);
+  };
+  CHECK(count("nvmlDeviceGetComputeRunningProcesses_v3") == 2);
+  CHECK(count("nvmlDeviceGetTotalEccErrors") == 2);
+  CHECK(count("nvmlDeviceGetRemappedRows") == 2);
+  CHECK(count("nvmlDeviceGetEccMode") == 0);
+  CHECK(scratch.nothing_left());
+}
+
 // A driver stuck on a failed GPU: the NVML test double sleeps a minute in each query.
 TEST_CASE("NVML that never answers makes the node unhealthy and does not hold up a stop",
           "[integration][health][gpu-health]") {
