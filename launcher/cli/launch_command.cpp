@@ -16,6 +16,7 @@
 #include "launcher/tokens/launch_token.hpp"
 #include "process/child_reaper.hpp"
 #include "process/posix_process_spawner.hpp"
+#include "process/process_spawner.hpp"
 
 extern char** environ;
 
@@ -34,6 +35,9 @@ LaunchContext launch_context() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   context.host_name = name;
+  const char* path = std::getenv("PATH");
+  std::string srun = find_executable("srun", path ? path : "");
+  context.has_srun = !srun.empty() && ::access(srun.c_str(), X_OK) == 0;
   return context;
 }
 

@@ -68,12 +68,13 @@ Launch::~Launch() = default;
 int Launch::run() {
   ::signal(SIGPIPE, SIG_IGN);
   const char* path = std::getenv("PATH");
-  ssh_path_ = find_executable(plan_.ssh.program, path ? path : "");
-  if (ssh_path_.empty()) {
-    std::cerr << "cohort launch: no '" << plan_.ssh.program << "' in PATH\n";
+  const std::string& program = srun() ? plan_.srun.program : plan_.ssh.program;
+  program_path_ = find_executable(program, path ? path : "");
+  if (program_path_.empty()) {
+    std::cerr << "cohort launch: no '" << program << "' in PATH\n";
     return kExitNotFound;
   }
-  if (!user_controls_sharing(plan_.ssh.options)) share_connections();
+  if (!srun() && !user_controls_sharing(plan_.ssh.options)) share_connections();
   arm_signals();
   precheck();
   io_.run();
@@ -87,8 +88,9 @@ bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTar
                    const PumpTarget& err, SshRole role) {
   Pipe in = make_pipe();
   SpawnRequest request;
-  request.executable = ssh_path_;
-  std::vector<std::string> argv = ssh_argv(plan_.ssh, remote.name, remote_line, role);
+  request.executable = program_path_;
+  std::vector<std::string> argv = srun() ? srun_argv(plan_.srun, remote.name, remote_line)
+                                         : ssh_argv(plan_.ssh, remote.name, remote_line, role);
   request.args.assign(argv.begin() + 1, argv.end());
   request.env = own_environment();
   request.stdin_fd = remote.child.for_child(in.read);
@@ -100,8 +102,8 @@ bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTar
   bool piped = in.read >= 0 && request.stdout_fd >= 0 && request.stderr_fd >= 0;
   if (!piped || !remote.child.spawn(spawner_, request, std::move(events), error)) {
     close_fd(in.write);
-    std::cerr << "cohort launch: cannot start ssh for " << remote.name << ": "
-              << (error ? error.message() : "no pipes") << "\n";
+    std::cerr << "cohort launch: cannot start " << transport_name() << " for " << remote.name
+              << ": " << (error ? error.message() : "no pipes") << "\n";
     return false;
   }
   remote.stdin_fd = in.write;
@@ -114,8 +116,9 @@ void Launch::maybe_ended(Remote& remote) {
   if (remote.on_end) remote.on_end(remote);
 }
 
-// Every host at once: `ssh HOST COHORT --version` proves the host answers, logs us in without
-// a prompt, and has cohort where the plan says; nothing starts unless all of them pass.
+// Every host at once: `ssh HOST COHORT --version` (or srun's step on it) proves the host answers,
+// logs us in without a prompt, and has cohort where the plan says; nothing starts unless all of
+// them pass.
 void Launch::precheck() {
   std::string line = remote_shell_line({"", {}, {plan_.remote_cohort, "--version"}});
   checks_left_ = plan_.hosts.size();
@@ -142,7 +145,7 @@ void Launch::on_checked(Remote& remote) {
   if (checks_timed_out_ && status.signaled) {
     check_problems_.push_back(
         cat(remote.name, ": no answer within ", plan_.ssh.connect_timeout_seconds + 10, " s"));
-  } else if (code == kSshFailed) {
+  } else if (code == kSshFailed && !srun()) {
     any_unreachable_ = true;
     check_problems_.push_back(
         cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")"));
@@ -163,8 +166,8 @@ void Launch::on_checked(Remote& remote) {
     std::cerr << "cohort launch: nothing was started\n";
     if (plan_.scheduler == "Slurm" && any_unreachable_) {
       std::cerr << "cohort launch: ssh into a Slurm job's nodes needs pam_slurm_adopt on them; "
-                   "without it, start one agent per node with srun instead: srun "
-                   "--ntasks-per-node=1 cohort run ... (README: Inside Slurm)\n";
+                   "without it, start them as the job's steps: --launcher srun (the default "
+                   "inside a Slurm job whose srun is in PATH)\n";
     }
     return finish(kExitUnreachable);
   }
@@ -195,7 +198,7 @@ void Launch::start_hosts() {
   }
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
             " hosts from ", plan_.hosts_source, ", ",
-            plan_.token.empty() ? "no token" : "token sent over ssh");
+            plan_.token.empty() ? "no token" : "token sent over " + transport_name());
   warn_about_threads();
   hosts_left_ = plan_.hosts.size();
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
@@ -238,7 +241,7 @@ void Launch::on_host_ended(Remote& remote) {
   int code = status.signaled ? kSshFailed : status.code;
   exit_codes_.push_back(code);
   --hosts_left_;
-  if (code == kSshFailed && !tearing_down_) {
+  if (code == kSshFailed && !srun() && !tearing_down_) {
     std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
     check_hosts_left(remote.name, " was lost", true);
@@ -296,10 +299,12 @@ void Launch::on_signal(int signal) {
     return tear_down(128 + signal, "stopped by " + signal_name(signal) + " on the launching host");
   }
   if (signals_seen_ == 2) {
-    log::warn("received ", signal_name(signal), " again: closing every ssh connection");
+    log::warn("received ", signal_name(signal), " again: closing every ",
+              srun() ? "srun's input" : "ssh connection");
     return close_stdins();
   }
-  log::warn("received ", signal_name(signal), " again: killing ssh");
+  log::warn("received ", signal_name(signal),
+            " again: ", srun() ? "ending every srun step" : "killing ssh");
   kill_all(hosts_);
 }
 
@@ -325,12 +330,18 @@ void Launch::close_stdins() {
   for (auto& remote : hosts_) close_fd(remote->stdin_fd);
 }
 
+// ssh is killed (its connection closes, and the agent stops as on SIGHUP); srun gets SIGTERM, on
+// which it has Slurm kill every process of its step, then ends.
 void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
   for (auto& remote : remotes) {
     if (remote->child.pid() > 0 && !remote->child.status())
-      spawner_.signal_process(remote->child.pid(), SIGKILL);
+      spawner_.signal_process(remote->child.pid(), srun() ? SIGTERM : SIGKILL);
   }
 }
+
+bool Launch::srun() const { return plan_.transport == Transport::Srun; }
+
+std::string Launch::transport_name() const { return srun() ? "srun" : "ssh"; }
 
 void Launch::share_connections() {
   char pattern[] = "/tmp/cohort-ssh-XXXXXX";  // short: a socket path has at most 107 bytes
@@ -352,7 +363,7 @@ void Launch::close_shared_connections(std::function<void()> done) {
   for (const auto& check : checks_) {
     SpawnRequest request;
     std::vector<std::string> argv = ssh_close_master_argv(plan_.ssh, check->name);
-    request.executable = ssh_path_;
+    request.executable = program_path_;
     request.args.assign(argv.begin() + 1, argv.end());
     request.env = own_environment();
     request.stdout_fd = request.stderr_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);

@@ -64,11 +64,13 @@ class Launch {
   void kill_all(std::vector<std::unique_ptr<Remote>>& remotes);
   void finish(int exit_code);
   std::string endpoint() const;
+  bool srun() const;                   ///< the hosts are started as Slurm job steps
+  std::string transport_name() const;  ///< "ssh" or "srun"
 
   boost::asio::io_context& io_;
   LaunchPlan plan_;
-  std::string ssh_path_;
-  std::string control_dir_;  ///< sockets of the shared ssh connections; empty: none
+  std::string program_path_;  ///< ssh's or srun's
+  std::string control_dir_;   ///< sockets of the shared ssh connections; empty: none
   Clock& clock_;
   ProcessSpawner& spawner_;
   boost::asio::signal_set signals_;

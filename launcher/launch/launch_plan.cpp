@@ -23,19 +23,11 @@ const std::set<std::string> kPlannedRunFlags = {
     "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
     "--under-launch", "--master-addr",    "--master-port",    "--token-file",    "--http-port"};
 
-const std::set<std::string> kLaunchFlags = {"--hosts",
-                                            "--hostfile",
-                                            "--np",
-                                            "--npernode",
-                                            "--include",
-                                            "--exclude",
-                                            "-x",
-                                            "--env-file",
-                                            "--ssh-port",
-                                            "--ssh-option",
-                                            "--connect-timeout",
-                                            "--remote-cohort",
-                                            "--rdzv-host",
+const std::set<std::string> kLaunchFlags = {"--hosts",      "--hostfile",        "--np",
+                                            "--npernode",   "--include",         "--exclude",
+                                            "-x",           "--env-file",        "--ssh-port",
+                                            "--ssh-option", "--connect-timeout", "--remote-cohort",
+                                            "--rdzv-host",  "--launcher",        "--launcher-args",
                                             "--help"};
 
 bool given(const CLI::App& app, const std::string& flag) {
@@ -269,6 +261,40 @@ void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
   plan.daemon.port = 0;
 }
 
+// --launcher: as mpirun does, srun inside a Slurm job whose own hosts the launch uses (where ssh
+// into a node needs pam_slurm_adopt, a step needs nothing), else ssh.
+void plan_transport(const CLI::App& app, const LaunchOptions& options, const LaunchContext& context,
+                    LaunchPlan& plan) {
+  bool in_job = context.env.count("SLURM_JOB_ID") > 0;
+  if (options.launcher.empty()) {
+    bool srun = plan.scheduler == "Slurm" && in_job && context.has_srun;
+    plan.transport = srun ? Transport::Srun : Transport::Ssh;
+  } else if (options.launcher == "srun") {
+    plan.transport = Transport::Srun;
+    if (!in_job) {
+      plan.problems.push_back(
+          "--launcher srun: needs a Slurm job (no SLURM_JOB_ID here): run cohort launch inside "
+          "salloc or an sbatch script");
+    }
+  } else if (options.launcher != "ssh") {
+    plan.problems.push_back(cat("--launcher: expected ssh or srun, got '", options.launcher, "'"));
+  }
+  if (plan.transport == Transport::Srun) {
+    for (const char* flag : {"--ssh-port", "--ssh-option"}) {
+      if (given(app, flag)) {
+        plan.problems.push_back(cat(flag,
+                                    ": this launch starts its hosts with srun, not ssh "
+                                    "(--launcher ssh to use ssh)"));
+      }
+    }
+    plan.srun.extra_args = split_words(options.launcher_args);
+  } else if (given(app, "--launcher-args")) {
+    plan.problems.push_back(
+        "--launcher-args: words for srun (--launcher srun); ssh takes --ssh-option and "
+        "--ssh-port");
+  }
+}
+
 // The run flags, with mpirun's -N (--npernode) as --nproc-per-node.
 RunOptions with_workers_per_host(const CLI::App& app, const LaunchOptions& options,
                                  LaunchPlan& plan) {
@@ -309,6 +335,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->capture_default_str();
   app.add_option("--remote-cohort", o.remote_cohort,
                  "Path of cohort on the hosts (default: this cohort's own path)");
+  app.add_option("--launcher", o.launcher,
+                 "How the hosts are started: ssh, or srun (job steps; the default inside a Slurm "
+                 "job, for its own hosts)");
+  app.add_option("--launcher-args", o.launcher_args,
+                 "More words for srun's command line, e.g. '--gres=gpu:8 --mem=0'");
   app.add_option("--rdzv-host", o.rdzv_host,
                  "Address the hosts use to reach this machine's rendezvous daemon (default: "
                  "127.0.0.1 when every host is local, else this host's name)");
@@ -330,6 +361,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   check_run_flags(run, context, plan);
   plan_nodes(app, run, plan);
   plan_rendezvous(app, options, context, plan);
+  plan_transport(app, options, context, plan);
   plan.ssh.port = options.ssh_port;
   plan.ssh.options = options.ssh_options;
   plan.ssh.connect_timeout_seconds = options.connect_timeout;

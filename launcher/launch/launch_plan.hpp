@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "launcher/launch/forwarded_env.hpp"
 #include "launcher/launch/hostfile.hpp"
+#include "launcher/launch/srun_command.hpp"
 #include "launcher/launch/ssh_command.hpp"
 #include "launcher/options/cli_fwd.hpp"
 #include "launcher/options/run_options.hpp"
@@ -33,6 +34,8 @@ struct LaunchOptions {
   int connect_timeout = 10;
   std::string remote_cohort;  ///< empty: this cohort's own path
   std::string rdzv_host;      ///< address the hosts use to reach the embedded daemon
+  std::string launcher;       ///< "ssh" or "srun"; empty: srun inside a Slurm job, else ssh
+  std::string launcher_args;  ///< more words for srun's command line
   RunOptions run;
 };
 
@@ -43,13 +46,19 @@ struct LaunchContext {
   std::string own_path;     ///< this cohort binary
   std::string home;         ///< for ~/.cohort_env
   std::string host_name;    ///< this machine's: the hosts reach the embedded daemon by it
+  bool has_srun = false;    ///< srun is in PATH
 };
+
+/// How the hosts' agents are started: over ssh, or as steps of the Slurm job the launch runs in.
+enum class Transport { Ssh, Srun };
 
 struct LaunchPlan {
   std::vector<HostSlots> hosts;
   std::string hosts_source;  ///< "-H", "--hostfile FILE" or the allocation's, for the log
   std::string scheduler;     ///< "Slurm", "PBS" or "LSF" when the hosts are its allocation's
+  Transport transport = Transport::Ssh;
   SshSettings ssh;
+  SrunSettings srun;
   std::string remote_cohort;
   EnvVars env;  ///< forwarded to every host
   std::string working_dir;

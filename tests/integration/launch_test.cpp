@@ -343,8 +343,8 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
     CHECK(result.status == ExitStatus::exited(4));
     CHECK(contains(result.err, "cohort launch: 127.0.0.9: unreachable"));
     CHECK(contains(result.err,
-                   "needs pam_slurm_adopt on them; without it, start one agent per "
-                   "node with srun instead"));
+                   "needs pam_slurm_adopt on them; without it, start them as the job's "
+                   "steps: --launcher srun"));
   }
   SECTION("no cohort at --remote-cohort") {
     RunResult result =

@@ -173,6 +173,83 @@ TEST_CASE("multi-node.sbatch: one cohort run per node, the rendezvous on the fir
   CHECK(scratch.nothing_left());
 }
 
+namespace {
+
+/// The batch script's `cohort launch` process of job `job` (0 if there is none).
+pid_t launch_process(const std::string& job) {
+  for (pid_t pid : processes_with("SLURM_JOB_ID=" + job)) {
+    std::vector<std::string> argv = proc_fields(pid, "cmdline");
+    if (argv.size() >= 2 && argv[0] == kCohortBin && argv[1] == "launch") return pid;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// The cluster has no sshd: each host's agent can only have started as a step of the job.
+TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, without ssh",
+          "[integration][slurm][launch]") {
+  require_slurm();
+  Scratch scratch;
+  SlurmCluster cluster(scratch, 2);
+  INFO(cluster.logs());
+  REQUIRE(cluster.ready());
+  const std::string worker = "--no-python " + std::string(kTestWorkerBin) +
+                             " --dump-env env_{RANK}.json --ready-file ready_{RANK}";
+  write_script(scratch.file("launch.sbatch"), "exec \"$COHORT\" launch -v " + worker + " \"$@\"\n");
+  // Two tasks a node: two workers on each, from SLURM_TASKS_PER_NODE.
+  auto submit = [&](const std::vector<std::string>& worker_args) {
+    return cluster.submit(concat(concat(fit(2, {"--ntasks-per-node=2", "--output=launch-%j.out"}),
+                                        {scratch.file("launch.sbatch")}),
+                                 worker_args));
+  };
+  std::string job = submit({});
+  std::string state = cluster.wait_for_end(job, 60s);
+  std::string output = read_file(scratch.file("launch-" + job + ".out"));
+  INFO(output << cluster.job(job));
+  CHECK(state == "COMPLETED");
+  CHECK(cluster.job_field(job, "ExitCode") == "0:0");
+  CHECK(contains(output,
+                 "2 hosts from the Slurm allocation (SLURM_JOB_NODELIST=node[1-2]), "
+                 "token sent over srun"));
+  for (int rank = 0; rank < 4; ++rank) {
+    EnvDump env = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "4");
+    CHECK(env_value(env, "SLURMD_NODENAME") == (rank < 2 ? "node1" : "node2"));
+    CHECK(env_value(env, "SLURM_JOB_ID") == job);
+    CHECK(env_value(env, "SLURM_STEP_ID") != "<unset>");  // a step's, not the batch script's
+  }
+
+  {  // a worker's failure is the job's exit code
+    std::string failed = submit({"--only-rank", "3", "--exit-code", "7"});
+    CHECK(cluster.wait_for_end(failed, 60s) == "FAILED");
+    INFO(read_file(scratch.file("launch-" + failed + ".out")));
+    CHECK(cluster.job_field(failed, "ExitCode") == "7:0");
+  }
+  {  // a launch killed with SIGKILL: every agent reads the end of its input and stops
+    for (int rank = 0; rank < 4; ++rank)
+      ::unlink(scratch.file("ready_" + std::to_string(rank)).c_str());
+    std::string hung = submit({"--hang"});
+    auto all_ready = [&] {
+      for (int rank = 0; rank < 4; ++rank) {
+        if (!file_exists(scratch.file("ready_" + std::to_string(rank)))) return false;
+      }
+      return true;
+    };
+    REQUIRE(poll_until([&] { return all_ready() || !cluster.job_active(hung); }, 60s));
+    INFO(read_file(scratch.file("launch-" + hung + ".out")) << cluster.job(hung));
+    REQUIRE(all_ready());
+    pid_t launch = launch_process(hung);
+    REQUIRE(launch > 0);
+    ::kill(launch, SIGKILL);
+    CHECK(poll_until(
+        [&] { return cohort_agent(hung, "node1") == 0 && cohort_agent(hung, "node2") == 0; }, 30s));
+    CHECK(cluster.wait_for_end(hung, 30s) != "");
+  }
+  cluster.stop();
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("scancel --signal=USR1 reaches every worker once, and they keep running",
           "[integration][slurm][signals]") {
   require_slurm();

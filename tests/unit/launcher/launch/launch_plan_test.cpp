@@ -14,7 +14,7 @@ struct Planned {
   LaunchPlan plan;
 };
 
-Planned plan(std::vector<std::string> args, EnvVars env = {}) {
+Planned plan(std::vector<std::string> args, EnvVars env = {}, bool has_srun = false) {
   Planned planned;
   CLI::App app;
   add_launch_flags(app, planned.options);
@@ -23,8 +23,8 @@ Planned plan(std::vector<std::string> args, EnvVars env = {}) {
   for (auto& arg : args) argv.push_back(arg.data());
   app.parse(static_cast<int>(argv.size()), argv.data());
   REQUIRE(take_command(app.remaining(), planned.options.run).empty());
-  LaunchContext context{std::move(env), "/work dir", "/opt/cohort/bin/cohort", "/nonexistent",
-                        "login"};
+  LaunchContext context{std::move(env), "/work dir", "/opt/cohort/bin/cohort",
+                        "/nonexistent", "login",     has_srun};
   planned.plan = plan_launch(app, planned.options, context);
   return planned;
 }
@@ -248,4 +248,37 @@ TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets ea
                     "-np: it sets how many hosts take part; leave out --nnodes"));
   CHECK(has_problem(plan({"-N", "2", "--nproc-per-node", "2", "-H", "a", "x.py"}).plan,
                     "-N, --npernode: --nproc-per-node by another name"));
+}
+
+TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, others over ssh",
+          "[unit][launch_plan]") {
+  EnvVars job{{"SLURM_JOB_ID", "42"},
+              {"SLURM_JOB_NODELIST", "gpu-[1-2]"},
+              {"SLURM_TASKS_PER_NODE", "8(x2)"}};
+  CHECK(plan({"x.py"}, job, true).plan.transport == Transport::Srun);
+  CHECK(plan({"x.py"}, job, false).plan.transport == Transport::Ssh);  // no srun in PATH
+  CHECK(plan({"-H", "a,b", "x.py"}, job, true).plan.transport == Transport::Ssh);
+  CHECK(plan({"--launcher", "ssh", "x.py"}, job, true).plan.transport == Transport::Ssh);
+  EnvVars copied_list{{"SLURM_JOB_NODELIST", "gpu-[1-2]"}};  // a node list, but not in the job
+  CHECK(plan({"x.py"}, copied_list, true).plan.transport == Transport::Ssh);
+
+  LaunchPlan chosen = plan({"--launcher", "srun", "-H", "gpu-1", "--launcher-args",
+                            "--gres=gpu:8  --mem=0", "x.py"},
+                           job)
+                          .plan;
+  REQUIRE(chosen.problems.empty());
+  CHECK(chosen.transport == Transport::Srun);
+  CHECK(chosen.srun.extra_args == std::vector<std::string>{"--gres=gpu:8", "--mem=0"});
+  CHECK(chosen.run_flags.empty());  // --launcher and --launcher-args are the launch's own
+
+  CHECK(has_problem(plan({"--launcher", "srun", "-H", "a", "x.py"}).plan,
+                    "--launcher srun: needs a Slurm job (no SLURM_JOB_ID here)"));
+  CHECK(has_problem(plan({"--launcher", "pdsh", "-H", "a", "x.py"}).plan,
+                    "--launcher: expected ssh or srun, got 'pdsh'"));
+  CHECK(has_problem(plan({"--ssh-port", "2222", "x.py"}, job, true).plan,
+                    "--ssh-port: this launch starts its hosts with srun, not ssh"));
+  CHECK(has_problem(plan({"--ssh-option", "User=me", "x.py"}, job, true).plan,
+                    "--ssh-option: this launch starts its hosts with srun"));
+  CHECK(has_problem(plan({"--launcher-args", "--mem=0", "-H", "a", "x.py"}).plan,
+                    "--launcher-args: words for srun (--launcher srun)"));
 }
