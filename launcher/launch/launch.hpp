@@ -1,9 +1,10 @@
-// Runs a planned `cohort launch`: checks that every host answers over ssh and has cohort, hosts
-// the rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every
-// host at once through the system ssh, copies their lines to this console, and tears everything
-// down on Ctrl-C, or when a lost host leaves too few for the run. Each remote agent watches its
-// ssh connection (stdin) and stops its workers when it goes. Children start through the
-// ProcessSpawner, waits run on the Clock. Created by main; io thread only.
+// Runs a planned `cohort launch`: checks that every host answers and has cohort, hosts the
+// rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every host
+// at once through the system ssh (or as Slurm job steps through srun), copies their lines to this
+// console, and tears everything down on Ctrl-C, or when a lost host leaves too few for the run.
+// Each remote agent watches its stdin (the ssh connection, or srun's) and stops its workers when
+// it ends. Children start through the ProcessSpawner, waits run on the Clock. Created by main; io
+// thread only.
 #pragma once
 
 #include <sys/types.h>
