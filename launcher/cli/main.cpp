@@ -155,7 +155,7 @@ void declare_commands(CLI::App& app, Commands& commands) {
   commands.run->formatter(std::make_shared<ScriptUsageFormatter>());
   add_run_flags(*commands.run, commands.run_options);
   commands.launch = app.add_subcommand(
-      "launch", "Run `cohort run` on several hosts over ssh, from this machine (like mpirun)");
+      "launch", "Run `cohort run` on several hosts, over ssh or as Slurm job steps (like mpirun)");
   commands.launch->formatter(std::make_shared<ScriptUsageFormatter>());
   add_launch_flags(*commands.launch, commands.launch_options);
   commands.rendezvous =
