@@ -226,25 +226,51 @@ TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, 
     INFO(read_file(scratch.file("launch-" + failed + ".out")));
     CHECK(cluster.job_field(failed, "ExitCode") == "7:0");
   }
-  {  // a launch killed with SIGKILL: every agent reads the end of its input and stops
+  // A job whose 4 workers are running: its id and its launch's pid.
+  auto running = [&](const std::vector<std::string>& worker_args) {
     for (int rank = 0; rank < 4; ++rank)
       ::unlink(scratch.file("ready_" + std::to_string(rank)).c_str());
-    std::string hung = submit({"--hang"});
+    std::string id = submit(worker_args);
     auto all_ready = [&] {
       for (int rank = 0; rank < 4; ++rank) {
         if (!file_exists(scratch.file("ready_" + std::to_string(rank)))) return false;
       }
       return true;
     };
-    REQUIRE(poll_until([&] { return all_ready() || !cluster.job_active(hung); }, 60s));
-    INFO(read_file(scratch.file("launch-" + hung + ".out")) << cluster.job(hung));
+    poll_until([&] { return all_ready() || !cluster.job_active(id); }, 60s);
+    INFO(read_file(scratch.file("launch-" + id + ".out")) << cluster.job(id));
     REQUIRE(all_ready());
-    pid_t launch = launch_process(hung);
+    pid_t launch = launch_process(id);
     REQUIRE(launch > 0);
+    return std::pair{id, launch};
+  };
+  auto agents_gone = [&](const std::string& id) {
+    return cohort_agent(id, "node1") == 0 && cohort_agent(id, "node2") == 0;
+  };
+  {  // a launch killed with SIGKILL: every agent reads the end of its input and stops
+    auto [hung, launch] = running({"--hang"});
     ::kill(launch, SIGKILL);
-    CHECK(poll_until(
-        [&] { return cohort_agent(hung, "node1") == 0 && cohort_agent(hung, "node2") == 0; }, 30s));
+    CHECK(poll_until([&] { return agents_gone(hung); }, 30s));
     CHECK(cluster.wait_for_end(hung, 30s) != "");
+  }
+  // Workers that ignore SIGTERM, a third Ctrl-C: srun has Slurm kill each step at once (the
+  // agents themselves would wait the 30 s --shutdown-timeout before SIGKILL).
+  {
+    auto [stuck, launch] = running({"--hang", "--ignore-sigterm", "--pid-file", "pid_{RANK}"});
+    for (int i = 0; i < 3; ++i) {
+      ::kill(launch, SIGINT);
+      std::this_thread::sleep_for(300ms);  // one at a time: signals of a kind do not queue
+    }
+    CHECK(poll_until([&] { return agents_gone(stuck); }, 20s));
+    for (int rank = 0; rank < 4; ++rank) {
+      pid_t worker = read_pid(scratch.file("pid_" + std::to_string(rank)));
+      CHECK(poll_until([&] { return !process_alive(worker); }, 10s, 100ms));
+    }
+    CHECK(cluster.wait_for_end(stuck, 30s) == "FAILED");
+    std::string output = read_file(scratch.file("launch-" + stuck + ".out"));
+    INFO(output);
+    CHECK(cluster.job_field(stuck, "ExitCode") == "130:0");
+    CHECK(contains(output, "received SIGINT again: ending every srun step"));
   }
   cluster.stop();
   CHECK(scratch.nothing_left());
