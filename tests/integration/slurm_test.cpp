@@ -217,7 +217,8 @@ TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, 
     CHECK(env_value(env, "WORLD_SIZE") == "4");
     CHECK(env_value(env, "SLURMD_NODENAME") == (rank < 2 ? "node1" : "node2"));
     CHECK(env_value(env, "SLURM_JOB_ID") == job);
-    CHECK(env_value(env, "SLURM_STEP_ID") != "<unset>");  // a step's, not the batch script's
+    CHECK(env_value(env, "SLURM_STEP_ID") != "<unset>");     // a step's, not the batch script's
+    CHECK(env_value(env, "CUDA_VISIBLE_DEVICES") == "0,1");  // the step has the node's GPUs
   }
 
   {  // a worker's failure is the job's exit code
