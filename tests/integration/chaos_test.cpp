@@ -75,6 +75,7 @@ TEST_CASE("cohortd lives through agents killed, signalled, paused and stopped at
       auto status = agent->wait(30s);
       INFO(agent->output());
       REQUIRE(status);
+      INFO("the agent ended with " << status->describe());
       CHECK(clean_end(*status));
     }
     INFO(cluster.daemon().output());
