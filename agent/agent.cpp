@@ -18,6 +18,7 @@
 #include "common/free_port.hpp"
 #include "common/install_layout.hpp"
 #include "common/log.hpp"
+#include "common/signal_blocking.hpp"
 #include "common/signal_names.hpp"
 
 extern char** environ;
@@ -203,6 +204,9 @@ int Agent::run() {
   start_torch_probe();
   perform(state_.start());
   io_.run();
+  // The end is decided and the workers are gone: a signal from now on has nothing to stop, and
+  // must not turn the decided exit code into a death by signal once signals_ is destroyed.
+  block_signals_until_exit();
   return exit_code_.value_or(kExitInternal);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
+#include "common/signal_blocking.hpp"
 #include "common/text.hpp"
 
 namespace cohort {
@@ -121,6 +122,7 @@ void GpuHealthCheck::read() {
   if (thread_.joinable()) thread_.join();  // the last reading's thread, done posting
   reading_since_ = clock_.now();
   std::weak_ptr<int> alive = alive_;
+  SignalsBlocked for_the_thread;  // the agent takes its signals on its own thread
   thread_ = std::thread([this, alive, read = read_, delivery = delivery_] {
     GpuReading reading = read();
     std::lock_guard<std::mutex> lock(delivery->mutex);

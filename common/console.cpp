@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "common/signal_blocking.hpp"
+
 namespace cohort::console {
 namespace {
 
@@ -102,6 +104,7 @@ class Writer {
   void start_once() {
     if (started_) return;
     started_ = true;
+    cohort::SignalsBlocked for_the_thread;  // the process takes its signals on the main thread
     std::thread([this] { run(); }).detach();
     if (exit_hooked_) return;  // a forked child keeps its parent's
     exit_hooked_ = true;

@@ -4,6 +4,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "common/epoll_loop.hpp"
+#include "common/signal_blocking.hpp"
 #include "common/uring_loop.hpp"
 
 namespace cohort {
@@ -24,6 +25,7 @@ IoPool::IoPool(boost::asio::io_context& home, int threads, SocketIo io) : home_(
   epolls_.push_back(&EpollLoop::of(home_));  // made now, for the same reason
   for (auto& context : extra_) epolls_.push_back(&EpollLoop::of(*context));
   if (io != SocketIo::Epoll) open_rings();
+  SignalsBlocked for_the_threads;  // the process takes its signals on the home thread
   for (auto& context : extra_) {
     threads_.emplace_back([io = context.get()] { io->run(); });
   }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <future>
 
+#include "common/signal_blocking.hpp"
+
 namespace cohort {
 namespace {
 
@@ -160,7 +162,9 @@ std::future<void>& background_load() {
 
 void nvml_load_in_background() {
   std::future<void>& load = background_load();
-  if (!load.valid()) load = std::async(std::launch::async, [] { session(); });
+  if (load.valid()) return;
+  SignalsBlocked for_the_thread;
+  load = std::async(std::launch::async, [] { session(); });
 }
 
 std::optional<int> nvml_device_count() { return session().device_count(); }

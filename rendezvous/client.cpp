@@ -3,6 +3,7 @@
 #include <boost/asio/connect.hpp>
 
 #include "common/log.hpp"
+#include "common/signal_blocking.hpp"
 #include "common/text.hpp"
 #include "proto/auth.hpp"
 
@@ -44,6 +45,8 @@ void RendezvousClient::connect(HelloSource hello) {
 std::string RendezvousClient::endpoint() const { return cat(options_.host, ":", options_.port); }
 
 void RendezvousClient::try_connect() {
+  // The first resolve starts asio's resolver thread, which asio leaves open to signals.
+  SignalsBlocked for_the_resolver_thread;
   resolver_.async_resolve(
       options_.host, std::to_string(options_.port),
       [this, alive = alive_](const boost::system::error_code& error,

@@ -20,6 +20,7 @@
 #include "common/host_port.hpp"
 #include "common/io_pool.hpp"
 #include "common/log.hpp"
+#include "common/signal_blocking.hpp"
 #include "common/text.hpp"
 #include "launcher/options/byte_size.hpp"
 #include "launcher/tokens/token_source.hpp"
@@ -318,6 +319,7 @@ int run_daemon(const DaemonCommand& command) {
   });
   ::signal(SIGPIPE, SIG_IGN);
   io.run();
+  block_signals_until_exit();  // a second signal must not end the daemon's orderly close
   return exit_code;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/log.hpp"
+#include "common/signal_blocking.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
 #include "launcher/tokens/launch_token.hpp"
@@ -78,6 +79,7 @@ int Launch::run() {
   arm_signals();
   precheck();
   io_.run();
+  block_signals_until_exit();  // the exit code is decided: a late signal must not replace it
   // Without throwing: a master ssh may unlink its socket while the directory is being removed.
   std::error_code ignored;
   if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_, ignored);

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <filesystem>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -235,5 +236,60 @@ TEST_CASE("a normal run leaves no process behind", "[integration][run][hygiene]"
   CHECK(result.status.shell_code() == 0);
   CHECK(all_gone(read_pids(scratch, "pid", 2)));
   CHECK(all_gone(read_pids(scratch, "grandchild", 2)));  // left behind by the workers
+  CHECK(scratch.nothing_left());
+}
+
+namespace {
+
+// The threads of `pid` other than its main one that do not block `signal` (from each thread's
+// SigBlk line in /proc): a process-directed signal may go to any of them.
+std::vector<std::string> helper_threads_open_to(pid_t pid, int signal) {
+  std::vector<std::string> open;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::string tid = task.path().filename();
+    if (tid == std::to_string(pid)) continue;
+    std::string status = read_file(task.path() / "status");
+    size_t line = status.find("SigBlk:");
+    REQUIRE(line != std::string::npos);
+    unsigned long long blocked = std::stoull(status.substr(line + 7), nullptr, 16);
+    if ((blocked & (1ULL << (signal - 1))) == 0) open.push_back(tid);
+  }
+  return open;
+}
+
+}  // namespace
+
+// Signals are taken on the main thread, where the signal_set lives; a helper thread open to them
+// (asio's resolver thread was) could take a SIGTERM sent while the process exits, once the
+// signal_set is gone, and the process would die by it instead of exiting with its code.
+TEST_CASE("only cohort's and cohortd's main threads take signals: every helper thread blocks them",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  std::string store;
+  auto daemon = scratch.start_tcpstore_daemon(store, {}, {"--threads", "2"});
+  auto cohort = scratch.start(concat({"--nproc-per-node", "1", "-v"}, hanging_worker(scratch, {})));
+  REQUIRE(all_ready(scratch, 1));
+  for (pid_t pid : {cohort->pid(), daemon->pid()}) {
+    INFO("pid " << pid);
+    CHECK(helper_threads_open_to(pid, SIGKILL).size() >= 1);  // blocked by none: the helpers
+    for (int signal : {SIGTERM, SIGINT, SIGHUP}) {
+      INFO("signal " << signal);
+      CHECK(helper_threads_open_to(pid, signal).empty());
+    }
+  }
+  cohort->signal(SIGINT);
+  cohort->signal(SIGTERM);  // the second: kills the workers at once, ends no thread
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK_FALSE(status->signaled);
+  CHECK(status->shell_code() == 130);
+  daemon->signal(SIGTERM);
+  daemon->signal(SIGTERM);
+  auto daemon_status = daemon->wait(30s);
+  REQUIRE(daemon_status.has_value());
+  CHECK_FALSE(daemon_status->signaled);
+  CHECK(daemon_status->shell_code() == 143);
   CHECK(scratch.nothing_left());
 }
