@@ -343,7 +343,8 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
   hello.config = config_.rendezvous.config;
   hello.rank0_port = rank0_port();
   hello.age_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started_).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started_).count() +
+      config_.launch_age.count();
   return hello;
 }
 

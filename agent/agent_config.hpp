@@ -58,6 +58,10 @@ struct AgentConfig {
   /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
   /// host's failure) is left to the launcher's console at info level.
   bool under_launch = false;
+  /// Under cohort launch, on a lost host started again: how long ago the launch started the job,
+  /// added to the agent's age in its hello, so that should the run end before it joins it hears
+  /// how (rdzv::EndedRuns) instead of opening a fresh run under the same id.
+  std::chrono::milliseconds launch_age{0};
   bool console_events = false;   ///< --event-log-handler console: each event's line on stderr
   std::string event_log;         ///< --event-log: append each event's line to this file
   HealthSettings health;         ///< --health-check: before every round; off by default

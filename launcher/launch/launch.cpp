@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -203,26 +204,61 @@ void Launch::start_hosts() {
             plan_.token.empty() ? "no token" : "token sent over " + transport_name());
   warn_about_threads();
   hosts_left_ = plan_.hosts.size();
+  hosts_started_ = clock_.now();
+  rejoins_.assign(plan_.hosts.size(), 0);
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
-    auto remote = std::make_unique<Remote>(io_);
-    remote->index = i;
-    remote->name = plan_.hosts[i].name;
-    remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
-    std::string address = plan_.hosts[i].address();
-    PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
-    PumpTarget err{STDERR_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
-    std::string line = remote_shell_line(remote_command(plan_, i, endpoint()));
-    log::debug(remote->name, ": ", line);
-    Remote& started = *remote;
-    hosts_.push_back(std::move(remote));
-    if (!spawn(started, line, out, err, SshRole::Client)) {
-      exit_codes_.push_back(kSshFailed);
-      if (--hosts_left_ == 0) return finish(launch_exit_code(exit_codes_));
-      continue;
-    }
-    // The agent's first line: the token, on no command line. A fresh pipe takes it at once.
-    write_all(started.stdin_fd, token_line(plan_.token));
+    rejoin_timers_.push_back(clock_.make_timer());
+    if (!start_host(i, {})) return;
   }
+}
+
+// Starts host `index`'s agent, counted in hosts_left_ (`launched_ago`: a lost host started again,
+// the job's age); false once the launch has finished because no host is left.
+bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
+  auto remote = std::make_unique<Remote>(io_);
+  remote->index = index;
+  remote->name = plan_.hosts[index].name;
+  remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
+  std::string address = plan_.hosts[index].address();
+  PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
+  PumpTarget err{STDERR_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
+  std::string line = remote_shell_line(remote_command(plan_, index, endpoint(), launched_ago));
+  log::debug(remote->name, ": ", line);
+  Remote& started = *remote;
+  hosts_.push_back(std::move(remote));
+  if (!spawn(started, line, out, err, SshRole::Client)) {
+    exit_codes_.push_back(kSshFailed);
+    if (--hosts_left_ > 0) return true;
+    finish(launch_exit_code(exit_codes_));
+    return false;
+  }
+  // The agent's first line: the token, on no command line. A fresh pipe takes it at once.
+  write_all(started.stdin_fd, token_line(plan_.token));
+  return true;
+}
+
+// A host lost while the run goes on without it (enough hosts are left) is started again after
+// a pause, --host-retries times at most: its agent joins the next round (a scale-up). Never once
+// the run has ended: a fresh agent would open a new run under the same id.
+void Launch::rejoin_later(size_t index) {
+  if (tearing_down_ || exit_code_ || rejoins_[index] >= plan_.host_retries) {
+    if (plan_.host_retries > 0 && rejoins_[index] >= plan_.host_retries) {
+      log::warn(plan_.hosts[index].name, ": not started again (--host-retries ", plan_.host_retries,
+                " used)");
+    }
+    return;
+  }
+  int attempt = ++rejoins_[index];
+  std::chrono::seconds pause = rejoin_pause(attempt);
+  log::warn(plan_.hosts[index].name, ": starting its agent again in ", pause.count(), " s (",
+            attempt, " of ", plan_.host_retries, ", --host-retries)");
+  rejoin_timers_[index]->start_after(pause, [this, index] {
+    if (tearing_down_ || exit_code_ || hosts_left_ == 0) return;
+    if (daemon_ && !daemon_->runs_going()) return;
+    auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - hosts_started_);
+    ++hosts_left_;
+    start_host(index, std::max(ago, std::chrono::milliseconds(1)));
+  });
 }
 
 // The agents' OMP_NUM_THREADS warning, once for all hosts.
@@ -247,6 +283,7 @@ void Launch::on_host_ended(Remote& remote) {
     std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
     check_hosts_left(remote.name, " was lost", true);
+    if (hosts_left_ > 0) rejoin_later(remote.index);
   } else if (code != 0 && !tearing_down_) {
     log::warn(remote.name, ": cohort run ended with ", status.describe());
     check_hosts_left(remote.name, " ended (" + status.describe() + ")", false);
@@ -255,6 +292,7 @@ void Launch::on_host_ended(Remote& remote) {
   }
   if (hosts_left_ > 0) return;
   hosts_timer_->cancel();
+  for (auto& timer : rejoin_timers_) timer->cancel();
   // The agents that were told to stop end with 129 (their connection closed) or the stop's code.
   if (teardown_exit_ != 0) return finish(teardown_exit_);
   finish(launch_exit_code(exit_codes_));
@@ -314,6 +352,7 @@ void Launch::tear_down(int exit_status, const std::string& reason) {
   if (tearing_down_) return;
   tearing_down_ = true;
   teardown_exit_ = exit_status;
+  for (auto& timer : rejoin_timers_) timer->cancel();
   log::warn(reason, ": stopping every host");
   if (daemon_) {
     daemon_->cancel_runs(exit_status, reason);

@@ -1,8 +1,9 @@
 // Runs a planned `cohort launch`: checks that every host answers and has cohort, hosts the
 // rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every host
 // at once through the system ssh (or as Slurm job steps through srun), copies their lines to this
-// console, and tears everything down on Ctrl-C, or when a lost host leaves too few for the run.
-// Each remote agent watches its stdin (the ssh connection, or srun's) and stops its workers when
+// console, starts a host lost over ssh again while the run goes on without it (--host-retries),
+// and tears everything down on Ctrl-C, or when a lost host leaves too few for the run. Each
+// remote agent watches its stdin (the ssh connection, or srun's) and stops its workers when
 // it ends. Children start through the ProcessSpawner, waits run on the Clock. Created by main; io
 // thread only.
 #pragma once
@@ -55,6 +56,8 @@ class Launch {
   void precheck();
   void on_checked(Remote& remote);
   void start_hosts();
+  bool start_host(size_t index, std::chrono::milliseconds launched_ago);
+  void rejoin_later(size_t index);
   void warn_about_threads() const;
   void on_host_ended(Remote& remote);
   void check_hosts_left(const std::string& host, const std::string& how, bool lost);
@@ -88,6 +91,9 @@ class Launch {
   std::vector<std::unique_ptr<Remote>> hosts_;
   std::vector<int> exit_codes_;  ///< each host's, in the order they ended
   size_t hosts_left_ = 0;
+  SteadyTime hosts_started_{};
+  std::vector<int> rejoins_;  ///< per host: times it was started again (--host-retries)
+  std::vector<std::unique_ptr<Timer>> rejoin_timers_;  ///< per host: its next start
   bool tearing_down_ = false;
   int signals_seen_ = 0;
   int first_signal_ = 0;

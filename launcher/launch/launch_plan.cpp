@@ -19,16 +19,30 @@ namespace {
 // for its own daemon, --token-file for the token it sends over ssh's stdin), so they are not
 // forwarded. --event-log is both: the launch's daemon and every host's agent append to it.
 const std::set<std::string> kPlannedRunFlags = {
-    "--nnodes",       "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
-    "--local-addr",   "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
-    "--under-launch", "--master-addr",    "--master-port",    "--token-file",    "--http-port"};
+    "--nnodes",      "--nproc-per-node", "--rdzv-backend", "--rdzv-endpoint",
+    "--rdzv-id",     "--local-addr",     "--node-rank",    "--node-rank-hint",
+    "--store-ports", "--standalone",     "--under-launch", "--master-addr",
+    "--master-port", "--token-file",     "--http-port",    "--launched-ms-ago"};
 
-const std::set<std::string> kLaunchFlags = {"--hosts",      "--hostfile",        "--np",
-                                            "--npernode",   "--include",         "--exclude",
-                                            "-x",           "--env-file",        "--ssh-port",
-                                            "--ssh-option", "--connect-timeout", "--remote-cohort",
-                                            "--rdzv-host",  "--launcher",        "--launcher-args",
-                                            "--help"};
+const std::set<std::string> kLaunchFlags = {
+    "--hosts",
+    "--hostfile",
+    "--np",
+    "--npernode",
+    "--include",
+    "--exclude",
+    "-x",
+    "--env-file",
+    "--ssh-port",
+    "--ssh-option",
+    "--connect-timeout",
+    "--remote-cohort",
+    "--rdzv-host",
+    "--launcher",
+    "--launcher-args",
+    "--host-retries",
+    "--help",
+};
 
 bool given(const CLI::App& app, const std::string& flag) {
   return app.get_option(flag)->count() > 0;
@@ -127,8 +141,9 @@ std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
 }
 
 void reject_single_node_flags(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
-  for (const char* flag : {"--standalone", "--master-addr", "--master-port", "--node-rank",
-                           "--local-addr", "--node-rank-hint", "--under-launch"}) {
+  for (const char* flag :
+       {"--standalone", "--master-addr", "--master-port", "--node-rank", "--local-addr",
+        "--node-rank-hint", "--under-launch", "--launched-ms-ago"}) {
     if (given(app, flag))
       plan.problems.push_back(cat(flag, ": cohort launch sets this for every host itself"));
   }
@@ -280,7 +295,7 @@ void plan_transport(const CLI::App& app, const LaunchOptions& options, const Lau
     plan.problems.push_back(cat("--launcher: expected ssh or srun, got '", options.launcher, "'"));
   }
   if (plan.transport == Transport::Srun) {
-    for (const char* flag : {"--ssh-port", "--ssh-option"}) {
+    for (const char* flag : {"--ssh-port", "--ssh-option", "--host-retries"}) {
       if (given(app, flag)) {
         plan.problems.push_back(cat(flag,
                                     ": this launch starts its hosts with srun, not ssh "
@@ -333,6 +348,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--connect-timeout", o.connect_timeout, "Seconds ssh waits for a host")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_option("--host-retries", o.host_retries,
+                 "Times a lost host (ssh gone) is started again while the run goes on without "
+                 "it, 1 s, 2 s, 4 s ... (at most 30 s) after each loss; 0: never")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   app.add_option("--remote-cohort", o.remote_cohort,
                  "Path of cohort on the hosts (default: this cohort's own path)");
   app.add_option("--launcher", o.launcher,
@@ -365,6 +385,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.ssh.port = options.ssh_port;
   plan.ssh.options = options.ssh_options;
   plan.ssh.connect_timeout_seconds = options.connect_timeout;
+  plan.host_retries = plan.transport == Transport::Ssh ? options.host_retries : 0;
   plan.remote_cohort = options.remote_cohort.empty() ? context.own_path : options.remote_cohort;
   plan.working_dir = context.working_dir;
   plan.run_flags = forwarded_run_flags(app);
@@ -374,7 +395,8 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   return plan;
 }
 
-RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint) {
+RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint,
+                             std::chrono::milliseconds launched_ago) {
   const HostSlots& host = plan.hosts[index];
   std::string address = host.address();
   RemoteCommand command;
@@ -404,9 +426,18 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
                   "--node-rank",
                   std::to_string(index),
                   "--node-rank-hint"};
+  if (launched_ago.count() > 0) {
+    command.argv.push_back("--launched-ms-ago");
+    command.argv.push_back(std::to_string(launched_ago.count()));
+  }
   command.argv.insert(command.argv.end(), plan.run_flags.begin(), plan.run_flags.end());
   command.argv.insert(command.argv.end(), plan.command.begin(), plan.command.end());
   return command;
+}
+
+std::chrono::seconds rejoin_pause(int attempt) {
+  int doublings = std::clamp(attempt - 1, 0, 5);
+  return std::min(std::chrono::seconds(1 << doublings), std::chrono::seconds(30));
 }
 
 int launch_exit_code(const std::vector<int>& codes_in_exit_order) {

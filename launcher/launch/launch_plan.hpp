@@ -32,6 +32,7 @@ struct LaunchOptions {
   int ssh_port = 0;
   std::vector<std::string> ssh_options;
   int connect_timeout = 10;
+  int host_retries = 10;      ///< a lost host is started again this many times at most
   std::string remote_cohort;  ///< empty: this cohort's own path
   std::string rdzv_host;      ///< address the hosts use to reach the embedded daemon
   std::string launcher;       ///< "ssh" or "srun"; empty: srun inside a Slurm job, else ssh
@@ -75,6 +76,8 @@ struct LaunchPlan {
   /// the first line each host's ssh stdin carries (launcher/launch_token.*). Empty: none.
   std::string token;
   std::chrono::milliseconds shutdown_timeout{30000};
+  /// Times a lost host's agent is started again (over ssh) while the run goes on; 0 with srun.
+  int host_retries = 10;
   log::Level log_level = log::Level::Warn;
   std::vector<std::string> problems;  ///< each names its flag, or FILE:LINE
 };
@@ -86,13 +89,19 @@ void add_launch_flags(CLI::App& app, LaunchOptions& options);
 LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
                        const LaunchContext& context);
 
-/// The line host `index` runs, given the rendezvous endpoint "host:port" the agents connect to.
-RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint);
+/// The line host `index` runs, given the rendezvous endpoint "host:port" the agents connect to;
+/// `launched_ago` (a lost host started again): how long ago the launch started the job.
+RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint,
+                             std::chrono::milliseconds launched_ago = {});
 
 /// The launch's exit code from each host's (ssh's) exit code, in the order they ended: the first
 /// that is neither 0 nor 255 (the run's root cause: every agent exits with it), else 0 if any
 /// host finished, else kExitUnreachable (ssh's 255 everywhere: every host was lost).
 int launch_exit_code(const std::vector<int>& codes_in_exit_order);
+
+/// The pause before a lost host's `attempt`-th start again (1, 2, ...): 1 s, doubling, 30 s at
+/// most.
+std::chrono::seconds rejoin_pause(int attempt);
 
 /// ssh's exit code when the connection failed or the remote side was killed.
 constexpr int kSshFailed = 255;

@@ -73,7 +73,9 @@ struct RunOptions {
   std::string token_file;           ///< the run's shared secret (else $COHORT_TOKEN)
   bool insecure = false;            ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
-  bool under_launch = false;   ///< set by cohort launch on every host
+  bool under_launch = false;  ///< set by cohort launch on every host
+  /// Set by cohort launch on a lost host it starts again: how long ago it started the job.
+  int64_t launched_ms_ago = 0;
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed
   int verbose = 0;
   bool quiet = false;

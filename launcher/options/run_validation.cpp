@@ -424,6 +424,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   parse_straggler_factor(options, config, problems);
   parse_crash_loop(options, config, problems);
   config.under_launch = options.under_launch;
+  config.launch_age = std::chrono::milliseconds(options.launched_ms_ago);
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
   plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,
                            checked.run.daemon, problems);

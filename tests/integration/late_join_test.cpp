@@ -68,6 +68,20 @@ TEST_CASE("a node started before its run was stopped hears the stop when it join
   CHECK(cluster.files("b_").empty());                     // it ran no worker
   CHECK(daemon_status(cluster.endpoint()).runs.empty());  // nor opened a run
 
+  SECTION(
+      "an agent of the job started after the stop (cohort launch's --launched-ms-ago, the "
+      "job's age, on a lost host it starts again) hears it too") {
+    std::vector<std::string> flags = kElastic;
+    flags.insert(flags.end(), {"--launched-ms-ago", "600000"});
+    auto rejoined = cluster.node("127.0.0.4", flags, {"--pid-file", scratch.file("c_{RANK}")});
+    auto rejoined_status = rejoined->wait(15s);
+    INFO(rejoined->output());
+    REQUIRE(rejoined_status);
+    CHECK(*rejoined_status == ExitStatus::exited(130));
+    CHECK(contains(rejoined->output(), "the run was stopped by "));
+    CHECK(cluster.files("c_").empty());
+    CHECK(daemon_status(cluster.endpoint()).runs.empty());
+  }
   SECTION("an agent started after the stop is a new job under the same id, and trains") {
     auto fresh = cluster.node("127.0.0.4", kElastic, {"--pid-file", scratch.file("c_{RANK}")});
     auto fresh_status = fresh->wait(30s);

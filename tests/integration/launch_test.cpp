@@ -86,12 +86,23 @@ std::optional<pid_t> run_process(const Scratch& scratch,
   return std::nullopt;
 }
 
-// The remote `cohort run` of host `address` (its agent), found by its command line.
+// The remote `cohort run` of host `address` (its agent), found by its command line: of the two
+// processes that have it, the agent and the keeper it forked, the one whose parent is not the
+// other.
 std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& address) {
-  return run_process(scratch, [&](const std::string& cmdline) {
+  auto is_agent_line = [&](const std::string& cmdline) {
     return cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
            contains(cmdline, "--local-addr " + address + " ");
-  });
+  };
+  std::optional<pid_t> first = run_process(scratch, is_agent_line);
+  if (!first) return first;
+  for (const ProcStat& process : scan_processes()) {
+    if (process.pid != *first) continue;
+    std::string parent = read_file("/proc/" + std::to_string(process.ppid) + "/cmdline");
+    for (char& c : parent) c = c == '\0' ? ' ' : c;
+    if (is_agent_line(parent)) return process.ppid;
+  }
+  return first;
 }
 
 // The ssh client that carries host `address`'s agent (the launcher's child).
@@ -498,27 +509,95 @@ TEST_CASE("launch: --rdzv-endpoint uses a running cohortd, Ctrl-C closes the ssh
   CHECK(scratch.nothing_left());
 }
 
+namespace {
+
+// An elastic Gloo job (--nnodes 2:3) on three hosts of two workers each, `steps` all-reduces
+// long, returned once every worker of its first round has started, with host 3's agent's pid.
+std::unique_ptr<ChildProcess> elastic_launch(const Scratch& scratch, const SshHosts& hosts,
+                                             const std::string& steps,
+                                             const std::vector<std::string>& flags,
+                                             pid_t& third_agent) {
+  auto launcher = std::make_unique<ChildProcess>(
+      launch_argv(hosts, with({"-H", host_list(hosts, 2), "--nnodes", "2:3", "--max-restarts", "3"},
+                              with(flags, {kAllreduce, steps, scratch.path()}))),
+      scratch.options(launch_env()));
+  INFO(launcher->output());
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("started_0_5")); }, 60s));
+  auto agent = remote_agent(scratch, hosts.address(2));
+  REQUIRE(agent);
+  third_agent = *agent;
+  return launcher;
+}
+
+}  // namespace
+
 TEST_CASE("launch: a host killed mid-run with --nnodes 2:3, the other two finish the job",
           "[integration][launch]") {
   require_ssh();
   require_torch();
   Scratch scratch;
   SshHosts hosts(scratch, 3);
-  ChildProcess launcher(
-      launch_argv(hosts, {"-H", host_list(hosts, 2), "--nnodes", "2:3", "--max-restarts", "2",
-                          kAllreduce, "60", scratch.path()}),
-      scratch.options(launch_env()));
-  INFO(launcher.output());
-  REQUIRE(wait_until([&] { return file_exists(scratch.file("started_0_5")); }, 60s));
-  auto agent = remote_agent(scratch, hosts.address(2));
-  REQUIRE(agent);
-  ::kill(*agent, SIGKILL);  // the host dies: its agent, then (its keeper) its workers
-  hosts.stop(2);
-  auto status = launcher.wait(90s);
+  pid_t agent = 0;
+  auto launcher = elastic_launch(scratch, hosts, "60", {"--host-retries", "1"}, agent);
+  ::kill(agent, SIGKILL);  // the host dies: its agent, then (its keeper) its workers
+  hosts.take_down(2);
+  auto status = launcher->wait(90s);
+  INFO(launcher->output());
   REQUIRE(status);
   CHECK(*status == ExitStatus::exited(0));
-  CHECK(contains(launcher.out(), "done round=1 world=4"));
-  CHECK(contains(launcher.err(), hosts.address(2) + ": lost"));
+  CHECK(contains(launcher->out(), "done round=1 world=4"));
+  CHECK(contains(launcher->err(), hosts.address(2) + ": lost"));
+  // Tried once more while the others went on, refused (no sshd), then left out.
+  CHECK(
+      contains(launcher->err(), hosts.address(2) + ": not started again (--host-retries 1 used)"));
+  CHECK(scratch.nothing_left());
+}
+
+// The host stays reachable (its sshd runs) but its agent dies: the launch starts it again, and it
+// comes back through a scale-up round.
+TEST_CASE("launch: a lost host is started again and rejoins the run (--host-retries)",
+          "[integration][launch]") {
+  require_ssh();
+  require_torch();
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  pid_t agent = 0;
+  auto launcher = elastic_launch(scratch, hosts, "200", {}, agent);
+  ::kill(agent, SIGKILL);
+  auto status = launcher->wait(120s);
+  INFO(launcher->output());
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(0));
+  CHECK(contains(launcher->err(), hosts.address(2) + ": lost"));
+  CHECK(contains(launcher->err(),
+                 hosts.address(2) + ": starting its agent again in 1 s (1 of 10, --host-retries)"));
+  // The two others restarted without it (round 1, unless it was back in time for that one), then
+  // took it back in: the job ended in a world of all six ranks again.
+  CHECK(std::regex_search(launcher->out(), std::regex("done round=[12] world=6")));
+  CHECK(scratch.nothing_left());
+}
+
+// The host goes down (agent and sshd) and comes back while the launch keeps trying: its second
+// try gets in, and the host rejoins the run as in a reboot.
+TEST_CASE("launch: a host that is down for a while rejoins once it answers again",
+          "[integration][launch]") {
+  require_ssh();
+  require_torch();
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  pid_t agent = 0;
+  auto launcher = elastic_launch(scratch, hosts, "200", {}, agent);
+  hosts.take_down(2);
+  ::kill(agent, SIGKILL);
+  REQUIRE(wait_until(
+      [&] { return contains(launcher->err(), "starting its agent again in 2 s (2 of 10"); }, 30s));
+  hosts.restart(2);
+  auto status = launcher->wait(120s);
+  INFO(launcher->output());
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(0));
+  CHECK(contains(launcher->err(), "Connection refused"));  // the first try found the host down
+  CHECK(std::regex_search(launcher->out(), std::regex("done round=[12] world=6")));
   CHECK(scratch.nothing_left());
 }
 

@@ -81,6 +81,19 @@ class SshHosts {
     servers_.at(i)->wait(5s);
   }
 
+  /// The host goes down: its sshd and every session it serves (the launch's shared connection
+  /// among them) are killed.
+  void take_down(size_t i) {
+    pid_t server = servers_.at(i)->pid();
+    for (const ProcStat& process : scan_processes()) {
+      if (process.ppid == server) ::kill(process.pid, SIGKILL);
+    }
+    stop(i);
+  }
+
+  /// Starts a stopped host's sshd again, on its address and port: the host is back.
+  void restart(size_t i) { servers_.at(i) = serve(addresses_.at(i)); }
+
  private:
   void keygen(const std::string& path) {
     RunResult result =
@@ -100,15 +113,20 @@ class SshHosts {
         << "AuthorizedKeysFile " << dir_ << "/authorized_keys\n"
         << "PidFile none\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
         << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nLogLevel ERROR\n";
+    servers_.push_back(serve(address));
+    addresses_.push_back(address);
+  }
+
+  std::unique_ptr<ChildProcess> serve(const std::string& address) {
     ChildOptions options = scratch_.options();
     options.env.erase("COHORT_TEST_MARKER");  // only what cohort starts counts as left behind
     options.name = "sshd_" + address;
-    servers_.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/sbin/sshd", "-D", "-e", "-f", host_dir + "/sshd_config"},
-        options));
-    addresses_.push_back(address);
-    INFO(servers_.back()->output());
+    std::string config = dir_ + "/" + address + "/sshd_config";
+    auto server = std::make_unique<ChildProcess>(
+        std::vector<std::string>{"/usr/sbin/sshd", "-D", "-e", "-f", config}, options);
+    INFO(server->output());
     REQUIRE(wait_until([&] { return accepts_connections(address, port_); }, 10s));
+    return server;
   }
 
   Scratch& scratch_;

@@ -1,11 +1,13 @@
 #include "launcher/launch/launch_plan.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "common/exit_codes.hpp"
 
 using namespace cohort;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -281,4 +283,35 @@ TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, oth
                     "--ssh-option: this launch starts its hosts with srun"));
   CHECK(has_problem(plan({"--launcher-args", "--mem=0", "-H", "a", "x.py"}).plan,
                     "--launcher-args: words for srun (--launcher srun)"));
+}
+
+TEST_CASE("launch plan: a lost host is started again --host-retries times, as part of the job",
+          "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "a,b,c", "--nnodes", "2:3", "x.py"}).plan;
+  REQUIRE(p.problems.empty());
+  CHECK(p.host_retries == 10);
+  CHECK(plan({"-H", "a,b", "--host-retries", "0", "x.py"}).plan.host_retries == 0);
+  CHECK(plan({"-H", "a,b", "--host-retries", "3", "x.py"}).plan.run_flags.empty());  // its own
+
+  // Started again, the agent says how old the job is, so that it hears how a run that ended
+  // meanwhile ended; its first start says nothing.
+  std::vector<std::string> again = remote_command(p, 2, "login:4242", 61500ms).argv;
+  auto flag = std::find(again.begin(), again.end(), "--launched-ms-ago");
+  REQUIRE(flag != again.end());
+  CHECK(*(flag + 1) == "61500");
+  std::vector<std::string> first = remote_command(p, 2, "login:4242").argv;
+  CHECK(std::find(first.begin(), first.end(), "--launched-ms-ago") == first.end());
+
+  CHECK(rejoin_pause(1) == 1s);
+  CHECK(rejoin_pause(2) == 2s);
+  CHECK(rejoin_pause(5) == 16s);
+  CHECK(rejoin_pause(6) == 30s);
+  CHECK(rejoin_pause(1000) == 30s);
+
+  EnvVars job{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "gpu-[1-2]"}};
+  CHECK(plan({"x.py"}, job, true).plan.host_retries == 0);  // a job step is not started again
+  CHECK(has_problem(plan({"--host-retries", "2", "x.py"}, job, true).plan,
+                    "--host-retries: this launch starts its hosts with srun, not ssh"));
+  CHECK(has_problem(plan({"-H", "a", "--launched-ms-ago", "5", "x.py"}).plan,
+                    "--launched-ms-ago: cohort launch sets this"));
 }
