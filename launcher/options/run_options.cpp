@@ -186,8 +186,8 @@ void add_cohort_flags(CLI::App& app, RunOptions& o) {
                    "With c10d, take --node-rank as this node's preferred rank"));
   hidden(bool_flag(app, "--under-launch", o.under_launch,
                    "Set by cohort launch on every host: stop when stdin closes"));
-  hidden(app.add_option("--launched-ms-ago", o.launched_ms_ago,
-                        "Set by cohort launch on a lost host it starts again: the job's age")
+  hidden(flag_option(app, "--launched-ms-ago", o.launched_ms_ago,
+                     "Set by cohort launch on a lost host it starts again: the job's age")
              ->check(CLI::Range(int64_t{0}, proto::kMaxAgentAgeMs)));
   bool_flag(app, "--verbose", o.verbose, "More of cohort's own messages (-vv: debug)", "-v");
   bool_flag(app, "--quiet", o.quiet, "Only errors from cohort itself", "-q");
