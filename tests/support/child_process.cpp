@@ -52,6 +52,10 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // As from a terminal's foreground: a test run as a background job of a script inherits
+    // SIGQUIT (and SIGINT) ignored, which would make a stop signal sent before cohort's handlers
+    // are in place vanish instead of ending it.
+    for (int stop : {SIGINT, SIGQUIT, SIGHUP, SIGTERM}) ::signal(stop, SIG_DFL);
     if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) ::_exit(126);
     ::close_range(3, ~0U, 0);  // nothing of the test process leaks into the child
     ::execve(args[0], args.data(), envp.data());
