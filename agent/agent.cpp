@@ -342,9 +342,9 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
   hello.outcome = state_.unanswered_outcome();
   hello.config = config_.rendezvous.config;
   hello.rank0_port = rank0_port();
-  hello.age_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started_).count() +
-      config_.launch_age.count();
+  auto own_age = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started_);
+  // Within the protocol's bound, which --launched-ms-ago alone may reach.
+  hello.age_ms = std::min(own_age.count() + config_.launch_age.count(), proto::kMaxAgentAgeMs);
   return hello;
 }
 

@@ -241,8 +241,9 @@ bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
 // a pause, --host-retries times at most: its agent joins the next round (a scale-up). Never once
 // the run has ended: a fresh agent would open a new run under the same id.
 void Launch::rejoin_later(size_t index) {
-  if (tearing_down_ || exit_code_ || rejoins_[index] >= plan_.host_retries) {
-    if (plan_.host_retries > 0 && rejoins_[index] >= plan_.host_retries) {
+  if (tearing_down_ || exit_code_) return;
+  if (rejoins_[index] >= plan_.host_retries) {
+    if (plan_.host_retries > 0) {
       log::warn(plan_.hosts[index].name, ": not started again (--host-retries ", plan_.host_retries,
                 " used)");
     }
