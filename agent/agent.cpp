@@ -20,6 +20,7 @@
 #include "common/log.hpp"
 #include "common/signal_blocking.hpp"
 #include "common/signal_names.hpp"
+#include "common/stop_signals.hpp"
 
 extern char** environ;
 
@@ -86,7 +87,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
       logs_(config_.log_dir, config_.env.run_id),
       signals_(io),
       reconnect_timer_(io) {
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
+  for (int signal : stop_signals_to_take()) signals_.add(signal);  // SIGHUP: not under nohup
   for (int signal : config_.extra_signals) signals_.add(signal);
   for (int signal : config_.absorbed_signals) signals_.add(signal);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());

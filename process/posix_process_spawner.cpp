@@ -10,6 +10,7 @@
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
+#include "common/stop_signals.hpp"
 #include "process/fork_exec.hpp"
 
 namespace cohort {
@@ -68,12 +69,15 @@ struct WorkerSetup {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return errno;
       if (::getppid() != parent_pid) ::_exit(127);  // the parent died before prctl took effect
     }
-    // Signals the agent ignores or blocks must not stay so in the worker.
+    // Signals the agent ignores or blocks must not stay so in the worker, but for nohup's
+    // ignored SIGHUP, which the user asked for the whole job.
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD})
-      ::signal(signal, SIG_DFL);
+    bool keep_hangup_ignored = hangup_ignored();
+    for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD}) {
+      if (signal != SIGHUP || !keep_hangup_ignored) ::signal(signal, SIG_DFL);
+    }
     if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0) return errno;
     int in = request.stdin_fd;
     if (in < 0) in = ::open("/dev/null", O_RDONLY);

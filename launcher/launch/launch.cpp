@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "common/signal_blocking.hpp"
 #include "common/signal_names.hpp"
+#include "common/stop_signals.hpp"
 #include "common/text.hpp"
 #include "launcher/tokens/launch_token.hpp"
 #include "process/output_pump.hpp"
@@ -62,7 +63,7 @@ Launch::Launch(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawne
       teardown_timer_(clock.make_timer()),
       close_timer_(clock.make_timer()),
       hosts_timer_(clock.make_timer()) {
-  for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) signals_.add(signal);
+  for (int signal : stop_signals_to_take()) signals_.add(signal);  // SIGHUP: not under nohup
 }
 
 Launch::~Launch() = default;

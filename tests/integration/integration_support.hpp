@@ -212,6 +212,19 @@ inline std::vector<pid_t> processes_with(const std::string& marker) {
 }
 
 /// "pid state ppid pgid cmdline" of each process, for a failing check's message.
+/// Whether `signal` is in a /proc status mask of `pid` (of a thread: `status_path`), e.g.
+/// "SigCgt" (caught), "SigIgn" (ignored), "SigBlk" (blocked); false once the process is gone.
+inline bool in_signal_mask(const std::string& status_path, const std::string& field, int signal) {
+  std::string status = read_file(status_path);
+  size_t at = status.find(field + ":\t");
+  if (at == std::string::npos) return false;
+  uint64_t mask = std::stoull(status.substr(at + field.size() + 2, 16), nullptr, 16);
+  return (mask >> (signal - 1)) & 1;
+}
+inline bool in_signal_mask(pid_t pid, const std::string& field, int signal) {
+  return in_signal_mask("/proc/" + std::to_string(pid) + "/status", field, signal);
+}
+
 inline std::string describe_processes(const std::vector<pid_t>& pids) {
   std::string text;
   for (pid_t pid : pids) {

@@ -434,13 +434,23 @@ TEST_CASE("launch: a stop before the hosts' agents joined still stops them at on
 
 // True once `pid` catches `signal` (cohort launch has set up its handling): a stop before that
 // ends the process by the signal itself, before anything was started.
-bool catches(pid_t pid, int signal) {
-  std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
-  size_t at = status.find("SigCgt:\t");
-  if (at == std::string::npos) return false;
-  uint64_t caught = std::stoull(status.substr(at + 8, 16), nullptr, 16);
-  return (caught >> (signal - 1)) & 1;
+// The live processes whose parent is `parent` and whose program is `program` (argv[0]).
+std::vector<pid_t> children_of(pid_t parent, const std::string& program) {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string status = read_file(entry.path() / "status");
+    size_t at = status.find("PPid:\t");
+    if (at == std::string::npos || std::atoi(status.c_str() + at + 6) != parent) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    if (cmdline.substr(0, cmdline.find('\0')) == program)
+      children.push_back(std::atoi(name.c_str()));
+  }
+  return children;
 }
+
+bool catches(pid_t pid, int signal) { return in_signal_mask(pid, "SigCgt", signal); }
 
 // Whatever the moment (the hosts' check, ssh starting the agents, a health check, a round, a
 // restart), a stop ends the launch within seconds with the signal's code or the run's own, and
@@ -475,6 +485,44 @@ TEST_CASE("launch: a stop signal at a random moment ends every host cleanly",
     CHECK((status->code < 128 || status->code == 128 + signal));
     REQUIRE(scratch.nothing_left());
   }
+}
+
+// `nohup cohort launch ... &`: a hangup to the launch's process group (as a shell sends it to its
+// jobs when the terminal closes) stops no host; SIGTERM still ends every host.
+TEST_CASE("launch: under nohup a hangup stops nothing, SIGTERM still ends every host",
+          "[integration][launch][signals]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  std::vector<std::string> argv =
+      launch_argv(hosts, with({"-H", host_list(hosts, 1)}, with(dump_env_worker(), {"--hang"})));
+  argv.insert(argv.begin(), "/usr/bin/nohup");
+  ChildProcess launcher(argv, scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(
+      wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
+  REQUIRE(wait_until([&] { return catches(launcher.pid(), SIGTERM); }));
+  CHECK_FALSE(catches(launcher.pid(), SIGHUP));
+  std::vector<pid_t> agents;
+  for (const auto& address : hosts.addresses()) {
+    auto agent = remote_agent(scratch, address);
+    REQUIRE(agent);
+    agents.push_back(*agent);
+  }
+  // ssh runs in process groups of its own, which a job's hangup does not reach (an ssh that
+  // shares a connection catches SIGHUP whatever it inherited).
+  std::vector<pid_t> ssh_processes = children_of(launcher.pid(), "/usr/bin/ssh");
+  REQUIRE(ssh_processes.size() == 2);
+  for (pid_t ssh : ssh_processes) CHECK(::getpgid(ssh) != ::getpgid(launcher.pid()));
+  ::kill(-launcher.pid(), SIGHUP);
+  std::this_thread::sleep_for(1s);
+  CHECK_FALSE(launcher.wait(0ms).has_value());
+  for (pid_t agent : agents) CHECK(process_alive(agent));
+  launcher.signal(SIGTERM);
+  auto status = launcher.wait(30s);
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(128 + SIGTERM));
+  CHECK(scratch.nothing_left());
 }
 
 TEST_CASE("launch: --rdzv-endpoint uses a running cohortd, Ctrl-C closes the ssh connections",

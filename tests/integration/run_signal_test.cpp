@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
+#include <thread>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -249,11 +250,7 @@ std::vector<std::string> helper_threads_open_to(pid_t pid, int signal) {
   for (const auto& task : std::filesystem::directory_iterator(tasks)) {
     std::string tid = task.path().filename();
     if (tid == std::to_string(pid)) continue;
-    std::string status = read_file(task.path() / "status");
-    size_t line = status.find("SigBlk:");
-    REQUIRE(line != std::string::npos);
-    unsigned long long blocked = std::stoull(status.substr(line + 7), nullptr, 16);
-    if ((blocked & (1ULL << (signal - 1))) == 0) open.push_back(tid);
+    if (!in_signal_mask(task.path() / "status", "SigBlk", signal)) open.push_back(tid);
   }
   return open;
 }
@@ -291,5 +288,47 @@ TEST_CASE("only cohort's and cohortd's main threads take signals: every helper t
   REQUIRE(daemon_status.has_value());
   CHECK_FALSE(daemon_status->signaled);
   CHECK(daemon_status->shell_code() == 143);
+  CHECK(scratch.nothing_left());
+}
+
+// `nohup cohort run ... &` must outlive the terminal: torchrun's agent catches SIGHUP whatever it
+// inherited, so a closed terminal stops a nohup'd torchrun ("SignalException: Process got signal:
+// 1"). cohort leaves an inherited ignore of SIGHUP in place, for itself and its workers; the
+// other stop signals still stop it. The hangup is sent as a shell sends it to a job: to cohort's
+// process group (under nohup, to each worker too).
+TEST_CASE("under nohup a hangup stops nothing: cohort and its workers keep SIGHUP ignored",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  bool under_nohup = GENERATE(true, false);
+  INFO("under nohup: " << under_nohup);
+  std::vector<std::string> argv =
+      Scratch::cohort_argv({"--nproc-per-node", "2", "--no-python", kWorker, "--pid-file",
+                            scratch.file("pid_${local_rank}"), "--ready-file",
+                            scratch.file("ready_${local_rank}"), "--hang"});
+  if (under_nohup) argv.insert(argv.begin(), "/usr/bin/nohup");
+  ChildProcess cohort(argv, scratch.options());
+  REQUIRE(all_ready(scratch, 2));
+  std::vector<pid_t> workers = read_pids(scratch, "pid", 2);
+  REQUIRE(wait_until([&] { return in_signal_mask(cohort.pid(), "SigCgt", SIGTERM); }));
+  CHECK(in_signal_mask(cohort.pid(), "SigIgn", SIGHUP) == under_nohup);
+  for (pid_t worker : workers) {
+    CHECK(in_signal_mask(worker, "SigIgn", SIGHUP) == under_nohup);
+    CHECK_FALSE(in_signal_mask(worker, "SigIgn", SIGTERM));
+    CHECK_FALSE(in_signal_mask(worker, "SigIgn", SIGINT));
+  }
+  ::kill(-cohort.pid(), SIGHUP);
+  if (under_nohup) {
+    for (pid_t worker : workers) ::kill(worker, SIGHUP);
+    std::this_thread::sleep_for(500ms);
+    CHECK_FALSE(cohort.wait(0ms).has_value());
+    for (pid_t worker : workers) CHECK(process_alive(worker));
+    cohort.signal(SIGTERM);
+  }
+  auto status = cohort.wait(30s);
+  INFO(cohort.output());
+  REQUIRE(status.has_value());
+  CHECK_FALSE(status->signaled);
+  CHECK(status->shell_code() == (under_nohup ? 143 : 129));
+  CHECK(all_gone(workers));
   CHECK(scratch.nothing_left());
 }
