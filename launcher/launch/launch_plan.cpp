@@ -343,7 +343,9 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("--env-file", o.env_file,
                  "NAME=value lines set on every host (default: ./.cohort_env, else ~/.cohort_env)");
   app.add_option("--ssh-port", o.ssh_port, "ssh port of every host")->check(CLI::Range(1, 65535));
-  app.add_option("--ssh-option", o.ssh_options, "An ssh -o option, e.g. IdentityFile=~/.ssh/k")
+  app.add_option("--ssh-option", o.ssh_options,
+                 "An ssh -o option, e.g. IdentityFile=~/.ssh/k; wins over the launch's "
+                 "own (ServerAliveInterval=5 ...)")
       ->allow_extra_args(false);
   app.add_option("--connect-timeout", o.connect_timeout, "Seconds ssh waits for a host")
       ->check(CLI::Range(1, 3600))

@@ -27,12 +27,17 @@ void add_common_options(const SshSettings& ssh, std::vector<std::string>& argv) 
 
 std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& host,
                                   const std::string& remote_line, SshRole role) {
-  std::vector<std::string> argv = {
-      ssh.program, "-T",
-      "-o",        "BatchMode=yes",
-      "-o",        "ConnectTimeout=" + std::to_string(ssh.connect_timeout_seconds),
-      "-o",        "ServerAliveInterval=5",
-      "-o",        "ServerAliveCountMax=3"};
+  // ssh takes the first value it is given for an option: the user's -o options come first, so
+  // that e.g. --ssh-option ServerAliveInterval=1 wins over the launch's default.
+  std::vector<std::string> argv = {ssh.program, "-T"};
+  add_common_options(ssh, argv);
+  const std::vector<std::string> defaults{
+      "BatchMode=yes", "ConnectTimeout=" + std::to_string(ssh.connect_timeout_seconds),
+      "ServerAliveInterval=5", "ServerAliveCountMax=3"};
+  for (const std::string& option : defaults) {
+    argv.push_back("-o");
+    argv.push_back(option);
+  }
   if (!ssh.control_path.empty()) {
     argv.push_back("-o");
     argv.push_back(role == SshRole::Master ? "ControlMaster=auto" : "ControlMaster=no");
@@ -41,7 +46,6 @@ std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& hos
       argv.push_back("ControlPersist=30");  // ends 30 s after its last session, should we die
     }
   }
-  add_common_options(ssh, argv);
   argv.push_back(host);
   argv.push_back(remote_line);
   return argv;

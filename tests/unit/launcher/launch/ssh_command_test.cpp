@@ -14,29 +14,31 @@ TEST_CASE("shell_quote: bare when safe, single quotes otherwise", "[unit][ssh_co
   CHECK(shell_quote("[h:${rank}]:") == "'[h:${rank}]:'");
 }
 
-TEST_CASE("ssh argv: batch mode, timeouts, port and -o options before the host",
-          "[unit][ssh_command]") {
+TEST_CASE(
+    "ssh argv: port and the user's -o options first (ssh keeps an option's first value), "
+    "then batch mode and timeouts, before the host",
+    "[unit][ssh_command]") {
   SshSettings ssh;
   ssh.port = 2222;
   ssh.connect_timeout_seconds = 7;
-  ssh.options = {"IdentityFile=/k", "User=alice"};
+  ssh.options = {"IdentityFile=/k", "ServerAliveInterval=1"};
   CHECK(ssh_argv(ssh, "node1", "true") ==
-        std::vector<std::string>{"ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=7", "-o",
-                                 "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-p",
-                                 "2222", "-o", "IdentityFile=/k", "-o", "User=alice", "node1",
-                                 "true"});
+        std::vector<std::string>{"ssh", "-T", "-p", "2222", "-o", "IdentityFile=/k", "-o",
+                                 "ServerAliveInterval=1", "-o", "BatchMode=yes", "-o",
+                                 "ConnectTimeout=7", "-o", "ServerAliveInterval=5", "-o",
+                                 "ServerAliveCountMax=3", "node1", "true"});
   SshSettings plain;
   CHECK(ssh_argv(plain, "n", "x").size() == 12);
   SshSettings shared;
   shared.control_path = "/tmp/c/%C";
   auto master = ssh_argv(shared, "n", "x", SshRole::Master);
-  CHECK(std::vector<std::string>(master.begin() + 10, master.end()) ==
-        std::vector<std::string>{"-o", "ControlMaster=auto", "-o", "ControlPersist=30", "-o",
-                                 "ControlPath=/tmp/c/%C", "n", "x"});
+  CHECK(std::vector<std::string>(master.begin(), master.begin() + 4) ==
+        std::vector<std::string>{"ssh", "-T", "-o", "ControlPath=/tmp/c/%C"});
+  CHECK(std::vector<std::string>(master.begin() + 12, master.end()) ==
+        std::vector<std::string>{"-o", "ControlMaster=auto", "-o", "ControlPersist=30", "n", "x"});
   auto client = ssh_argv(shared, "n", "x");
-  CHECK(
-      std::vector<std::string>(client.begin() + 10, client.end()) ==
-      std::vector<std::string>{"-o", "ControlMaster=no", "-o", "ControlPath=/tmp/c/%C", "n", "x"});
+  CHECK(std::vector<std::string>(client.begin() + 12, client.end()) ==
+        std::vector<std::string>{"-o", "ControlMaster=no", "n", "x"});
   CHECK(ssh_close_master_argv(shared, "n") ==
         std::vector<std::string>{"ssh", "-O", "exit", "-o", "ControlPath=/tmp/c/%C", "n"});
   CHECK(user_controls_sharing({"User=a", "controlmaster no"}));
