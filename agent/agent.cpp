@@ -12,6 +12,7 @@
 
 #include "agent/agent_events.hpp"
 #include "agent/collective_report.hpp"
+#include "agent/earlier_agent.hpp"
 #include "agent/error_file.hpp"
 #include "common/console.hpp"
 #include "common/exit_codes.hpp"
@@ -175,6 +176,10 @@ agent_events::Source Agent::event_source() const {
 }
 
 int Agent::run() {
+  // A lost host that cohort launch starts again: the agent it lost may still run here, with its
+  // workers; it goes first (earlier_agent.hpp). The first start of a host carries no launch age.
+  if (config_.under_launch && config_.launch_age.count() > 0)
+    stop_earlier_agents(config_.shutdown_timeout + std::chrono::seconds(5));
   // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
   if (!keeper_.start(stale_limit)) {

@@ -16,6 +16,7 @@
 #include "common/event_log.hpp"
 #include "common/exit_codes.hpp"
 #include "tests/integration/multinode_support.hpp"
+#include "tests/integration/netns_support.hpp"
 #include "tests/integration/ssh_support.hpp"
 
 namespace cohort::test {
@@ -651,6 +652,135 @@ TEST_CASE("launch: a host that is down for a while rejoins once it answers again
 
 // With a daemon of its own the launch cannot stop the run through it: it closes every ssh
 // connection, and the agents end as on SIGHUP (129). The launch's code is still the reason's.
+namespace {
+
+// Complete environment dumps of round `round` ("env_<round>_<rank>.json") and their WORLD_SIZE.
+size_t dumps_of_round(const Scratch& scratch, int round, const std::string& world) {
+  size_t count = 0;
+  for (const auto& name :
+       entries_starting_with(scratch.path(), "env_" + std::to_string(round) + "_")) {
+    if (ends_with(name, ".json") && env_value(load_env(scratch.file(name)), "WORLD_SIZE") == world)
+      ++count;
+  }
+  return count;
+}
+
+// Whether `pid` has ended: gone, or a zombie that its (stopped) parent has not reaped.
+bool ended(pid_t pid) {
+  auto stat = read_proc_stat(pid);
+  return !stat || stat->state == 'Z';
+}
+
+// A launch of three hosts, one test worker each (--nnodes 2:3), that notices a dead ssh
+// connection within about 2 s; each worker dumps its environment to env_<round>_<rank>.json.
+std::vector<std::string> round_dumping_launch(const SshHosts& hosts,
+                                              std::vector<std::string> extra) {
+  std::vector<std::string> flags{"-H",
+                                 host_list(hosts, 1),
+                                 "--nnodes",
+                                 "2:3",
+                                 "--shutdown-timeout",
+                                 "2",
+                                 "--ssh-option",
+                                 "ServerAliveInterval=1",
+                                 "--ssh-option",
+                                 "ServerAliveCountMax=2"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return launch_argv(hosts,
+                     with(flags, {"--no-python", kTestWorkerBin, "--dump-env",
+                                  "env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json", "--hang"}));
+}
+
+// True once some round after `after` has dumps from all three ranks in a world of 3.
+bool back_to_three(const Scratch& scratch, int after) {
+  return wait_until(
+      [&] {
+        for (int round = after + 1; round < after + 6; ++round) {
+          if (dumps_of_round(scratch, round, "3") == 3) return true;
+        }
+        return false;
+      },
+      60s);
+}
+
+// The host at `address` runs an agent other than `earlier`; then SIGTERM ends the launch with 143
+// and leaves nothing anywhere.
+void check_replaced_then_stop(const Scratch& scratch, ChildProcess& launcher,
+                              const std::string& address, pid_t earlier) {
+  auto now = remote_agent(scratch, address);
+  CHECK((now && *now != earlier));
+  launcher.signal(SIGTERM);
+  auto status = launcher.wait(30s);
+  REQUIRE(status);
+  CHECK(*status == ExitStatus::exited(128 + SIGTERM));
+  CHECK(scratch.nothing_left());
+}
+
+}  // namespace
+
+// Only the ssh connection dies (its sshd stops answering: a firewall that drops the connection
+// looks the same), while the host's agent runs on in the run: the launch starts the host again,
+// and the new agent stops the earlier one before it joins, so the host never has two agents.
+TEST_CASE("launch: a host whose ssh connection died but whose agent lives gets one agent again",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 3);
+  ChildProcess launcher(round_dumping_launch(hosts, {}), scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(wait_until([&] { return dumps_of_round(scratch, 0, "3") == 3; }, 60s));
+  auto earlier = remote_agent(scratch, hosts.address(2));
+  REQUIRE(earlier);
+  auto session = read_proc_stat(*earlier);  // the sshd process that serves its connection
+  REQUIRE(session);
+  REQUIRE(::kill(session->ppid, SIGSTOP) == 0);
+  bool earlier_ended = wait_until([&] { return ended(*earlier); }, 30s);
+  ::kill(session->ppid, SIGCONT);
+  CHECK(earlier_ended);
+  CHECK(contains(launcher.err(), hosts.address(2) + ": lost (ssh exited 255"));
+  CHECK(contains(launcher.err(), "earlier agent of the run is still running (pid " +
+                                     std::to_string(*earlier) + ")"));
+  CHECK(back_to_three(scratch, 0));
+  check_replaced_then_stop(scratch, launcher, hosts.address(2), *earlier);
+}
+
+// The third host sits in a network namespace of its own, and its link is cut mid-run (a switch
+// port fails), then restored: ssh notices, the others go on without it, the launch's retries
+// fail while the link is down, and once it is back the host rejoins and the job runs on all
+// three again, with one agent on that host. The agent cut off may hear of the end of its ssh
+// connection when the link comes back (sshd gets the launch's side's FIN late), or not (after a
+// longer cut): either way it is gone once the new one runs.
+TEST_CASE("launch: a host cut off by the network rejoins once its link is back",
+          "[integration][launch][netns]") {
+  require_ssh();
+  require_prerequisite(::geteuid() == 0, "root, for network namespaces (run the tests as root)");
+  NetnsNode cut;
+  require_prerequisite(cut.ready,
+                       "network namespaces and veth pairs (ip netns, ip link: iproute2)");
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  hosts.add_in_namespace(cut.ns, cut.ns_ip);
+  ChildProcess launcher(
+      round_dumping_launch(hosts,
+                           {"--rdzv-host", cut.host_ip, "--rdzv-conf",
+                            "last_call_timeout=1,heartbeat_timeout=1.5,keep_alive_interval=0.2"}),
+      scratch.options(launch_env()));
+  INFO(launcher.output());
+  REQUIRE(wait_until([&] { return dumps_of_round(scratch, 0, "3") == 3; }, 60s));
+  auto earlier = remote_agent(scratch, cut.ns_ip);
+  REQUIRE(earlier);
+  REQUIRE(cut.set_link(false));
+  CHECK(wait_until([&] { return dumps_of_round(scratch, 1, "2") == 2; }, 30s));
+  CHECK(wait_until([&] { return contains(launcher.err(), cut.ns_ip + ": lost (ssh exited 255"); },
+                   30s));
+  // A retry while the link is down fails at once (no route to the host) and is tried again.
+  CHECK(wait_until([&] { return contains(launcher.err(), "(2 of 10, --host-retries)"); }, 30s));
+  REQUIRE(cut.set_link(true));
+  CHECK(back_to_three(scratch, 1));
+  CHECK(wait_until([&] { return ended(*earlier); }, 10s));
+  check_replaced_then_stop(scratch, launcher, cut.ns_ip, *earlier);
+}
+
 TEST_CASE("launch: too few hosts left with --rdzv-endpoint ends the launch with exit code 4",
           "[integration][launch]") {
   require_ssh();

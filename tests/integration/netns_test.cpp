@@ -6,43 +6,9 @@
 #include <csignal>
 
 #include "tests/integration/multinode_support.hpp"
+#include "tests/integration/netns_support.hpp"
 
 using namespace cohort::test;
-
-namespace {
-
-bool sh(const std::string& command) {
-  return std::system((command + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-// A namespace "node" at 10.231.N.2, reached from the host at 10.231.N.1. Removed on scope exit.
-struct NetnsNode {
-  std::string ns, host_if, ns_if, host_ip, ns_ip;
-  bool ready = false;
-
-  NetnsNode() {
-    int n = 1 + static_cast<int>(::getpid() % 250);
-    ns = "cohort_test_" + std::to_string(::getpid());
-    host_if = "cth" + std::to_string(::getpid());
-    ns_if = "ctn" + std::to_string(::getpid());
-    host_ip = "10.231." + std::to_string(n) + ".1";
-    ns_ip = "10.231." + std::to_string(n) + ".2";
-    ready = sh("ip netns add " + ns) &&
-            sh("ip link add " + host_if + " type veth peer name " + ns_if) &&
-            sh("ip link set " + ns_if + " netns " + ns) &&
-            sh("ip addr add " + host_ip + "/24 dev " + host_if) &&
-            sh("ip link set " + host_if + " up") &&
-            sh("ip netns exec " + ns + " ip addr add " + ns_ip + "/24 dev " + ns_if) &&
-            sh("ip netns exec " + ns + " ip link set " + ns_if + " up") &&
-            sh("ip netns exec " + ns + " ip link set lo up");
-  }
-  ~NetnsNode() {
-    sh("ip netns del " + ns);
-    sh("ip link del " + host_if);
-  }
-};
-
-}  // namespace
 
 TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
           "[integration][multinode][netns]") {
@@ -91,7 +57,7 @@ TEST_CASE("a node whose link goes down is lost by heartbeat timeout",
     if (env_value(env, "MASTER_ADDR") == partitioned.host_ip) partitioned_in_round0 = true;
   }
   CHECK(partitioned_in_round0);  // its workers reach the store through the veth link
-  REQUIRE(sh("ip link set " + partitioned.host_if + " down"));
+  REQUIRE(partitioned.set_link(false));
   REQUIRE(wait_until([&] { return dumps_of(1) == 4; }, 20s));
   for (const auto& name : cluster.files("env_1_")) {
     if (ends_with(name, ".json"))

@@ -92,7 +92,12 @@ class SshHosts {
   }
 
   /// Starts a stopped host's sshd again, on its address and port: the host is back.
-  void restart(size_t i) { servers_.at(i) = serve(addresses_.at(i)); }
+  void restart(size_t i) { servers_.at(i) = serve(i); }
+
+  /// One more host: an sshd in network namespace `ns` (see netns_support.hpp), on `address`.
+  void add_in_namespace(const std::string& ns, const std::string& address) {
+    start(address, {"/usr/sbin/ip", "netns", "exec", ns});
+  }
 
  private:
   void keygen(const std::string& path) {
@@ -103,7 +108,7 @@ class SshHosts {
     REQUIRE(result.status.success());
   }
 
-  void start(const std::string& address) {
+  void start(const std::string& address, const std::vector<std::string>& wrapper = {}) {
     std::string host_dir = dir_ + "/" + address;
     std::filesystem::create_directories(host_dir);
     keygen(host_dir + "/host_key");
@@ -113,17 +118,20 @@ class SshHosts {
         << "AuthorizedKeysFile " << dir_ << "/authorized_keys\n"
         << "PidFile none\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
         << "PasswordAuthentication no\nKbdInteractiveAuthentication no\nLogLevel ERROR\n";
-    servers_.push_back(serve(address));
     addresses_.push_back(address);
+    wrappers_.push_back(wrapper);
+    servers_.push_back(serve(addresses_.size() - 1));
   }
 
-  std::unique_ptr<ChildProcess> serve(const std::string& address) {
+  std::unique_ptr<ChildProcess> serve(size_t i) {
+    const std::string& address = addresses_.at(i);
     ChildOptions options = scratch_.options();
     options.env.erase("COHORT_TEST_MARKER");  // only what cohort starts counts as left behind
     options.name = "sshd_" + address;
-    std::string config = dir_ + "/" + address + "/sshd_config";
-    auto server = std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/sbin/sshd", "-D", "-e", "-f", config}, options);
+    std::vector<std::string> argv = wrappers_.at(i);
+    for (std::string word : {"/usr/sbin/sshd", "-D", "-e", "-f"}) argv.push_back(word);
+    argv.push_back(dir_ + "/" + address + "/sshd_config");
+    auto server = std::make_unique<ChildProcess>(argv, options);
     INFO(server->output());
     REQUIRE(wait_until([&] { return accepts_connections(address, port_); }, 10s));
     return server;
@@ -133,6 +141,7 @@ class SshHosts {
   std::string dir_;
   int port_ = 0;
   std::vector<std::string> addresses_;
+  std::vector<std::vector<std::string>> wrappers_;  ///< what runs each sshd (`ip netns exec`)
   std::vector<std::unique_ptr<ChildProcess>> servers_;
 };
 
