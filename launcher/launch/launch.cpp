@@ -219,6 +219,7 @@ bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
   auto remote = std::make_unique<Remote>(io_);
   remote->index = index;
   remote->name = plan_.hosts[index].name;
+  remote->started = clock_.now();
   remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
   std::string address = plan_.hosts[index].address();
   PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
@@ -285,6 +286,9 @@ void Launch::on_host_ended(Remote& remote) {
     std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
     check_hosts_left(remote.name, " was lost", true);
+    auto ran_for =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - remote.started);
+    rejoins_[remote.index] = host_retries_used(rejoins_[remote.index], ran_for);
     if (hosts_left_ > 0) rejoin_later(remote.index);
   } else if (code != 0 && !tearing_down_) {
     log::warn(remote.name, ": cohort run ended with ", status.describe());

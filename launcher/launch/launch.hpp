@@ -44,7 +44,8 @@ class Launch {
     size_t index = 0;
     std::string name;
     SpawnedChild child;
-    int stdin_fd = -1;  ///< our end of its stdin; closing it tells the remote agent to stop
+    SteadyTime started{};  ///< when its ssh started
+    int stdin_fd = -1;     ///< our end of its stdin; closing it tells the remote agent to stop
     std::function<void(Remote&)> on_end;  ///< runs once it exited and both streams ended
   };
 

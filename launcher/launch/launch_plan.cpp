@@ -352,7 +352,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->capture_default_str();
   app.add_option("--host-retries", o.host_retries,
                  "Times a lost host (ssh gone) is started again while the run goes on without "
-                 "it, 1 s, 2 s, 4 s ... (at most 30 s) after each loss; 0: never")
+                 "it, 1 s, 2 s, 4 s ... (at most 30 s) after each loss; 0: never. Counted "
+                 "afresh once the host ran 10 minutes")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_option("--remote-cohort", o.remote_cohort,
@@ -440,6 +441,10 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
 std::chrono::seconds rejoin_pause(int attempt) {
   int doublings = std::clamp(attempt - 1, 0, 5);
   return std::min(std::chrono::seconds(1 << doublings), std::chrono::seconds(30));
+}
+
+int host_retries_used(int used, std::chrono::milliseconds ran_for) {
+  return ran_for >= kHostRetriesResetAfter ? 0 : used;
 }
 
 int launch_exit_code(const std::vector<int>& codes_in_exit_order) {

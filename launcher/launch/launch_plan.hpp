@@ -103,6 +103,15 @@ int launch_exit_code(const std::vector<int>& codes_in_exit_order);
 /// most.
 std::chrono::seconds rejoin_pause(int attempt);
 
+/// How long a host started again must then run for its --host-retries to start over: a host
+/// lost once a week in a month-long job is not used up by the fourth week (as Kubernetes resets
+/// a container's restart backoff after 10 minutes of running).
+constexpr std::chrono::minutes kHostRetriesResetAfter{10};
+
+/// The times a host lost after running `ran_for` counts as started again so far: `used`, or 0
+/// once it ran for kHostRetriesResetAfter.
+int host_retries_used(int used, std::chrono::milliseconds ran_for);
+
 /// ssh's exit code when the connection failed or the remote side was killed.
 constexpr int kSshFailed = 255;
 

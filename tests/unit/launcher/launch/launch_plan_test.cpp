@@ -307,6 +307,10 @@ TEST_CASE("launch plan: a lost host is started again --host-retries times, as pa
   CHECK(rejoin_pause(5) == 16s);
   CHECK(rejoin_pause(6) == 30s);
   CHECK(rejoin_pause(1000) == 30s);
+  // A host that ran 10 minutes since its last start has its retries back; a shorter run does not.
+  CHECK(host_retries_used(7, 599s) == 7);
+  CHECK(host_retries_used(7, 600s) == 0);
+  CHECK(host_retries_used(0, 5s) == 0);
 
   EnvVars job{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "gpu-[1-2]"}};
   CHECK(plan({"x.py"}, job, true).plan.host_retries == 0);  // a job step is not started again
