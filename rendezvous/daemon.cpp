@@ -927,6 +927,7 @@ void RendezvousDaemon::record(const std::string& run, const char* name, nlohmann
   int64_t t_ms = event_ms();
   Event event{run, name, std::move(fields)};
   history_.add(run, event_log_.record(event, t_ms));
+  if (on_event) on_event(event);
   event.fields["event"] = name;
   event.fields["run"] = run;
   event.fields["t_ms"] = t_ms;

@@ -59,6 +59,9 @@ class RendezvousDaemon {
   /// Called when a run ends (completed or failed) and is forgotten, or an agent's connection
   /// closes, and that leaves the daemon idle (maybe more than once).
   std::function<void()> on_idle;
+  /// Called with each event as the daemon records it (what --event-log writes), on its thread:
+  /// for the process that embeds it (cohort launch tells a host's return from "round.started").
+  std::function<void(const Event& event)> on_event;
   /// What the daemon knows of its runs (what `cohort status` prints): every run, or `only_run`.
   proto::StatusReply status(const std::string& only_run = {}) const;
   /// The events it holds for each run, oldest first.

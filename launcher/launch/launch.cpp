@@ -195,6 +195,7 @@ void Launch::start_hosts() {
                 << "\n";
       return finish(kExitRendezvous);
     }
+    daemon_->on_event = [this](const Event& event) { say_who_is_back(event); };
     if (plan_.daemon.http_port >= 0) {
       std::cerr << "cohort launch: /metrics and the timeline pages on http://"
                 << plan_.daemon.http_address << ":" << daemon_->http_port() << "/\n";
@@ -207,6 +208,7 @@ void Launch::start_hosts() {
   hosts_left_ = plan_.hosts.size();
   hosts_started_ = clock_.now();
   rejoins_.assign(plan_.hosts.size(), 0);
+  returning_.assign(plan_.hosts.size(), false);
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
     rejoin_timers_.push_back(clock_.make_timer());
     if (!start_host(i, {})) return;
@@ -260,8 +262,26 @@ void Launch::rejoin_later(size_t index) {
     if (daemon_ && !daemon_->runs_going()) return;
     auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - hosts_started_);
     ++hosts_left_;
+    returning_[index] = true;
     start_host(index, std::max(ago, std::chrono::milliseconds(1)));
   });
+}
+
+// A host started again is back once a round of the launch's own daemon takes its agent in: the
+// others' "scale-up" says that someone came, this says who.
+void Launch::say_who_is_back(const Event& event) {
+  if (event.name != "round.started") return;
+  const nlohmann::json& members = event.fields.value("members", nlohmann::json::array());
+  for (size_t i = 0; i < returning_.size(); ++i) {
+    if (!returning_[i]) continue;
+    for (const nlohmann::json& member : members) {
+      if (member.value("address", "") != plan_.hosts[i].address()) continue;
+      returning_[i] = false;
+      log::warn(plan_.hosts[i].name, ": back in the run (round ", event.fields.value("round", 0),
+                ", a world of ", event.fields.value("world_size", 0), ")");
+      break;
+    }
+  }
 }
 
 // The agents' OMP_NUM_THREADS warning, once for all hosts.

@@ -59,6 +59,7 @@ class Launch {
   void start_hosts();
   bool start_host(size_t index, std::chrono::milliseconds launched_ago);
   void rejoin_later(size_t index);
+  void say_who_is_back(const Event& event);
   void warn_about_threads() const;
   void on_host_ended(Remote& remote);
   void check_hosts_left(const std::string& host, const std::string& how, bool lost);
@@ -95,6 +96,7 @@ class Launch {
   SteadyTime hosts_started_{};
   std::vector<int> rejoins_;  ///< per host: times it was started again (--host-retries)
   std::vector<std::unique_ptr<Timer>> rejoin_timers_;  ///< per host: its next start
+  std::vector<bool> returning_;  ///< per host: started again, not yet in a round (our daemon's)
   bool tearing_down_ = false;
   int signals_seen_ = 0;
   int first_signal_ = 0;

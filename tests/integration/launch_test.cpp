@@ -623,6 +623,9 @@ TEST_CASE("launch: a lost host is started again and rejoins the run (--host-retr
   // The two others restarted without it (round 1, unless it was back in time for that one), then
   // took it back in: the job ended in a world of all six ranks again.
   CHECK(std::regex_search(launcher->out(), std::regex("done round=[12] world=6")));
+  CHECK(std::regex_search(launcher->err(),
+                          std::regex(hosts.address(2) + ": back in the run \\(round [12], a world "
+                                                        "of 6\\)")));
   CHECK(scratch.nothing_left());
 }
 
@@ -646,6 +649,7 @@ TEST_CASE("launch: a host that is down for a while rejoins once it answers again
   REQUIRE(status);
   CHECK(*status == ExitStatus::exited(0));
   CHECK(contains(launcher->err(), "Connection refused"));  // the first try found the host down
+  CHECK(contains(launcher->err(), hosts.address(2) + ": back in the run (round "));
   CHECK(std::regex_search(launcher->out(), std::regex("done round=[12] world=6")));
   CHECK(scratch.nothing_left());
 }
@@ -707,6 +711,8 @@ bool back_to_three(const Scratch& scratch, int after) {
 // and leaves nothing anywhere.
 void check_replaced_then_stop(const Scratch& scratch, ChildProcess& launcher,
                               const std::string& address, pid_t earlier) {
+  CHECK(
+      wait_until([&] { return contains(launcher.err(), address + ": back in the run (round "); }));
   auto now = remote_agent(scratch, address);
   CHECK((now && *now != earlier));
   launcher.signal(SIGTERM);
