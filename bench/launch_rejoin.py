@@ -12,7 +12,14 @@ the host), and to the 3 workers of a later round of 3 running (the host started 
 launch, 1 s after the loss, and taken back in by a scale-up). The floor: one `ssh HOST date +%s%N`
 (the launch starts the host again over ssh). The launch is then stopped (SIGTERM).
 
-Usage: bench/launch_rejoin.py [--build build] [--runs 5]
+With --loss ssh, the agent is not killed: the sshd process that serves its connection is stopped
+(SIGSTOP), as when a firewall drops the connection or the network is cut long enough for ssh to
+give up while the host's agent runs on. The launch's ssh notices within about 2 s
+(ServerAliveInterval=1, ServerAliveCountMax=2, given with --ssh-option), starts the host again,
+and the new agent stops the earlier one (which leaves the run) before it joins. The figures are
+then from the SIGSTOP: to the earlier agent's end, and to all 3 hosts' workers running again.
+
+Usage: bench/launch_rejoin.py [--build build] [--runs 5] [--loss agent|ssh]
 Needs /usr/sbin/sshd, /usr/bin/ssh, /usr/bin/ssh-keygen and root, as bench/launch_ssh.py.
 """
 import argparse
@@ -87,7 +94,37 @@ def no_agents_left(cohort):
                           timeout=10).returncode != 0
 
 
-def one_run(cohort_argv, out_dir, work, timeout):
+def ended(pid):
+    """True once `pid` is gone or a zombie (its stopped parent has not reaped it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def lose_ssh(victim, timeout):
+    """Stops the sshd process that serves `victim`'s connection; returns the time of the stop, the
+    time the victim ended, and the stopped process (to be continued afterwards)."""
+    session = parent_of(victim)
+    stopped_ns = time.time_ns()
+    os.kill(session, signal.SIGSTOP)
+    try:
+        wait_for(lambda: ended(victim), timeout, "the earlier agent to be stopped by the new one")
+    except launch_ssh.Failed:
+        os.kill(session, signal.SIGCONT)
+        raise
+    return stopped_ns, time.time_ns(), session
+
+
+def one_run(cohort_argv, out_dir, work, timeout, loss):
     wait_for(lambda: no_agents_left(cohort_argv[0]), timeout, "the last run's agents to end")
     launch_ssh.fresh(out_dir)
     log_path = os.path.join(work, "launch.log")
@@ -101,10 +138,15 @@ def one_run(cohort_argv, out_dir, work, timeout):
         victim = lost_agent(cohort_argv[0])
         with open(f"/proc/{victim}/cmdline", "rb") as f:
             killed = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-        killed_ns = time.time_ns()
-        os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: round_running(out_dir, 2, 0) is not None, timeout, "a round of 2")
-        shrunk = round_running(out_dir, 2, 0)
+        if loss == "ssh":
+            killed_ns, ended_ns, session = lose_ssh(victim, timeout)
+            os.kill(session, signal.SIGCONT)  # it finds its connection gone and ends
+            shrunk = ended_ns  # the earlier agent gone: reported in place of the smaller round
+        else:
+            killed_ns = time.time_ns()
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda: round_running(out_dir, 2, 0) is not None, timeout, "a round of 2")
+            shrunk = round_running(out_dir, 2, 0)
         wait_for(lambda: round_running(out_dir, 3, 0) is not None, timeout, "a round of 3 again")
         back = round_running(out_dir, 3, 0)
     except launch_ssh.Failed as error:
@@ -121,6 +163,8 @@ def main():
     parser.add_argument("--build", default=os.path.join(launch_ssh.ROOT, "build"))
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=60, help="seconds per wait")
+    parser.add_argument("--loss", choices=["agent", "ssh"], default="agent",
+                        help="kill the host's agent, or stop its ssh connection's sshd")
     args = parser.parse_args()
     cohort = os.path.abspath(os.path.join(args.build, "bin", "cohort"))
     for path in (cohort, "/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"):
@@ -148,15 +192,18 @@ def main():
         os.chmod(worker, 0o755)
         cohort_argv = ([cohort, "launch", "-H", ",".join(f"{h}:1" for h in HOSTS),
                         "--nnodes", "2:3", "--max-restarts", "3"] + hosts.cohort_flags() +
+                       (["--ssh-option", "ServerAliveInterval=1", "--ssh-option",
+                         "ServerAliveCountMax=2"] if args.loss == "ssh" else []) +
                        ["--no-python", worker, out_dir])
         for i in range(args.runs):
             start_ns = time.time_ns()
             out = launch_ssh.run_checked(hosts.ssh_argv(LOST, "date +%s%N"), args.timeout)
             floor.append((int(out.strip().splitlines()[-1]) - start_ns) / 1e6)
-            to_smaller, to_back = one_run(cohort_argv, out_dir, work, args.timeout)
+            to_smaller, to_back = one_run(cohort_argv, out_dir, work, args.timeout, args.loss)
             shrunk.append(to_smaller)
             back.append(to_back)
-            print(f"run {i + 1}/{args.runs}: ssh {floor[-1]:.0f} ms, without the host "
+            first = "earlier agent ended" if args.loss == "ssh" else "without the host"
+            print(f"run {i + 1}/{args.runs}: ssh {floor[-1]:.0f} ms, {first} "
                   f"{to_smaller:.0f} ms, back {to_back:.0f} ms", file=sys.stderr, flush=True)
     except launch_ssh.Failed as error:
         sys.exit(f"launch_rejoin: {error}")
@@ -172,10 +219,16 @@ def main():
             hosts.stop()
         shutil.rmtree(base, ignore_errors=True)
 
-    print("| from the kill of a host's agent (median) | ms |")
-    print("|---|---|")
-    print(f"| the 2 other hosts' workers running again (the run goes on without it) | "
-          f"{statistics.median(shrunk):.0f} |")
+    if args.loss == "ssh":
+        print("| from the stop of the sshd serving a host's connection (median) | ms |")
+        print("|---|---|")
+        print(f"| the host's earlier agent ended (stopped by the agent started again) | "
+              f"{statistics.median(shrunk):.0f} |")
+    else:
+        print("| from the kill of a host's agent (median) | ms |")
+        print("|---|---|")
+        print(f"| the 2 other hosts' workers running again (the run goes on without it) | "
+              f"{statistics.median(shrunk):.0f} |")
     print(f"| all 3 hosts' workers running again (started again 1 s after the loss) | "
           f"{statistics.median(back):.0f} |")
     print(f"| floor: one `ssh HOST date` | {statistics.median(floor):.0f} |")
