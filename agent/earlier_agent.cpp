@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <csignal>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <thread>
 

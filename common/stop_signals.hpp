@@ -1,8 +1,9 @@
 // The termination signals that `cohort run` and `cohort launch` take, and nohup's exception.
 // Each takes SIGINT, SIGTERM, SIGQUIT and SIGHUP through its signal_set, except SIGHUP when the
 // process started with it ignored (`nohup cohort run ... &`): then a closed terminal's hangup
-// stops nothing, and the programs cohort starts (workers, ssh) inherit the ignore, as under a
-// shell. Pure reads of the process's dispositions; the child-side check is async-signal-safe.
+// stops nothing, and the programs cohort starts (workers, health checks, ssh) inherit the
+// ignore, as from a shell (a program may catch SIGHUP again: an ssh sharing a connection does).
+// Pure reads of the process's dispositions; the child-side check is async-signal-safe.
 #pragma once
 
 #include <vector>
