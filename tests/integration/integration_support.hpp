@@ -211,7 +211,6 @@ inline std::vector<pid_t> processes_with(const std::string& marker) {
   return found;
 }
 
-/// "pid state ppid pgid cmdline" of each process, for a failing check's message.
 /// Whether `signal` is in a /proc status mask of `pid` (of a thread: `status_path`), e.g.
 /// "SigCgt" (caught), "SigIgn" (ignored), "SigBlk" (blocked); false once the process is gone.
 inline bool in_signal_mask(const std::string& status_path, const std::string& field, int signal) {
@@ -225,6 +224,7 @@ inline bool in_signal_mask(pid_t pid, const std::string& field, int signal) {
   return in_signal_mask("/proc/" + std::to_string(pid) + "/status", field, signal);
 }
 
+/// "pid state ppid pgid cmdline" of each process, for a failing check's message.
 inline std::string describe_processes(const std::vector<pid_t>& pids) {
   std::string text;
   for (pid_t pid : pids) {

@@ -1,7 +1,8 @@
 // Real OpenSSH servers for the `cohort launch` tests: one sshd per loopback address (127.0.0.2,
-// 127.0.0.3, ...), each with its own host key, all accepting one user key that the test
-// generates, on one free port. They stand in for the hosts of a cluster; the test's launches
-// reach them through the system ssh with --ssh-port and --ssh-option. Test thread only.
+// 127.0.0.3, ...; or one in a test's network namespace), each with its own host key, all
+// accepting one user key that the test generates, on one free port. They stand in for the hosts of
+// a cluster; the test's launches reach them through the system ssh with --ssh-port and
+// --ssh-option. Test thread only.
 #pragma once
 
 #include <arpa/inet.h>
