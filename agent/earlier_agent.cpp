@@ -1,6 +1,5 @@
 #include "agent/earlier_agent.hpp"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,26 +58,14 @@ std::vector<std::string> command_line_of(const std::string& proc_dir) {
 // path), with its parent and owner.
 std::vector<ProcessLine> launched_agents_here() {
   std::vector<ProcessLine> found;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* entry = ::readdir(proc)) {
-    std::string name = entry->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string dir = "/proc/" + name;
-    ProcessLine line;
-    line.pid = static_cast<pid_t>(std::stol(name));
-    line.argv = command_line_of(dir);
-    if (!launched_agent_line(line.argv)) continue;
+  for (const ProcStat& process : scan_processes()) {
+    std::string dir = "/proc/" + std::to_string(process.pid);
+    ProcessLine line{process.pid, process.ppid, 0, command_line_of(dir)};
     struct stat owner {};
-    if (::stat(dir.c_str(), &owner) != 0) continue;
+    if (!launched_agent_line(line.argv) || ::stat(dir.c_str(), &owner) != 0) continue;
     line.uid = owner.st_uid;
-    std::ifstream status(dir + "/status");
-    for (std::string text; std::getline(status, text);) {
-      if (text.rfind("PPid:", 0) == 0) line.ppid = static_cast<pid_t>(std::atol(text.c_str() + 5));
-    }
     found.push_back(std::move(line));
   }
-  ::closedir(proc);
   return found;
 }
 

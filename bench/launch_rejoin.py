@@ -25,7 +25,6 @@ Needs /usr/sbin/sshd, /usr/bin/ssh, /usr/bin/ssh-keygen and root, as bench/launc
 import argparse
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -211,13 +210,7 @@ def main():
         print("launch_rejoin: interrupted; stopping everything it started", file=sys.stderr)
         sys.exit(130)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for proc in list(launch_ssh.ACTIVE):
-            launch_ssh.kill_group(proc, grace=3)
-        if hosts is not None:
-            hosts.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        launch_ssh.clean_up(hosts, base)
 
     if args.loss == "ssh":
         print("| from the stop of the sshd serving a host's connection (median) | ms |")

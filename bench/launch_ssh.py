@@ -236,6 +236,33 @@ def timed_group(argvs, timeout, cwd):
     return start_ns, elapsed, outputs
 
 
+def clean_up(hosts, base, daemon=None):
+    """Stops everything a bench started (its launches, `daemon`, the sshd `hosts`, whatever of
+    theirs is left) and removes `base`; ignores SIGTERM and SIGINT meanwhile, so that the clean-up
+    itself runs to the end."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for proc in list(ACTIVE):
+        kill_group(proc, grace=3)
+    if daemon is not None:
+        kill_group(daemon)
+    if hosts is not None:
+        hosts.stop()
+        # Anything of ours still running (an ssh control master, a session) names our port or dir.
+        for pattern in (f"-p {hosts.port}", base):
+            found = subprocess.run(["pgrep", "-f", "--", pattern], stdout=subprocess.PIPE,
+                                   text=True, timeout=10).stdout.split()
+            for pid in (int(pid) for pid in found if int(pid) != os.getpid()):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        name = f.read().replace(b"\0", b" ").decode(errors="replace")[:100]
+                    os.kill(pid, signal.SIGKILL)
+                    print(f"note: killed leftover process {pid}: {name}", file=sys.stderr)
+                except (OSError, ProcessLookupError):
+                    pass
+    shutil.rmtree(base, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -336,30 +363,7 @@ def main():
         print("launch_ssh: interrupted; stopping everything it started", file=sys.stderr)
         sys.exit(130)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the clean-up itself runs to the end
-        for proc in ACTIVE:
-            kill_group(proc, grace=3)
-        if daemon is not None:
-            kill_group(daemon)
-        if hosts is not None:
-            hosts.stop()
-        # Anything of ours still running (an ssh control master, a session) names our port or dir.
-        leftovers = []
-        if hosts is not None:
-            for pattern in (f"-p {hosts.port}", base):
-                found = subprocess.run(["pgrep", "-f", "--", pattern], stdout=subprocess.PIPE,
-                                       text=True, timeout=10).stdout.split()
-                leftovers += [int(pid) for pid in found if int(pid) != os.getpid()]
-        for pid in leftovers:
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    name = f.read().replace(b"\0", b" ").decode(errors="replace")[:100]
-                os.kill(pid, signal.SIGKILL)
-                print(f"note: killed leftover process {pid}: {name}", file=sys.stderr)
-            except (OSError, ProcessLookupError):
-                pass
-        shutil.rmtree(base, ignore_errors=True)
+        clean_up(hosts, base, daemon)
 
     med = {name: {k: statistics.median(v) if v else None for k, v in figures.items()}
            for name, figures in samples.items()}

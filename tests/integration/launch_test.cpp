@@ -438,15 +438,10 @@ TEST_CASE("launch: a stop before the hosts' agents joined still stops them at on
 // The live processes whose parent is `parent` and whose program is `program` (argv[0]).
 std::vector<pid_t> children_of(pid_t parent, const std::string& program) {
   std::vector<pid_t> children;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string status = read_file(entry.path() / "status");
-    size_t at = status.find("PPid:\t");
-    if (at == std::string::npos || std::atoi(status.c_str() + at + 6) != parent) continue;
-    std::string cmdline = read_file(entry.path() / "cmdline");
-    if (cmdline.substr(0, cmdline.find('\0')) == program)
-      children.push_back(std::atoi(name.c_str()));
+  for (const ProcStat& process : scan_processes()) {
+    if (process.ppid != parent) continue;
+    std::string cmdline = read_file("/proc/" + std::to_string(process.pid) + "/cmdline");
+    if (cmdline.substr(0, cmdline.find('\0')) == program) children.push_back(process.pid);
   }
   return children;
 }
