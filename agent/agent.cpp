@@ -357,21 +357,48 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
 void Agent::connect() {
   const RendezvousSettings& settings = config_.rendezvous;
   ClientOptions options;
-  options.host = settings.host;
-  options.port = settings.port;
+  options.host = fallback_ == 0 ? settings.host : settings.fallbacks[fallback_ - 1].host;
+  options.port = fallback_ == 0 ? settings.port : settings.fallbacks[fallback_ - 1].port;
   options.heartbeat_interval = settings.heartbeat_interval;
   options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
   options.connect_deadline = connect_deadline();
   options.token = settings.token;
+  // A daemon of the run that welcomed this agent and is gone: after a heartbeat timeout without
+  // it, the next fallback. Never before a first welcome: an agent that starts before the daemon
+  // (or the node that hosts it) waits for it, as every other node does.
+  may_move_on_ = ever_welcomed_ && fallback_ < settings.fallbacks.size() &&
+                 options.heartbeat_timeout < options.connect_deadline;
+  if (may_move_on_) {
+    const FallbackEndpoint& next = settings.fallbacks[fallback_];
+    options.connect_deadline = options.heartbeat_timeout;
+    options.at_deadline = {cat("moving to ", next.host, ":", next.port, " (--rdzv-fallback)"),
+                           "heartbeat_timeout"};
+  }
   client_ = std::make_unique<RendezvousClient>(
       io_, clock_, options,
       [this](proto::ControlMessage message) { on_message(std::move(message)); },
       [this](ConnectionLoss kind, const std::string& reason) {
-        if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
+        if (client_->welcomed()) {
+          unanswered_since_.reset();  // the wait starts again from now
+          ever_welcomed_ = true;
+        }
+        if (kind == ConnectionLoss::CannotReach && may_move_on_) return move_to_fallback(reason);
         perform(state_.connection_lost(kind, reason));
       });
   client_->connect(
       [this, node_id = cat(node_base_id_, "#", connection_++)] { return make_hello(node_id); });
+}
+
+// The daemon is gone for good: the run's rendezvous moves to the next --rdzv-fallback endpoint,
+// hosted here if it names this machine. The workers keep running; the daemon there rules on their
+// round as a restarted daemon does, and its quorum keeps a minority from forming one.
+void Agent::move_to_fallback(const std::string& why) {
+  const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
+  log::warn(
+      why, ": the rendezvous moves to ", next.host, ":", next.port, " (--rdzv-fallback",
+      state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
+  if (next.local && config_.host_fallback) config_.host_fallback(next);
+  connect();
 }
 
 // How long the next connection may take to be welcomed: what is left of the join timeout since

@@ -52,6 +52,7 @@ class Agent {
   void perform(agent::Actions actions);
   void perform(const agent::Action& action);
   void connect();
+  void move_to_fallback(const std::string& why);
   proto::Hello make_hello(const std::string& node_id);
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
@@ -104,6 +105,9 @@ class Agent {
   std::unique_ptr<FileTimerServer> file_timer_;  ///< TORCHELASTIC_ENABLE_FILE_TIMER=1 only
   std::unique_ptr<Timer> progress_timer_;        ///< the next progress report to the daemon
   int connection_ = 0;                           ///< numbers this agent's connections (node ids)
+  size_t fallback_ = 0;         ///< 0: --rdzv-endpoint; n: the n-th --rdzv-fallback, moved to
+  bool ever_welcomed_ = false;  ///< a daemon of the run welcomed this agent once
+  bool may_move_on_ = false;    ///< the current connection's deadline is the fallback wait
   std::string node_base_id_;
   EventLog events_{"agent"};
   std::unique_ptr<HealthCheck> health_;                ///< --health-check only

@@ -21,9 +21,19 @@
 
 namespace cohort {
 
+/// Where the rendezvous moves when its daemon is lost (--rdzv-fallback), and whether this agent
+/// hosts a daemon there when it gets there (the endpoint names this machine).
+struct FallbackEndpoint {
+  std::string host;
+  uint16_t port = 29400;
+  bool local = false;
+  std::string bind_address;  ///< for a local one: what its daemon listens on
+};
+
 struct RendezvousSettings {
   std::string host = "127.0.0.1";
   uint16_t port = 29400;
+  std::vector<FallbackEndpoint> fallbacks;  ///< in order; empty: the daemon never moves
   std::string address;           ///< what this node advertises (--local-addr or host name)
   std::optional<int> rank_hint;  ///< --node-rank (static) or SLURM_NODEID
   proto::WireRunConfig config;
@@ -54,6 +64,9 @@ struct AgentConfig {
   /// Runs before cohort exits, with a continuation (an embedded daemon lets the other nodes
   /// hear the end of the run first). Empty: exit at once.
   std::function<void(std::function<void()>)> before_exit;
+  /// Hosts a daemon at a fallback endpoint that names this machine, when the agent moves there,
+  /// unless one listens there already (cohort run sets it). Empty: host nothing.
+  std::function<void(const FallbackEndpoint&)> host_fallback;
   /// Started by cohort launch: stdin is the ssh connection, and its end (EOF) stops the workers
   /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
   /// host's failure) is left to the launcher's console at info level.

@@ -12,9 +12,29 @@ using json = nlohmann::json;
 
 // to_json / from_json live in the messages' namespace so that nlohmann finds them.
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WireRunConfig, min_nodes, max_nodes, max_restarts, last_call_ms,
-                                   join_timeout_ms, heartbeat_timeout_ms, host_failure_limit,
-                                   host_cooldown_ms)
+// WireRunConfig: every field required, but quorum (absent from older agents) optional.
+void to_json(json& out, const WireRunConfig& m) {
+  out = json{{"min_nodes", m.min_nodes},
+             {"max_nodes", m.max_nodes},
+             {"max_restarts", m.max_restarts},
+             {"last_call_ms", m.last_call_ms},
+             {"join_timeout_ms", m.join_timeout_ms},
+             {"heartbeat_timeout_ms", m.heartbeat_timeout_ms},
+             {"host_failure_limit", m.host_failure_limit},
+             {"host_cooldown_ms", m.host_cooldown_ms}};
+  if (m.quorum) out["quorum"] = true;
+}
+void from_json(const json& in, WireRunConfig& m) {
+  in.at("min_nodes").get_to(m.min_nodes);
+  in.at("max_nodes").get_to(m.max_nodes);
+  in.at("max_restarts").get_to(m.max_restarts);
+  in.at("last_call_ms").get_to(m.last_call_ms);
+  in.at("join_timeout_ms").get_to(m.join_timeout_ms);
+  in.at("heartbeat_timeout_ms").get_to(m.heartbeat_timeout_ms);
+  in.at("host_failure_limit").get_to(m.host_failure_limit);
+  in.at("host_cooldown_ms").get_to(m.host_cooldown_ms);
+  if (in.contains("quorum")) in.at("quorum").get_to(m.quorum);
+}
 // WorkerFailed: every field required, but final_reason and cause (absent from older agents)
 // optional.
 void to_json(json& out, const WorkerFailed& m) {

@@ -35,6 +35,9 @@ struct WireRunConfig {
   int64_t heartbeat_timeout_ms = 0;
   int host_failure_limit = 2;        ///< root-cause failures before a host is excluded; 0: never
   int64_t host_cooldown_ms = 60000;  ///< the first exclusion's; doubles each time
+  /// The run has fallback endpoints (--rdzv-fallback): after its first round, a round needs more
+  /// than half of the last one's nodes. Absent from older agents: false.
+  bool quorum = false;
 };
 
 // Agent -> daemon.

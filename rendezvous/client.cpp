@@ -10,6 +10,8 @@
 namespace cohort {
 namespace {
 
+constexpr std::chrono::milliseconds kLastAttemptGrace{250};
+
 const char* const kNotTheControlPort =
     "; --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
     "rendezvous, not a worker store (--tcpstore-port) or another service";
@@ -28,6 +30,7 @@ RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, Cl
       resolver_(io),
       socket_(io),
       retry_timer_(clock.make_timer()),
+      attempt_timer_(clock.make_timer()),
       heartbeat_timer_(clock.make_timer()) {}
 
 RendezvousClient::~RendezvousClient() {
@@ -38,13 +41,22 @@ RendezvousClient::~RendezvousClient() {
 void RendezvousClient::connect(HelloSource hello) {
   make_hello_ = std::move(hello);
   give_up_at_ = clock_.now() + options_.connect_deadline;
-  progress_.emplace(endpoint(), clock_.now(), give_up_at_);
+  progress_.emplace(endpoint(), clock_.now(), give_up_at_, options_.at_deadline);
   try_connect();
 }
 
 std::string RendezvousClient::endpoint() const { return cat(options_.host, ":", options_.port); }
 
 void RendezvousClient::try_connect() {
+  // A host that is gone answers no SYN: the kernel would retry for minutes. The attempt ends at
+  // the deadline (its handler then sees operation_aborted and reports the endpoint unreachable).
+  // The last try, at the deadline, still gets a moment for its answer.
+  attempt_timer_->start_at(std::max(give_up_at_, clock_.now() + kLastAttemptGrace), [this] {
+    if (closed_ || session_) return;
+    resolver_.cancel();
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  });
   // The first resolve starts asio's resolver thread, which asio leaves open to signals.
   SignalsBlocked for_the_resolver_thread;
   resolver_.async_resolve(
@@ -52,6 +64,8 @@ void RendezvousClient::try_connect() {
       [this, alive = alive_](const boost::system::error_code& error,
                              boost::asio::ip::tcp::resolver::results_type results) {
         if (!*alive || closed_) return;
+        if (error == boost::asio::error::operation_aborted)  // the attempt's deadline
+          return attempt_failed("no answer to the connection attempt", Attempt::Refused);
         if (error) return attempt_failed(error.message(), Attempt::Unresolvable);
         boost::asio::async_connect(socket_, results,
                                    [this, alive](const boost::system::error_code& connect_error,
@@ -59,8 +73,11 @@ void RendezvousClient::try_connect() {
                                      if (!*alive || closed_) return;
                                      if (connect_error) {
                                        socket_ = boost::asio::ip::tcp::socket(io_);
-                                       return attempt_failed(connect_error.message(),
-                                                             Attempt::Refused);
+                                       return attempt_failed(
+                                           connect_error == boost::asio::error::operation_aborted
+                                               ? "no answer to the connection attempt"
+                                               : connect_error.message(),
+                                           Attempt::Refused);
                                      }
                                      on_connected();
                                    });
@@ -90,6 +107,7 @@ void RendezvousClient::attempt_failed(const std::string& why, Attempt attempt) {
 }
 
 void RendezvousClient::on_connected() {
+  attempt_timer_->cancel();
   session_ = std::make_shared<ControlSession>(
       std::move(socket_),
       [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
@@ -217,6 +235,7 @@ void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
   if (closed_) return;
   closed_ = true;
   retry_timer_->cancel();
+  attempt_timer_->cancel();
   heartbeat_timer_->cancel();
   resolver_.cancel();
   boost::system::error_code ignored;
@@ -228,6 +247,7 @@ void RendezvousClient::lost(ConnectionLoss kind, const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   retry_timer_->cancel();
+  attempt_timer_->cancel();
   heartbeat_timer_->cancel();
   if (session_) session_->abandon();
   auto handler = on_lost_;

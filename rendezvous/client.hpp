@@ -26,7 +26,8 @@ struct ClientOptions {
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{5000};
   std::chrono::milliseconds connect_deadline{60000};  ///< give up connecting after this long
-  std::string token;  ///< the run's (or the daemon's) shared secret; empty: none
+  std::string token;          ///< the run's (or the daemon's) shared secret; empty: none
+  DeadlineWords at_deadline;  ///< what the agent does then, for the progress lines
 };
 
 class RendezvousClient {
@@ -82,6 +83,8 @@ class RendezvousClient {
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<Timer> retry_timer_;
+  std::unique_ptr<Timer>
+      attempt_timer_;  ///< ends a connection attempt still pending at the deadline
   std::unique_ptr<Timer> heartbeat_timer_;
   std::shared_ptr<ControlSession> session_;
   SteadyTime give_up_at_;

@@ -12,12 +12,19 @@
 
 namespace cohort {
 
+/// What the agent does at the deadline, and the setting that sets it, for the lines.
+struct DeadlineWords {
+  std::string action = "giving up";
+  std::string setting = "join_timeout";
+};
+
 class ConnectProgress {
  public:
   static constexpr std::chrono::milliseconds kFirstAfter{1000};
   static constexpr std::chrono::milliseconds kEvery{10000};
 
-  ConnectProgress(std::string endpoint, SteadyTime started, SteadyTime give_up_at);
+  ConnectProgress(std::string endpoint, SteadyTime started, SteadyTime give_up_at,
+                  DeadlineWords deadline = {});
 
   /// One attempt failed at `now` for `reason`; the line to print, when one is due.
   std::optional<std::string> attempt_failed(SteadyTime now, const std::string& reason,
@@ -27,6 +34,7 @@ class ConnectProgress {
   std::string endpoint_;
   SteadyTime started_;
   SteadyTime give_up_at_;
+  DeadlineWords deadline_;
   std::optional<SteadyTime> last_said_;
 };
 

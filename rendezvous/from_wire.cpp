@@ -3,9 +3,15 @@
 namespace cohort::rdzv {
 
 RunConfig from_wire(const proto::WireRunConfig& wire) {
-  return {wire.min_nodes,          wire.max_nodes,           wire.max_restarts,
-          Ms(wire.last_call_ms),   Ms(wire.join_timeout_ms), Ms(wire.heartbeat_timeout_ms),
-          wire.host_failure_limit, Ms(wire.host_cooldown_ms)};
+  return {wire.min_nodes,
+          wire.max_nodes,
+          wire.max_restarts,
+          Ms(wire.last_call_ms),
+          Ms(wire.join_timeout_ms),
+          Ms(wire.heartbeat_timeout_ms),
+          wire.host_failure_limit,
+          Ms(wire.host_cooldown_ms),
+          wire.quorum};
 }
 
 FailureReport from_wire(const proto::WorkerFailed& failed) {

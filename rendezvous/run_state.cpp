@@ -49,6 +49,10 @@ std::string describe_config_difference(const RunConfig& mine, const RunConfig& r
     differences.push_back(cat("--host-exclusion-cooldown ", seconds_text(mine.host_cooldown),
                               " differs from the run's ", seconds_text(run.host_cooldown)));
   }
+  if (mine.quorum != run.quorum) {
+    differences.push_back(mine.quorum ? "--rdzv-fallback is given here but not in the run"
+                                      : "--rdzv-fallback is given in the run but not here");
+  }
   return join(differences, "; ");
 }
 
@@ -68,6 +72,7 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
   }
   restarts_used_ = std::max(restarts_used_, node.restarts_used);
   next_round_ = std::max(next_round_, node.last_round + 1);
+  if (current_round_ < 0) last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
   if (current_round_ < 0) carried_.rejoined(node, now, config_.heartbeat_timeout);
   return admit(node, now);
 }
@@ -207,7 +212,7 @@ Actions RunState::exclude_host(const std::string& host, TimePoint now) {
     if (node.info.address != host && node.role != Role::Excluded) ++others;
   }
   std::optional<Exclusion> exclusion =
-      exclusions_.failed(host, now, /*can_spare=*/others >= config_.min_nodes);
+      exclusions_.failed(host, now, /*can_spare=*/others >= needed_nodes());
   if (!exclusion) return {};
   note_exclusion_end(exclusion->until);
   bool spare = false;  // a node of another host that was no member of the failed round
@@ -330,8 +335,9 @@ Actions RunState::tick(TimePoint now) {
   if (phase_ == Phase::Forming) {
     if (short_of_nodes() && now >= forming_since_ + config_.join_timeout) {
       std::string reason =
-          cat("rendezvous timed out: ", count(Role::Pending), " of at least ", config_.min_nodes,
-              " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")");
+          cat("rendezvous timed out: ", count(Role::Pending), " of at least ", needed_nodes(),
+              " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")",
+              quorum_binds() ? quorum_text() : "");
       for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
       nodes_.clear();
       role_counts_.fill(0);
@@ -406,7 +412,7 @@ Actions RunState::close_round(TimePoint now, Report report, const std::string& c
   }
   int pending = count(Role::Pending);
   bool ready = false;
-  if (pending < config_.min_nodes) {
+  if (pending < needed_nodes()) {
     last_call_deadline_.reset();
   } else {
     if (!last_call_deadline_) last_call_deadline_ = now + config_.last_call;
@@ -495,6 +501,7 @@ Actions RunState::form_round(TimePoint now) {
     base_rank += node.info.local_world_size;
   }
   current_round_ = start.round;
+  last_round_nodes_ = static_cast<int>(members);
   progress_.round_started(start.members);
   phase_ = Phase::Running;
   regroup_ = false;
@@ -537,7 +544,7 @@ Actions RunState::report_to(const std::string* cause, TimePoint now) const {
     status.node_ids.push_back(*cause);
   }
   status.joined = phase_ == Phase::Forming ? count(Role::Pending) : count(Role::Member);
-  status.min_nodes = config_.min_nodes;
+  status.min_nodes = needed_nodes();
   status.max_nodes = config_.max_nodes;
   if (phase_ == Phase::Forming && last_call_deadline_) {
     status.last_call_in = std::chrono::duration_cast<Ms>(*last_call_deadline_ - now);
@@ -609,6 +616,17 @@ std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
         {node.info, node.role, member ? node.group_rank : -1, node.succeeded, node.last_seen});
   }
   return views;
+}
+
+int RunState::needed_nodes() const {
+  return std::max(config_.min_nodes, config_.quorum ? last_round_nodes_ / 2 + 1 : 0);
+}
+
+bool RunState::quorum_binds() const { return needed_nodes() > config_.min_nodes; }
+
+std::string RunState::quorum_text() const {
+  return cat(": with --rdzv-fallback a round needs more than half of the last round's ",
+             last_round_nodes_, " nodes (the others may be training with a fallback rendezvous)");
 }
 
 Ms waiting_refresh_interval(size_t waiting_nodes) {

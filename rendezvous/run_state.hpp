@@ -1,9 +1,10 @@
 // The rendezvous of one run as a pure state machine: nodes join, rounds form (at max nodes, after
 // the last call once min have joined, or at once when every survivor of a restart is back),
 // ranks are assigned, node loss and worker failures restart every member, one job-wide restart
-// budget, scale-up with waiting nodes and spares, hosts excluded after repeated root-cause
-// failures (not for a failure another host shared: that is the job's), completion, and (after a
-// daemon restart) the outcomes the agents carried over. No I/O and no clock reads: time is passed
+// budget, a quorum after the first round when the run has fallback daemons, scale-up with waiting
+// nodes and spares, hosts excluded after repeated root-cause failures (not for a failure another
+// host shared: that is the job's), completion, and (after a daemon restart) the outcomes the
+// agents carried over. No I/O and no clock reads: time is passed
 // in, decisions come back as Actions, in O(log n) per event unless a round (re)starts. Owned by the
 // daemon; one thread.
 #pragma once
@@ -127,8 +128,14 @@ class RunState {
   /// Forming, fewer nodes are ready or on their way back than the round needs: the join timeout
   /// applies (and only then).
   bool short_of_nodes() const {
-    return count(Role::Pending) + count(Role::Stopping) < config_.min_nodes;
+    return count(Role::Pending) + count(Role::Stopping) < needed_nodes();
   }
+  /// The nodes a round needs: --nnodes' minimum, and with a quorum (RunConfig::quorum) more than
+  /// half of the last round's.
+  int needed_nodes() const;
+  /// The quorum asks for more nodes than --nnodes' minimum, and why (for messages).
+  bool quorum_binds() const;
+  std::string quorum_text() const;
   void add_node(Node node);
   void erase_node(std::map<std::string, Node>::iterator node);
   void set_role(Node& node, Role role);
@@ -145,6 +152,9 @@ class RunState {
   uint64_t arrivals_ = 0;
   int next_round_ = 0;
   int current_round_ = -1;
+  /// The last round's node count; before this daemon's first round, the largest a rejoining node
+  /// carried (a restarted or fallback daemon). 0: none yet, no quorum to keep.
+  int last_round_nodes_ = 0;
   int restarts_used_ = 0;
   bool regroup_ = false;  ///< forming after a restart: close once every stopping member is back
   TimePoint forming_since_;

@@ -28,15 +28,23 @@ extern char** environ;
 namespace cohort {
 namespace {
 
-// A daemon this agent may host must not be open to other hosts without a token.
-std::string open_daemon_problem(const DaemonPlan& plan) {
-  if (plan.embed == DaemonPlan::Embed::No || !plan.options.token.empty() || plan.insecure ||
-      is_loopback_address(plan.options.address)) {
-    return {};
+// A daemon this agent may host (at --rdzv-endpoint or a --rdzv-fallback) must not be open to
+// other hosts without a token.
+std::string open_daemon_problem(const DaemonPlan& plan,
+                                const std::vector<FallbackEndpoint>& fallbacks) {
+  if (!plan.options.token.empty() || plan.insecure) return {};
+  std::vector<std::string> addresses;
+  if (plan.embed != DaemonPlan::Embed::No) addresses.push_back(plan.options.address);
+  for (const FallbackEndpoint& fallback : fallbacks) {
+    if (fallback.local) addresses.push_back(fallback.bind_address);
   }
-  return "hosting the rendezvous on " + plan.options.address +
-         ": without a token anyone who reaches it can join, read and stop the run; give "
-         "--token-file (or COHORT_TOKEN) on every node, or --insecure";
+  for (const std::string& address : addresses) {
+    if (is_loopback_address(address)) continue;
+    return "hosting the rendezvous on " + address +
+           ": without a token anyone who reaches it can join, read and stop the run; give "
+           "--token-file (or COHORT_TOKEN) on every node, or --insecure";
+  }
+  return {};
 }
 
 // What can only be found on this machine, before joining: the token, a daemon open to other
@@ -46,7 +54,8 @@ bool local_setup_ok(const RunOptions& options, const TokenResult& token, Validat
   validated.daemon.options.token = token.token;
   validated.daemon.insecure = options.insecure;
   std::string problem = token.error;
-  if (problem.empty()) problem = open_daemon_problem(validated.daemon);
+  if (problem.empty())
+    problem = open_daemon_problem(validated.daemon, validated.config.rendezvous.fallbacks);
   if (problem.empty()) {
     problem = log_dir_problem(validated.config.log_dir,
                               run_id_path_component(validated.config.env.run_id));
@@ -89,6 +98,29 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
   }
   config.rendezvous.port = daemon->port();
   return true;
+}
+
+// A --rdzv-fallback endpoint of this machine, when the agent moves there: a daemon like the one
+// it would host at --rdzv-endpoint (same token, quotas, store ports), unless one listens there.
+void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
+                   std::vector<std::unique_ptr<RendezvousDaemon>>& daemons,
+                   boost::asio::io_context& io, Clock& clock) {
+  DaemonOptions options = plan.options;
+  options.address = fallback.bind_address;
+  options.port = fallback.port;
+  options.http_port = -1;
+  auto daemon = std::make_unique<RendezvousDaemon>(io, clock, options);
+  if (auto error = daemon->start()) {
+    RendezvousDaemon::Listener failed = daemon->failed_listener();
+    if (error == boost::asio::error::address_in_use &&
+        failed == RendezvousDaemon::Listener::Control)
+      return log::info("a rendezvous daemon already listens on ", fallback.host, ":", fallback.port,
+                       "; joining it");
+    return log::error(start_failure_text(failed, options, error, "cannot host the rendezvous on"));
+  }
+  log::warn("hosting the rendezvous on ", fallback.host, ":", fallback.port,
+            " (--rdzv-fallback): the other nodes move there too");
+  daemons.push_back(std::move(daemon));
 }
 
 // Before exiting, an agent that hosts the daemon lets the other nodes hear the end of the run
@@ -158,15 +190,18 @@ int run_command(const CLI::App& app, RunOptions& options) {
   for (const auto& warning : validated.warnings) log::warn(warning);
   boost::asio::io_context io;
   AsioClock clock(io);
-  std::unique_ptr<RendezvousDaemon> daemon;
-  if (!start_embedded_daemon(validated.daemon, daemon, io, clock, validated.config))
+  std::vector<std::unique_ptr<RendezvousDaemon>> daemons(1);  // --rdzv-endpoint's, fallbacks'
+  if (!start_embedded_daemon(validated.daemon, daemons[0], io, clock, validated.config))
     return kExitRendezvous;
-  if (daemon) {
-    RendezvousDaemon* hosted = daemon.get();
-    validated.config.before_exit = [hosted, &io](std::function<void()> done) {
-      wait_for_daemon(*hosted, io, std::move(done));
-    };
-  }
+  if (!daemons[0]) daemons.clear();
+  validated.config.host_fallback = [&daemons, &io, &clock,
+                                    plan = validated.daemon](const FallbackEndpoint& fallback) {
+    host_fallback(plan, fallback, daemons, io, clock);
+  };
+  validated.config.before_exit = [&daemons, &io](std::function<void()> done) {
+    if (daemons.empty()) return done();
+    wait_for_daemon(*daemons.back(), io, std::move(done));
+  };
   Agent agent(io, std::move(validated.config));
   return agent.run();
 }

@@ -19,10 +19,10 @@ namespace {
 // for its own daemon, --token-file for the token it sends over ssh's stdin), so they are not
 // forwarded. --event-log is both: the launch's daemon and every host's agent append to it.
 const std::set<std::string> kPlannedRunFlags = {
-    "--nnodes",      "--nproc-per-node", "--rdzv-backend", "--rdzv-endpoint",
-    "--rdzv-id",     "--local-addr",     "--node-rank",    "--node-rank-hint",
-    "--store-ports", "--standalone",     "--under-launch", "--master-addr",
-    "--master-port", "--token-file",     "--http-port",    "--launched-ms-ago"};
+    "--nnodes",          "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
+    "--local-addr",      "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
+    "--under-launch",    "--master-addr",    "--master-port",    "--token-file",    "--http-port",
+    "--launched-ms-ago", "--rdzv-fallback"};
 
 const std::set<std::string> kLaunchFlags = {
     "--hosts",
@@ -146,6 +146,11 @@ void reject_single_node_flags(const CLI::App& app, const RunOptions& run, Launch
         "--node-rank-hint", "--under-launch", "--launched-ms-ago"}) {
     if (given(app, flag))
       plan.problems.push_back(cat(flag, ": cohort launch sets this for every host itself"));
+  }
+  if (given(app, "--rdzv-fallback")) {
+    plan.problems.push_back(
+        "--rdzv-fallback: cohort launch hosts the rendezvous itself, and a run without the launch "
+        "ends (its hosts are started again instead)");
   }
   if (given(app, "--rdzv-backend") && run.rdzv_backend != "c10d")
     plan.problems.push_back("--rdzv-backend: cohort launch uses c10d (its own daemon)");

@@ -1,5 +1,6 @@
 #include "launcher/options/rendezvous_plan.hpp"
 
+#include <algorithm>
 #include <tuple>
 
 #include "common/host_port.hpp"
@@ -47,6 +48,13 @@ void plan_static(const RunOptions& options, RendezvousSettings& settings, Daemon
   daemon.options.port = settings.port;
 }
 
+// A name (node1, Slurm's first host) is served on every address: here it may resolve to
+// 127.0.1.1 (Debian's /etc/hosts) while the other nodes reach this machine by its network
+// address. An address literal is bound as given.
+std::string bind_address_for(const std::string& host) {
+  return host == "localhost" ? "127.0.0.1" : is_ip_address(host) ? host : "0.0.0.0";
+}
+
 // --rdzv-endpoint given: the agent connects there, and hosts the daemon when it names this
 // machine.
 void plan_endpoint(const RunOptions& options, std::optional<bool> is_host,
@@ -69,13 +77,44 @@ void plan_endpoint(const RunOptions& options, std::optional<bool> is_host,
   bool local = is_host.value_or(machine.is_local_host(endpoint->host));
   if (!local) return;
   daemon.embed = is_host ? DaemonPlan::Embed::Yes : DaemonPlan::Embed::IfFree;
-  // A name (node1, Slurm's first host) is served on every address: here it may resolve to
-  // 127.0.1.1 (Debian's /etc/hosts) while the other nodes reach this machine by its network
-  // address. An address literal is bound as given.
-  daemon.options.address = endpoint->host == "localhost"   ? "127.0.0.1"
-                           : is_ip_address(endpoint->host) ? endpoint->host
-                                                           : "0.0.0.0";
+  daemon.options.address = bind_address_for(endpoint->host);
   daemon.options.port = endpoint->port;
+}
+
+// --rdzv-fallback: each endpoint in order, with the port of --rdzv-endpoint unless given; one
+// that names this machine is hosted here once the agent moves there.
+void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
+                    RendezvousSettings& settings, std::vector<std::string>& problems) {
+  if (options.rdzv_fallback.empty()) return;
+  if (options.standalone || options.rdzv_endpoint.empty()) {
+    problems.push_back(
+        "--rdzv-fallback: needs --rdzv-endpoint (the daemon it stands in for) and more than one "
+        "node");
+    return;
+  }
+  std::vector<std::string> seen = {cat(settings.host, ":", settings.port)};
+  for (const std::string& item : split(options.rdzv_fallback, ',')) {
+    auto endpoint = parse_host_port(item, settings.port);
+    if (!endpoint || endpoint->port == 0) {
+      problems.push_back(cat("--rdzv-fallback: expected host[:port],... (port 1-65535), got '",
+                             item, "' in '", options.rdzv_fallback, "'"));
+      return;
+    }
+    std::string key = cat(endpoint->host, ":", endpoint->port);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      problems.push_back(cat("--rdzv-fallback: ", key, " is named twice (with --rdzv-endpoint)"));
+      return;
+    }
+    seen.push_back(key);
+    bool local = machine.is_local_host(endpoint->host);
+    settings.fallbacks.push_back({endpoint->host, endpoint->port, local,
+                                  local ? bind_address_for(endpoint->host) : std::string()});
+  }
+  if (settings.fallbacks.size() > kMaxFallbacks) {
+    problems.push_back(cat("--rdzv-fallback: at most ", kMaxFallbacks, " endpoints, got ",
+                           settings.fallbacks.size()));
+  }
+  settings.config.quorum = true;
 }
 
 }  // namespace
@@ -123,6 +162,9 @@ void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,
                      DaemonPlan& daemon, std::vector<std::string>& problems) {
   int max_nodes = settings.config.max_nodes;
   settings.address = options.local_addr.empty() ? machine.host_name : options.local_addr;
+  if (options.standalone || options.rdzv_endpoint.empty()) {
+    plan_fallbacks(options, machine, settings, problems);  // refused: nothing to stand in for
+  }
   if (options.standalone) {
     if (max_nodes > 1)
       problems.push_back(cat("--standalone: runs on one node; drop --nnodes ", options.nnodes));
@@ -139,6 +181,7 @@ void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,
     return;
   }
   plan_endpoint(options, is_host, machine, settings, daemon, problems);
+  plan_fallbacks(options, machine, settings, problems);
 }
 
 }  // namespace cohort

@@ -16,6 +16,9 @@
 
 namespace cohort {
 
+/// --rdzv-fallback takes at most this many endpoints.
+constexpr size_t kMaxFallbacks = 8;
+
 /// Whether this agent also hosts the rendezvous daemon, and where.
 struct DaemonPlan {
   enum class Embed { No, Yes, IfFree };  ///< IfFree: host it unless something listens there

@@ -43,6 +43,11 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
               "npu, ...) counted from its visible-devices variable");
   flag_option(app, "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static");
   flag_option(app, "--rdzv-endpoint", o.rdzv_endpoint, "Rendezvous endpoint, host[:port]");
+  flag_option(app, "--rdzv-fallback", o.rdzv_fallback,
+              "host[:port],...: where the rendezvous moves, in order, when the daemon at "
+              "--rdzv-endpoint is lost (the agent on that host hosts it); after the first round a "
+              "round then needs more than half of the last one's nodes")
+      ->type_name("LIST");
   flag_option(app, "--rdzv-id", o.rdzv_id,
               "Run id shared by every node of the job (default: 'none', as torchrun's; "
               "--standalone: a random one)")

@@ -23,6 +23,7 @@ struct RunOptions {
   std::string rdzv_endpoint;
   std::string rdzv_id = kDefaultRunId;
   std::string rdzv_conf;
+  std::string rdzv_fallback;  ///< --rdzv-fallback: host[:port],... where the rendezvous moves
   bool standalone = false;
   int max_restarts = 0;
   double monitor_interval = 0.1;

@@ -6,6 +6,18 @@
 #include "launcher/slurm/slurm_env.hpp"
 
 namespace cohort {
+namespace {
+
+// --nnodes MIN:MAX with MIN < MAX: the run goes on with fewer nodes.
+bool elastic(const std::string& nnodes) {
+  auto colon = nnodes.find(':');
+  if (colon == std::string::npos) return false;
+  auto min = parse_int(nnodes.substr(0, colon));
+  auto max = parse_int(nnodes.substr(colon + 1));
+  return min && max && *min < *max;
+}
+
+}  // namespace
 
 std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
                                               const EnvMap& env,
@@ -28,6 +40,11 @@ std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& o
     take("--rdzv-id", slurm->rdzv_id, options.rdzv_id);
   if (!options.standalone && !given("--master-addr")) {
     endpoint_taken = take("--rdzv-endpoint", slurm->rdzv_endpoint, options.rdzv_endpoint);
+  }
+  // A node list of three or more and an elastic run: the rendezvous can move when its host is
+  // lost, to the next hosts, which the others then reach as well.
+  if (endpoint_taken && elastic(options.nnodes)) {
+    take("--rdzv-fallback", slurm->rdzv_fallback, options.rdzv_fallback);
   }
   if (endpoint_taken && !given("--rdzv-backend")) {
     options.rdzv_backend = "c10d";

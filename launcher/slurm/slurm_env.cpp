@@ -20,6 +20,14 @@ SlurmValue sourced(const std::string& value, const std::pair<std::string, std::s
   return {value, from.first + "=" + from.second};
 }
 
+// The node list's second and third hosts at `port`, when it has three or more.
+std::optional<SlurmValue> fallback_hosts(const std::string& list, int port,
+                                         const std::pair<std::string, std::string>& from) {
+  auto hosts = expand_hostlist(list);
+  if (!hosts || hosts->size() < 3) return std::nullopt;
+  return sourced(cat((*hosts)[1], ":", port, ",", (*hosts)[2], ":", port), from);
+}
+
 }  // namespace
 
 int slurm_rendezvous_port(long job_id) { return 29400 + static_cast<int>(job_id % 1000); }
@@ -42,8 +50,9 @@ std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::str
       defaults.problems.push_back(
           cat(list->first, "='", list->second, "' is not a Slurm hostlist cohort can read"));
     } else {
-      std::string endpoint = cat(*host, ":", slurm_rendezvous_port(static_cast<long>(*job_number)));
-      defaults.rdzv_endpoint = sourced(endpoint, *list);
+      int port = slurm_rendezvous_port(static_cast<long>(*job_number));
+      defaults.rdzv_endpoint = sourced(cat(*host, ":", port), *list);
+      defaults.rdzv_fallback = fallback_hosts(list->second, port, *list);
     }
   }
   if (auto node = first_of(env, {"SLURM_NODEID"}))

@@ -20,6 +20,9 @@ struct SlurmDefaults {
   std::optional<SlurmValue> nnodes;
   std::optional<SlurmValue> rdzv_id;
   std::optional<SlurmValue> rdzv_endpoint;
+  /// The second and third hosts of the node list at the same port, for an elastic run of three
+  /// nodes or more (apply_slurm_defaults decides).
+  std::optional<SlurmValue> rdzv_fallback;
   std::optional<SlurmValue> node_rank;
   std::optional<SlurmValue> nproc_per_node;
   std::vector<std::string> problems;  ///< e.g. a node list that does not parse

@@ -321,6 +321,47 @@ TEST_CASE("scancel --signal=USR1 reaches every worker once, and they keep runnin
   CHECK(scratch.nothing_left());
 }
 
+namespace {
+
+/// An elastic.sbatch job of `nodes` nodes on CPU, 60 steps, one of whose agents is SIGKILLed once
+/// training reached step 12: the one hosting the rendezvous, or one that does not.
+struct ElasticJob {
+  std::string job, output, state, exit_code;
+  std::vector<StepLine> steps;
+};
+ElasticJob run_elastic(Scratch& scratch, SlurmCluster& cluster, int nodes, bool kill_host) {
+  ElasticJob run;
+  std::string steps = scratch.file("steps.log");
+  run.job = cluster.submit(
+      concat(fit(nodes), {script("elastic.sbatch"), "--epochs", "3", "--steps-per-epoch", "20",
+                          "--checkpoint-every", "5", "--step-sleep", "0.25", "--global-batch-size",
+                          "24",  // 6, 4 and 2 ranks divide it
+                          "--device", "cpu", "--step-log", steps}),
+      example_env());
+  std::string output_name = "cohort-elastic-" + run.job + ".out";
+  bool training = training_reached(cluster, run.job, steps, 12);
+  INFO(read_file(scratch.file(output_name)) << cluster.job(run.job));
+  REQUIRE(training);
+  // Every agent sees the nodes' addresses as local; the one that bound the port first hosts the
+  // rendezvous.
+  int port = 29400 + std::stoi(run.job) % 1000;
+  pid_t victim = 0;
+  for (int k = 1; k <= nodes; ++k) {
+    pid_t agent = cohort_agent(run.job, "node" + std::to_string(k));
+    REQUIRE(agent > 0);
+    if (listens_on(agent, port) == kill_host) victim = agent;
+  }
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);  // as a node that crashed
+  run.state = cluster.wait_for_end(run.job, 180s);
+  run.output = read_file(scratch.file(output_name));
+  run.exit_code = cluster.job_field(run.job, "ExitCode");
+  run.steps = step_log(steps);
+  return run;
+}
+
+}  // namespace
+
 TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other node",
           "[integration][slurm][elastic]") {
   require_slurm();
@@ -329,44 +370,49 @@ TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other
   SlurmCluster cluster(scratch, 2);
   INFO(cluster.logs());
   REQUIRE(cluster.ready());
-  std::string steps = scratch.file("steps.log");
-  std::string job =
-      cluster.submit(concat(fit(2), {script("elastic.sbatch"), "--epochs", "3", "--steps-per-epoch",
-                                     "20", "--checkpoint-every", "5", "--step-sleep", "0.25",
-                                     "--device", "cpu", "--step-log", steps}),
-                     example_env());
-  std::string output_name = "cohort-elastic-" + job + ".out";
-  bool training = training_reached(cluster, job, steps, 12);
-  INFO(read_file(scratch.file(output_name)) << cluster.job(job));
-  REQUIRE(training);
-  // Both agents see node1's address as local; the one that bound the port first hosts the
-  // rendezvous. Kill the other one, as a node that crashed.
-  int port = 29400 + std::stoi(job) % 1000;
-  pid_t victim = 0;
-  for (const std::string node : {"node1", "node2"}) {
-    pid_t agent = cohort_agent(job, node);
-    REQUIRE(agent > 0);
-    if (!listens_on(agent, port)) victim = agent;
-  }
-  REQUIRE(victim > 0);
-  ::kill(victim, SIGKILL);
-  std::string state = cluster.wait_for_end(job, 180s);
-  std::string output = read_file(scratch.file(output_name));
-  INFO(output << cluster.job(job));
-  CHECK(contains(output, "[default0]:done: 60 steps, final loss "));
-  auto log = step_log(steps);
-  REQUIRE(!log.empty());
-  CHECK(log.front().world_size == 4);
-  CHECK(log.back().world_size == 2);
-  CHECK(log.back().round > 0);
-  CHECK(log.back().step == 59);
-  auto resumed = resumed_steps(output);
+  ElasticJob run = run_elastic(scratch, cluster, 2, /*kill_host=*/false);
+  INFO(run.output << cluster.job(run.job));
+  CHECK(contains(run.output, "[default0]:done: 60 steps, final loss "));
+  REQUIRE(!run.steps.empty());
+  CHECK(run.steps.front().world_size == 4);
+  CHECK(run.steps.back().world_size == 2);
+  CHECK(run.steps.back().round > 0);
+  CHECK(run.steps.back().step == 59);
+  auto resumed = resumed_steps(run.output);
   REQUIRE(!resumed.empty());
   CHECK(resumed.back() >= 10);
   // The job's exit status is srun's, the worst task's: the killed agent's 128 + SIGKILL, although
   // the training finished (docs/guide/slurm.md says so).
-  CHECK(state == "FAILED");
-  CHECK(cluster.job_field(job, "ExitCode") == "137:0");
+  CHECK(run.state == "FAILED");
+  CHECK(run.exit_code == "137:0");
+  cluster.stop();
+  CHECK(scratch.nothing_left());
+}
+
+// Three nodes: the run has fallback endpoints (the node list's next two hosts), so losing the
+// node whose agent hosts the rendezvous no longer ends the job.
+TEST_CASE("elastic.sbatch: the node hosting the rendezvous dies and the others finish the job",
+          "[integration][slurm][elastic][fallback]") {
+  require_slurm();
+  require_torch();
+  Scratch scratch;
+  SlurmCluster cluster(scratch, 3);
+  INFO(cluster.logs());
+  REQUIRE(cluster.ready());
+  ElasticJob run = run_elastic(scratch, cluster, 3, /*kill_host=*/true);
+  INFO(run.output << cluster.job(run.job));
+  int port = 29400 + std::stoi(run.job) % 1000;
+  CHECK(contains(run.output, "the rendezvous moves to node2:" + std::to_string(port)));
+  CHECK(contains(run.output, "[default0]:done: 60 steps, final loss "));
+  REQUIRE(!run.steps.empty());
+  CHECK(run.steps.front().world_size == 6);
+  CHECK(run.steps.back().world_size == 4);
+  CHECK(run.steps.back().step == 59);
+  auto resumed = resumed_steps(run.output);
+  REQUIRE(!resumed.empty());
+  CHECK(resumed.back() >= 10);
+  CHECK(run.state == "FAILED");  // srun's status is the worst task's: the killed agent's
+  CHECK(run.exit_code == "137:0");
   cluster.stop();
   CHECK(scratch.nothing_left());
 }

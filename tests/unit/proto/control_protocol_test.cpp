@@ -188,6 +188,21 @@ TEST_CASE("a hello says how long ago its agent started, absent from an older age
   CHECK(std::get<Hello>(*back).age_ms == kMaxAgentAgeMs);
 }
 
+TEST_CASE("a hello's quorum is said only when set, absent from an older agent", "[unit][proto]") {
+  Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n";
+  std::string error;
+  std::string unsaid = encode_message(hello);
+  CHECK(unsaid.find("quorum") == std::string::npos);
+  REQUIRE(decode_message(unsaid, error));
+  CHECK_FALSE(std::get<Hello>(*decode_message(unsaid, error)).config.quorum);
+  hello.config.quorum = true;
+  auto back = decode_message(encode_message(hello), error);
+  REQUIRE(back);
+  CHECK(std::get<Hello>(*back).config.quorum);
+}
+
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
   std::string error;
   CHECK_FALSE(decode_message("not json", error));

@@ -865,3 +865,113 @@ TEST_CASE("a carried round's ruling is the next deadline once the last call has 
   CHECK(f.run.next_deadline() == start + 3000ms);
   CHECK(find<StartRound>(f.advance(2000ms)));
 }
+
+TEST_CASE("with a quorum, survivors of a round form the next one only as a majority",
+          "[unit][rendezvous][quorum]") {
+  Fixture f(1, 4);
+  f.config.quorum = true;
+  RunState run("job", f.config, f.now);
+  auto join = [&](const std::string& id) { return run.join(f.node(id), f.config, f.now); };
+  for (const char* id : {"a", "b", "c", "d"}) join(id);
+  REQUIRE(run.phase() == RunState::Phase::Running);  // the first round: --nnodes' minimum only
+  // Two of four lost at once (a partition, or a daemon on the other side of it): no majority.
+  run.node_lost("c", "gone", f.now);
+  run.node_lost("d", "gone", f.now);
+  std::optional<WaitingStatus> waiting = find<WaitingStatus>(join("a"));
+  REQUIRE(waiting);
+  CHECK(waiting->min_nodes == 3);
+  join("b");
+  for (int i = 0; i < 25; ++i) {  // 5 s, well past the last call
+    f.now += 200ms;
+    for (const char* id : {"a", "b"}) run.heartbeat(id, f.now);
+    CHECK(find<StartRound>(run.tick(f.now)) == std::nullopt);
+  }
+  CHECK(run.phase() == RunState::Phase::Forming);
+  // A third node (a replacement) makes a majority of the last round's four.
+  std::optional<StartRound> start = find<StartRound>(join("e"));
+  for (int i = 0; i < 10 && !start; ++i) {
+    f.now += 200ms;
+    for (const char* id : {"a", "b", "e"}) run.heartbeat(id, f.now);
+    start = find<StartRound>(run.tick(f.now));
+  }
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "b", "e"});
+  // Now one of three may go: two of three is a majority.
+  run.node_lost("e", "gone", f.now);
+  join("a");
+  CHECK(find<StartRound>(join("b")).has_value());
+}
+
+TEST_CASE("with a quorum, a minority times out naming the last round",
+          "[unit][rendezvous][quorum]") {
+  Fixture f(1, 3);
+  f.config.quorum = true;
+  RunState run("job", f.config, f.now);
+  for (const char* id : {"a", "b", "c"}) run.join(f.node(id), f.config, f.now);
+  REQUIRE(run.phase() == RunState::Phase::Running);
+  run.node_lost("b", "gone", f.now);
+  run.node_lost("c", "gone", f.now);
+  run.join(f.node("a"), f.config, f.now);
+  Actions timeout;
+  for (int i = 0; i < 60 && timeout.empty(); ++i) {
+    f.now += 200ms;
+    run.heartbeat("a", f.now);
+    timeout = run.tick(f.now);
+  }
+  std::optional<DropNode> drop = find<DropNode>(timeout);
+  REQUIRE(drop);
+  CHECK(drop->reason.find("1 of at least 2 nodes") != std::string::npos);
+  CHECK(drop->reason.find("more than half of the last round's 3 nodes") != std::string::npos);
+  CHECK(run.phase() == RunState::Phase::Failed);
+}
+
+TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
+          "[unit][rendezvous][quorum]") {
+  Fixture f(1, 3);
+  f.config.quorum = true;
+  SECTION("one node of a round of three is no majority") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "a", 2, 3), f.config, f.now);
+    for (int i = 0; i < 25; ++i) {
+      f.now += 200ms;
+      run.heartbeat("a", f.now);
+      CHECK(find<StartRound>(run.tick(f.now)) == std::nullopt);
+    }
+  }
+  SECTION("two are, and the round count goes on") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "a", 2, 3), f.config, f.now);
+    run.join(rejoining(f, "b", 2, 3), f.config, f.now);
+    std::optional<StartRound> start;
+    for (int i = 0; i < 10 && !start; ++i) {
+      f.now += 200ms;
+      for (const char* id : {"a", "b"}) run.heartbeat(id, f.now);
+      start = find<StartRound>(run.tick(f.now));
+    }
+    REQUIRE(start);
+    CHECK(start->round == 3);
+    CHECK(start->members.size() == 2);
+  }
+  SECTION("without a quorum, one node forms a round as before") {
+    f.config.quorum = false;
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "a", 2, 3), f.config, f.now);
+    std::optional<StartRound> start;
+    for (int i = 0; i < 10 && !start; ++i) {
+      f.now += 200ms;
+      run.heartbeat("a", f.now);
+      start = find<StartRound>(run.tick(f.now));
+    }
+    CHECK(start.has_value());
+  }
+}
+
+TEST_CASE("a quorum is part of the run's settings", "[unit][rendezvous][quorum]") {
+  RunConfig mine;
+  RunConfig run = mine;
+  run.quorum = true;
+  CHECK(describe_config_difference(mine, run) ==
+        "--rdzv-fallback is given in the run but not here");
+  CHECK(describe_config_difference(run, mine) ==
+        "--rdzv-fallback is given here but not in the run");
+}

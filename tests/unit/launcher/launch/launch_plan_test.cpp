@@ -137,6 +137,8 @@ TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][l
   CHECK(has_problem(plan({"-H", "a,b", "--node-rank", "1", "x.py"}).plan, "--node-rank:"));
   CHECK(has_problem(plan({"-H", "a,b", "--rdzv-backend", "static", "x.py"}).plan,
                     "--rdzv-backend: cohort launch uses c10d"));
+  CHECK(has_problem(plan({"-H", "a,b", "--rdzv-fallback", "b", "x.py"}).plan,
+                    "--rdzv-fallback: cohort launch hosts the rendezvous itself"));
   CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "3", "x.py"}).plan,
                     "--nnodes 3: needs at least 3 hosts, and only 2 are given"));
   CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "x", "x.py"}).plan, "--nnodes: expected"));

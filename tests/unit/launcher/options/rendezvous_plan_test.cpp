@@ -144,3 +144,42 @@ TEST_CASE("the settings that hold whatever the endpoint", "[unit][launcher]") {
         std::vector<std::string>{
             "--store-ports: expected PORT or FIRST-LAST within 1-65535, got '99999'"});
 }
+
+TEST_CASE("fallback endpoints: in order, this machine's hosted there, a quorum for the run",
+          "[unit][launcher][quorum]") {
+  RunOptions options = c10d("head:29400");
+  options.rdzv_fallback = "node7,10.0.0.8:29500,[::1]:7";
+  Planned planned = plan(options, 2, 4);
+  REQUIRE(planned.problems.empty());
+  CHECK(planned.settings.config.quorum);
+  REQUIRE(planned.settings.fallbacks.size() == 3);
+  const auto& here = planned.settings.fallbacks[0];
+  CHECK(here.host == "node7");
+  CHECK(here.port == 29400);  // --rdzv-endpoint's
+  CHECK(here.local);
+  CHECK(here.bind_address == "0.0.0.0");
+  CHECK(planned.settings.fallbacks[1].port == 29500);
+  CHECK_FALSE(planned.settings.fallbacks[1].local);
+  CHECK(planned.settings.fallbacks[2].host == "::1");
+  CHECK_FALSE(plan(c10d("head:29400"), 2, 4).settings.config.quorum);
+}
+
+TEST_CASE("fallback endpoints that cannot be are refused, naming the flag",
+          "[unit][launcher][quorum]") {
+  auto problem = [](RunOptions options, const std::string& fallback) {
+    options.rdzv_fallback = fallback;
+    Planned planned = plan(options, 2, 4);
+    return planned.problems.empty() ? std::string() : planned.problems.front();
+  };
+  CHECK(problem(c10d("head:29400"), "node8:0") ==
+        "--rdzv-fallback: expected host[:port],... (port 1-65535), got 'node8:0' in 'node8:0'");
+  CHECK(problem(c10d("head:29400"), "a,,b").find("got '' in 'a,,b'") != std::string::npos);
+  CHECK(problem(c10d("head:29400"), "head") ==
+        "--rdzv-fallback: head:29400 is named twice (with --rdzv-endpoint)");
+  CHECK(problem(c10d("head:29400"), "a,b,c,d,e,f,g,h,i") ==
+        "--rdzv-fallback: at most 8 endpoints, got 9");
+  RunOptions standalone;
+  standalone.standalone = true;
+  CHECK(problem(standalone, "node8").rfind("--rdzv-fallback: needs --rdzv-endpoint", 0) == 0);
+  CHECK(problem(RunOptions{}, "node8").rfind("--rdzv-fallback: needs --rdzv-endpoint", 0) == 0);
+}

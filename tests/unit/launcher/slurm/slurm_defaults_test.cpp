@@ -75,3 +75,27 @@ TEST_CASE("a Slurm node list that does not parse is a problem", "[unit][launcher
   CHECK(applied.problems[0].find("SLURM_JOB_NODELIST") != std::string::npos);
   CHECK(applied.options.rdzv_endpoint.empty());
 }
+
+TEST_CASE("an elastic run of three nodes or more gets the next two hosts as fallbacks",
+          "[unit][launcher][slurm][quorum]") {
+  EnvMap env = kStep;
+  env["SLURM_JOB_NUM_NODES"] = "4";
+  env["SLURM_JOB_NODELIST"] = "gpu-[07-10]";
+  Applied elastic = apply({"--nnodes", "2:4", "t.py"}, env);
+  CHECK(elastic.problems.empty());
+  CHECK(elastic.options.rdzv_endpoint == "gpu-07:29477");
+  CHECK(elastic.options.rdzv_fallback == "gpu-08:29477,gpu-09:29477");
+  CHECK(
+      std::find(elastic.taken.begin(), elastic.taken.end(),
+                "--rdzv-fallback gpu-08:29477,gpu-09:29477 from SLURM_JOB_NODELIST=gpu-[07-10]") !=
+      elastic.taken.end());
+  // A fixed size cannot go on without a node: nothing to move for.
+  CHECK(apply({"t.py"}, env).options.rdzv_fallback.empty());
+  // Two nodes: one survivor is no majority, so the rendezvous does not move.
+  CHECK(apply({"--nnodes", "1:2", "t.py"}, kStep).options.rdzv_fallback.empty());
+  // The user's own, or none with an endpoint of the user's.
+  CHECK(apply({"--nnodes", "2:4", "--rdzv-fallback", "x", "t.py"}, env).options.rdzv_fallback ==
+        "x");
+  CHECK(apply({"--nnodes", "2:4", "--rdzv-endpoint", "h:1", "t.py"}, env)
+            .options.rdzv_fallback.empty());
+}
