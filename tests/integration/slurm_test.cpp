@@ -360,6 +360,23 @@ ElasticJob run_elastic(Scratch& scratch, SlurmCluster& cluster, int nodes, bool 
   return run;
 }
 
+/// The job trained all 60 steps, from `first_world` ranks down to `last_world`, resuming from a
+/// checkpoint; srun's status is the worst task's: the killed agent's 128 + SIGKILL, although the
+/// training finished (docs/guide/slurm.md says so).
+void check_finished_smaller(const ElasticJob& run, int first_world, int last_world) {
+  CHECK(contains(run.output, "[default0]:done: 60 steps, final loss "));
+  REQUIRE(!run.steps.empty());
+  CHECK(run.steps.front().world_size == first_world);
+  CHECK(run.steps.back().world_size == last_world);
+  CHECK(run.steps.back().round > 0);
+  CHECK(run.steps.back().step == 59);
+  auto resumed = resumed_steps(run.output);
+  REQUIRE(!resumed.empty());
+  CHECK(resumed.back() >= 10);
+  CHECK(run.state == "FAILED");
+  CHECK(run.exit_code == "137:0");
+}
+
 }  // namespace
 
 TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other node",
@@ -372,19 +389,7 @@ TEST_CASE("elastic.sbatch: a node's agent dies and the job finishes on the other
   REQUIRE(cluster.ready());
   ElasticJob run = run_elastic(scratch, cluster, 2, /*kill_host=*/false);
   INFO(run.output << cluster.job(run.job));
-  CHECK(contains(run.output, "[default0]:done: 60 steps, final loss "));
-  REQUIRE(!run.steps.empty());
-  CHECK(run.steps.front().world_size == 4);
-  CHECK(run.steps.back().world_size == 2);
-  CHECK(run.steps.back().round > 0);
-  CHECK(run.steps.back().step == 59);
-  auto resumed = resumed_steps(run.output);
-  REQUIRE(!resumed.empty());
-  CHECK(resumed.back() >= 10);
-  // The job's exit status is srun's, the worst task's: the killed agent's 128 + SIGKILL, although
-  // the training finished (docs/guide/slurm.md says so).
-  CHECK(run.state == "FAILED");
-  CHECK(run.exit_code == "137:0");
+  check_finished_smaller(run, 4, 2);
   cluster.stop();
   CHECK(scratch.nothing_left());
 }
@@ -403,16 +408,7 @@ TEST_CASE("elastic.sbatch: the node hosting the rendezvous dies and the others f
   INFO(run.output << cluster.job(run.job));
   int port = 29400 + std::stoi(run.job) % 1000;
   CHECK(contains(run.output, "the rendezvous moves to node2:" + std::to_string(port)));
-  CHECK(contains(run.output, "[default0]:done: 60 steps, final loss "));
-  REQUIRE(!run.steps.empty());
-  CHECK(run.steps.front().world_size == 6);
-  CHECK(run.steps.back().world_size == 4);
-  CHECK(run.steps.back().step == 59);
-  auto resumed = resumed_steps(run.output);
-  REQUIRE(!resumed.empty());
-  CHECK(resumed.back() >= 10);
-  CHECK(run.state == "FAILED");  // srun's status is the worst task's: the killed agent's
-  CHECK(run.exit_code == "137:0");
+  check_finished_smaller(run, 6, 4);
   cluster.stop();
   CHECK(scratch.nothing_left());
 }
