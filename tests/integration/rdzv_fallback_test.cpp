@@ -1,11 +1,17 @@
 // --rdzv-fallback: three agents without cohortd, the first hosting the rendezvous at
 // --rdzv-endpoint. When that agent dies, the others move to the fallback endpoint (one of them
 // hosts it) and go on in a smaller round; when it takes another node with it, the last one is no
-// majority of the last round and forms none: it ends after the join timeout, saying why.
+// majority of the last round and forms none: it ends after the join timeout, saying why. And a
+// real network split (netns): the majority goes on, the cut-off host of the rendezvous does not.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <fstream>
 
 #include "common/free_port.hpp"
 #include "tests/integration/integration_support.hpp"
+#include "tests/integration/netns_support.hpp"
 
 using namespace cohort::test;
 
@@ -116,4 +122,97 @@ TEST_CASE("one node of three is no majority: it forms no round at the fallback a
                  "--rdzv-fallback a round needs more than half of the last round's 3 nodes"));
   CHECK(run.dumps_of_round(1) == 0);
   CHECK(run.scratch.nothing_left());
+}
+
+// A network split: the host of the rendezvous (in a network namespace of its own) is cut off
+// from the two other nodes. They lose it by heartbeat timeout, move to the fallback on this side
+// and go on as a majority, two of three; the cut-off host's daemon, alive, loses them, stops its
+// own node's workers and, one of three, forms no round: never two trainings at once.
+TEST_CASE(
+    "a network split: the majority goes on at the fallback, the cut-off host trains alone never",
+    "[integration][multinode][fallback][netns]") {
+  require_prerequisite(::geteuid() == 0, "root, for network namespaces (run the tests as root)");
+  NetnsNode cut_off;
+  require_prerequisite(cut_off.ready,
+                       "network namespaces and veth pairs (ip netns, ip link: iproute2)");
+  Scratch scratch;
+  std::string token = scratch.file("token");
+  std::ofstream(token) << "split-token-" << ::getpid() << "-0123456789abcdef\n";
+  ::chmod(token.c_str(), 0600);
+  std::string endpoint = cut_off.ns_ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  std::string fallback =
+      cut_off.host_ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  auto agent = [&](const std::string& address) {
+    return std::vector<std::string>{
+        kCohortBin,
+        "run",
+        "--token-file",
+        token,
+        "--nnodes",
+        "1:3",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-fallback",
+        fallback,
+        "--rdzv-id",
+        "split",
+        "--rdzv-conf",
+        "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=5",
+        "--local-addr",
+        address,
+        "--shutdown-timeout",
+        "2",
+        "--no-python",
+        kTestWorkerBin,
+        "--dump-env",
+        scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
+        "--hang"};
+  };
+  std::vector<std::string> in_namespace{"/usr/sbin/ip", "netns", "exec", cut_off.ns};
+  std::vector<std::string> host_argv = agent(cut_off.ns_ip);
+  in_namespace.insert(in_namespace.end(), host_argv.begin(), host_argv.end());
+  ChildOptions options = scratch.options();
+  options.name = "rendezvous_host";
+  ChildProcess host(in_namespace, options);
+  REQUIRE(wait_until([&] { return contains(host.err(), "now hosts the rendezvous"); }, 10s));
+  std::vector<std::unique_ptr<ChildProcess>> others;
+  for (const std::string address : {"127.0.0.2", "127.0.0.3"}) {
+    options.name = "node_" + address;
+    others.push_back(std::make_unique<ChildProcess>(agent(address), options));
+  }
+  auto dumps_of = [&](int round) {
+    size_t count = 0;
+    for (const auto& name :
+         entries_starting_with(scratch.path(), "env_" + std::to_string(round) + "_")) {
+      count += ends_with(name, ".json");
+    }
+    return count;
+  };
+  INFO(host.output() << others[0]->output() << others[1]->output());
+  REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
+  REQUIRE(cut_off.set_link(false));
+  // The majority: a round of two at the fallback, hosted on this side.
+  REQUIRE(wait_until([&] { return dumps_of(1) == 2; }, 20s));
+  for (int rank = 0; rank < 2; ++rank) {
+    EnvDump env = load_env(scratch.file("env_1_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "2");
+    CHECK(env_value(env, "MASTER_ADDR") == cut_off.host_ip);  // the fallback's worker store
+  }
+  // The cut-off host: its daemon lost the two others, stopped its workers, formed no round alone
+  // and ended at the join timeout, naming the majority it lacked.
+  auto status = host.wait(30s);
+  REQUIRE(status);
+  CHECK(status->shell_code() == 3);
+  CHECK(contains(host.err(), "more than half of the last round's 3 nodes"));
+  CHECK(dumps_of(1) == 2);
+  CHECK(dumps_of(2) == 0);
+  for (auto& node : others) node->signal(SIGTERM);
+  for (auto& node : others) {
+    auto ended = node->wait(10s);
+    REQUIRE(ended);
+    CHECK(ended->shell_code() == 128 + SIGTERM);
+  }
+  CHECK(scratch.nothing_left());
 }
