@@ -356,6 +356,7 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
 
 void Agent::connect() {
   const RendezvousSettings& settings = config_.rendezvous;
+  if (connection_ == 0) fallback_ = settings.first_endpoint;
   ClientOptions options;
   options.host = fallback_ == 0 ? settings.host : settings.fallbacks[fallback_ - 1].host;
   options.port = fallback_ == 0 ? settings.port : settings.fallbacks[fallback_ - 1].port;

@@ -34,6 +34,9 @@ struct RendezvousSettings {
   std::string host = "127.0.0.1";
   uint16_t port = 29400;
   std::vector<FallbackEndpoint> fallbacks;  ///< in order; empty: the daemon never moves
+  /// Where the agent connects first: 0 --rdzv-endpoint, n the n-th fallback (the run had moved
+  /// there before this agent started).
+  size_t first_endpoint = 0;
   std::string address;           ///< what this node advertises (--local-addr or host name)
   std::optional<int> rank_hint;  ///< --node-rank (static) or SLURM_NODEID
   proto::WireRunConfig config;

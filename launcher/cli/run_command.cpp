@@ -12,6 +12,7 @@
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
+#include "launcher/cli/moved_rendezvous.hpp"
 #include "launcher/options/command_words.hpp"
 #include "launcher/options/did_you_mean.hpp"
 #include "launcher/options/log_dir_check.hpp"
@@ -27,6 +28,9 @@ extern char** environ;
 
 namespace cohort {
 namespace {
+
+/// How long each --rdzv-fallback endpoint is given to say whether the run moved there.
+constexpr int kMovedRunQueryMs = 1000;
 
 // A daemon this agent may host (at --rdzv-endpoint or a --rdzv-fallback) must not be open to
 // other hosts without a token.
@@ -123,6 +127,22 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
   daemons.push_back(std::move(daemon));
 }
 
+// A run that moved to a --rdzv-fallback before this agent started (its rendezvous host was lost)
+// is joined there: hosting a fresh daemon at --rdzv-endpoint would start a second run.
+void join_a_moved_run(ValidatedRun& validated) {
+  RendezvousSettings& settings = validated.config.rendezvous;
+  if (settings.fallbacks.empty()) return;
+  std::optional<size_t> moved = find_moved_run(settings.fallbacks, validated.config.env.run_id,
+                                               settings.token, kMovedRunQueryMs);
+  if (!moved) return;
+  const FallbackEndpoint& there = settings.fallbacks[*moved];
+  log::warn("run '", validated.config.env.run_id, "' has moved to ",
+            endpoint_text(there.host, there.port),
+            " (--rdzv-fallback): its first rendezvous host was lost; joining it there");
+  settings.first_endpoint = *moved + 1;
+  validated.daemon.embed = DaemonPlan::Embed::No;
+}
+
 // Before exiting, an agent that hosts the daemon lets the other nodes hear the end of the run
 // (at most 5 s).
 void wait_for_daemon(RendezvousDaemon& daemon, boost::asio::io_context& io,
@@ -188,6 +208,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
   }
   log::init(log_level_for(options));
   for (const auto& warning : validated.warnings) log::warn(warning);
+  join_a_moved_run(validated);
   boost::asio::io_context io;
   AsioClock clock(io);
   std::vector<std::unique_ptr<RendezvousDaemon>> daemons(1);  // --rdzv-endpoint's, fallbacks'

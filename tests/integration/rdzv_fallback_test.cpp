@@ -19,45 +19,32 @@ namespace {
 
 const std::vector<std::string> kAddresses{"127.0.0.2", "127.0.0.3", "127.0.0.4"};
 
+/// How many workers of `round` have written their environment ("env_<round>_<rank>.json").
+size_t dumps_of_round(const Scratch& scratch, int round) {
+  size_t count = 0;
+  for (const auto& name :
+       entries_starting_with(scratch.path(), "env_" + std::to_string(round) + "_")) {
+    count += ends_with(name, ".json");
+  }
+  return count;
+}
+
 struct FallbackRun {
   Scratch scratch;
   std::string endpoint = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
   std::string fallback = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  int sleep_ms;
+  std::string join_timeout;
   std::vector<std::unique_ptr<ChildProcess>> nodes;
 
   // Three nodes whose workers record their env and then run `sleep_ms`; the first node starts
   // alone and hosts the rendezvous at the endpoint before the others come.
-  FallbackRun(int sleep_ms, const std::string& join_timeout) {
-    for (size_t i = 0; i < kAddresses.size(); ++i) {
-      nodes.push_back(scratch.start(
-          {"--nnodes",
-           "1:3",
-           "--nproc-per-node",
-           "1",
-           "--rdzv-backend",
-           "c10d",
-           "--rdzv-endpoint",
-           endpoint,
-           "--rdzv-fallback",
-           fallback,
-           "--rdzv-id",
-           "moving",
-           "--rdzv-conf",
-           "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
-               join_timeout,
-           "--local-addr",
-           kAddresses[i],
-           "--shutdown-timeout",
-           "2",
-           "--no-python",
-           kTestWorkerBin,
-           "--dump-env",
-           scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
-           "--sleep-ms",
-           std::to_string(sleep_ms)}));
-      if (i == 0) {
-        REQUIRE(
-            wait_until([&] { return contains(nodes[0]->err(), "now hosts the rendezvous"); }, 10s));
+  FallbackRun(int sleep_ms, std::string join_timeout)
+      : sleep_ms(sleep_ms), join_timeout(std::move(join_timeout)) {
+    for (const std::string& address : kAddresses) {
+      ChildProcess& node = start_node(address);
+      if (nodes.size() == 1) {
+        REQUIRE(wait_until([&] { return contains(node.err(), "now hosts the rendezvous"); }, 10s));
       }
     }
     REQUIRE(wait_until([&] { return dumps_of_round(0) == 3; }, 20s));
@@ -67,13 +54,36 @@ struct FallbackRun {
     for (auto& node : nodes) node->wait(10s);
   }
 
-  size_t dumps_of_round(int round) const {
-    size_t count = 0;
-    for (const auto& name : entries_starting_with(scratch.path(), "env_" + std::to_string(round))) {
-      count += ends_with(name, ".json");
-    }
-    return count;
+  ChildProcess& start_node(const std::string& address) {
+    nodes.push_back(scratch.start(
+        {"--nnodes",
+         "1:3",
+         "--nproc-per-node",
+         "1",
+         "--rdzv-backend",
+         "c10d",
+         "--rdzv-endpoint",
+         endpoint,
+         "--rdzv-fallback",
+         fallback,
+         "--rdzv-id",
+         "moving",
+         "--rdzv-conf",
+         "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
+             join_timeout,
+         "--local-addr",
+         address,
+         "--shutdown-timeout",
+         "2",
+         "--no-python",
+         kTestWorkerBin,
+         "--dump-env",
+         scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
+         "--sleep-ms",
+         std::to_string(sleep_ms)}));
+    return *nodes.back();
   }
+  size_t dumps_of_round(int round) const { return ::dumps_of_round(scratch, round); }
   EnvDump dump(int round, int rank) const {
     return load_env(
         scratch.file("env_" + std::to_string(round) + "_" + std::to_string(rank) + ".json"));
@@ -105,6 +115,26 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
     CHECK(env_value(env, "MASTER_PORT") != round0_port);         // the fallback's worker store
   }
   CHECK(run.scratch.nothing_left());  // the killed agent's worker too
+}
+
+TEST_CASE("an agent started after the run moved joins it at the fallback, not a second run",
+          "[integration][multinode][fallback]") {
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30");
+  run.nodes[0]->signal(SIGKILL);
+  REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 20s));
+  // A node started afresh with the same flags, on the same machine as --rdzv-endpoint, where
+  // nothing listens any more: it must not host a new rendezvous there.
+  ChildProcess& late = run.start_node("127.0.0.5");
+  INFO(late.output());
+  REQUIRE(wait_until([&] { return run.dumps_of_round(2) == 3; }, 20s));  // scale-up to three
+  CHECK(contains(late.err(), "run 'moving' has moved to " + run.fallback +
+                                 " (--rdzv-fallback): its first rendezvous host was lost; "
+                                 "joining it there"));
+  CHECK_FALSE(contains(late.err(), "hosts the rendezvous"));
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(env_value(run.dump(2, rank), "WORLD_SIZE") == "3");
+  }
+  CHECK(run.dumps_of_round(3) == 0);
 }
 
 TEST_CASE("one node of three is no majority: it forms no round at the fallback and says why",
@@ -182,14 +212,7 @@ TEST_CASE(
     options.name = "node_" + address;
     others.push_back(std::make_unique<ChildProcess>(agent(address), options));
   }
-  auto dumps_of = [&](int round) {
-    size_t count = 0;
-    for (const auto& name :
-         entries_starting_with(scratch.path(), "env_" + std::to_string(round) + "_")) {
-      count += ends_with(name, ".json");
-    }
-    return count;
-  };
+  auto dumps_of = [&](int round) { return dumps_of_round(scratch, round); };
   INFO(host.output() << others[0]->output() << others[1]->output());
   REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
   REQUIRE(cut_off.set_link(false));
