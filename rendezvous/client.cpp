@@ -90,6 +90,7 @@ void RendezvousClient::try_connect() {
 void RendezvousClient::attempt_failed(const std::string& why, Attempt attempt) {
   if (session_) session_->abandon();
   session_.reset();
+  attempt_timer_->cancel();
   heartbeat_timer_->cancel();
   SteadyTime now = clock_.now();
   if (now >= give_up_at_) {

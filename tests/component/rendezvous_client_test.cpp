@@ -192,3 +192,46 @@ TEST_CASE("an error before the welcome cannot make the agent rejoin", "[rendezvo
   CHECK(error->message == "dropped: rejoin");
   CHECK_FALSE(error->rejoin);
 }
+
+namespace {
+
+// A listener whose accept queue is full: the kernel drops every further SYN, as a host that is
+// gone answers none, and a connect waits for the kernel's retries (minutes) unless ended.
+struct FullListener {
+  ip::tcp::acceptor acceptor;
+  std::vector<ip::tcp::socket> fillers;
+
+  explicit FullListener(boost::asio::io_context& io)
+      : acceptor(io, ip::tcp::endpoint(ip::address_v4::loopback(), 0)) {
+    acceptor.listen(0);  // room for one connection in the queue; nothing accepts it
+    fillers.reserve(2);
+    for (int i = 0; i < 2; ++i) {  // the second one's SYN is dropped already: it stays pending
+      fillers.emplace_back(io);
+      fillers.back().async_connect(acceptor.local_endpoint(),
+                                   [](const boost::system::error_code&) {});
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+};
+
+}  // namespace
+
+TEST_CASE("a connection attempt that gets no answer ends at the connect deadline",
+          "[rendezvous_client]") {
+  ClientTest t;
+  FullListener full(t.io);
+  auto client = t.client(full.port(), 2000ms);
+  SteadyTime started = t.clock.now();
+  client->connect(proto::Hello{});
+  t.settle();  // the SYN goes unanswered: nothing happens on its own
+  CHECK(t.losses == 0);
+  for (int step = 0; step < 40 && t.losses == 0; ++step) {
+    t.clock.advance(100ms);
+    t.run_until([&] { return t.losses > 0 || t.clock.armed() > 0; });  // the attempt's deadline
+  }
+  REQUIRE(t.losses == 1);
+  CHECK(t.last_loss == ConnectionLoss::CannotReach);
+  CHECK(t.last_reason.find("no answer to the connection attempt") != std::string::npos);
+  CHECK(t.clock.now() - started >= 2000ms);
+  CHECK(t.clock.now() - started <= 2300ms);  // the deadline and the last try's grace, no more
+}
