@@ -85,6 +85,7 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
     Node& node = found->second;
     node.info = info;
     touch(node, now);
+    if (current_round_ < 0) set_in_last_round(node, carried_last_round(info));
     if (node.role == Role::Member && phase_ == Phase::Running) {
       // The member left its round (its agent restarted): everyone regroups.
       set_role(node, Role::Pending);
@@ -98,6 +99,7 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
     node.info = info;
     node.last_seen = now;
     node.arrival = arrivals_++;
+    node.in_last_round = carried_last_round(info);
     if (excluded) {
       node.role = Role::Excluded;
     } else if (phase_ == Phase::Running) {
@@ -342,6 +344,7 @@ Actions RunState::tick(TimePoint now) {
       nodes_.clear();
       role_counts_.fill(0);
       succeeded_members_ = 0;
+      last_round_pending_ = 0;
       seen_.clear();
       phase_ = Phase::Failed;
       return actions;
@@ -412,7 +415,7 @@ Actions RunState::close_round(TimePoint now, Report report, const std::string& c
   }
   int pending = count(Role::Pending);
   bool ready = false;
-  if (pending < needed_nodes()) {
+  if (!enough_nodes(/*stopping=*/false)) {
     last_call_deadline_.reset();
   } else {
     if (!last_call_deadline_) last_call_deadline_ = now + config_.last_call;
@@ -488,6 +491,7 @@ Actions RunState::form_round(TimePoint now) {
   for (size_t i = 0; i < pending.size(); ++i) {
     Node& node = *pending[i];
     set_succeeded(node, false);
+    set_in_last_round(node, i < members);
     if (i >= members) {
       set_role(node, Role::Spare);
       node.group_rank = -1;
@@ -570,6 +574,7 @@ void RunState::add_node(Node node) {
   node.seen = seen_.emplace(node.last_seen, node.info.node_id);
   ++role_counts_[static_cast<size_t>(node.role)];
   if (node.role == Role::Member && node.succeeded) ++succeeded_members_;
+  if (node.role == Role::Pending && node.in_last_round) ++last_round_pending_;
   std::string id = node.info.node_id;
   nodes_.emplace(std::move(id), std::move(node));
 }
@@ -579,6 +584,7 @@ void RunState::erase_node(std::map<std::string, Node>::iterator node) {
   progress_.node_gone(node->first);
   --role_counts_[static_cast<size_t>(node->second.role)];
   if (node->second.role == Role::Member && node->second.succeeded) --succeeded_members_;
+  if (node->second.role == Role::Pending && node->second.in_last_round) --last_round_pending_;
   nodes_.erase(node);
 }
 
@@ -588,7 +594,15 @@ void RunState::set_role(Node& node, Role role) {
   ++role_counts_[static_cast<size_t>(role)];
   if (node.succeeded && node.role == Role::Member) --succeeded_members_;
   if (node.succeeded && role == Role::Member) ++succeeded_members_;
+  if (node.in_last_round && node.role == Role::Pending) --last_round_pending_;
+  if (node.in_last_round && role == Role::Pending) ++last_round_pending_;
   node.role = role;
+}
+
+void RunState::set_in_last_round(Node& node, bool in_last_round) {
+  if (node.in_last_round == in_last_round) return;
+  if (node.role == Role::Pending) last_round_pending_ += in_last_round ? 1 : -1;
+  node.in_last_round = in_last_round;
 }
 
 void RunState::set_succeeded(Node& node, bool succeeded) {
@@ -618,15 +632,29 @@ std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
   return views;
 }
 
-int RunState::needed_nodes() const {
-  return std::max(config_.min_nodes, config_.quorum ? last_round_nodes_ / 2 + 1 : 0);
+bool RunState::carried_last_round(const NodeInfo& info) const {
+  return info.last_round >= 0 && (current_round_ < 0 || info.last_round == current_round_);
+}
+
+int RunState::quorum() const {
+  return config_.quorum && last_round_nodes_ > 0 ? last_round_nodes_ / 2 + 1 : 0;
+}
+
+int RunState::needed_nodes() const { return std::max(config_.min_nodes, quorum()); }
+
+bool RunState::enough_nodes(bool stopping) const {
+  // Stopping nodes were members of the last round: on their way back, they count for both.
+  int on_the_way = stopping ? count(Role::Stopping) : 0;
+  return count(Role::Pending) + on_the_way >= config_.min_nodes &&
+         last_round_pending_ + on_the_way >= quorum();
 }
 
 bool RunState::quorum_binds() const { return needed_nodes() > config_.min_nodes; }
 
 std::string RunState::quorum_text() const {
   return cat(": with --rdzv-fallback a round needs more than half of the last round's ",
-             last_round_nodes_, " nodes (the others may be training with a fallback rendezvous)");
+             last_round_nodes_, " nodes back, ", last_round_pending_,
+             " came (the others may be training with a fallback rendezvous)");
 }
 
 Ms waiting_refresh_interval(size_t waiting_nodes) {

@@ -100,6 +100,9 @@ class RunState {
     uint64_t arrival = 0;
     int group_rank = -1;     ///< rank in the current (or last) round, -1 if none
     bool succeeded = false;  ///< changed only through set_succeeded (counted)
+    /// A member of the last round (here, or before this daemon's first round the one a restarted
+    /// daemon's node carried): changed only through set_in_last_round (counted while pending).
+    bool in_last_round = false;
   };
   /// Who hears how far the round is after an event: nobody, every waiting node, or only the
   /// node the event is about (see waiting_status).
@@ -127,12 +130,19 @@ class RunState {
   int count(Role role) const { return role_counts_[static_cast<size_t>(role)]; }
   /// Forming, fewer nodes are ready or on their way back than the round needs: the join timeout
   /// applies (and only then).
-  bool short_of_nodes() const {
-    return count(Role::Pending) + count(Role::Stopping) < needed_nodes();
-  }
+  bool short_of_nodes() const { return !enough_nodes(/*stopping=*/true); }
   /// The nodes a round needs: --nnodes' minimum, and with a quorum (RunConfig::quorum) more than
   /// half of the last round's.
   int needed_nodes() const;
+  /// With a quorum, after a first round: how many of the last round's members must be back (more
+  /// than half); 0 otherwise. New nodes do not count: they cannot make a cut-off minority whole.
+  int quorum() const;
+  /// A node joining with the round this run last formed (before this daemon's first round: any
+  /// round, a restarted or fallback daemon's) was one of its members: lost and back, or moved.
+  bool carried_last_round(const NodeInfo& info) const;
+  /// Enough of the pending nodes (or, with `stopping`, of those on their way back) to form a
+  /// round: --nnodes' minimum, and the quorum of the last round's members.
+  bool enough_nodes(bool stopping) const;
   /// The quorum asks for more nodes than --nnodes' minimum, and why (for messages).
   bool quorum_binds() const;
   std::string quorum_text() const;
@@ -140,14 +150,16 @@ class RunState {
   void erase_node(std::map<std::string, Node>::iterator node);
   void set_role(Node& node, Role role);
   void set_succeeded(Node& node, bool succeeded);
+  void set_in_last_round(Node& node, bool in_last_round);
   void touch(Node& node, TimePoint now);
 
   std::string run_id_;
   RunConfig config_;
   Phase phase_ = Phase::Forming;
   std::map<std::string, Node> nodes_;
-  std::array<int, 6> role_counts_{};            ///< nodes per Role
-  int succeeded_members_ = 0;                   ///< members whose workers all exited 0
+  std::array<int, 6> role_counts_{};  ///< nodes per Role
+  int succeeded_members_ = 0;         ///< members whose workers all exited 0
+  int last_round_pending_ = 0;        ///< pending nodes that were members of the last round
   std::multimap<TimePoint, std::string> seen_;  ///< every node's last_seen and id, oldest first
   uint64_t arrivals_ = 0;
   int next_round_ = 0;

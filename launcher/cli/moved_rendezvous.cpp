@@ -9,19 +9,40 @@ std::string endpoint_text(const std::string& host, uint16_t port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-std::optional<size_t> find_moved_run(const std::vector<FallbackEndpoint>& fallbacks,
-                                     const std::string& run_id, const std::string& token,
+namespace {
+
+// The daemon at `endpoint` has run `run_id`, forming or running. A refused connection answers
+// at once.
+bool has_live_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
+                  int timeout_ms) {
+  StatusQuery query;
+  query.endpoint = endpoint;
+  query.run_id = run_id;
+  query.token = token;
+  query.timeout_ms = timeout_ms;
+  StatusFetch fetched = fetch_status(query);
+  if (!fetched.reply) return false;
+  for (const proto::StatusRun& run : fetched.reply->runs) {
+    if (run.run_id == run_id && (run.phase == "forming" || run.phase == "running")) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
                                      int timeout_ms) {
-  for (size_t i = 0; i < fallbacks.size(); ++i) {
-    StatusQuery query;
-    query.endpoint = endpoint_text(fallbacks[i].host, fallbacks[i].port);
-    query.run_id = run_id;
-    query.token = token;
-    query.timeout_ms = timeout_ms;
-    StatusFetch fetched = fetch_status(query);  // a refused connection answers at once
-    if (!fetched.reply) continue;
-    for (const proto::StatusRun& run : fetched.reply->runs) {
-      if (run.run_id == run_id && (run.phase == "forming" || run.phase == "running")) return i;
+  // Where --rdzv-endpoint still has it, it has not moved (a fallback that names the same
+  // daemon under another name would say it had).
+  if (has_live_run(endpoint_text(settings.host, settings.port), run_id, settings.token,
+                   timeout_ms)) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < settings.fallbacks.size(); ++i) {
+    const FallbackEndpoint& fallback = settings.fallbacks[i];
+    if (has_live_run(endpoint_text(fallback.host, fallback.port), run_id, settings.token,
+                     timeout_ms)) {
+      return i;
     }
   }
   return std::nullopt;

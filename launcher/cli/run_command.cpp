@@ -132,8 +132,8 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
 void join_a_moved_run(ValidatedRun& validated) {
   RendezvousSettings& settings = validated.config.rendezvous;
   if (settings.fallbacks.empty()) return;
-  std::optional<size_t> moved = find_moved_run(settings.fallbacks, validated.config.env.run_id,
-                                               settings.token, kMovedRunQueryMs);
+  std::optional<size_t> moved =
+      find_moved_run(settings, validated.config.env.run_id, kMovedRunQueryMs);
   if (!moved) return;
   const FallbackEndpoint& there = settings.fallbacks[*moved];
   log::warn("run '", validated.config.env.run_id, "' has moved to ",

@@ -46,7 +46,7 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
   flag_option(app, "--rdzv-fallback", o.rdzv_fallback,
               "host[:port],...: where the rendezvous moves, in order, when the daemon at "
               "--rdzv-endpoint is lost (the agent on that host hosts it); after the first round a "
-              "round then needs more than half of the last one's nodes")
+              "round then needs more than half of the last one's members back")
       ->type_name("LIST");
   flag_option(app, "--rdzv-id", o.rdzv_id,
               "Run id shared by every node of the job (default: 'none', as torchrun's; "
