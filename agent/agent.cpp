@@ -17,6 +17,7 @@
 #include "common/console.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
+#include "common/host_port.hpp"
 #include "common/install_layout.hpp"
 #include "common/log.hpp"
 #include "common/signal_blocking.hpp"
@@ -372,8 +373,9 @@ void Agent::connect() {
   if (may_move_on_) {
     const FallbackEndpoint& next = settings.fallbacks[fallback_];
     options.connect_deadline = options.heartbeat_timeout;
-    options.at_deadline = {cat("moving to ", next.host, ":", next.port, " (--rdzv-fallback)"),
-                           "heartbeat_timeout"};
+    options.at_deadline = {
+        cat("moving to ", host_port_text(next.host, next.port), " (--rdzv-fallback)"),
+        "heartbeat_timeout"};
   }
   client_ = std::make_unique<RendezvousClient>(
       io_, clock_, options,
@@ -396,7 +398,7 @@ void Agent::connect() {
 void Agent::move_to_fallback(const std::string& why) {
   const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
   log::warn(
-      why, ": the rendezvous moves to ", next.host, ":", next.port, " (--rdzv-fallback",
+      why, ": the rendezvous moves to ", host_port_text(next.host, next.port), " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
   if (next.local && config_.host_fallback) config_.host_fallback(next);
   connect();

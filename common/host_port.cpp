@@ -49,6 +49,11 @@ std::optional<HostPort> parse_host_port(const std::string& text, uint16_t defaul
   return result;
 }
 
+std::string host_port_text(const std::string& host, uint16_t port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text) {
   auto parts = split(text, '-');
   auto low = parse_int(parts[0]);

@@ -19,6 +19,9 @@ struct HostPort {
 /// comma, a label that starts with '-'), a bad or out-of-range port, or an unclosed '['.
 std::optional<HostPort> parse_host_port(const std::string& text, uint16_t default_port);
 
+/// "host:port" as parse_host_port reads it back: an IPv6 address in brackets ("[::1]:29400").
+std::string host_port_text(const std::string& host, uint16_t port);
+
 /// "PORT" or "FIRST-LAST" within 1-65535 (e.g. --store-ports 29500-29599); nullopt otherwise.
 std::optional<std::pair<uint16_t, uint16_t>> parse_port_range(const std::string& text);
 

@@ -2,6 +2,7 @@
 
 #include <boost/asio/connect.hpp>
 
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/signal_blocking.hpp"
 #include "common/text.hpp"
@@ -45,7 +46,9 @@ void RendezvousClient::connect(HelloSource hello) {
   try_connect();
 }
 
-std::string RendezvousClient::endpoint() const { return cat(options_.host, ":", options_.port); }
+std::string RendezvousClient::endpoint() const {
+  return host_port_text(options_.host, options_.port);
+}
 
 void RendezvousClient::try_connect() {
   // A host that is gone answers no SYN: the kernel would retry for minutes. The attempt ends at

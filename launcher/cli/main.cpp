@@ -11,6 +11,7 @@
 #include "common/exit_codes.hpp"
 #include "launcher/cli/doctor_command.hpp"
 #include "launcher/cli/launch_command.hpp"
+#include "launcher/cli/moved_rendezvous.hpp"
 #include "launcher/cli/rendezvous_command.hpp"
 #include "launcher/cli/run_command.hpp"
 #include "launcher/cli/status_command.hpp"
@@ -44,6 +45,10 @@ int status_command(StatusQuery query, const std::string& token_file, double watc
   std::optional<std::string> token = query_token("status", token_file);
   if (!token) return kExitUsage;
   query.token = *token;
+  std::string run_id = query.events_run.empty() ? query.run_id : query.events_run;
+  if (!follow_the_run("status", query.endpoint, query.fallbacks, run_id, query.token,
+                      RunWanted::Any))
+    return kExitUsage;
   if (!query.events_run.empty()) {
     if (watch_seconds > 0) {
       std::cerr << "cohort status: --events prints a run's history once; it does not combine "
@@ -132,6 +137,10 @@ void add_status_flags(CLI::App& status, Commands& commands) {
       ->capture_default_str();
   status.add_option("--rdzv-id,--rdzv_id", commands.status_query.run_id,
                     "Only this run (what a run's token may see)");
+  status.add_option(
+      "--rdzv-fallback,--rdzv_fallback", commands.status_query.fallbacks,
+      "host[:port],... where the run's rendezvous may have moved (as given to cohort run): "
+      "asked in turn when --rdzv-endpoint does not have the run");
   status.add_option("--token-file", commands.status_token_file,
                     "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status.add_flag("--json", commands.status_query.json, "Print the raw JSON");
@@ -210,6 +219,9 @@ int stop_command(StopQuery query) {
   if (!token) return kExitUsage;
   query.token = *token;
   query.by = stop_requester();
+  if (!follow_the_run("stop", query.endpoint, query.fallbacks, query.run_id, query.token,
+                      RunWanted::Live))
+    return kExitUsage;
   return run_stop_command(query);
 }
 

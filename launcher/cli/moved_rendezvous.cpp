@@ -1,20 +1,24 @@
 #include "launcher/cli/moved_rendezvous.hpp"
 
+#include <iostream>
+
+#include "common/host_port.hpp"
+#include "common/text.hpp"
 #include "launcher/cli/status_command.hpp"
+#include "launcher/options/rendezvous_plan.hpp"
 
 namespace cohort {
 
-std::string endpoint_text(const std::string& host, uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 namespace {
 
-// The daemon at `endpoint` has run `run_id`, forming or running. A refused connection answers
-// at once.
-bool has_live_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
-                  int timeout_ms) {
+/// How long `cohort status` and `cohort stop` give each endpoint to say whether it has the run
+/// (a host that is gone answers nothing).
+constexpr int kRunQueryMs = 2000;
+
+// The daemon at `endpoint` has run `run_id` as `wanted` says. A refused connection answers at
+// once.
+bool has_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
+             RunWanted wanted, int timeout_ms) {
   StatusQuery query;
   query.endpoint = endpoint;
   query.run_id = run_id;
@@ -22,10 +26,17 @@ bool has_live_run(const std::string& endpoint, const std::string& run_id, const 
   query.timeout_ms = timeout_ms;
   StatusFetch fetched = fetch_status(query);
   if (!fetched.reply) return false;
+  if (run_id.empty()) return wanted == RunWanted::Any;
   for (const proto::StatusRun& run : fetched.reply->runs) {
-    if (run.run_id == run_id && (run.phase == "forming" || run.phase == "running")) return true;
+    bool live = run.phase == "forming" || run.phase == "running";
+    if (run.run_id == run_id && (live || wanted == RunWanted::Any)) return true;
   }
   return false;
+}
+
+bool has_live_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
+                  int timeout_ms) {
+  return has_run(endpoint, run_id, token, RunWanted::Live, timeout_ms);
 }
 
 }  // namespace
@@ -34,18 +45,65 @@ std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const s
                                      int timeout_ms) {
   // Where --rdzv-endpoint still has it, it has not moved (a fallback that names the same
   // daemon under another name would say it had).
-  if (has_live_run(endpoint_text(settings.host, settings.port), run_id, settings.token,
+  if (has_live_run(host_port_text(settings.host, settings.port), run_id, settings.token,
                    timeout_ms)) {
     return std::nullopt;
   }
   for (size_t i = 0; i < settings.fallbacks.size(); ++i) {
     const FallbackEndpoint& fallback = settings.fallbacks[i];
-    if (has_live_run(endpoint_text(fallback.host, fallback.port), run_id, settings.token,
+    if (has_live_run(host_port_text(fallback.host, fallback.port), run_id, settings.token,
                      timeout_ms)) {
       return i;
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::vector<std::string>> parse_fallback_list(const std::string& list,
+                                                            const std::string& endpoint,
+                                                            std::string& problem) {
+  auto first = parse_host_port(endpoint, 29400);
+  uint16_t default_port = first ? first->port : 29400;
+  std::vector<std::string> endpoints;
+  for (const std::string& item : split(list, ',')) {
+    auto fallback = parse_host_port(item, default_port);
+    if (!fallback || fallback->port == 0) {
+      problem = cat("--rdzv-fallback: expected host[:port],... (port 1-65535), got '", item,
+                    "' in '", list, "'");
+      return std::nullopt;
+    }
+    endpoints.push_back(host_port_text(fallback->host, fallback->port));
+  }
+  if (endpoints.size() > kMaxFallbacks) {
+    problem = cat("--rdzv-fallback: at most ", kMaxFallbacks, " endpoints, got ", endpoints.size());
+    return std::nullopt;
+  }
+  return endpoints;
+}
+
+bool follow_the_run(const std::string& command, std::string& endpoint, const std::string& list,
+                    const std::string& run_id, const std::string& token, RunWanted wanted) {
+  if (list.empty()) return true;
+  std::string problem;
+  std::optional<std::vector<std::string>> fallbacks = parse_fallback_list(list, endpoint, problem);
+  if (!fallbacks) {
+    std::cerr << "cohort " << command << ": " << problem << "\n";
+    return false;
+  }
+  if (has_run(endpoint, run_id, token, wanted, kRunQueryMs)) return true;
+  for (const std::string& fallback : *fallbacks) {
+    if (!has_run(fallback, run_id, token, wanted, kRunQueryMs)) continue;
+    if (run_id.empty()) {
+      std::cerr << "cohort " << command << ": --rdzv-endpoint " << endpoint
+                << " does not answer; asking " << fallback << " (--rdzv-fallback)\n";
+    } else {
+      std::cerr << "cohort " << command << ": run '" << run_id << "' is at " << fallback
+                << " (--rdzv-fallback), not at --rdzv-endpoint " << endpoint << "\n";
+    }
+    endpoint = fallback;
+    return true;
+  }
+  return true;
 }
 
 }  // namespace cohort

@@ -118,11 +118,11 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
     RendezvousDaemon::Listener failed = daemon->failed_listener();
     if (error == boost::asio::error::address_in_use &&
         failed == RendezvousDaemon::Listener::Control)
-      return log::info("a rendezvous daemon already listens on ", fallback.host, ":", fallback.port,
-                       "; joining it");
+      return log::info("a rendezvous daemon already listens on ",
+                       host_port_text(fallback.host, fallback.port), "; joining it");
     return log::error(start_failure_text(failed, options, error, "cannot host the rendezvous on"));
   }
-  log::warn("hosting the rendezvous on ", fallback.host, ":", fallback.port,
+  log::warn("hosting the rendezvous on ", host_port_text(fallback.host, fallback.port),
             " (--rdzv-fallback): the other nodes move there too");
   daemons.push_back(std::move(daemon));
 }
@@ -137,7 +137,7 @@ void join_a_moved_run(ValidatedRun& validated) {
   if (!moved) return;
   const FallbackEndpoint& there = settings.fallbacks[*moved];
   log::warn("run '", validated.config.env.run_id, "' has moved to ",
-            endpoint_text(there.host, there.port),
+            host_port_text(there.host, there.port),
             " (--rdzv-fallback): its first rendezvous host was lost; joining it there");
   settings.first_endpoint = *moved + 1;
   validated.daemon.embed = DaemonPlan::Embed::No;

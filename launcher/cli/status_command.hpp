@@ -26,6 +26,7 @@ struct StatusQuery {
   bool json = false;
   int timeout_ms = 5000;
   std::string events_run;  ///< --events RUN: that run's events instead of the status
+  std::string fallbacks;   ///< --rdzv-fallback: where the run may have moved
 };
 
 /// One status request: the reply, or why there is none with the exit code that says so.

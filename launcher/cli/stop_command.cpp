@@ -20,6 +20,10 @@ void add_stop_flags(CLI::App& app, StopQuery& query) {
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", query.endpoint, "host[:port] of the daemon")
       ->capture_default_str();
   app.add_option("--rdzv-id,--rdzv_id", query.run_id, "The run to stop")->required();
+  app.add_option(
+      "--rdzv-fallback,--rdzv_fallback", query.fallbacks,
+      "host[:port],... where the run's rendezvous may have moved (as given to cohort run): "
+      "asked in turn when --rdzv-endpoint does not have the run");
   app.add_option("--reason", query.reason,
                  "Why (recorded in the run's events and each node's log; default: "
                  "\"stopped by cohort stop\")");

@@ -13,6 +13,7 @@ namespace cohort {
 struct StopQuery {
   std::string endpoint = "127.0.0.1:29400";
   std::string run_id;
+  std::string fallbacks;  ///< --rdzv-fallback: where the run may have moved
   std::string reason;
   std::string token_file;
   std::string token;  ///< loaded from token_file, $COHORT_TOKEN or Slurm's job token

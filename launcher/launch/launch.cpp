@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "common/exit_codes.hpp"
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/signal_blocking.hpp"
 #include "common/signal_names.hpp"
@@ -180,9 +181,7 @@ void Launch::on_checked(Remote& remote) {
 
 std::string Launch::endpoint() const {
   if (!plan_.rdzv_endpoint.empty()) return plan_.rdzv_endpoint;
-  bool v6 = plan_.rdzv_host.find(':') != std::string::npos;
-  std::string host = v6 ? "[" + plan_.rdzv_host + "]" : plan_.rdzv_host;
-  return host + ":" + std::to_string(daemon_->port());
+  return host_port_text(plan_.rdzv_host, daemon_->port());
 }
 
 void Launch::start_hosts() {

@@ -137,6 +137,40 @@ TEST_CASE("an agent started after the run moved joins it at the fallback, not a 
   CHECK(run.dumps_of_round(3) == 0);
 }
 
+TEST_CASE("cohort status and cohort stop given --rdzv-fallback find a run that moved",
+          "[integration][multinode][fallback]") {
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30");
+  run.nodes[0]->signal(SIGKILL);
+  REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 20s));
+  auto ask = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), kCohortBin);
+    return run.scratch.run_argv(argv, run.scratch.options(), 20s);
+  };
+  RunResult lost = ask({"status", "--rdzv-endpoint", run.endpoint, "--rdzv-id", "moving"});
+  CHECK_FALSE(lost.status.success());  // nothing answers where the run began
+  RunResult status = ask({"status", "--rdzv-endpoint", run.endpoint, "--rdzv-fallback",
+                          run.fallback, "--rdzv-id", "moving"});
+  INFO(status.err);
+  CHECK(status.status.success());
+  CHECK(contains(status.out, "run moving: running, round 1,"));
+  CHECK(contains(status.err, "run 'moving' is at " + run.fallback +
+                                 " (--rdzv-fallback), not at --rdzv-endpoint " + run.endpoint));
+  // A fallback where nothing listens is passed over; the stop reaches the run where it is.
+  std::string nobody = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  RunResult stop = ask({"stop", "--rdzv-endpoint", run.endpoint, "--rdzv-fallback",
+                        nobody + "," + run.fallback, "--rdzv-id", "moving"});
+  INFO(stop.err);
+  CHECK(stop.status.success());
+  for (size_t i = 1; i < 3; ++i) {
+    auto exited = run.nodes[i]->wait(20s);
+    REQUIRE(exited);
+    CHECK(exited->shell_code() == 130);
+  }
+  RunResult bad = ask({"stop", "--rdzv-id", "moving", "--rdzv-fallback", "node1:99999"});
+  CHECK(bad.status.shell_code() == 2);
+  CHECK(contains(bad.err, "cohort stop: --rdzv-fallback: expected host[:port],..."));
+}
+
 TEST_CASE("one node of three is no majority: it forms no round at the fallback and says why",
           "[integration][multinode][fallback]") {
   FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"4");

@@ -25,6 +25,18 @@ TEST_CASE("host[:port] in torchrun's forms", "[unit][common]") {
   CHECK_FALSE(parse_host_port("[::1", 29400));
 }
 
+TEST_CASE("host:port written so that it reads back, IPv6 in brackets", "[unit][common]") {
+  CHECK(host_port_text("node1", 29400) == "node1:29400");
+  CHECK(host_port_text("10.0.0.1", 7) == "10.0.0.1:7");
+  CHECK(host_port_text("fe80::1", 29400) == "[fe80::1]:29400");
+  for (const char* host : {"node1", "10.0.0.1", "::1", "fe80::1"}) {
+    auto back = parse_host_port(host_port_text(host, 29401), 1);
+    REQUIRE(back);
+    CHECK(back->host == host);
+    CHECK(back->port == 29401);
+  }
+}
+
 TEST_CASE("a host is an address literal or a host name and nothing else", "[unit][common]") {
   for (const char* good :
        {"node-1", "node_1", "gpu7.cluster.example.com", "gpu7.cluster.example.com.", "localhost",
