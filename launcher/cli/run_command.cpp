@@ -69,6 +69,13 @@ bool local_setup_ok(const RunOptions& options, const TokenResult& token, Validat
   return false;
 }
 
+// --http-port: where the hosted daemon serves its pages.
+void say_where_http_is(const DaemonOptions& options, const RendezvousDaemon& daemon) {
+  if (options.http_port < 0) return;
+  std::cerr << "cohort run: /metrics and the timeline pages on http://"
+            << host_port_text(options.http_address, daemon.http_port()) << "/\n";
+}
+
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must
 // but cannot; an IfFree daemon whose port is taken is simply not hosted (another agent has it).
 bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDaemon>& daemon,
@@ -80,8 +87,8 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
     daemon.reset();
     if (plan.embed == DaemonPlan::Embed::IfFree && error == boost::asio::error::address_in_use &&
         failed == RendezvousDaemon::Listener::Control) {
-      log::info("a rendezvous daemon already listens on ", plan.options.address, ":",
-                plan.options.port, "; joining it");
+      log::info("a rendezvous daemon already listens on ",
+                host_port_text(plan.options.address, plan.options.port), "; joining it");
       return true;
     }
     std::cerr << "cohort run: "
@@ -89,32 +96,39 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
               << "\n";
     return false;
   }
-  log::info("hosting the rendezvous on ", plan.options.address, ":", daemon->port());
+  log::info("hosting the rendezvous on ", host_port_text(plan.options.address, daemon->port()));
   if (plan.embed == DaemonPlan::Embed::IfFree) {
     // Nothing listened at --rdzv-endpoint: a mistyped one would otherwise wait in silence.
-    std::string endpoint = plan.options.address + ":" + std::to_string(daemon->port());
+    std::string endpoint = host_port_text(plan.options.address, daemon->port());
     log::warn("nothing listened at ", endpoint, " (--rdzv-endpoint), so this node now hosts the ",
               "rendezvous there: the other nodes must reach it at ", endpoint);
   }
-  if (plan.options.http_port >= 0) {
-    std::cerr << "cohort run: /metrics and the timeline pages on http://"
-              << plan.options.http_address << ":" << daemon->http_port() << "/\n";
-  }
+  say_where_http_is(plan.options, *daemon);
   config.rendezvous.port = daemon->port();
   return true;
 }
 
 // A --rdzv-fallback endpoint of this machine, when the agent moves there: a daemon like the one
-// it would host at --rdzv-endpoint (same token, quotas, store ports), unless one listens there.
+// it would host at --rdzv-endpoint (same token, quotas, store ports, --http-port when that port
+// is free here), unless one listens there.
 void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
                    std::vector<std::unique_ptr<RendezvousDaemon>>& daemons,
                    boost::asio::io_context& io, Clock& clock) {
   DaemonOptions options = plan.options;
   options.address = fallback.bind_address;
   options.port = fallback.port;
-  options.http_port = -1;
   auto daemon = std::make_unique<RendezvousDaemon>(io, clock, options);
-  if (auto error = daemon->start()) {
+  auto error = daemon->start();
+  if (error && daemon->failed_listener() == RendezvousDaemon::Listener::Http) {
+    // The rendezvous matters more than its pages: it moves here without them.
+    log::warn(start_failure_text(RendezvousDaemon::Listener::Http, options, error, ""),
+              "; hosting the rendezvous without the HTTP pages");
+    options.http_port = -1;
+    daemon.reset();
+    daemon = std::make_unique<RendezvousDaemon>(io, clock, options);
+    error = daemon->start();
+  }
+  if (error) {
     RendezvousDaemon::Listener failed = daemon->failed_listener();
     if (error == boost::asio::error::address_in_use &&
         failed == RendezvousDaemon::Listener::Control)
@@ -124,6 +138,7 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
   }
   log::warn("hosting the rendezvous on ", host_port_text(fallback.host, fallback.port),
             " (--rdzv-fallback): the other nodes move there too");
+  say_where_http_is(options, *daemon);
   daemons.push_back(std::move(daemon));
 }
 

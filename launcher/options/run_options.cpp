@@ -84,8 +84,8 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
               "Append this node's events, and those of the rendezvous it hosts, to this file "
               "(JSON lines, docs/EVENTS.md)");
   flag_option(app, "--http-port", o.http_port,
-              "When this node hosts the rendezvous: serve /metrics and the timeline pages on "
-              "127.0.0.1 at this port (0: any free port; default: off)")
+              "When this node hosts the rendezvous (also at a --rdzv-fallback): serve /metrics "
+              "and the timeline pages on 127.0.0.1 at this port (0: any free port; default: off)")
       ->type_name("PORT")
       ->default_str("");
   flag_option(app, "--role", o.role, "Worker role name (ROLE_NAME, log prefix)");

@@ -3,6 +3,9 @@
 // hosts it) and go on in a smaller round; when it takes another node with it, the last one is no
 // majority of the last round and forms none: it ends after the join timeout, saying why. And a
 // real network split (netns): the majority goes on, the cut-off host of the rendezvous does not.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <fstream>
 
 #include "common/free_port.hpp"
+#include "tests/integration/http_support.hpp"
 #include "tests/integration/integration_support.hpp"
 #include "tests/integration/netns_support.hpp"
 
@@ -29,18 +33,42 @@ size_t dumps_of_round(const Scratch& scratch, int round) {
   return count;
 }
 
+/// A listening socket on 127.0.0.1:`port`, held until destroyed (-1 when the port was taken).
+struct HeldPort {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  explicit HeldPort(uint16_t port) {
+    int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd, 1) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~HeldPort() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
 struct FallbackRun {
   Scratch scratch;
   std::string endpoint = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
   std::string fallback = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
   int sleep_ms;
   std::string join_timeout;
+  std::vector<std::string> extra_flags;
   std::vector<std::unique_ptr<ChildProcess>> nodes;
 
   // Three nodes whose workers record their env and then run `sleep_ms`; the first node starts
   // alone and hosts the rendezvous at the endpoint before the others come.
-  FallbackRun(int sleep_ms, std::string join_timeout)
-      : sleep_ms(sleep_ms), join_timeout(std::move(join_timeout)) {
+  FallbackRun(int sleep_ms, std::string join_timeout, std::vector<std::string> extra_flags = {})
+      : sleep_ms(sleep_ms),
+        join_timeout(std::move(join_timeout)),
+        extra_flags(std::move(extra_flags)) {
     for (const std::string& address : kAddresses) {
       ChildProcess& node = start_node(address);
       if (nodes.size() == 1) {
@@ -55,32 +83,34 @@ struct FallbackRun {
   }
 
   ChildProcess& start_node(const std::string& address) {
-    nodes.push_back(scratch.start(
-        {"--nnodes",
-         "1:3",
-         "--nproc-per-node",
-         "1",
-         "--rdzv-backend",
-         "c10d",
-         "--rdzv-endpoint",
-         endpoint,
-         "--rdzv-fallback",
-         fallback,
-         "--rdzv-id",
-         "moving",
-         "--rdzv-conf",
-         "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
-             join_timeout,
-         "--local-addr",
-         address,
-         "--shutdown-timeout",
-         "2",
-         "--no-python",
-         kTestWorkerBin,
-         "--dump-env",
-         scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
-         "--sleep-ms",
-         std::to_string(sleep_ms)}));
+    std::vector<std::string> flags{
+        "--nnodes",
+        "1:3",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-fallback",
+        fallback,
+        "--rdzv-id",
+        "moving",
+        "--rdzv-conf",
+        "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
+            join_timeout,
+        "--local-addr",
+        address,
+        "--shutdown-timeout",
+        "2",
+        "--no-python",
+        kTestWorkerBin,
+        "--dump-env",
+        scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
+        "--sleep-ms",
+        std::to_string(sleep_ms)};
+    flags.insert(flags.begin(), extra_flags.begin(), extra_flags.end());
+    nodes.push_back(scratch.start(flags));
     return *nodes.back();
   }
   size_t dumps_of_round(int round) const { return ::dumps_of_round(scratch, round); }
@@ -94,9 +124,16 @@ struct FallbackRun {
 
 TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fallback and go on",
           "[integration][multinode][fallback]") {
-  FallbackRun run(/*sleep_ms=*/8000, /*join_timeout=*/"30");
+  uint16_t http_port = cohort::pick_free_port("127.0.0.1");
+  FallbackRun run(/*sleep_ms=*/8000, /*join_timeout=*/"30",
+                  {"--http-port", std::to_string(http_port)});
   std::string round0_port = env_value(run.dump(0, 0), "MASTER_PORT");
   run.nodes[0]->signal(SIGKILL);  // the host of the rendezvous, as a node that crashed
+  REQUIRE(run.nodes[0]->wait(10s));
+  // Its HTTP port taken meanwhile (the others wait a heartbeat timeout, 1 s, before they move):
+  // the rendezvous moves all the same, without its pages.
+  HeldPort taken(http_port);
+  REQUIRE(taken.fd >= 0);
   for (size_t i = 1; i < 3; ++i) {
     auto status = run.nodes[i]->wait(30s);
     INFO(run.nodes[i]->output());
@@ -107,6 +144,11 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
   }
   std::string hosted = "hosting the rendezvous on " + run.fallback + " (--rdzv-fallback)";
   CHECK(contains(run.nodes[1]->err(), hosted) != contains(run.nodes[2]->err(), hosted));  // one
+  std::string without_pages = "--http-port " + std::to_string(http_port) +
+                              ": cannot listen on 127.0.0.1:" + std::to_string(http_port) +
+                              ": Address already in use; hosting the rendezvous without the HTTP "
+                              "pages";
+  CHECK(contains(run.nodes[1]->err() + run.nodes[2]->err(), without_pages));
   REQUIRE(run.dumps_of_round(1) == 2);
   for (int rank = 0; rank < 2; ++rank) {
     EnvDump env = run.dump(1, rank);
@@ -137,11 +179,18 @@ TEST_CASE("an agent started after the run moved joins it at the fallback, not a 
   CHECK(run.dumps_of_round(3) == 0);
 }
 
-TEST_CASE("cohort status and cohort stop given --rdzv-fallback find a run that moved",
+TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to --rdzv-fallback",
           "[integration][multinode][fallback]") {
-  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30");
+  std::string http_port = std::to_string(cohort::pick_free_port("127.0.0.1"));
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30", {"--http-port", http_port});
   run.nodes[0]->signal(SIGKILL);
   REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 20s));
+  // The node that hosts the rendezvous now serves its pages at the same port.
+  std::string pages = "/metrics and the timeline pages on http://127.0.0.1:" + http_port + "/";
+  CHECK(contains(run.nodes[1]->err(), pages) != contains(run.nodes[2]->err(), pages));
+  std::string metrics = http_get("http://127.0.0.1:" + http_port + "/metrics");
+  CHECK(http_status(metrics) == 200);
+  CHECK(contains(metrics, "cohort_run_round{run=\"moving\"} 1\n"));
   auto ask = [&](std::vector<std::string> argv) {
     argv.insert(argv.begin(), kCohortBin);
     return run.scratch.run_argv(argv, run.scratch.options(), 20s);
