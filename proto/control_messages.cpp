@@ -12,7 +12,7 @@ using json = nlohmann::json;
 
 // to_json / from_json live in the messages' namespace so that nlohmann finds them.
 
-// WireRunConfig: every field required, but quorum (absent from older agents) optional.
+// WireRunConfig: every field required, but fallbacks (absent from older agents) optional.
 void to_json(json& out, const WireRunConfig& m) {
   out = json{{"min_nodes", m.min_nodes},
              {"max_nodes", m.max_nodes},
@@ -22,7 +22,7 @@ void to_json(json& out, const WireRunConfig& m) {
              {"heartbeat_timeout_ms", m.heartbeat_timeout_ms},
              {"host_failure_limit", m.host_failure_limit},
              {"host_cooldown_ms", m.host_cooldown_ms}};
-  if (m.quorum) out["quorum"] = true;
+  if (!m.fallbacks.empty()) out["fallbacks"] = m.fallbacks;
 }
 void from_json(const json& in, WireRunConfig& m) {
   in.at("min_nodes").get_to(m.min_nodes);
@@ -33,7 +33,7 @@ void from_json(const json& in, WireRunConfig& m) {
   in.at("heartbeat_timeout_ms").get_to(m.heartbeat_timeout_ms);
   in.at("host_failure_limit").get_to(m.host_failure_limit);
   in.at("host_cooldown_ms").get_to(m.host_cooldown_ms);
-  if (in.contains("quorum")) in.at("quorum").get_to(m.quorum);
+  if (in.contains("fallbacks")) in.at("fallbacks").get_to(m.fallbacks);
 }
 // WorkerFailed: every field required, but final_reason and cause (absent from older agents)
 // optional.
@@ -494,6 +494,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (!in_range(config.min_nodes, 1, kMaxNodes)) return "config.min_nodes";
     if (!in_range(config.max_nodes, config.min_nodes, kMaxNodes)) return "config.max_nodes";
     if (config.max_restarts < 0) return "config.max_restarts";
+    if (config.fallbacks.size() > kMaxFallbackListBytes) return "config.fallbacks";
     if (!in_range(config.host_failure_limit, 0, kMaxRound)) return "config.host_failure_limit";
     for (int64_t ms : {config.last_call_ms, config.join_timeout_ms, config.heartbeat_timeout_ms,
                        config.host_cooldown_ms}) {

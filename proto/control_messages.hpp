@@ -35,10 +35,13 @@ struct WireRunConfig {
   int64_t heartbeat_timeout_ms = 0;
   int host_failure_limit = 2;        ///< root-cause failures before a host is excluded; 0: never
   int64_t host_cooldown_ms = 60000;  ///< the first exclusion's; doubles each time
-  /// The run has fallback endpoints (--rdzv-fallback): after its first round, a round needs more
-  /// than half of the last one's nodes. Absent from older agents: false.
-  bool quorum = false;
+  /// The run's fallback endpoints (--rdzv-fallback, "host:port,..."), which every node must give
+  /// alike; with them, after its first round, a round needs more than half of the last one's
+  /// nodes. Absent from older agents: none.
+  std::string fallbacks;
 };
+/// A hello's list of fallback endpoints may be this long (8 endpoints of the longest names).
+constexpr size_t kMaxFallbackListBytes = 4096;
 
 // Agent -> daemon.
 struct WorkerFailed {

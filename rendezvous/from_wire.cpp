@@ -11,7 +11,7 @@ RunConfig from_wire(const proto::WireRunConfig& wire) {
           Ms(wire.heartbeat_timeout_ms),
           wire.host_failure_limit,
           Ms(wire.host_cooldown_ms),
-          wire.quorum};
+          wire.fallbacks};
 }
 
 FailureReport from_wire(const proto::WorkerFailed& failed) {

@@ -25,10 +25,10 @@ struct RunConfig {
   Ms heartbeat_timeout{std::chrono::seconds(5)};
   int host_failure_limit = 2;  ///< root-cause failures before a host is excluded; 0: never
   Ms host_cooldown{std::chrono::seconds(60)};  ///< the first exclusion's; doubles each time
-  /// The run can move to a fallback daemon (--rdzv-fallback): after the first round, a round
-  /// needs more than half of the last round's members back, so that two daemons never both form
-  /// one.
-  bool quorum = false;
+  /// Where the run can move to a fallback daemon (--rdzv-fallback, "host:port,..."; empty: none).
+  /// With them, after the first round, a round needs more than half of the last round's members
+  /// back, so that two daemons never both form one.
+  std::string fallbacks;
 
   bool operator==(const RunConfig&) const = default;
 };

@@ -49,9 +49,12 @@ std::string describe_config_difference(const RunConfig& mine, const RunConfig& r
     differences.push_back(cat("--host-exclusion-cooldown ", seconds_text(mine.host_cooldown),
                               " differs from the run's ", seconds_text(run.host_cooldown)));
   }
-  if (mine.quorum != run.quorum) {
-    differences.push_back(mine.quorum ? "--rdzv-fallback is given here but not in the run"
-                                      : "--rdzv-fallback is given in the run but not here");
+  if (mine.fallbacks != run.fallbacks) {
+    auto list = [](const std::string& fallbacks) {
+      return fallbacks.empty() ? std::string("none") : fallbacks;
+    };
+    differences.push_back(cat("--rdzv-fallback ", list(mine.fallbacks), " differs from the run's ",
+                              list(run.fallbacks)));
   }
   return join(differences, "; ");
 }
@@ -637,7 +640,7 @@ bool RunState::carried_last_round(const NodeInfo& info) const {
 }
 
 int RunState::quorum() const {
-  return config_.quorum && last_round_nodes_ > 0 ? last_round_nodes_ / 2 + 1 : 0;
+  return !config_.fallbacks.empty() && last_round_nodes_ > 0 ? last_round_nodes_ / 2 + 1 : 0;
 }
 
 int RunState::needed_nodes() const { return std::max(config_.min_nodes, quorum()); }

@@ -92,7 +92,7 @@ void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
         "node");
     return;
   }
-  std::vector<std::string> seen = {cat(settings.host, ":", settings.port)};
+  std::vector<std::string> seen = {host_port_text(settings.host, settings.port)};
   for (const std::string& item : split(options.rdzv_fallback, ',')) {
     auto endpoint = parse_host_port(item, settings.port);
     if (!endpoint || endpoint->port == 0) {
@@ -100,7 +100,7 @@ void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
                              item, "' in '", options.rdzv_fallback, "'"));
       return;
     }
-    std::string key = cat(endpoint->host, ":", endpoint->port);
+    std::string key = host_port_text(endpoint->host, endpoint->port);
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
       problems.push_back(cat("--rdzv-fallback: ", key, " is named twice (with --rdzv-endpoint)"));
       return;
@@ -114,7 +114,8 @@ void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
     problems.push_back(cat("--rdzv-fallback: at most ", kMaxFallbacks, " endpoints, got ",
                            settings.fallbacks.size()));
   }
-  settings.config.quorum = true;
+  // As every node must give it; the daemon refuses a node whose list differs.
+  settings.config.fallbacks = join(std::vector<std::string>(seen.begin() + 1, seen.end()), ",");
 }
 
 }  // namespace

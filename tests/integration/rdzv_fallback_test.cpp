@@ -82,7 +82,8 @@ struct FallbackRun {
     for (auto& node : nodes) node->wait(10s);
   }
 
-  ChildProcess& start_node(const std::string& address) {
+  // A node with `fallbacks` as its --rdzv-fallback (the run's when empty).
+  ChildProcess& start_node(const std::string& address, const std::string& fallbacks = {}) {
     std::vector<std::string> flags{
         "--nnodes",
         "1:3",
@@ -93,7 +94,7 @@ struct FallbackRun {
         "--rdzv-endpoint",
         endpoint,
         "--rdzv-fallback",
-        fallback,
+        fallbacks.empty() ? fallback : fallbacks,
         "--rdzv-id",
         "moving",
         "--rdzv-conf",
@@ -183,6 +184,15 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
           "[integration][multinode][fallback]") {
   std::string http_port = std::to_string(cohort::pick_free_port("127.0.0.1"));
   FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30", {"--http-port", http_port});
+  // A node given other fallbacks would move elsewhere: it is refused, naming the flag.
+  std::string elsewhere = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  ChildProcess& other = run.start_node("127.0.0.5", elsewhere);
+  auto refused = other.wait(20s);
+  INFO(other.output());
+  REQUIRE(refused);
+  CHECK(refused->shell_code() == 3);
+  CHECK(contains(other.err(),
+                 "--rdzv-fallback " + elsewhere + " differs from the run's " + run.fallback));
   run.nodes[0]->signal(SIGKILL);
   REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 20s));
   // The node that hosts the rendezvous now serves its pages at the same port.

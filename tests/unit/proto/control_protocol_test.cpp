@@ -188,19 +188,23 @@ TEST_CASE("a hello says how long ago its agent started, absent from an older age
   CHECK(std::get<Hello>(*back).age_ms == kMaxAgentAgeMs);
 }
 
-TEST_CASE("a hello's quorum is said only when set, absent from an older agent", "[unit][proto]") {
+TEST_CASE("a hello's fallbacks are said only when given, absent from an older agent, bounded",
+          "[unit][proto]") {
   Hello hello;
   hello.run_id = "job";
   hello.node_id = "n";
   std::string error;
   std::string unsaid = encode_message(hello);
-  CHECK(unsaid.find("quorum") == std::string::npos);
+  CHECK(unsaid.find("fallbacks") == std::string::npos);
   REQUIRE(decode_message(unsaid, error));
-  CHECK_FALSE(std::get<Hello>(*decode_message(unsaid, error)).config.quorum);
-  hello.config.quorum = true;
+  CHECK(std::get<Hello>(*decode_message(unsaid, error)).config.fallbacks.empty());
+  hello.config.fallbacks = "node2:29400,[::1]:7";
   auto back = decode_message(encode_message(hello), error);
   REQUIRE(back);
-  CHECK(std::get<Hello>(*back).config.quorum);
+  CHECK(std::get<Hello>(*back).config.fallbacks == "node2:29400,[::1]:7");
+  hello.config.fallbacks = std::string(kMaxFallbackListBytes + 1, 'a');
+  CHECK_FALSE(decode_message(encode_message(hello), error));
+  CHECK(error.find("config.fallbacks") != std::string::npos);
 }
 
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {

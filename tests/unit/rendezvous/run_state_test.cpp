@@ -869,7 +869,7 @@ TEST_CASE("a carried round's ruling is the next deadline once the last call has 
 TEST_CASE("with a quorum, survivors of a round form the next one only as a majority",
           "[unit][rendezvous][quorum]") {
   Fixture f(1, 4);
-  f.config.quorum = true;
+  f.config.fallbacks = "b:29400";
   RunState run("job", f.config, f.now);
   auto join = [&](const std::string& id) { return run.join(f.node(id), f.config, f.now); };
   for (const char* id : {"a", "b", "c", "d"}) join(id);
@@ -910,7 +910,7 @@ TEST_CASE("with a quorum, survivors of a round form the next one only as a major
 TEST_CASE("with a quorum, a minority times out naming the last round",
           "[unit][rendezvous][quorum]") {
   Fixture f(1, 3);
-  f.config.quorum = true;
+  f.config.fallbacks = "b:29400";
   RunState run("job", f.config, f.now);
   for (const char* id : {"a", "b", "c"}) run.join(f.node(id), f.config, f.now);
   REQUIRE(run.phase() == RunState::Phase::Running);
@@ -933,7 +933,7 @@ TEST_CASE("with a quorum, a minority times out naming the last round",
 TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
           "[unit][rendezvous][quorum]") {
   Fixture f(1, 3);
-  f.config.quorum = true;
+  f.config.fallbacks = "b:29400";
   SECTION("one node of a round of three is no majority") {
     RunState run("job", f.config, f.now);
     run.join(rejoining(f, "a", 2, 3), f.config, f.now);
@@ -958,7 +958,7 @@ TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
     CHECK(start->members.size() == 2);
   }
   SECTION("without a quorum, one node forms a round as before") {
-    f.config.quorum = false;
+    f.config.fallbacks.clear();
     RunState run("job", f.config, f.now);
     run.join(rejoining(f, "a", 2, 3), f.config, f.now);
     std::optional<StartRound> start;
@@ -971,12 +971,13 @@ TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
   }
 }
 
-TEST_CASE("a quorum is part of the run's settings", "[unit][rendezvous][quorum]") {
+TEST_CASE("the fallbacks are part of the run's settings", "[unit][rendezvous][quorum]") {
   RunConfig mine;
   RunConfig run = mine;
-  run.quorum = true;
+  run.fallbacks = "b:29400,c:29400";
   CHECK(describe_config_difference(mine, run) ==
-        "--rdzv-fallback is given in the run but not here");
-  CHECK(describe_config_difference(run, mine) ==
-        "--rdzv-fallback is given here but not in the run");
+        "--rdzv-fallback none differs from the run's b:29400,c:29400");
+  mine.fallbacks = "c:29400,b:29400";  // the order is where the run goes first
+  CHECK(describe_config_difference(mine, run) ==
+        "--rdzv-fallback c:29400,b:29400 differs from the run's b:29400,c:29400");
 }

@@ -151,7 +151,8 @@ TEST_CASE("fallback endpoints: in order, this machine's hosted there, a quorum f
   options.rdzv_fallback = "node7,10.0.0.8:29500,[::1]:7";
   Planned planned = plan(options, 2, 4);
   REQUIRE(planned.problems.empty());
-  CHECK(planned.settings.config.quorum);
+  // The list every node must give alike, as the daemon compares it.
+  CHECK(planned.settings.config.fallbacks == "node7:29400,10.0.0.8:29500,[::1]:7");
   REQUIRE(planned.settings.fallbacks.size() == 3);
   const auto& here = planned.settings.fallbacks[0];
   CHECK(here.host == "node7");
@@ -161,7 +162,7 @@ TEST_CASE("fallback endpoints: in order, this machine's hosted there, a quorum f
   CHECK(planned.settings.fallbacks[1].port == 29500);
   CHECK_FALSE(planned.settings.fallbacks[1].local);
   CHECK(planned.settings.fallbacks[2].host == "::1");
-  CHECK_FALSE(plan(c10d("head:29400"), 2, 4).settings.config.quorum);
+  CHECK(plan(c10d("head:29400"), 2, 4).settings.config.fallbacks.empty());
 }
 
 TEST_CASE("fallback endpoints that cannot be are refused, naming the flag",
