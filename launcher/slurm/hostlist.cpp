@@ -130,6 +130,37 @@ bool expand_pattern(const Pattern& pattern, size_t limit, std::vector<std::strin
   return true;
 }
 
+// Appends the first names of `pattern` to `hosts` until it holds `count`, in expand_pattern's
+// order (the first group outermost), making no other name.
+void leading_names(const Pattern& pattern, size_t count, std::vector<std::string>& hosts) {
+  struct Position {
+    size_t range = 0;
+    int64_t offset = 0;
+  };
+  std::vector<Position> at(pattern.groups.size());
+  while (hosts.size() < count) {
+    std::string name = pattern.literals[0];
+    for (size_t g = 0; g < at.size(); ++g) {
+      const Range& range = pattern.groups[g][at[g].range];
+      name += padded(range.low + at[g].offset, range.width) + pattern.literals[g + 1];
+    }
+    hosts.push_back(std::move(name));
+    size_t g = at.size();  // the next name: the last group turns fastest
+    for (; g > 0; --g) {
+      Position& position = at[g - 1];
+      const std::vector<Range>& ranges = pattern.groups[g - 1];
+      if (position.offset < ranges[position.range].high - ranges[position.range].low) {
+        ++position.offset;
+        break;
+      }
+      position.offset = 0;
+      if (++position.range < ranges.size()) break;
+      position.range = 0;
+    }
+    if (g == 0) return;  // every name of the pattern made
+  }
+}
+
 struct Numbered {
   std::string prefix;
   std::string digits;
@@ -160,15 +191,20 @@ std::optional<std::vector<std::string>> expand_hostlist(const std::string& expre
 }
 
 std::optional<std::string> first_host(const std::string& expression) {
+  auto hosts = first_hosts(expression, 1);
+  if (!hosts || hosts->empty()) return std::nullopt;
+  return hosts->front();
+}
+
+std::optional<std::vector<std::string>> first_hosts(const std::string& expression, size_t count) {
   auto patterns = parse_hostlist(expression);
-  if (!patterns || patterns->empty()) return std::nullopt;
-  const Pattern& first = patterns->front();
-  std::string name = first.literals[0];
-  for (size_t g = 0; g < first.groups.size(); ++g) {
-    name += padded(first.groups[g].front().low, first.groups[g].front().width);
-    name += first.literals[g + 1];
+  if (!patterns) return std::nullopt;
+  std::vector<std::string> hosts;
+  for (const Pattern& pattern : *patterns) {
+    if (hosts.size() >= count) break;
+    leading_names(pattern, count, hosts);
   }
-  return name;
+  return hosts;
 }
 
 std::string compress_hostlist(const std::vector<std::string>& hosts) {

@@ -21,6 +21,11 @@ std::optional<std::vector<std::string>> expand_hostlist(const std::string& expre
 /// is malformed or names no host.
 std::optional<std::string> first_host(const std::string& expression);
 
+/// The first `count` host names of `expression` (fewer when it names fewer), in
+/// expand_hostlist's order, the expression checked whole but the rest of its names never made:
+/// a node list of millions costs what its first names do. nullopt when it is malformed.
+std::optional<std::vector<std::string>> first_hosts(const std::string& expression, size_t count);
+
 /// The shortest usual form: consecutive numbered hosts with the same prefix, suffix and width
 /// become one bracket group ("node[1-3,5]"). Order of first appearance is kept.
 std::string compress_hostlist(const std::vector<std::string>& hosts);

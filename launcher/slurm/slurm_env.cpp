@@ -20,10 +20,11 @@ SlurmValue sourced(const std::string& value, const std::pair<std::string, std::s
   return {value, from.first + "=" + from.second};
 }
 
-// The node list's second and third hosts at `port`, when it has three or more.
+// The node list's second and third hosts at `port`, when it has three or more (the rest of a
+// list of any size is never made).
 std::optional<SlurmValue> fallback_hosts(const std::string& list, int port,
                                          const std::pair<std::string, std::string>& from) {
-  auto hosts = expand_hostlist(list);
+  auto hosts = first_hosts(list, 3);
   if (!hosts || hosts->size() < 3) return std::nullopt;
   return sourced(cat((*hosts)[1], ":", port, ",", (*hosts)[2], ":", port), from);
 }

@@ -64,6 +64,24 @@ TEST_CASE("the first host of a hostlist, checked whole but not expanded",
   CHECK_FALSE(first_host("a[1]b[1]c[1]d[1]e[1]f[1]g[1]h[1]i[1]"));
 }
 
+TEST_CASE("the first few hosts of a node list, without making the rest", "[unit][slurm]") {
+  for (const char* list :
+       {"gpu-[01-03]x[1-2],login1", "a,b[1-2],c", "solo", "r[1-2]-n[08-10,3]", "n[1-1]-[5-6],m"}) {
+    auto all = expand_hostlist(list);
+    REQUIRE(all);
+    for (size_t count = 0; count <= all->size() + 1; ++count) {
+      auto first = first_hosts(list, count);
+      REQUIRE(first);
+      size_t expected = std::min(count, all->size());
+      CHECK(*first == std::vector<std::string>(all->begin(), all->begin() + expected));
+    }
+  }
+  // A list of 10^12 names costs its first three.
+  CHECK(*first_hosts("n[000000-999999]-[000000-999999]", 3) ==
+        std::vector<std::string>{"n000000-000000", "n000000-000001", "n000000-000002"});
+  CHECK_FALSE(first_hosts("gpu-[01-04,07],login[2-1]", 3));  // the rest is checked too
+}
+
 TEST_CASE("hostlists compress to ranges", "[unit][launcher][slurm]") {
   CHECK(compress_hostlist({"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-07", "login1"}) ==
         "gpu-[01-04,07],login1");
