@@ -34,6 +34,15 @@ bool has_run(const std::string& endpoint, const std::string& run_id, const std::
   return false;
 }
 
+// Anything answers as a daemon at `endpoint` (a status, or a refusal such as a wrong token).
+bool daemon_answers(const std::string& endpoint, const std::string& token, int timeout_ms) {
+  StatusQuery query;
+  query.endpoint = endpoint;
+  query.token = token;
+  query.timeout_ms = timeout_ms;
+  return fetch_status(query).answered;
+}
+
 bool has_live_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
                   int timeout_ms) {
   return has_run(endpoint, run_id, token, RunWanted::Live, timeout_ms);
@@ -43,16 +52,16 @@ bool has_live_run(const std::string& endpoint, const std::string& run_id, const 
 
 std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
                                      int timeout_ms) {
-  // Where --rdzv-endpoint still has it, it has not moved (a fallback that names the same
-  // daemon under another name would say it had).
-  if (has_live_run(host_port_text(settings.host, settings.port), run_id, settings.token,
-                   timeout_ms)) {
-    return std::nullopt;
-  }
+  // A daemon that answers at --rdzv-endpoint holds the run (or will): it has not moved. Asked
+  // again after a fallback has the run, since two names may reach one daemon that was only
+  // starting when first asked.
+  std::string first = host_port_text(settings.host, settings.port);
+  if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
   for (size_t i = 0; i < settings.fallbacks.size(); ++i) {
     const FallbackEndpoint& fallback = settings.fallbacks[i];
     if (has_live_run(host_port_text(fallback.host, fallback.port), run_id, settings.token,
                      timeout_ms)) {
+      if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
       return i;
     }
   }

@@ -15,8 +15,9 @@
 namespace cohort {
 
 /// The index in `settings.fallbacks` of the first endpoint whose daemon has run `run_id` still
-/// forming or running, unless --rdzv-endpoint's daemon has it; each endpoint is given
-/// `timeout_ms` (connect and answer). nullopt when it has not moved.
+/// forming or running, unless a daemon answers at --rdzv-endpoint (before, or right after, that
+/// fallback is found); each endpoint is given `timeout_ms` (connect and answer). nullopt when it
+/// has not moved.
 std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
                                      int timeout_ms);
 

@@ -98,11 +98,12 @@ StatusFetch fetch_status(const StatusQuery& query) {
       proven_answer_as<proto::StatusReply>(answer, check, problem);
   if (!reply) {
     int exit_code = answer.exit_code == kExitSuccess ? kExitRendezvous : answer.exit_code;
-    if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem};
-    return {std::nullopt, exit_code, "no status from " + query.endpoint + ": " + problem};
+    bool answered = answer.message.has_value();
+    if (exit_code == kExitUsage) return {std::nullopt, exit_code, problem, answered};
+    return {std::nullopt, exit_code, "no status from " + query.endpoint + ": " + problem, answered};
   }
   reply->proof.clear();  // checked; not part of what is shown
-  return {std::move(*reply), kExitSuccess, ""};
+  return {std::move(*reply), kExitSuccess, "", true};
 }
 
 namespace {

@@ -34,6 +34,7 @@ struct StatusFetch {
   std::optional<proto::StatusReply> reply;
   int exit_code = 0;
   std::string problem;
+  bool answered = false;  ///< something answered at the endpoint (a reply, or an error)
 };
 StatusFetch fetch_status(const StatusQuery& query);
 
