@@ -15,16 +15,20 @@ namespace {
 /// (a host that is gone answers nothing).
 constexpr int kRunQueryMs = 2000;
 
-// The daemon at `endpoint` has run `run_id` as `wanted` says. A refused connection answers at
-// once.
-bool has_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
-             RunWanted wanted, int timeout_ms) {
+StatusFetch ask_status(const std::string& endpoint, const std::string& run_id,
+                       const std::string& token, int timeout_ms) {
   StatusQuery query;
   query.endpoint = endpoint;
   query.run_id = run_id;
   query.token = token;
   query.timeout_ms = timeout_ms;
-  StatusFetch fetched = fetch_status(query);
+  return fetch_status(query);  // a refused connection answers at once
+}
+
+// The daemon at `endpoint` has run `run_id` as `wanted` says.
+bool has_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
+             RunWanted wanted, int timeout_ms) {
+  StatusFetch fetched = ask_status(endpoint, run_id, token, timeout_ms);
   if (!fetched.reply) return false;
   if (run_id.empty()) return wanted == RunWanted::Any;
   for (const proto::StatusRun& run : fetched.reply->runs) {
@@ -36,16 +40,7 @@ bool has_run(const std::string& endpoint, const std::string& run_id, const std::
 
 // Anything answers as a daemon at `endpoint` (a status, or a refusal such as a wrong token).
 bool daemon_answers(const std::string& endpoint, const std::string& token, int timeout_ms) {
-  StatusQuery query;
-  query.endpoint = endpoint;
-  query.token = token;
-  query.timeout_ms = timeout_ms;
-  return fetch_status(query).answered;
-}
-
-bool has_live_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
-                  int timeout_ms) {
-  return has_run(endpoint, run_id, token, RunWanted::Live, timeout_ms);
+  return ask_status(endpoint, "", token, timeout_ms).answered;
 }
 
 }  // namespace
@@ -59,8 +54,8 @@ std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const s
   if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
   for (size_t i = 0; i < settings.fallbacks.size(); ++i) {
     const FallbackEndpoint& fallback = settings.fallbacks[i];
-    if (has_live_run(host_port_text(fallback.host, fallback.port), run_id, settings.token,
-                     timeout_ms)) {
+    if (has_run(host_port_text(fallback.host, fallback.port), run_id, settings.token,
+                RunWanted::Live, timeout_ms)) {
       if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
       return i;
     }
