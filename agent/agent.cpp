@@ -376,6 +376,9 @@ void Agent::connect() {
     options.at_deadline = {
         cat("moving to ", host_port_text(next.host, next.port), " (--rdzv-fallback)"),
         "heartbeat_timeout"};
+    // An agent's daemon cannot come back in place: a refused port moves the run at once. Never
+    // at an endpoint that has not welcomed this agent yet (its host may still be starting one).
+    options.refused_is_final = lost_agent_hosted_;
   }
   client_ = std::make_unique<RendezvousClient>(
       io_, clock_, options,
@@ -384,6 +387,7 @@ void Agent::connect() {
         if (client_->welcomed()) {
           unanswered_since_.reset();  // the wait starts again from now
           ever_welcomed_ = true;
+          lost_agent_hosted_ = client_->daemon_agent_hosted();
         }
         if (kind == ConnectionLoss::CannotReach && may_move_on_) return move_to_fallback(reason);
         perform(state_.connection_lost(kind, reason));
@@ -397,6 +401,7 @@ void Agent::connect() {
 // round as a restarted daemon does, and its quorum keeps a minority from forming one.
 void Agent::move_to_fallback(const std::string& why) {
   const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
+  lost_agent_hosted_ = false;  // the next endpoint has not welcomed this agent yet
   log::warn(
       why, ": the rendezvous moves to ", host_port_text(next.host, next.port), " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");

@@ -108,6 +108,9 @@ class Agent {
   size_t fallback_ = 0;         ///< 0: --rdzv-endpoint; n: the n-th --rdzv-fallback, moved to
   bool ever_welcomed_ = false;  ///< a daemon of the run welcomed this agent once
   bool may_move_on_ = false;    ///< the current connection's deadline is the fallback wait
+  /// The daemon at the current endpoint welcomed this agent, lives in an agent and is gone: a
+  /// refused connection there means it is gone for good.
+  bool lost_agent_hosted_ = false;
   std::string node_base_id_;
   EventLog events_{"agent"};
   std::unique_ptr<HealthCheck> health_;                ///< --health-check only

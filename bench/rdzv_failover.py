@@ -5,7 +5,9 @@ Three agents on this machine, no separate daemon: the first one started hosts th
 --rdzv-endpoint (cohort) or the c10d store (torchrun 1.13, tests/integration/torchrun_debian12.py,
 --monitor_interval 0.1), --nnodes 2:3, 2 workers each that hang (cohort: test_worker --hang,
 writing a pid file per round and rank; torchrun: the same binary, --no_python). Once round 0
-runs, that first agent is SIGKILLed, as a node that crashed. Measured from the kill:
+runs, that first agent is SIGKILLed, as a node that crashed (its port then refuses), or for
+cohort also SIGSTOPped, as a node that went silent (powered off or cut off: no FIN, no RST).
+Measured from the signal:
   cohort    until both survivors' round-1 workers wrote their pid files (4 ranks): the others
             moved to --rdzv-fallback and go on; with the default timeouts (heartbeat_timeout 5 s,
             last_call_timeout 2 s) and with short ones (1 s, 0.5 s).
@@ -28,11 +30,13 @@ import time
 from rendezvous_bench import (TORCHRUNS, Processes, free_port, monotonic, tail, wait_all,
                               wait_files)
 
-CONFIGS = {"defaults": None,
-           "short timeouts": "heartbeat_timeout=1,keep_alive_interval=0.2,last_call_timeout=0.5"}
+SHORT = "heartbeat_timeout=1,keep_alive_interval=0.2,last_call_timeout=0.5"
+CASES = {"crashed host, defaults": (None, signal.SIGKILL),
+         "crashed host, short timeouts": (SHORT, signal.SIGKILL),
+         "silent host, defaults": (None, signal.SIGSTOP)}
 
 
-def cohort_once(args, procs, scratch, rep, conf):
+def cohort_once(args, procs, scratch, rep, conf, lost_by):
     pid_dir = tempfile.mkdtemp(prefix=f"cohort_{rep}_", dir=scratch)
     endpoint, fallback = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     worker = [os.path.join(args.build, "bin", "test_worker"), "--hang", "--pid-file",
@@ -51,10 +55,11 @@ def cohort_once(args, procs, scratch, rep, conf):
     if wait_files(pid_dir, [f"pid_0_{r}" for r in range(6)], monotonic() + 30) is None:
         fail(procs, "cohort: round 0 did not start", agents[0])
     killed_at = monotonic()
-    agents[0].send_signal(signal.SIGKILL)
+    agents[0].send_signal(lost_by)
     up = wait_files(pid_dir, [f"pid_1_{r}" for r in range(4)], killed_at + 60, interval=0.002)
     if up is None:
         fail(procs, "cohort: round 1 did not start", agents[1])
+    agents[0].send_signal(signal.SIGKILL)  # a silent one too
     for agent in agents[1:]:
         agent.send_signal(signal.SIGTERM)
     wait_all(agents, monotonic() + 30)
@@ -117,8 +122,9 @@ def main():
     procs = Processes(scratch)
     results = {}
     try:
-        for name, conf in CONFIGS.items():
-            samples = [cohort_once(args, procs, scratch, rep, conf) for rep in range(args.runs)]
+        for name, (conf, lost_by) in CASES.items():
+            samples = [cohort_once(args, procs, scratch, rep, conf, lost_by)
+                       for rep in range(args.runs)]
             results[name] = samples
             print(f"  cohort ({name}): {statistics.median(samples):.0f} ms", file=sys.stderr)
         torchrun = []

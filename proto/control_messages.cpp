@@ -61,7 +61,7 @@ void from_json(const json& in, WorkerFailed& m) {
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof, agent_hosted)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof, client_nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof, client_nonce)

@@ -213,6 +213,9 @@ struct Challenge {  ///< the first frame of every connection: what the peer's pr
 struct Welcome {
   int version = kControlVersion;
   std::string proof;  ///< welcome_proof: the daemon holds the token too; empty without one
+  /// The daemon lives in a `cohort run` agent: gone with it for good, never restarted in place
+  /// (absent from older daemons: false).
+  bool agent_hosted = false;
 };
 struct Waiting {
   int joined = 0;

@@ -74,17 +74,20 @@ void RendezvousClient::try_connect() {
                                    [this, alive](const boost::system::error_code& connect_error,
                                                  const boost::asio::ip::tcp::endpoint&) {
                                      if (!*alive || closed_) return;
-                                     if (connect_error) {
-                                       socket_ = boost::asio::ip::tcp::socket(io_);
-                                       return attempt_failed(
-                                           connect_error == boost::asio::error::operation_aborted
-                                               ? "no answer to the connection attempt"
-                                               : connect_error.message(),
-                                           Attempt::Refused);
-                                     }
+                                     if (connect_error) return connect_failed(connect_error);
                                      on_connected();
                                    });
       });
+}
+
+void RendezvousClient::connect_failed(const boost::system::error_code& error) {
+  socket_ = boost::asio::ip::tcp::socket(io_);
+  if (options_.refused_is_final && error == boost::asio::error::connection_refused)
+    give_up_at_ = clock_.now();  // no retry: the daemon that was there is gone for good
+  attempt_failed(error == boost::asio::error::operation_aborted
+                     ? "no answer to the connection attempt"
+                     : error.message(),
+                 Attempt::Refused);
 }
 
 // An attempt that got no welcome (no address, no connection, or a connection closed or silent
@@ -167,6 +170,7 @@ void RendezvousClient::on_session_message(proto::ControlMessage message) {
                       " did not prove that it holds the token"));
     }
     welcomed_ = true;
+    daemon_agent_hosted_ = welcome->agent_hosted;
     retry_delay_ = std::chrono::milliseconds(20);
   }
   on_message_(std::move(message));

@@ -28,6 +28,9 @@ struct ClientOptions {
   std::chrono::milliseconds connect_deadline{60000};  ///< give up connecting after this long
   std::string token;          ///< the run's (or the daemon's) shared secret; empty: none
   DeadlineWords at_deadline;  ///< what the agent does then, for the progress lines
+  /// A refused connection ends the attempts at once, reported as CannotReach: the daemon there,
+  /// which welcomed this agent before, was hosted by an agent and is gone for good.
+  bool refused_is_final = false;
 };
 
 class RendezvousClient {
@@ -59,11 +62,14 @@ class RendezvousClient {
   bool connected() const { return session_ && session_->open(); }
   /// The daemon proved itself on this connection (its welcome came).
   bool welcomed() const { return welcomed_; }
+  /// The daemon that welcomed this connection said it lives in an agent (Welcome::agent_hosted).
+  bool daemon_agent_hosted() const { return daemon_agent_hosted_; }
 
  private:
   std::string endpoint() const;  ///< "host:port", as given
   void try_connect();
   enum class Attempt { Unresolvable, Refused, NotAnswering };
+  void connect_failed(const boost::system::error_code& error);
   void attempt_failed(const std::string& why, Attempt attempt);
   void on_connected();
   void not_a_rendezvous(const std::string& reason);
@@ -96,6 +102,7 @@ class RendezvousClient {
   std::string last_error_;
   std::string challenge_;  ///< this connection's challenge, once the daemon sent it
   bool welcomed_ = false;
+  bool daemon_agent_hosted_ = false;
   bool closed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -128,7 +128,7 @@ boost::system::error_code RendezvousDaemon::start() {
     }
   }
   failed_listener_ = Listener::Http;
-  if (auto http_error = start_http()) {
+  if (auto http_error = open_http()) {
     door_.close();
     return http_error;
   }
@@ -136,7 +136,14 @@ boost::system::error_code RendezvousDaemon::start() {
   return {};
 }
 
-boost::system::error_code RendezvousDaemon::start_http() {
+boost::system::error_code RendezvousDaemon::start_http(int port) {
+  options_.http_port = port;
+  auto error = open_http();
+  if (error) options_.http_port = -1;
+  return error;
+}
+
+boost::system::error_code RendezvousDaemon::open_http() {
   if (options_.http_port < 0) return {};
   observe::HttpOptions http;
   http.address = options_.http_address;
@@ -334,7 +341,8 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   }
   proto::Welcome welcome{
       proto::kControlVersion,
-      key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce)};
+      key->empty() ? "" : proto::welcome_proof(*key, session.challenge, hello.client_nonce),
+      options_.agent_hosted};
   if (cancelled_) {
     session.send(welcome);
     return session.close_after(*cancelled_, "the runs were cancelled");

@@ -47,6 +47,10 @@ class RendezvousDaemon {
   uint16_t port() const { return door_.port(); }
   /// The bound HTTP port once start() succeeded; 0 without one.
   uint16_t http_port() const { return http_ ? http_->port() : 0; }
+  /// Opens the HTTP pages on `port` (at the options' http_address) for a daemon started without
+  /// them: a --rdzv-fallback's daemon takes the rendezvous at once and its pages once the port is
+  /// free (the lost host's process may hold it a moment longer on the same machine).
+  boost::system::error_code start_http(int port);
   void stop();
   /// True once every run it ever had has ended and no agent is connected (for embedding).
   bool idle() const { return runs_.empty() && sessions_.empty(); }
@@ -166,7 +170,7 @@ class RendezvousDaemon {
                    rdzv::Ms silent);
   int64_t event_ms() const;
   void schedule();
-  boost::system::error_code start_http();
+  boost::system::error_code open_http();
   MetricsSnapshot metrics_snapshot() const;
   rdzv::TimePoint now() const { return clock_.now(); }
 

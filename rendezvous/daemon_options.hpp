@@ -50,6 +50,9 @@ struct DaemonOptions {
   /// The io threads each round's worker store spreads its connections over (see
   /// StoreServerOptions::io_pool); nullptr: this daemon's own thread serves them.
   IoPool* store_pool = nullptr;
+  /// Hosted by a `cohort run` agent, and so gone for good when it is (told in the welcome: its
+  /// agents may move to a --rdzv-fallback as soon as its port refuses them).
+  bool agent_hosted = false;
 };
 
 /// The shortest heartbeat timeout a run may ask for (the launcher's floor, checked again here).

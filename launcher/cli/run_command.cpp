@@ -108,27 +108,39 @@ bool start_embedded_daemon(const DaemonPlan& plan, std::unique_ptr<RendezvousDae
   return true;
 }
 
+// The fallback daemon's --http-port, tried every kHttpRetryDelay for kHttpTries in all: when the
+// lost host shared this machine, its process may hold the port a moment longer. Then the pages
+// are given up (the rendezvous matters more), with a warning naming the flag.
+constexpr std::chrono::milliseconds kHttpRetryDelay{50};
+constexpr int kHttpTries = 40;
+
+void serve_fallback_pages(RendezvousDaemon& daemon, const DaemonOptions& options,
+                          boost::asio::io_context& io, int tries_left) {
+  auto error = daemon.start_http(options.http_port);
+  if (!error) return say_where_http_is(options, daemon);
+  if (error == boost::asio::error::address_in_use && tries_left > 1) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io, kHttpRetryDelay);
+    timer->async_wait([timer, &daemon, options, &io, tries_left](auto wait_error) {
+      if (!wait_error) serve_fallback_pages(daemon, options, io, tries_left - 1);
+    });
+    return;
+  }
+  log::warn(start_failure_text(RendezvousDaemon::Listener::Http, options, error, ""),
+            "; hosting the rendezvous without the HTTP pages");
+}
+
 // A --rdzv-fallback endpoint of this machine, when the agent moves there: a daemon like the one
-// it would host at --rdzv-endpoint (same token, quotas, store ports, --http-port when that port
-// is free here), unless one listens there.
+// it would host at --rdzv-endpoint (same token, quotas, store ports), unless one listens there;
+// its --http-port follows once that port is free here.
 void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
                    std::vector<std::unique_ptr<RendezvousDaemon>>& daemons,
                    boost::asio::io_context& io, Clock& clock) {
   DaemonOptions options = plan.options;
   options.address = fallback.bind_address;
   options.port = fallback.port;
+  options.http_port = -1;
   auto daemon = std::make_unique<RendezvousDaemon>(io, clock, options);
-  auto error = daemon->start();
-  if (error && daemon->failed_listener() == RendezvousDaemon::Listener::Http) {
-    // The rendezvous matters more than its pages: it moves here without them.
-    log::warn(start_failure_text(RendezvousDaemon::Listener::Http, options, error, ""),
-              "; hosting the rendezvous without the HTTP pages");
-    options.http_port = -1;
-    daemon.reset();
-    daemon = std::make_unique<RendezvousDaemon>(io, clock, options);
-    error = daemon->start();
-  }
-  if (error) {
+  if (auto error = daemon->start()) {
     RendezvousDaemon::Listener failed = daemon->failed_listener();
     if (error == boost::asio::error::address_in_use &&
         failed == RendezvousDaemon::Listener::Control)
@@ -138,7 +150,8 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
   }
   log::warn("hosting the rendezvous on ", host_port_text(fallback.host, fallback.port),
             " (--rdzv-fallback): the other nodes move there too");
-  say_where_http_is(options, *daemon);
+  options.http_port = plan.options.http_port;
+  if (options.http_port >= 0) serve_fallback_pages(*daemon, options, io, kHttpTries);
   daemons.push_back(std::move(daemon));
 }
 

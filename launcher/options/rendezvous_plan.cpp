@@ -123,6 +123,7 @@ void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
 void plan_rendezvous_settings(const RunOptions& options, int min_nodes, int max_nodes,
                               const RdzvConf& conf, RendezvousSettings& settings,
                               DaemonPlan& daemon, std::vector<std::string>& problems) {
+  daemon.options.agent_hosted = true;  // whatever daemon `cohort run` hosts lives in its agent
   settings.config = {min_nodes,
                      max_nodes,
                      options.max_restarts,

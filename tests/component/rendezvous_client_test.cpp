@@ -114,6 +114,26 @@ TEST_CASE("an absent daemon is retried until the connect deadline on the clock",
   CHECK_FALSE(client->connected());
 }
 
+TEST_CASE("a refused attempt ends the attempts at once when a refusal is final",
+          "[rendezvous_client]") {
+  ClientTest t;
+  ClientOptions options{"127.0.0.1", closed_port(t.io), 1000ms, 5000ms, 60000ms};
+  options.refused_is_final = true;  // an agent-hosted daemon that welcomed the agent is gone
+  RendezvousClient client(
+      t.io, t.clock, options, [](proto::ControlMessage) {},
+      [&](ConnectionLoss kind, const std::string& reason) {
+        ++t.losses;
+        t.last_loss = kind;
+        t.last_reason = reason;
+      });
+  client.connect(proto::Hello{});
+  REQUIRE(t.run_until([&] { return t.losses > 0; }));  // no clock advanced: no retry waited for
+  CHECK(t.losses == 1);
+  CHECK(t.last_loss == ConnectionLoss::CannotReach);
+  CHECK(t.last_reason.find("refused") != std::string::npos);
+  CHECK(t.clock.armed() == 0);
+}
+
 TEST_CASE("an agent that did not run past the heartbeat timeout knows it was dropped",
           "[rendezvous_client]") {
   ClientTest t;

@@ -3,10 +3,6 @@
 // hosts it) and go on in a smaller round; when it takes another node with it, the last one is no
 // majority of the last round and forms none: it ends after the join timeout, saying why. And a
 // real network split (netns): the majority goes on, the cut-off host of the rendezvous does not.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -33,24 +29,30 @@ size_t dumps_of_round(const Scratch& scratch, int round) {
   return count;
 }
 
-/// A listening socket on 127.0.0.1:`port`, held until destroyed (-1 when the port was taken).
-struct HeldPort {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  explicit HeldPort(uint16_t port) {
-    int on = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(fd, 1) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ~HeldPort() {
-    if (fd >= 0) ::close(fd);
+/// One node of a run with --rdzv-fallback, as `cohort run`'s flags: one worker that records its
+/// environment in `scratch` ("env_<round>_<rank>.json") and then does what `worker` says.
+struct FallbackNode {
+  std::string endpoint;
+  std::string fallbacks;
+  std::string run_id;
+  std::string rdzv_conf;
+  std::string address;
+  std::vector<std::string> worker;  ///< test_worker's flags after --dump-env
+
+  std::vector<std::string> flags(const Scratch& scratch) const {
+    std::vector<std::string> flags{
+        "--nnodes",           "1:3",
+        "--rdzv-backend",     "c10d",
+        "--rdzv-endpoint",    endpoint,
+        "--rdzv-fallback",    fallbacks,
+        "--rdzv-id",          run_id,
+        "--rdzv-conf",        rdzv_conf,
+        "--local-addr",       address,
+        "--shutdown-timeout", "2",
+        "--no-python",        kTestWorkerBin,
+        "--dump-env",         scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json")};
+    flags.insert(flags.end(), worker.begin(), worker.end());
+    return flags;
   }
 };
 
@@ -61,14 +63,17 @@ struct FallbackRun {
   int sleep_ms;
   std::string join_timeout;
   std::vector<std::string> extra_flags;
+  std::string heartbeat_timeout = "1";
   std::vector<std::unique_ptr<ChildProcess>> nodes;
 
   // Three nodes whose workers record their env and then run `sleep_ms`; the first node starts
   // alone and hosts the rendezvous at the endpoint before the others come.
-  FallbackRun(int sleep_ms, std::string join_timeout, std::vector<std::string> extra_flags = {})
+  FallbackRun(int sleep_ms, std::string join_timeout, std::vector<std::string> extra_flags = {},
+              std::string heartbeat_timeout = "1")
       : sleep_ms(sleep_ms),
         join_timeout(std::move(join_timeout)),
-        extra_flags(std::move(extra_flags)) {
+        extra_flags(std::move(extra_flags)),
+        heartbeat_timeout(std::move(heartbeat_timeout)) {
     for (const std::string& address : kAddresses) {
       ChildProcess& node = start_node(address);
       if (nodes.size() == 1) {
@@ -84,32 +89,14 @@ struct FallbackRun {
 
   // A node with `fallbacks` as its --rdzv-fallback (the run's when empty).
   ChildProcess& start_node(const std::string& address, const std::string& fallbacks = {}) {
-    std::vector<std::string> flags{
-        "--nnodes",
-        "1:3",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        endpoint,
-        "--rdzv-fallback",
-        fallbacks.empty() ? fallback : fallbacks,
-        "--rdzv-id",
-        "moving",
-        "--rdzv-conf",
-        "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=" +
-            join_timeout,
-        "--local-addr",
-        address,
-        "--shutdown-timeout",
-        "2",
-        "--no-python",
-        kTestWorkerBin,
-        "--dump-env",
-        scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
-        "--sleep-ms",
-        std::to_string(sleep_ms)};
+    FallbackNode node{endpoint,
+                      fallbacks.empty() ? fallback : fallbacks,
+                      "moving",
+                      "last_call_timeout=0.5,heartbeat_timeout=" + heartbeat_timeout +
+                          ",keep_alive_interval=0.2,join_timeout=" + join_timeout,
+                      address,
+                      {"--sleep-ms", std::to_string(sleep_ms)}};
+    std::vector<std::string> flags = node.flags(scratch);
     flags.insert(flags.begin(), extra_flags.begin(), extra_flags.end());
     nodes.push_back(scratch.start(flags));
     return *nodes.back();
@@ -129,12 +116,10 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
   FallbackRun run(/*sleep_ms=*/8000, /*join_timeout=*/"30",
                   {"--http-port", std::to_string(http_port)});
   std::string round0_port = env_value(run.dump(0, 0), "MASTER_PORT");
-  run.nodes[0]->signal(SIGKILL);  // the host of the rendezvous, as a node that crashed
-  REQUIRE(run.nodes[0]->wait(10s));
-  // Its HTTP port taken meanwhile (the others wait a heartbeat timeout, 1 s, before they move):
-  // the rendezvous moves all the same, without its pages.
-  HeldPort taken(http_port);
-  REQUIRE(taken.fd >= 0);
+  // The host of the rendezvous freezes, holding its HTTP port: the others give up on it after
+  // the heartbeat timeout (1 s, to notice, and 1 s more reconnecting) and move; the node that
+  // hosts the fallback tries the port for 2 s, then hosts the rendezvous without its pages.
+  run.nodes[0]->signal(SIGSTOP);
   for (size_t i = 1; i < 3; ++i) {
     auto status = run.nodes[i]->wait(30s);
     INFO(run.nodes[i]->output());
@@ -150,6 +135,8 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
                               ": Address already in use; hosting the rendezvous without the HTTP "
                               "pages";
   CHECK(contains(run.nodes[1]->err() + run.nodes[2]->err(), without_pages));
+  run.nodes[0]->signal(SIGKILL);  // the frozen host, as a node that crashed
+  REQUIRE(run.nodes[0]->wait(10s));
   REQUIRE(run.dumps_of_round(1) == 2);
   for (int rank = 0; rank < 2; ++rank) {
     EnvDump env = run.dump(1, rank);
@@ -158,6 +145,21 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
     CHECK(env_value(env, "MASTER_PORT") != round0_port);         // the fallback's worker store
   }
   CHECK(run.scratch.nothing_left());  // the killed agent's worker too
+}
+
+TEST_CASE(
+    "an agent-hosted daemon that refuses is gone: the others move at once, not after "
+    "heartbeat_timeout",
+    "[integration][multinode][fallback]") {
+  // A heartbeat timeout of 30 s: without the welcome's word that the daemon lived in an agent,
+  // the others would wait it out before moving.
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"60", {}, /*heartbeat_timeout=*/"30");
+  run.nodes[0]->signal(SIGKILL);
+  REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 15s));
+  for (size_t i = 1; i < 3; ++i) {
+    CHECK(contains(run.nodes[i]->err(), "Connection refused: the rendezvous moves to " +
+                                            run.fallback + " (--rdzv-fallback"));
+  }
 }
 
 TEST_CASE("an agent started after the run moved joins it at the fallback, not a second run",
@@ -193,10 +195,17 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   CHECK(refused->shell_code() == 3);
   CHECK(contains(other.err(),
                  "--rdzv-fallback " + elsewhere + " differs from the run's " + run.fallback));
+  // The host freezes, holding its HTTP port, and is killed once the others move: the node that
+  // hosts the rendezvous now serves its pages at the same port, as soon as the port is free.
+  run.nodes[0]->signal(SIGSTOP);
+  REQUIRE(wait_until(
+      [&] { return contains(run.nodes[1]->err() + run.nodes[2]->err(), "rendezvous moves to"); },
+      10s));
   run.nodes[0]->signal(SIGKILL);
   REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 20s));
-  // The node that hosts the rendezvous now serves its pages at the same port.
   std::string pages = "/metrics and the timeline pages on http://127.0.0.1:" + http_port + "/";
+  REQUIRE(
+      wait_until([&] { return contains(run.nodes[1]->err() + run.nodes[2]->err(), pages); }, 5s));
   CHECK(contains(run.nodes[1]->err(), pages) != contains(run.nodes[2]->err(), pages));
   std::string metrics = http_get("http://127.0.0.1:" + http_port + "/metrics");
   CHECK(http_status(metrics) == 200);
@@ -266,32 +275,16 @@ TEST_CASE(
   std::string fallback =
       cut_off.host_ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
   auto agent = [&](const std::string& address) {
-    return std::vector<std::string>{
-        kCohortBin,
-        "run",
-        "--token-file",
-        token,
-        "--nnodes",
-        "1:3",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        endpoint,
-        "--rdzv-fallback",
-        fallback,
-        "--rdzv-id",
-        "split",
-        "--rdzv-conf",
-        "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,join_timeout=5",
-        "--local-addr",
-        address,
-        "--shutdown-timeout",
-        "2",
-        "--no-python",
-        kTestWorkerBin,
-        "--dump-env",
-        scratch.file("env_{TORCHELASTIC_RESTART_COUNT}_{RANK}.json"),
-        "--hang"};
+    FallbackNode node{endpoint,
+                      fallback,
+                      "split",
+                      "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,"
+                      "join_timeout=5",
+                      address,
+                      {"--hang"}};
+    std::vector<std::string> flags = node.flags(scratch);
+    flags.insert(flags.begin(), {kCohortBin, "run", "--token-file", token});
+    return flags;
   };
   std::vector<std::string> in_namespace{"/usr/sbin/ip", "netns", "exec", cut_off.ns};
   std::vector<std::string> host_argv = agent(cut_off.ns_ip);

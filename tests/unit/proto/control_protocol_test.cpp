@@ -207,6 +207,19 @@ TEST_CASE("a hello's fallbacks are said only when given, absent from an older ag
   CHECK(error.find("config.fallbacks") != std::string::npos);
 }
 
+TEST_CASE("a welcome says whether its daemon lives in an agent, absent from an older daemon",
+          "[unit][proto]") {
+  std::string error;
+  auto older = decode_message(R"({"type":"welcome","version":3,"proof":""})", error);
+  INFO(error);
+  REQUIRE(older);
+  CHECK_FALSE(std::get<Welcome>(*older).agent_hosted);
+  auto back = decode_message(encode_message(Welcome{kControlVersion, "p", true}), error);
+  REQUIRE(back);
+  CHECK(std::get<Welcome>(*back).agent_hosted);
+  CHECK(std::get<Welcome>(*back).proof == "p");
+}
+
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
   std::string error;
   CHECK_FALSE(decode_message("not json", error));
