@@ -5,7 +5,7 @@
 #include "common/host_port.hpp"
 #include "common/text.hpp"
 #include "launcher/cli/status_command.hpp"
-#include "launcher/options/rendezvous_plan.hpp"
+#include "launcher/options/fallback_list.hpp"
 
 namespace cohort {
 
@@ -63,39 +63,19 @@ std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const s
   return std::nullopt;
 }
 
-std::optional<std::vector<std::string>> parse_fallback_list(const std::string& list,
-                                                            const std::string& endpoint,
-                                                            std::string& problem) {
-  auto first = parse_host_port(endpoint, 29400);
-  uint16_t default_port = first ? first->port : 29400;
-  std::vector<std::string> endpoints;
-  for (const std::string& item : split(list, ',')) {
-    auto fallback = parse_host_port(item, default_port);
-    if (!fallback || fallback->port == 0) {
-      problem = cat("--rdzv-fallback: expected host[:port],... (port 1-65535), got '", item,
-                    "' in '", list, "'");
-      return std::nullopt;
-    }
-    endpoints.push_back(host_port_text(fallback->host, fallback->port));
-  }
-  if (endpoints.size() > kMaxFallbacks) {
-    problem = cat("--rdzv-fallback: at most ", kMaxFallbacks, " endpoints, got ", endpoints.size());
-    return std::nullopt;
-  }
-  return endpoints;
-}
-
 bool follow_the_run(const std::string& command, std::string& endpoint, const std::string& list,
                     const std::string& run_id, const std::string& token, RunWanted wanted) {
   if (list.empty()) return true;
   std::string problem;
-  std::optional<std::vector<std::string>> fallbacks = parse_fallback_list(list, endpoint, problem);
+  auto first = parse_host_port(endpoint, 29400);
+  auto fallbacks = parse_fallback_list(list, first ? first->port : 29400, problem);
   if (!fallbacks) {
     std::cerr << "cohort " << command << ": " << problem << "\n";
     return false;
   }
   if (has_run(endpoint, run_id, token, wanted, kRunQueryMs)) return true;
-  for (const std::string& fallback : *fallbacks) {
+  for (const HostPort& moved : *fallbacks) {
+    std::string fallback = host_port_text(moved.host, moved.port);
     if (!has_run(fallback, run_id, token, wanted, kRunQueryMs)) continue;
     if (run_id.empty()) {
       std::cerr << "cohort " << command << ": --rdzv-endpoint " << endpoint

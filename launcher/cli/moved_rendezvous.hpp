@@ -21,13 +21,6 @@ namespace cohort {
 std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
                                      int timeout_ms);
 
-/// The --rdzv-fallback of `cohort status` and `cohort stop` as "host:port" texts, with the port
-/// of `endpoint` where an item names none; nullopt with `problem` (naming the flag) when an item
-/// is malformed or there are more than kMaxFallbacks.
-std::optional<std::vector<std::string>> parse_fallback_list(const std::string& list,
-                                                            const std::string& endpoint,
-                                                            std::string& problem);
-
 /// What a command needs the daemon to have.
 enum class RunWanted {
   Live,  ///< the run, forming or running (`cohort stop`)

@@ -92,27 +92,20 @@ void plan_fallbacks(const RunOptions& options, const RunEnvironment& machine,
         "node");
     return;
   }
+  std::string problem;
+  auto endpoints = parse_fallback_list(options.rdzv_fallback, settings.port, problem);
+  if (!endpoints) return problems.push_back(problem);
   std::vector<std::string> seen = {host_port_text(settings.host, settings.port)};
-  for (const std::string& item : split(options.rdzv_fallback, ',')) {
-    auto endpoint = parse_host_port(item, settings.port);
-    if (!endpoint || endpoint->port == 0) {
-      problems.push_back(cat("--rdzv-fallback: expected host[:port],... (port 1-65535), got '",
-                             item, "' in '", options.rdzv_fallback, "'"));
-      return;
-    }
-    std::string key = host_port_text(endpoint->host, endpoint->port);
+  for (const HostPort& endpoint : *endpoints) {
+    std::string key = host_port_text(endpoint.host, endpoint.port);
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
       problems.push_back(cat("--rdzv-fallback: ", key, " is named twice (with --rdzv-endpoint)"));
       return;
     }
     seen.push_back(key);
-    bool local = machine.is_local_host(endpoint->host);
-    settings.fallbacks.push_back({endpoint->host, endpoint->port, local,
-                                  local ? bind_address_for(endpoint->host) : std::string()});
-  }
-  if (settings.fallbacks.size() > kMaxFallbacks) {
-    problems.push_back(cat("--rdzv-fallback: at most ", kMaxFallbacks, " endpoints, got ",
-                           settings.fallbacks.size()));
+    bool local = machine.is_local_host(endpoint.host);
+    settings.fallbacks.push_back({endpoint.host, endpoint.port, local,
+                                  local ? bind_address_for(endpoint.host) : std::string()});
   }
   // As every node must give it; the daemon refuses a node whose list differs.
   settings.config.fallbacks = join(std::vector<std::string>(seen.begin() + 1, seen.end()), ",");

@@ -9,15 +9,13 @@
 #include <vector>
 
 #include "agent/agent_config.hpp"
+#include "launcher/options/fallback_list.hpp"
 #include "launcher/options/rdzv_conf.hpp"
 #include "launcher/options/run_environment.hpp"
 #include "launcher/options/run_options.hpp"
 #include "rendezvous/daemon_options.hpp"
 
 namespace cohort {
-
-/// --rdzv-fallback takes at most this many endpoints.
-constexpr size_t kMaxFallbacks = 8;
 
 /// Whether this agent also hosts the rendezvous daemon, and where.
 struct DaemonPlan {
