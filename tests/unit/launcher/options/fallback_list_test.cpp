@@ -15,7 +15,7 @@ std::vector<std::string> texts(const std::vector<HostPort>& endpoints) {
 
 }  // namespace
 
-TEST_CASE("--rdzv-fallback is read in order with the endpoint's port by default",
+TEST_CASE("the --rdzv-fallback list is read in order with the endpoint's port by default",
           "[unit][launcher][fallback]") {
   std::string problem;
   auto endpoints = parse_fallback_list("node2,node3:7,::1", 29456, problem);
