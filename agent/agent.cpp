@@ -93,6 +93,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   for (int signal : config_.extra_signals) signals_.add(signal);
   for (int signal : config_.absorbed_signals) signals_.add(signal);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
+  hosts_rendezvous_ = config_.hosts_rendezvous;
   if (config_.hang.enabled()) {  // a hung native worker's stacks, when elfutils is installed
     auto path = agent_env_.find("PATH");
     stack_tool_ = find_executable("eu-stack", path == agent_env_.end() ? "" : path->second);
@@ -352,6 +353,8 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
   auto own_age = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - started_);
   // Within the protocol's bound, which --launched-ms-ago alone may reach.
   hello.age_ms = std::min(own_age.count() + config_.launch_age.count(), proto::kMaxAgentAgeMs);
+  hello.hosts_rendezvous = hosts_rendezvous_;
+  hello.last_round_host_lost = last_round_host_lost_;
   return hello;
 }
 
@@ -389,7 +392,10 @@ void Agent::connect() {
           ever_welcomed_ = true;
           lost_agent_hosted_ = client_->daemon_agent_hosted();
         }
-        if (kind == ConnectionLoss::CannotReach && may_move_on_) return move_to_fallback(reason);
+        if (kind == ConnectionLoss::CannotReach && may_move_on_) {
+          if (client_->refused_for_good() && host_in_round_) last_round_host_lost_ = true;
+          return move_to_fallback(reason);
+        }
         perform(state_.connection_lost(kind, reason));
       });
   client_->connect(
@@ -405,7 +411,7 @@ void Agent::move_to_fallback(const std::string& why) {
   log::warn(
       why, ": the rendezvous moves to ", host_port_text(next.host, next.port), " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
-  if (next.local && config_.host_fallback) config_.host_fallback(next);
+  hosts_rendezvous_ = next.local && config_.host_fallback && config_.host_fallback(next);
   connect();
 }
 
@@ -436,7 +442,7 @@ void Agent::on_message(proto::ControlMessage message) {
         else if constexpr (std::is_same_v<T, proto::RoundAssigned>)
           perform(
               fits_world(typed)
-                  ? state_.round_assigned(typed)
+                  ? on_round_assigned(typed)
                   : state_.connection_lost(
                         ConnectionLoss::Untrusted,
                         cat("protocol error: the rendezvous gave this node ranks ", typed.base_rank,
@@ -469,6 +475,12 @@ void Agent::on_message(proto::ControlMessage message) {
 }
 
 // The decoder checked the round's own bounds; this node's ranks must also be inside its world.
+agent::Actions Agent::on_round_assigned(const proto::RoundAssigned& round) {
+  host_in_round_ = round.host_member;
+  last_round_host_lost_ = false;
+  return state_.round_assigned(round);
+}
+
 bool Agent::fits_world(const proto::RoundAssigned& round) const {
   return int64_t{round.base_rank} + config_.nproc <= round.world_size;
 }

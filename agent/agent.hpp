@@ -58,6 +58,7 @@ class Agent {
   void on_group_done(GroupOutcome outcome);
   void start_group(const proto::RoundAssigned& assigned);
   bool fits_world(const proto::RoundAssigned& round) const;
+  agent::Actions on_round_assigned(const proto::RoundAssigned& round);
   void start_group_after_probe(const proto::RoundAssigned& assigned);
   void drop_pending_start();
   void report_bindings(const RoundInfo& round) const;
@@ -111,6 +112,11 @@ class Agent {
   /// The daemon at the current endpoint welcomed this agent, lives in an agent and is gone: a
   /// refused connection there means it is gone for good.
   bool lost_agent_hosted_ = false;
+  bool hosts_rendezvous_ = false;  ///< this process hosts the daemon at the current endpoint
+  bool host_in_round_ = false;     ///< the agent hosting the daemon is a member of this round
+  /// That host was a member of this agent's last round and is gone (its daemon refused): told
+  /// to the next daemon (Hello::last_round_host_lost), until a new round.
+  bool last_round_host_lost_ = false;
   std::string node_base_id_;
   EventLog events_{"agent"};
   std::unique_ptr<HealthCheck> health_;                ///< --health-check only

@@ -68,8 +68,11 @@ struct AgentConfig {
   /// hear the end of the run first). Empty: exit at once.
   std::function<void(std::function<void()>)> before_exit;
   /// Hosts a daemon at a fallback endpoint that names this machine, when the agent moves there,
-  /// unless one listens there already (cohort run sets it). Empty: host nothing.
-  std::function<void(const FallbackEndpoint&)> host_fallback;
+  /// unless one listens there already (cohort run sets it); true when it did. Empty: host nothing.
+  std::function<bool(const FallbackEndpoint&)> host_fallback;
+  /// This agent's process hosts the daemon at its first endpoint (cohort run sets it): its hello
+  /// says so, and the daemon tells each round's members whether their host is one of them.
+  bool hosts_rendezvous = false;
   /// Started by cohort launch: stdin is the ssh connection, and its end (EOF) stops the workers
   /// like SIGHUP; what every host would repeat (progress, warnings, the summary of another
   /// host's failure) is left to the launcher's console at info level.

@@ -69,9 +69,31 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, 
                                                 client_nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Unhealthy, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Notice, text)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssigned, round, group_rank, group_world_size, base_rank,
-                                   world_size, master_addr, master_port, restarts_used,
-                                   max_restarts)
+// RoundAssigned: host_member optional (older daemons did not send it).
+void to_json(json& out, const RoundAssigned& m) {
+  out = json{{"round", m.round},
+             {"group_rank", m.group_rank},
+             {"group_world_size", m.group_world_size},
+             {"base_rank", m.base_rank},
+             {"world_size", m.world_size},
+             {"master_addr", m.master_addr},
+             {"master_port", m.master_port},
+             {"restarts_used", m.restarts_used},
+             {"max_restarts", m.max_restarts}};
+  if (m.host_member) out["host_member"] = true;
+}
+void from_json(const json& in, RoundAssigned& m) {
+  in.at("round").get_to(m.round);
+  in.at("group_rank").get_to(m.group_rank);
+  in.at("group_world_size").get_to(m.group_world_size);
+  in.at("base_rank").get_to(m.base_rank);
+  in.at("world_size").get_to(m.world_size);
+  in.at("master_addr").get_to(m.master_addr);
+  in.at("master_port").get_to(m.master_port);
+  in.at("restarts_used").get_to(m.restarts_used);
+  in.at("max_restarts").get_to(m.max_restarts);
+  m.host_member = in.value("host_member", false);
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Restart, reason)
 // Stop: stopped_by optional (older daemons did not send it).
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Stop, exit_status, reason, summary, stopped_by)
@@ -206,6 +228,8 @@ void to_json(json& out, const Hello& m) {
   if (m.outcome) out["outcome"] = *m.outcome;
   if (!m.unhealthy.empty()) out["unhealthy"] = m.unhealthy;
   if (m.age_ms >= 0) out["age_ms"] = m.age_ms;
+  if (m.hosts_rendezvous) out["hosts_rendezvous"] = true;
+  if (m.last_round_host_lost) out["last_round_host_lost"] = true;
 }
 void from_json(const json& in, Hello& m) {
   in.at("magic").get_to(m.magic);
@@ -225,6 +249,8 @@ void from_json(const json& in, Hello& m) {
   if (in.contains("outcome")) m.outcome = in.at("outcome").get<CarriedOutcome>();
   m.unhealthy = in.value("unhealthy", std::string());
   m.age_ms = in.value("age_ms", int64_t{-1});
+  m.hosts_rendezvous = in.value("hosts_rendezvous", false);
+  m.last_round_host_lost = in.value("last_round_host_lost", false);
 }
 void to_json(json& out, const Waiting& m) {
   out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};

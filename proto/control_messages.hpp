@@ -106,6 +106,13 @@ struct Hello {  ///< first frame of every connection: who I am, which run, its s
   /// How long ago the agent started, in ms; -1: not said (an older agent). An agent started
   /// before its run ended that joins only afterwards hears how the run ended.
   int64_t age_ms = -1;
+  /// This agent's own process hosts the daemon it says hello to (`cohort run` without cohortd):
+  /// the daemon tells the members of each round whether its host is one of them.
+  bool hosts_rendezvous = false;
+  /// The agent that hosted the rendezvous this agent lost was a member of `last_round` and is
+  /// gone for good (its daemon lived in it and refused the reconnection): a daemon that has the
+  /// rest of that round back forms its first round without waiting for the last call.
+  bool last_round_host_lost = false;
 };
 constexpr int64_t kMaxAgentAgeMs = 10 * kMaxDurationMs;  ///< a hello's age_ms: ten years
 /// Bounds of a health check's reason (the tail of the command's output).
@@ -233,6 +240,8 @@ struct RoundAssigned {
   int master_port = 0;
   int restarts_used = 0;  ///< failure restarts so far, job-wide
   int max_restarts = 0;
+  /// The agent that hosts this daemon (Hello::hosts_rendezvous) is a member of this round.
+  bool host_member = false;
 };
 struct Restart {
   std::string reason;

@@ -82,8 +82,10 @@ void RendezvousClient::try_connect() {
 
 void RendezvousClient::connect_failed(const boost::system::error_code& error) {
   socket_ = boost::asio::ip::tcp::socket(io_);
-  if (options_.refused_is_final && error == boost::asio::error::connection_refused)
+  if (options_.refused_is_final && error == boost::asio::error::connection_refused) {
+    refused_for_good_ = true;
     give_up_at_ = clock_.now();  // no retry: the daemon that was there is gone for good
+  }
   attempt_failed(error == boost::asio::error::operation_aborted
                      ? "no answer to the connection attempt"
                      : error.message(),

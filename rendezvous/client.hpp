@@ -64,6 +64,8 @@ class RendezvousClient {
   bool welcomed() const { return welcomed_; }
   /// The daemon that welcomed this connection said it lives in an agent (Welcome::agent_hosted).
   bool daemon_agent_hosted() const { return daemon_agent_hosted_; }
+  /// The attempts ended at a refusal taken as final (ClientOptions::refused_is_final).
+  bool refused_for_good() const { return refused_for_good_; }
 
  private:
   std::string endpoint() const;  ///< "host:port", as given
@@ -103,6 +105,7 @@ class RendezvousClient {
   std::string challenge_;  ///< this connection's challenge, once the daemon sent it
   bool welcomed_ = false;
   bool daemon_agent_hosted_ = false;
+  bool refused_for_good_ = false;
   bool closed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -1,5 +1,6 @@
 #include "rendezvous/daemon.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/exit_codes.hpp"
@@ -368,10 +369,15 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
             {"max_nodes", config.max_nodes},
             {"max_restarts", config.max_restarts}});
   }
-  rdzv::NodeInfo info{hello.node_id,          hello.address,
-                      hello.local_world_size, hello.rank_hint,
-                      hello.last_round,       hello.last_round_nodes,
-                      hello.restarts_used,    rdzv::from_wire(hello.outcome)};
+  rdzv::NodeInfo info{hello.node_id,
+                      hello.address,
+                      hello.local_world_size,
+                      hello.rank_hint,
+                      hello.last_round,
+                      hello.last_round_nodes,
+                      hello.restarts_used,
+                      rdzv::from_wire(hello.outcome),
+                      hello.last_round_host_lost};
   door_.proven(session);
   session.run_id = hello.run_id;
   session.node_id = hello.node_id;
@@ -379,6 +385,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   configs_[hello.node_id] = config;
   run.sessions[hello.node_id] = session.shared_from_this();
   if (hello.rank0_port > 0) run.rank0_ports[hello.node_id] = hello.rank0_port;
+  if (hello.hosts_rendezvous && options_.agent_hosted) run.host_node = hello.node_id;
   session.send(welcome);
   record(hello.run_id, "node.joined",
          {{"node", hello.node_id},
@@ -748,13 +755,17 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
   run.dumps.reset();  // a new round: the last one's dumps are no longer wanted
   if (run.dumps_deadline) run.dumps_deadline->cancel();
   record_round(run, start);
+  bool host_member =
+      std::any_of(start.members.begin(), start.members.end(),
+                  [&](const rdzv::Assignment& m) { return m.node_id == run.host_node; });
   for (const auto& member : start.members) {
     auto session = run.sessions.find(member.node_id);
     if (session == run.sessions.end()) continue;
     proto::RoundAssigned assigned{
         member.round,     member.group_rank,          member.group_world_size,
         member.base_rank, member.world_size,          classic_addr,
-        classic_port,     run.state->restarts_used(), run.state->config().max_restarts};
+        classic_port,     run.state->restarts_used(), run.state->config().max_restarts,
+        host_member};
     if (classic_port == 0) {
       assigned.master_addr = session->second->local_address();
       assigned.master_port = run.store ? run.store->port() : 0;

@@ -102,6 +102,9 @@ class RendezvousDaemon {
     /// leave is recorded.
     std::map<std::string, std::string> hosts;
     std::vector<rdzv::Assignment> round_members;  ///< the current round's, with their ranks
+    /// The node whose agent hosts this daemon (its hello said so; an agent-hosted daemon only):
+    /// each round's members hear whether it is one of them (RoundAssigned::host_member).
+    std::string host_node;
     /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
     rdzv::DumpGathering dumps;
     std::unique_ptr<Timer> dumps_deadline;

@@ -61,6 +61,8 @@ struct NodeInfo {
   int last_round_nodes = 0;      ///< how many nodes that round had
   int restarts_used = 0;         ///< the job-wide count it last heard, for a restarted daemon
   std::optional<CarriedOutcome> outcome;  ///< its workers ended in last_round, unacknowledged
+  /// The agent that hosted the rendezvous it lost was a member of last_round and is gone for good.
+  bool last_round_host_lost = false;
 };
 
 struct Assignment {

@@ -75,7 +75,10 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
   }
   restarts_used_ = std::max(restarts_used_, node.restarts_used);
   next_round_ = std::max(next_round_, node.last_round + 1);
-  if (current_round_ < 0) last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
+  if (current_round_ < 0) {
+    last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
+    if (node.last_round_host_lost && node.last_round >= 0) last_round_lost_ = 1;
+  }
   if (current_round_ < 0) carried_.rejoined(node, now, config_.heartbeat_timeout);
   return admit(node, now);
 }
@@ -426,7 +429,7 @@ Actions RunState::close_round(TimePoint now, Report report, const std::string& c
     // one while a member is still stopping its workers (the last call bounds the wait).
     bool everyone_back = regroup_ && count(Role::Stopping) == 0;
     bool full = pending >= config_.max_nodes && (!regroup_ || everyone_back);
-    ready = full || everyone_back || now >= *last_call_deadline_;
+    ready = full || everyone_back || last_round_back() || now >= *last_call_deadline_;
   }
   if (ready && (!not_before_ || now >= *not_before_)) {
     not_before_.reset();  // the backoff is over
@@ -509,6 +512,7 @@ Actions RunState::form_round(TimePoint now) {
   }
   current_round_ = start.round;
   last_round_nodes_ = static_cast<int>(members);
+  last_round_lost_ = 0;
   progress_.round_started(start.members);
   phase_ = Phase::Running;
   regroup_ = false;
@@ -641,6 +645,11 @@ bool RunState::carried_last_round(const NodeInfo& info) const {
 
 int RunState::quorum() const {
   return !config_.fallbacks.empty() && last_round_nodes_ > 0 ? last_round_nodes_ / 2 + 1 : 0;
+}
+
+bool RunState::last_round_back() const {
+  return current_round_ < 0 && last_round_nodes_ > 0 &&
+         last_round_pending_ >= last_round_nodes_ - last_round_lost_;
 }
 
 int RunState::needed_nodes() const { return std::max(config_.min_nodes, quorum()); }

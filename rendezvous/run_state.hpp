@@ -137,6 +137,9 @@ class RunState {
   /// With a quorum, after a first round: how many of the last round's members must be back (more
   /// than half); 0 otherwise. New nodes do not count: they cannot make a cut-off minority whole.
   int quorum() const;
+  /// A restarted or fallback daemon, before its first round: every member of the last round is
+  /// back but the one known to be gone (last_round_lost_), so no one else is waited for.
+  bool last_round_back() const;
   /// A node joining with the round this run last formed (before this daemon's first round: any
   /// round, a restarted or fallback daemon's) was one of its members: lost and back, or moved.
   bool carried_last_round(const NodeInfo& info) const;
@@ -167,6 +170,10 @@ class RunState {
   /// The last round's node count; before this daemon's first round, the largest a rejoining node
   /// carried (a restarted or fallback daemon). 0: none yet, no quorum to keep.
   int last_round_nodes_ = 0;
+  /// Before this daemon's first round: 1 when a rejoining node said the agent that hosted the
+  /// rendezvous it lost was a member of the last round and is gone, so the round that has the
+  /// rest of the last round's members back need not wait for the last call.
+  int last_round_lost_ = 0;
   int restarts_used_ = 0;
   bool regroup_ = false;  ///< forming after a restart: close once every stopping member is back
   TimePoint forming_since_;

@@ -131,8 +131,8 @@ void serve_fallback_pages(RendezvousDaemon& daemon, const DaemonOptions& options
 
 // A --rdzv-fallback endpoint of this machine, when the agent moves there: a daemon like the one
 // it would host at --rdzv-endpoint (same token, quotas, store ports), unless one listens there;
-// its --http-port follows once that port is free here.
-void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
+// its --http-port follows once that port is free here. True when this agent hosts it.
+bool host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
                    std::vector<std::unique_ptr<RendezvousDaemon>>& daemons,
                    boost::asio::io_context& io, Clock& clock) {
   DaemonOptions options = plan.options;
@@ -143,16 +143,20 @@ void host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
   if (auto error = daemon->start()) {
     RendezvousDaemon::Listener failed = daemon->failed_listener();
     if (error == boost::asio::error::address_in_use &&
-        failed == RendezvousDaemon::Listener::Control)
-      return log::info("a rendezvous daemon already listens on ",
-                       host_port_text(fallback.host, fallback.port), "; joining it");
-    return log::error(start_failure_text(failed, options, error, "cannot host the rendezvous on"));
+        failed == RendezvousDaemon::Listener::Control) {
+      log::info("a rendezvous daemon already listens on ",
+                host_port_text(fallback.host, fallback.port), "; joining it");
+    } else {
+      log::error(start_failure_text(failed, options, error, "cannot host the rendezvous on"));
+    }
+    return false;
   }
   log::warn("hosting the rendezvous on ", host_port_text(fallback.host, fallback.port),
             " (--rdzv-fallback): the other nodes move there too");
   options.http_port = plan.options.http_port;
   if (options.http_port >= 0) serve_fallback_pages(*daemon, options, io, kHttpTries);
   daemons.push_back(std::move(daemon));
+  return true;
 }
 
 // A run that moved to a --rdzv-fallback before this agent started (its rendezvous host was lost)
@@ -243,9 +247,10 @@ int run_command(const CLI::App& app, RunOptions& options) {
   if (!start_embedded_daemon(validated.daemon, daemons[0], io, clock, validated.config))
     return kExitRendezvous;
   if (!daemons[0]) daemons.clear();
+  validated.config.hosts_rendezvous = !daemons.empty();
   validated.config.host_fallback = [&daemons, &io, &clock,
                                     plan = validated.daemon](const FallbackEndpoint& fallback) {
-    host_fallback(plan, fallback, daemons, io, clock);
+    return host_fallback(plan, fallback, daemons, io, clock);
   };
   validated.config.before_exit = [&daemons, &io](std::function<void()> done) {
     if (daemons.empty()) return done();

@@ -63,17 +63,17 @@ struct FallbackRun {
   int sleep_ms;
   std::string join_timeout;
   std::vector<std::string> extra_flags;
-  std::string heartbeat_timeout = "1";
+  std::string timeouts = "last_call_timeout=0.5,heartbeat_timeout=1";
   std::vector<std::unique_ptr<ChildProcess>> nodes;
 
   // Three nodes whose workers record their env and then run `sleep_ms`; the first node starts
   // alone and hosts the rendezvous at the endpoint before the others come.
   FallbackRun(int sleep_ms, std::string join_timeout, std::vector<std::string> extra_flags = {},
-              std::string heartbeat_timeout = "1")
+              std::string timeouts = "last_call_timeout=0.5,heartbeat_timeout=1")
       : sleep_ms(sleep_ms),
         join_timeout(std::move(join_timeout)),
         extra_flags(std::move(extra_flags)),
-        heartbeat_timeout(std::move(heartbeat_timeout)) {
+        timeouts(std::move(timeouts)) {
     for (const std::string& address : kAddresses) {
       ChildProcess& node = start_node(address);
       if (nodes.size() == 1) {
@@ -89,13 +89,9 @@ struct FallbackRun {
 
   // A node with `fallbacks` as its --rdzv-fallback (the run's when empty).
   ChildProcess& start_node(const std::string& address, const std::string& fallbacks = {}) {
-    FallbackNode node{endpoint,
-                      fallbacks.empty() ? fallback : fallbacks,
-                      "moving",
-                      "last_call_timeout=0.5,heartbeat_timeout=" + heartbeat_timeout +
-                          ",keep_alive_interval=0.2,join_timeout=" + join_timeout,
-                      address,
-                      {"--sleep-ms", std::to_string(sleep_ms)}};
+    FallbackNode node{endpoint, fallbacks.empty() ? fallback : fallbacks,
+                      "moving", timeouts + ",keep_alive_interval=0.2,join_timeout=" + join_timeout,
+                      address,  {"--sleep-ms", std::to_string(sleep_ms)}};
     std::vector<std::string> flags = node.flags(scratch);
     flags.insert(flags.begin(), extra_flags.begin(), extra_flags.end());
     nodes.push_back(scratch.start(flags));
@@ -148,14 +144,16 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
 }
 
 TEST_CASE(
-    "an agent-hosted daemon that refuses is gone: the others move at once, not after "
-    "heartbeat_timeout",
+    "an agent-hosted daemon that refuses is gone: the others move at once and form the next "
+    "round without a last call",
     "[integration][multinode][fallback]") {
   // A heartbeat timeout of 30 s: without the welcome's word that the daemon lived in an agent,
-  // the others would wait it out before moving.
-  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"60", {}, /*heartbeat_timeout=*/"30");
+  // the others would wait it out before moving. A last call of 20 s: without the word that the
+  // lost host was a member of the last round, the fallback's daemon would wait for it.
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"60", {},
+                  "last_call_timeout=20,heartbeat_timeout=30");
   run.nodes[0]->signal(SIGKILL);
-  REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 15s));
+  REQUIRE(wait_until([&] { return run.dumps_of_round(1) == 2; }, 10s));
   for (size_t i = 1; i < 3; ++i) {
     CHECK(contains(run.nodes[i]->err(), "Connection refused: the rendezvous moves to " +
                                             run.fallback + " (--rdzv-fallback"));

@@ -172,36 +172,44 @@ TEST_CASE("a hello carries its last round's size and an unanswered outcome", "[u
   CHECK_FALSE(decode_message(encode_message(hello), error));
 }
 
-TEST_CASE("a hello says how long ago its agent started, absent from an older agent",
-          "[unit][proto]") {
+namespace {
+
+// A hello with only what every hello needs (what an older agent sends of the newer fields).
+Hello plain_hello() {
   Hello hello;
   hello.run_id = "job";
   hello.node_id = "n";
+  return hello;
+}
+
+// The hello as the daemon reads it from its wire text.
+Hello round_trip(const Hello& hello) {
   std::string error;
-  std::string unsaid = encode_message(hello);
-  CHECK(unsaid.find("age_ms") == std::string::npos);
-  REQUIRE(decode_message(unsaid, error));
-  CHECK(std::get<Hello>(*decode_message(unsaid, error)).age_ms == -1);
-  hello.age_ms = kMaxAgentAgeMs;
   auto back = decode_message(encode_message(hello), error);
+  INFO(error);
   REQUIRE(back);
-  CHECK(std::get<Hello>(*back).age_ms == kMaxAgentAgeMs);
+  return std::get<Hello>(*back);
+}
+
+}  // namespace
+
+TEST_CASE("a hello says how long ago its agent started, absent from an older agent",
+          "[unit][proto]") {
+  Hello hello = plain_hello();
+  CHECK(encode_message(hello).find("age_ms") == std::string::npos);
+  CHECK(round_trip(hello).age_ms == -1);
+  hello.age_ms = kMaxAgentAgeMs;
+  CHECK(round_trip(hello).age_ms == kMaxAgentAgeMs);
 }
 
 TEST_CASE("a hello's fallbacks are said only when given, absent from an older agent, bounded",
           "[unit][proto]") {
-  Hello hello;
-  hello.run_id = "job";
-  hello.node_id = "n";
-  std::string error;
-  std::string unsaid = encode_message(hello);
-  CHECK(unsaid.find("fallbacks") == std::string::npos);
-  REQUIRE(decode_message(unsaid, error));
-  CHECK(std::get<Hello>(*decode_message(unsaid, error)).config.fallbacks.empty());
+  Hello hello = plain_hello();
+  CHECK(encode_message(hello).find("fallbacks") == std::string::npos);
+  CHECK(round_trip(hello).config.fallbacks.empty());
   hello.config.fallbacks = "node2:29400,[::1]:7";
-  auto back = decode_message(encode_message(hello), error);
-  REQUIRE(back);
-  CHECK(std::get<Hello>(*back).config.fallbacks == "node2:29400,[::1]:7");
+  CHECK(round_trip(hello).config.fallbacks == "node2:29400,[::1]:7");
+  std::string error;
   hello.config.fallbacks = std::string(kMaxFallbackListBytes + 1, 'a');
   CHECK_FALSE(decode_message(encode_message(hello), error));
   CHECK(error.find("config.fallbacks") != std::string::npos);
@@ -218,6 +226,29 @@ TEST_CASE("a welcome says whether its daemon lives in an agent, absent from an o
   REQUIRE(back);
   CHECK(std::get<Welcome>(*back).agent_hosted);
   CHECK(std::get<Welcome>(*back).proof == "p");
+}
+
+TEST_CASE("a hello says whether its agent hosts the daemon and lost it, absent when not",
+          "[unit][proto]") {
+  Hello hello = plain_hello();
+  std::string unsaid = encode_message(hello);
+  CHECK(unsaid.find("hosts_rendezvous") == std::string::npos);
+  CHECK(unsaid.find("last_round_host_lost") == std::string::npos);
+  CHECK_FALSE(round_trip(hello).hosts_rendezvous);
+  hello.hosts_rendezvous = true;
+  hello.last_round_host_lost = true;
+  CHECK(round_trip(hello).hosts_rendezvous);
+  CHECK(round_trip(hello).last_round_host_lost);
+  std::string error;
+  // A round assignment says whether the daemon's host is a member; an older daemon's does not.
+  RoundAssigned round{1, 0, 2, 0, 4, "10.0.0.1", 29500, 0, 3, true};
+  auto assigned = decode_message(encode_message(round), error);
+  REQUIRE(assigned);
+  CHECK(std::get<RoundAssigned>(*assigned).host_member);
+  round.host_member = false;
+  std::string older = encode_message(round);
+  CHECK(older.find("host_member") == std::string::npos);
+  CHECK_FALSE(std::get<RoundAssigned>(*decode_message(older, error)).host_member);
 }
 
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {

@@ -971,6 +971,55 @@ TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
   }
 }
 
+TEST_CASE("a fresh daemon forms at once when the last round is back but its lost host",
+          "[unit][rendezvous][quorum]") {
+  Fixture f(1, 3);  // last call 1 s
+  f.config.fallbacks = "b:29400";
+  auto host_lost = [&](const std::string& id, int round = 2) {
+    NodeInfo info = rejoining(f, id, round, 3);
+    info.last_round_host_lost = true;
+    return info;
+  };
+  SECTION("two of a round of three whose host is gone: no last call") {
+    RunState run("job", f.config, f.now);
+    CHECK_FALSE(find<StartRound>(run.join(host_lost("a"), f.config, f.now)));
+    std::optional<StartRound> start = find<StartRound>(run.join(host_lost("b"), f.config, f.now));
+    REQUIRE(start);
+    CHECK(start->round == 3);
+    CHECK(start->members.size() == 2);
+  }
+  SECTION("one node saying so is enough; a new node does not stand in for a member") {
+    RunState run("job", f.config, f.now);
+    run.join(host_lost("a"), f.config, f.now);
+    CHECK_FALSE(find<StartRound>(run.join(f.node("new"), f.config, f.now)));
+    CHECK(find<StartRound>(run.join(rejoining(f, "b", 2, 3), f.config, f.now)));
+  }
+  SECTION("a restarted daemon with every member back forms at once") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "a", 2, 3), f.config, f.now);
+    CHECK_FALSE(find<StartRound>(run.join(rejoining(f, "b", 2, 3), f.config, f.now)));
+    CHECK(find<StartRound>(run.join(rejoining(f, "c", 2, 3), f.config, f.now)));
+  }
+  SECTION("without the host's loss, two of three wait for the last call") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "a", 2, 3), f.config, f.now);
+    CHECK_FALSE(find<StartRound>(run.join(rejoining(f, "b", 2, 3), f.config, f.now)));
+    f.now += 900ms;
+    for (const char* id : {"a", "b"}) run.heartbeat(id, f.now);
+    CHECK_FALSE(find<StartRound>(run.tick(f.now)));
+    f.now += 200ms;
+    for (const char* id : {"a", "b"}) run.heartbeat(id, f.now);
+    CHECK(find<StartRound>(run.tick(f.now)));
+  }
+  SECTION("after its first round the daemon waits for the last call again") {
+    RunState run("job", f.config, f.now);
+    run.join(host_lost("a"), f.config, f.now);
+    REQUIRE(find<StartRound>(run.join(host_lost("b"), f.config, f.now)));
+    // A third node scales the run up after the last call, as in any running round.
+    CHECK_FALSE(find<StartRound>(run.join(host_lost("c", 3), f.config, f.now)));
+  }
+}
+
 TEST_CASE("the fallbacks are part of the run's settings", "[unit][rendezvous][quorum]") {
   RunConfig mine;
   RunConfig run = mine;
