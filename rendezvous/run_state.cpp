@@ -75,10 +75,7 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
   }
   restarts_used_ = std::max(restarts_used_, node.restarts_used);
   next_round_ = std::max(next_round_, node.last_round + 1);
-  if (current_round_ < 0) {
-    last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
-    if (node.last_round_host_lost && node.last_round >= 0) last_round_lost_ = 1;
-  }
+  if (current_round_ < 0) note_carried_round(node);
   if (current_round_ < 0) carried_.rejoined(node, now, config_.heartbeat_timeout);
   return admit(node, now);
 }
@@ -640,7 +637,20 @@ std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
 }
 
 bool RunState::carried_last_round(const NodeInfo& info) const {
-  return info.last_round >= 0 && (current_round_ < 0 || info.last_round == current_round_);
+  return info.last_round >= 0 &&
+         info.last_round == (current_round_ < 0 ? carried_round_ : current_round_);
+}
+
+void RunState::note_carried_round(const NodeInfo& node) {
+  if (node.last_round > carried_round_) {  // a newer round: its members alone count now
+    carried_round_ = node.last_round;
+    last_round_nodes_ = 0;
+    last_round_lost_ = 0;
+    for (auto& [id, known] : nodes_) set_in_last_round(known, false);
+  }
+  if (node.last_round < 0 || node.last_round != carried_round_) return;
+  last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
+  if (node.last_round_host_lost) last_round_lost_ = 1;
 }
 
 int RunState::quorum() const {

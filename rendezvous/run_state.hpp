@@ -140,9 +140,12 @@ class RunState {
   /// A restarted or fallback daemon, before its first round: every member of the last round is
   /// back but the one known to be gone (last_round_lost_), so no one else is waited for.
   bool last_round_back() const;
-  /// A node joining with the round this run last formed (before this daemon's first round: any
-  /// round, a restarted or fallback daemon's) was one of its members: lost and back, or moved.
+  /// A node joining with the round this run last formed (before this daemon's first round: the
+  /// newest round its nodes carry, a restarted or fallback daemon's) was one of its members: lost
+  /// and back, or moved. A node of an older round (a spare since, or left behind) was not.
   bool carried_last_round(const NodeInfo& info) const;
+  /// Before this daemon's first round: a rejoining node's round, its size and the host it lost.
+  void note_carried_round(const NodeInfo& node);
   /// Enough of the pending nodes (or, with `stopping`, of those on their way back) to form a
   /// round: --nnodes' minimum, and the quorum of the last round's members.
   bool enough_nodes(bool stopping) const;
@@ -167,9 +170,10 @@ class RunState {
   uint64_t arrivals_ = 0;
   int next_round_ = 0;
   int current_round_ = -1;
-  /// The last round's node count; before this daemon's first round, the largest a rejoining node
-  /// carried (a restarted or fallback daemon). 0: none yet, no quorum to keep.
+  /// The last round's node count; before this daemon's first round, the largest that a node
+  /// carrying the newest round told (a restarted or fallback daemon). 0: none yet, no quorum.
   int last_round_nodes_ = 0;
+  int carried_round_ = -1;  ///< before this daemon's first round: the newest round carried
   /// Before this daemon's first round: 1 when a rejoining node said the agent that hosted the
   /// rendezvous it lost was a member of the last round and is gone, so the round that has the
   /// rest of the last round's members back need not wait for the last call.

@@ -971,6 +971,45 @@ TEST_CASE("a fallback daemon takes the quorum from the round its nodes carry",
   }
 }
 
+TEST_CASE("a fresh daemon counts only the newest round's members toward its quorum",
+          "[unit][rendezvous][quorum]") {
+  // Round 5 had a, b, c; d, a spare since round 4, carries that older round. a and c train on
+  // at the first daemon, cut off from b and d: b and d must not make a second majority.
+  Fixture f(1, 3);
+  f.config.fallbacks = "b:29400";
+  auto stays_forming = [&](RunState& run, std::vector<const char*> ids) {
+    for (int i = 0; i < 25; ++i) {
+      f.now += 200ms;
+      for (const char* id : ids) run.heartbeat(id, f.now);
+      if (find<StartRound>(run.tick(f.now))) return false;
+    }
+    return true;
+  };
+  SECTION("the older round's node first") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "d", 4, 3), f.config, f.now);
+    run.join(rejoining(f, "b", 5, 3), f.config, f.now);
+    CHECK(stays_forming(run, {"b", "d"}));
+  }
+  SECTION("the newer round's node first") {
+    RunState run("job", f.config, f.now);
+    run.join(rejoining(f, "b", 5, 3), f.config, f.now);
+    run.join(rejoining(f, "d", 4, 3), f.config, f.now);
+    CHECK(stays_forming(run, {"b", "d"}));
+    // Another member of round 5 makes the majority; d fills the round beside it.
+    std::optional<StartRound> start =
+        find<StartRound>(run.join(rejoining(f, "c", 5, 3), f.config, f.now));  // 3: max
+    for (int i = 0; i < 10 && !start; ++i) {
+      f.now += 200ms;
+      for (const char* id : {"b", "c", "d"}) run.heartbeat(id, f.now);
+      start = find<StartRound>(run.tick(f.now));
+    }
+    REQUIRE(start);
+    CHECK(start->round == 6);
+    CHECK(start->members.size() == 3);
+  }
+}
+
 TEST_CASE("a fresh daemon forms at once when the last round is back but its lost host",
           "[unit][rendezvous][quorum]") {
   Fixture f(1, 3);  // last call 1 s
