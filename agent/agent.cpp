@@ -474,13 +474,15 @@ void Agent::on_message(proto::ControlMessage message) {
       message);
 }
 
-// The decoder checked the round's own bounds; this node's ranks must also be inside its world.
+// A new round: whether the daemon's host is in it (for a move, should that daemon refuse); a
+// host lost before it is no longer news.
 agent::Actions Agent::on_round_assigned(const proto::RoundAssigned& round) {
   host_in_round_ = round.host_member;
   last_round_host_lost_ = false;
   return state_.round_assigned(round);
 }
 
+// The decoder checked the round's own bounds; this node's ranks must also be inside its world.
 bool Agent::fits_world(const proto::RoundAssigned& round) const {
   return int64_t{round.base_rank} + config_.nproc <= round.world_size;
 }
