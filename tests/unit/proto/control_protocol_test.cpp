@@ -240,6 +240,14 @@ TEST_CASE("a hello says whether its agent hosts the daemon and lost it, absent w
   CHECK(round_trip(hello).hosts_rendezvous);
   CHECK(round_trip(hello).last_round_host_lost);
   std::string error;
+  // A stranger's wrong types are a malformed frame, not a crash or a true.
+  for (const char* field : {"hosts_rendezvous", "last_round_host_lost"}) {
+    nlohmann::json wrong = nlohmann::json::parse(encode_message(plain_hello()));
+    wrong[field] = "yes";
+    CHECK_FALSE(decode_message(wrong.dump(), error));
+    wrong[field] = nlohmann::json::array({true});
+    CHECK_FALSE(decode_message(wrong.dump(), error));
+  }
   // A round assignment says whether the daemon's host is a member; an older daemon's does not.
   RoundAssigned round{1, 0, 2, 0, 4, "10.0.0.1", 29500, 0, 3, true};
   auto assigned = decode_message(encode_message(round), error);
@@ -249,6 +257,9 @@ TEST_CASE("a hello says whether its agent hosts the daemon and lost it, absent w
   std::string older = encode_message(round);
   CHECK(older.find("host_member") == std::string::npos);
   CHECK_FALSE(std::get<RoundAssigned>(*decode_message(older, error)).host_member);
+  nlohmann::json wrong = nlohmann::json::parse(older);
+  wrong["host_member"] = 1;
+  CHECK_FALSE(decode_message(wrong.dump(), error));
 }
 
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
