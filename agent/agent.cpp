@@ -375,10 +375,13 @@ void Agent::connect() {
                  options.heartbeat_timeout < options.connect_deadline;
   if (may_move_on_) {
     const FallbackEndpoint& next = settings.fallbacks[fallback_];
-    options.connect_deadline = options.heartbeat_timeout;
+    // An agent's daemon silent for a whole heartbeat timeout: one that is alive answers a new
+    // connection at once, so one heartbeat interval is slack enough.
+    options.connect_deadline =
+        lost_agent_host_silent_ ? options.heartbeat_interval : options.heartbeat_timeout;
     options.at_deadline = {
         cat("moving to ", host_port_text(next.host, next.port), " (--rdzv-fallback)"),
-        "heartbeat_timeout"};
+        lost_agent_host_silent_ ? "keep_alive_interval" : "heartbeat_timeout"};
     // An agent's daemon cannot come back in place: a refused port moves the run at once. Never
     // at an endpoint that has not welcomed this agent yet (its host may still be starting one).
     options.refused_is_final = lost_agent_hosted_;
@@ -391,9 +394,11 @@ void Agent::connect() {
           unanswered_since_.reset();  // the wait starts again from now
           ever_welcomed_ = true;
           lost_agent_hosted_ = client_->daemon_agent_hosted();
+          lost_agent_host_silent_ = lost_agent_hosted_ && kind == ConnectionLoss::HeartbeatTimeout;
         }
         if (kind == ConnectionLoss::CannotReach && may_move_on_) {
-          if (client_->refused_for_good() && host_in_round_) last_round_host_lost_ = true;
+          bool host_gone = client_->refused_for_good() || lost_agent_host_silent_;
+          if (host_gone && host_in_round_) last_round_host_lost_ = true;
           return move_to_fallback(reason);
         }
         perform(state_.connection_lost(kind, reason));
@@ -408,6 +413,7 @@ void Agent::connect() {
 void Agent::move_to_fallback(const std::string& why) {
   const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
   lost_agent_hosted_ = false;  // the next endpoint has not welcomed this agent yet
+  lost_agent_host_silent_ = false;
   log::warn(
       why, ": the rendezvous moves to ", host_port_text(next.host, next.port), " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");

@@ -112,10 +112,13 @@ class Agent {
   /// The daemon at the current endpoint welcomed this agent, lives in an agent and is gone: a
   /// refused connection there means it is gone for good.
   bool lost_agent_hosted_ = false;
+  /// ... and it went silent for a heartbeat timeout (its machine may be down or cut off): a new
+  /// connection there gets one heartbeat interval to be answered before the run moves on.
+  bool lost_agent_host_silent_ = false;
   bool hosts_rendezvous_ = false;  ///< this process hosts the daemon at the current endpoint
   bool host_in_round_ = false;     ///< the agent hosting the daemon is a member of this round
-  /// That host was a member of this agent's last round and is gone (its daemon refused): told
-  /// to the next daemon (Hello::last_round_host_lost), until a new round.
+  /// That host was a member of this agent's last round and is gone (its daemon refused, or
+  /// stayed silent): told to the next daemon (Hello::last_round_host_lost), until a new round.
   bool last_round_host_lost_ = false;
   std::string node_base_id_;
   EventLog events_{"agent"};

@@ -32,7 +32,8 @@ RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, Cl
       socket_(io),
       retry_timer_(clock.make_timer()),
       attempt_timer_(clock.make_timer()),
-      heartbeat_timer_(clock.make_timer()) {}
+      heartbeat_timer_(clock.make_timer()),
+      silence_timer_(clock.make_timer()) {}
 
 RendezvousClient::~RendezvousClient() {
   *alive_ = false;
@@ -54,8 +55,11 @@ void RendezvousClient::try_connect() {
   // A host that is gone answers no SYN: the kernel would retry for minutes. The attempt ends at
   // the deadline (its handler then sees operation_aborted and reports the endpoint unreachable).
   // The last try, at the deadline, still gets a moment for its answer.
+  // A connection accepted but unanswered at the deadline ends there too (a frozen daemon's
+  // kernel still accepts): the deadline bounds the handshake, not only the connect.
   attempt_timer_->start_at(std::max(give_up_at_, clock_.now() + kLastAttemptGrace), [this] {
-    if (closed_ || session_) return;
+    if (closed_ || welcomed_) return;
+    if (session_) return silent_attempt_failed();
     resolver_.cancel();
     boost::system::error_code ignored;
     socket_.close(ignored);
@@ -100,6 +104,7 @@ void RendezvousClient::attempt_failed(const std::string& why, Attempt attempt) {
   session_.reset();
   attempt_timer_->cancel();
   heartbeat_timer_->cancel();
+  silence_timer_->cancel();
   SteadyTime now = clock_.now();
   if (now >= give_up_at_) {
     return lost(ConnectionLoss::CannotReach,
@@ -115,8 +120,23 @@ void RendezvousClient::attempt_failed(const std::string& why, Attempt attempt) {
   retry_delay_ = std::min(retry_delay_ * 2, std::chrono::milliseconds(1000));
 }
 
+// A peer that accepted the connection and has said nothing since. One that ignored the probe
+// too is as likely a service on the wrong port, and is named so, unless it is the daemon that
+// welcomed this agent before (ClientOptions::refused_is_final), frozen.
+void RendezvousClient::silent_attempt_failed() {
+  if (probed_ && !options_.refused_is_final) {
+    return attempt_failed("it accepted the connection but never answered as a cohort rendezvous",
+                          Attempt::NotAnswering);
+  }
+  auto silent_for =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.now() - connected_at_);
+  attempt_failed(
+      cat("it accepted the connection but sent nothing for ", format_duration(silent_for)),
+      Attempt::Silent);
+}
+
 void RendezvousClient::on_connected() {
-  attempt_timer_->cancel();
+  connected_at_ = clock_.now();
   session_ = std::make_shared<ControlSession>(
       std::move(socket_),
       [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
@@ -172,6 +192,8 @@ void RendezvousClient::on_session_message(proto::ControlMessage message) {
                       " did not prove that it holds the token"));
     }
     welcomed_ = true;
+    attempt_timer_->cancel();
+    watch_silence();
     daemon_agent_hosted_ = welcome->agent_hosted;
     retry_delay_ = std::chrono::milliseconds(20);
   }
@@ -208,21 +230,9 @@ void RendezvousClient::not_a_rendezvous(const std::string& reason) {
 void RendezvousClient::arm_heartbeat() {
   heartbeat_armed_at_ = clock_.now();
   heartbeat_timer_->start_after(options_.heartbeat_interval, [this] {
-    if (closed_ || !connected()) return;
-    auto silent_for = clock_.now() - heartbeat_armed_at_;
-    if (silent_for > options_.heartbeat_timeout) {  // no heartbeat could go out meanwhile
-      return lost(ConnectionLoss::Stalled,
-                  cat("this agent did not run for ",
-                      std::chrono::duration_cast<std::chrono::milliseconds>(silent_for).count(),
-                      " ms (stopped or starved), past the heartbeat timeout: the rendezvous has "
-                      "dropped it"));
-    }
-    if (clock_.now() - last_heard_ > options_.heartbeat_timeout && !welcomed_) {
-      return attempt_failed("it accepted the connection but never answered as a cohort rendezvous",
-                            Attempt::NotAnswering);
-    }
-    if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {
-      return lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
+    if (closed_ || !connected() || lost_to_silence()) return;
+    if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {  // and not welcomed
+      return silent_attempt_failed();
     }
     if (challenge_.empty() && !welcomed_ && !probed_) {
       probed_ = true;
@@ -237,6 +247,36 @@ void RendezvousClient::arm_heartbeat() {
   });
 }
 
+// Whether the connection is over for silence, reported if so: this agent's own (its timers ran
+// that late: stopped or starved, and no heartbeat could go out meanwhile), or the welcomed
+// daemon's, past the heartbeat timeout.
+bool RendezvousClient::lost_to_silence() {
+  auto own_silence = clock_.now() - heartbeat_armed_at_;
+  if (own_silence > options_.heartbeat_timeout) {
+    lost(
+        ConnectionLoss::Stalled,
+        cat("this agent did not run for ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(own_silence).count(),
+            " ms (stopped or starved), past the heartbeat timeout: the rendezvous has dropped it"));
+    return true;
+  }
+  if (welcomed_ && clock_.now() - last_heard_ > options_.heartbeat_timeout) {
+    lost(ConnectionLoss::HeartbeatTimeout, "the rendezvous stopped answering heartbeats");
+    return true;
+  }
+  return false;
+}
+
+// The daemon's silence is judged when it reaches the heartbeat timeout, not at the next
+// heartbeat after that (up to an interval later); heard from meanwhile, the watch moves on.
+void RendezvousClient::watch_silence() {
+  silence_timer_->start_at(last_heard_ + options_.heartbeat_timeout + std::chrono::milliseconds(1),
+                           [this] {
+                             if (closed_ || !connected() || lost_to_silence()) return;
+                             watch_silence();
+                           });
+}
+
 void RendezvousClient::send(const proto::ControlMessage& message) {
   if (connected() && !challenge_.empty()) session_->send(message);
 }
@@ -247,6 +287,7 @@ void RendezvousClient::close(std::optional<proto::ControlMessage> last) {
   retry_timer_->cancel();
   attempt_timer_->cancel();
   heartbeat_timer_->cancel();
+  silence_timer_->cancel();
   resolver_.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
@@ -259,6 +300,7 @@ void RendezvousClient::lost(ConnectionLoss kind, const std::string& reason) {
   retry_timer_->cancel();
   attempt_timer_->cancel();
   heartbeat_timer_->cancel();
+  silence_timer_->cancel();
   if (session_) session_->abandon();
   auto handler = on_lost_;
   if (handler) handler(kind, reason);

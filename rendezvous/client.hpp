@@ -25,7 +25,8 @@ struct ClientOptions {
   uint16_t port = 29400;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds heartbeat_timeout{5000};
-  std::chrono::milliseconds connect_deadline{60000};  ///< give up connecting after this long
+  /// Give up connecting, and on a connection not yet welcomed, after this long.
+  std::chrono::milliseconds connect_deadline{60000};
   std::string token;          ///< the run's (or the daemon's) shared secret; empty: none
   DeadlineWords at_deadline;  ///< what the agent does then, for the progress lines
   /// A refused connection ends the attempts at once, reported as CannotReach: the daemon there,
@@ -70,15 +71,19 @@ class RendezvousClient {
  private:
   std::string endpoint() const;  ///< "host:port", as given
   void try_connect();
-  enum class Attempt { Unresolvable, Refused, NotAnswering };
+  /// Silent: accepted, and nothing came (a frozen daemon as much as a service on the wrong port).
+  enum class Attempt { Unresolvable, Refused, NotAnswering, Silent };
   void connect_failed(const boost::system::error_code& error);
   void attempt_failed(const std::string& why, Attempt attempt);
   void on_connected();
+  void silent_attempt_failed();
   void not_a_rendezvous(const std::string& reason);
   void on_session_message(proto::ControlMessage message);
   void answer_challenge(const proto::Challenge& challenge);
   bool welcome_proven(const proto::Welcome& welcome) const;
   void arm_heartbeat();
+  bool lost_to_silence();
+  void watch_silence();
   void lost(ConnectionLoss kind, const std::string& reason);
 
   boost::asio::io_context& io_;
@@ -94,10 +99,12 @@ class RendezvousClient {
   std::unique_ptr<Timer>
       attempt_timer_;  ///< ends a connection attempt still pending at the deadline
   std::unique_ptr<Timer> heartbeat_timer_;
+  std::unique_ptr<Timer> silence_timer_;  ///< the welcomed daemon's heartbeat timeout
   std::shared_ptr<ControlSession> session_;
   SteadyTime give_up_at_;
   std::optional<ConnectProgress> progress_;
   SteadyTime last_heard_;
+  SteadyTime connected_at_;        ///< this attempt's connection
   SteadyTime heartbeat_armed_at_;  ///< a timer that fires much later means this process stalled
   std::chrono::milliseconds retry_delay_{20};
   bool probed_ = false;  ///< this connection's peer was sent the probe (client.cpp)

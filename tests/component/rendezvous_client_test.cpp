@@ -1,6 +1,7 @@
-// RendezvousClient on real sockets with a fake clock: a daemon that accepts but never answers is
-// reported lost once the heartbeat timeout has passed on the clock, and one that is not there is
-// retried until the connect deadline on the clock, not the wall clock.
+// RendezvousClient on real sockets with a fake clock: a daemon that welcomed the client and then
+// went silent is reported lost once the heartbeat timeout has passed on the clock, one that
+// accepts but never answers at the connect deadline, and one that is not there is retried until
+// the connect deadline on the clock, not the wall clock.
 #include "rendezvous/client.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -63,6 +64,15 @@ struct ClientTest {
     REQUIRE(run_until([&] { return made->connected() && daemon.socket.is_open(); }));
     return made;
   }
+  /// `daemon` challenges and welcomes the client (a run without a token: no proof to check),
+  /// then says nothing more.
+  void welcome(SilentDaemon& daemon, RendezvousClient& connected) {
+    std::string frames =
+        proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'a')})) +
+        proto::encode_frame(proto::encode_message(proto::Welcome{}));
+    boost::asio::write(daemon.socket, boost::asio::buffer(frames));
+    REQUIRE(run_until([&] { return connected.welcomed(); }));
+  }
   void settle() { test::settle(io); }
   bool run_until(const std::function<bool()>& condition) {
     return test::run_io_until(io, condition);
@@ -81,6 +91,7 @@ TEST_CASE("a silent daemon is lost once the heartbeat timeout has passed on the 
   ClientTest t;
   SilentDaemon daemon(t.io);
   auto client = t.connected_to(daemon);
+  t.welcome(daemon, *client);
 
   for (int second = 1; second <= 5; ++second) t.clock.advance(1s);  // 5 s silent: the limit
   t.settle();
@@ -88,9 +99,32 @@ TEST_CASE("a silent daemon is lost once the heartbeat timeout has passed on the 
   CHECK(client->connected());
   t.clock.advance(1s);
   CHECK(t.losses == 1);
+  CHECK(t.last_loss == ConnectionLoss::HeartbeatTimeout);
   t.clock.advance(10s);
   t.settle();
   CHECK(t.losses == 1);
+}
+
+TEST_CASE(
+    "a welcomed daemon's silence is judged when it reaches the heartbeat timeout, not at "
+    "the next heartbeat",
+    "[rendezvous_client]") {
+  ClientTest t;
+  SilentDaemon daemon(t.io);
+  auto client = t.connected_to(daemon);
+  t.welcome(daemon, *client);
+  t.clock.advance(500ms);  // heard from half a heartbeat interval later, then never again
+  std::string heartbeat = proto::encode_frame(proto::encode_message(proto::Heartbeat{}));
+  boost::asio::write(daemon.socket, boost::asio::buffer(heartbeat));
+  REQUIRE(t.run_until([&] { return t.messages.size() == 2; }));  // the welcome, the heartbeat
+  SteadyTime heard = t.clock.now();
+  while (t.losses == 0 && t.clock.now() - heard < 8s) {
+    t.clock.advance(100ms);
+    t.settle();
+  }
+  CHECK(t.last_loss == ConnectionLoss::HeartbeatTimeout);
+  CHECK(t.clock.now() - heard > 5s);
+  CHECK(t.clock.now() - heard <= 5100ms);  // the heartbeat after it would be at 5.5 s
 }
 
 TEST_CASE("an absent daemon is retried until the connect deadline on the clock",
@@ -139,6 +173,7 @@ TEST_CASE("an agent that did not run past the heartbeat timeout knows it was dro
   ClientTest t;
   SilentDaemon daemon(t.io);
   auto client = t.connected_to(daemon);
+  t.welcome(daemon, *client);
   t.clock.stall(6s);  // SIGSTOP: no timer ran, no heartbeat went out
   t.clock.advance(0s);
   CHECK(t.losses == 1);
@@ -163,6 +198,7 @@ TEST_CASE("a silent service is tried again within the connect deadline, then can
           "[rendezvous_client]") {
   ClientTest t;
   SilentDaemon silent(t.io);
+  SteadyTime started = t.clock.now();
   auto client = t.connected_to(silent, 8000ms);
   t.clock.advance(6s);  // past the heartbeat timeout, within the deadline: no loss, a new try
   t.settle();
@@ -174,7 +210,33 @@ TEST_CASE("a silent service is tried again within the connect deadline, then can
   }
   REQUIRE(t.losses == 1);
   CHECK(t.last_loss == ConnectionLoss::CannotReach);
-  CHECK(t.last_reason.find("never answered as a cohort rendezvous") != std::string::npos);
+  // The last try's connection (accepted by the kernel, never by the service, which ignored the
+  // probe too) ends at the deadline, not a heartbeat timeout after it was made.
+  CHECK(t.last_reason.find("never answered as a cohort rendezvous; --rdzv-endpoint must name "
+                           "the control port") != std::string::npos);
+  CHECK(t.clock.now() - started <= 8100ms);
+}
+
+TEST_CASE(
+    "a connection accepted but never answered ends at a connect deadline shorter than the "
+    "heartbeat timeout",
+    "[rendezvous_client]") {
+  // The agent's reconnection to a daemon of its run that went silent (a frozen machine's kernel
+  // still accepts): one heartbeat interval, not the 5 s of silence a welcomed connection gets.
+  ClientTest t;
+  SilentDaemon frozen(t.io);
+  SteadyTime started = t.clock.now();
+  auto client = t.connected_to(frozen, 1000ms);
+  t.clock.advance(900ms);
+  t.settle();
+  CHECK(t.losses == 0);
+  t.clock.advance(100ms);
+  REQUIRE(t.run_until([&] { return t.losses > 0; }));
+  CHECK(t.last_loss == ConnectionLoss::CannotReach);
+  CHECK(t.last_reason.find("it accepted the connection but sent nothing for 1.0s") !=
+        std::string::npos);
+  CHECK(t.clock.now() - started == 1000ms);
+  CHECK(t.clock.armed() == 0);
 }
 
 TEST_CASE(

@@ -160,6 +160,33 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "an agent-hosted daemon that goes silent: the others move one heartbeat interval after its "
+    "heartbeat timeout and form the next round without a last call",
+    "[integration][multinode][fallback]") {
+  // A frozen host (a machine that lost power or its network sends no FIN, no RST) whose kernel
+  // still accepts connections: the others notice after the heartbeat timeout (4 s) and give a
+  // new connection there one heartbeat interval (0.2 s), not 4 s more. A last call of 20 s:
+  // without the word that the silent host was a member of the last round, the fallback's daemon
+  // would wait for it.
+  FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"60", {},
+                  "last_call_timeout=20,heartbeat_timeout=4");
+  run.nodes[0]->signal(SIGSTOP);
+  bool moved = wait_until([&] { return run.dumps_of_round(1) == 2; }, 15s);
+  run.nodes[0]->signal(SIGKILL);
+  REQUIRE(run.nodes[0]->wait(10s));
+  REQUIRE(moved);
+  for (size_t i = 1; i < 3; ++i) {
+    INFO(run.nodes[i]->err());
+    CHECK(contains(run.nodes[i]->err(), "the rendezvous stopped answering heartbeats"));
+    std::string moved =
+        "the rendezvous moves to " + run.fallback + " (--rdzv-fallback; the workers keep running)";
+    CHECK(contains(run.nodes[i]->err(), "it accepted the connection but sent nothing for 0."));
+    CHECK(contains(run.nodes[i]->err(), moved));
+  }
+  CHECK(env_value(run.dump(1, 0), "WORLD_SIZE") == "2");
+}
+
 TEST_CASE("an agent started after the run moved joins it at the fallback, not a second run",
           "[integration][multinode][fallback]") {
   FallbackRun run(/*sleep_ms=*/60000, /*join_timeout=*/"30");
