@@ -97,7 +97,7 @@ class RendezvousClient {
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<Timer> retry_timer_;
   std::unique_ptr<Timer>
-      attempt_timer_;  ///< ends a connection attempt still pending at the deadline
+      attempt_timer_;  ///< ends a connection attempt not yet welcomed at the deadline
   std::unique_ptr<Timer> heartbeat_timer_;
   std::unique_ptr<Timer> silence_timer_;  ///< the welcomed daemon's heartbeat timeout
   std::shared_ptr<ControlSession> session_;
