@@ -94,6 +94,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   for (int signal : config_.absorbed_signals) signals_.add(signal);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
   hosts_rendezvous_ = config_.hosts_rendezvous;
+  if (hosts_rendezvous_) hosted_endpoints_.insert(config_.rendezvous.first_endpoint);
   if (config_.hang.enabled()) {  // a hung native worker's stacks, when elfutils is installed
     auto path = agent_env_.find("PATH");
     stack_tool_ = find_executable("eu-stack", path == agent_env_.end() ? "" : path->second);
@@ -362,8 +363,9 @@ void Agent::connect() {
   const RendezvousSettings& settings = config_.rendezvous;
   if (connection_ == 0) fallback_ = settings.first_endpoint;
   ClientOptions options;
-  options.host = fallback_ == 0 ? settings.host : settings.fallbacks[fallback_ - 1].host;
-  options.port = fallback_ == 0 ? settings.port : settings.fallbacks[fallback_ - 1].port;
+  HostPort endpoint = endpoint_at(fallback_);
+  options.host = endpoint.host;
+  options.port = endpoint.port;
   options.heartbeat_interval = settings.heartbeat_interval;
   options.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
   options.connect_deadline = connect_deadline();
@@ -417,7 +419,87 @@ void Agent::move_to_fallback(const std::string& why) {
   log::warn(
       why, ": the rendezvous moves to ", host_port_text(next.host, next.port), " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
-  hosts_rendezvous_ = next.local && config_.host_fallback && config_.host_fallback(next);
+  if (!hosted_endpoints_.count(fallback_) && next.local && config_.host_fallback &&
+      config_.host_fallback(next)) {
+    hosted_endpoints_.insert(fallback_);
+  }
+  hosts_rendezvous_ = hosted_endpoints_.count(fallback_) > 0;
+  connect();
+  watch_round_endpoint();
+}
+
+// The endpoint `index` as fallback_ counts them: 0 --rdzv-endpoint, n the n-th --rdzv-fallback.
+HostPort Agent::endpoint_at(size_t index) const {
+  const RendezvousSettings& settings = config_.rendezvous;
+  if (index == 0) return {settings.host, settings.port};
+  return {settings.fallbacks[index - 1].host, settings.fallbacks[index - 1].port};
+}
+
+std::string Agent::endpoint_text(size_t index) const {
+  HostPort endpoint = endpoint_at(index);
+  return host_port_text(endpoint.host, endpoint.port);
+}
+
+// The agent left the endpoint of its last round, has no round where it is now, and its end is
+// not decided.
+bool Agent::moved_since_round() const {
+  using Phase = agent::AgentState::Phase;
+  bool ending = exit_code_ || state_.phase() == Phase::Ending || state_.phase() == Phase::Finished;
+  return !ending && round_endpoint_ && *round_endpoint_ != fallback_;
+}
+
+// Moved away from its last round's daemon: this agent may be the one cut off (a partition
+// between it and that daemon's host alone), and then the run goes on there without it, while no
+// majority comes to the fallback. Every heartbeat interval until a round is assigned here, it asks
+// that daemon, on a connection of its own, whether other live nodes of the run are still there.
+void Agent::watch_round_endpoint() {
+  if (!moved_since_round() || return_probe_) return;
+  const RendezvousSettings& settings = config_.rendezvous;
+  return_timer_->start_after(settings.heartbeat_interval, [this] {
+    if (!moved_since_round()) return;
+    const RendezvousSettings& settings = config_.rendezvous;
+    HostPort endpoint = endpoint_at(*round_endpoint_);
+    RunProbeTarget target;
+    target.host = endpoint.host;
+    target.port = endpoint.port;
+    target.run_id = config_.env.run_id;
+    target.token = settings.token;
+    target.own_node_id = node_base_id_ + "#";
+    target.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
+    target.deadline = settings.heartbeat_interval;
+    return_probe_ = std::make_unique<RunProbe>(
+        io_, clock_, target,
+        [this](int live_nodes, const std::string&) { round_endpoint_probed(live_nodes); });
+    return_probe_->start();
+  });
+}
+
+void Agent::round_endpoint_probed(int live_nodes) {
+  return_probe_.reset();
+  if (!moved_since_round()) return;
+  if (live_nodes > 0) return go_back(live_nodes);
+  watch_round_endpoint();
+}
+
+// The move was one node's: the rest of the run is where it was. Back there, as a node that lost
+// its connection and reconnects (the workers keep running until that daemon rules on them).
+void Agent::go_back(int live_nodes) {
+  size_t back = *round_endpoint_;
+  log::warn(
+      "the rendezvous at ", endpoint_text(back), " answers again and ", live_nodes,
+      live_nodes == 1 ? " other node of the run is" : " other nodes of the run are",
+      " still there: this node goes back to it from ", endpoint_text(fallback_),
+      " (--rdzv-fallback",
+      state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
+  if (client_) {
+    if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
+    client_->close(proto::Leave{"back to " + endpoint_text(back)});
+  }
+  fallback_ = back;
+  lost_agent_hosted_ = false;
+  lost_agent_host_silent_ = false;
+  hosts_rendezvous_ = hosted_endpoints_.count(fallback_) > 0;
+  reconnect_timer_.cancel();
   connect();
 }
 
@@ -483,6 +565,7 @@ void Agent::on_message(proto::ControlMessage message) {
 // A new round: whether the daemon's host is in it (for a move, should that daemon refuse); a
 // host lost before it is no longer news.
 agent::Actions Agent::on_round_assigned(const proto::RoundAssigned& round) {
+  round_endpoint_ = fallback_;
   host_in_round_ = round.host_member;
   last_round_host_lost_ = false;
   return state_.round_assigned(round);

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,12 @@
 #include "agent/worker_env.hpp"
 #include "agent/worker_group.hpp"
 #include "common/asio_clock.hpp"
+#include "common/host_port.hpp"
 #include "process/child_reaper.hpp"
 #include "process/group_keeper.hpp"
 #include "process/posix_process_spawner.hpp"
 #include "rendezvous/client.hpp"
+#include "rendezvous/run_probe.hpp"
 
 namespace cohort {
 
@@ -53,6 +56,12 @@ class Agent {
   void perform(const agent::Action& action);
   void connect();
   void move_to_fallback(const std::string& why);
+  bool moved_since_round() const;
+  void watch_round_endpoint();
+  void round_endpoint_probed(int live_nodes);
+  void go_back(int live_nodes);
+  HostPort endpoint_at(size_t index) const;
+  std::string endpoint_text(size_t index) const;
   proto::Hello make_hello(const std::string& node_id);
   void on_message(proto::ControlMessage message);
   void on_group_done(GroupOutcome outcome);
@@ -116,7 +125,14 @@ class Agent {
   /// connection there gets one heartbeat interval to be answered before the run moves on.
   bool lost_agent_host_silent_ = false;
   bool hosts_rendezvous_ = false;  ///< this process hosts the daemon at the current endpoint
-  bool host_in_round_ = false;     ///< the agent hosting the daemon is a member of this round
+  /// The endpoint (as fallback_ counts) whose daemon assigned this agent's last round. Moved away
+  /// from it and given no round since, the agent asks it now and then whether the run's other
+  /// nodes are still there (a node cut off alone moved for nothing), and goes back if they are.
+  std::optional<size_t> round_endpoint_;
+  std::unique_ptr<Timer> return_timer_ = clock_.make_timer();  ///< the next question to it
+  std::unique_ptr<RunProbe> return_probe_;                     ///< the question in flight
+  std::set<size_t> hosted_endpoints_;  ///< the endpoints whose daemon this process hosts
+  bool host_in_round_ = false;         ///< the agent hosting the daemon is a member of this round
   /// That host was a member of this agent's last round and is gone (its daemon refused, or
   /// stayed silent): told to the next daemon (Hello::last_round_host_lost), until a new round.
   bool last_round_host_lost_ = false;

@@ -104,6 +104,43 @@ struct FallbackRun {
   }
 };
 
+/// A network-split test's scene: a node in a network namespace of its own (root and iproute2
+/// needed), the scratch directory, and the run's token file.
+struct SplitScene {
+  NetnsNode cut_off;
+  Scratch scratch;
+  std::string token = scratch.file("token");
+
+  SplitScene() {
+    require_prerequisite(::geteuid() == 0, "root, for network namespaces (run the tests as root)");
+    require_prerequisite(cut_off.ready,
+                         "network namespaces and veth pairs (ip netns, ip link: iproute2)");
+    std::ofstream(token) << "split-token-" << ::getpid() << "-0123456789abcdef\n";
+    ::chmod(token.c_str(), 0600);
+  }
+  /// "ip:port", a port free on this machine.
+  static std::string endpoint_on(const std::string& ip) {
+    return ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  }
+  /// `cohort run`'s argv for a node: `node`'s flags (its rdzv_conf adds to short timeouts), with
+  /// the token file, and workers that record their env and hang.
+  std::vector<std::string> agent(FallbackNode node) const {
+    node.rdzv_conf =
+        "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2," + node.rdzv_conf;
+    node.worker = {"--hang"};
+    std::vector<std::string> flags = node.flags(scratch);
+    flags.insert(flags.begin(), {kCohortBin, "run", "--token-file", token});
+    return flags;
+  }
+  /// The same argv, run inside the namespace.
+  std::vector<std::string> agent_cut_off(FallbackNode node) const {
+    std::vector<std::string> argv{"/usr/sbin/ip", "netns", "exec", cut_off.ns};
+    std::vector<std::string> flags = agent(std::move(node));
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fallback and go on",
@@ -288,40 +325,22 @@ TEST_CASE("one node of three is no majority: it forms no round at the fallback a
 TEST_CASE(
     "a network split: the majority goes on at the fallback, the cut-off host trains alone never",
     "[integration][multinode][fallback][netns]") {
-  require_prerequisite(::geteuid() == 0, "root, for network namespaces (run the tests as root)");
-  NetnsNode cut_off;
-  require_prerequisite(cut_off.ready,
-                       "network namespaces and veth pairs (ip netns, ip link: iproute2)");
-  Scratch scratch;
-  std::string token = scratch.file("token");
-  std::ofstream(token) << "split-token-" << ::getpid() << "-0123456789abcdef\n";
-  ::chmod(token.c_str(), 0600);
-  std::string endpoint = cut_off.ns_ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
-  std::string fallback =
-      cut_off.host_ip + ":" + std::to_string(cohort::pick_free_port("127.0.0.1"));
-  auto agent = [&](const std::string& address) {
-    FallbackNode node{endpoint,
-                      fallback,
-                      "split",
-                      "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2,"
-                      "join_timeout=5",
-                      address,
-                      {"--hang"}};
-    std::vector<std::string> flags = node.flags(scratch);
-    flags.insert(flags.begin(), {kCohortBin, "run", "--token-file", token});
-    return flags;
+  SplitScene scene;
+  const NetnsNode& cut_off = scene.cut_off;
+  Scratch& scratch = scene.scratch;
+  std::string endpoint = SplitScene::endpoint_on(cut_off.ns_ip);
+  std::string fallback = SplitScene::endpoint_on(cut_off.host_ip);
+  auto node = [&](const std::string& address) -> FallbackNode {
+    return {endpoint, fallback, "split", "join_timeout=5", address};
   };
-  std::vector<std::string> in_namespace{"/usr/sbin/ip", "netns", "exec", cut_off.ns};
-  std::vector<std::string> host_argv = agent(cut_off.ns_ip);
-  in_namespace.insert(in_namespace.end(), host_argv.begin(), host_argv.end());
   ChildOptions options = scratch.options();
   options.name = "rendezvous_host";
-  ChildProcess host(in_namespace, options);
+  ChildProcess host(scene.agent_cut_off(node(cut_off.ns_ip)), options);
   REQUIRE(wait_until([&] { return contains(host.err(), "now hosts the rendezvous"); }, 10s));
   std::vector<std::unique_ptr<ChildProcess>> others;
   for (const std::string address : {"127.0.0.2", "127.0.0.3"}) {
     options.name = "node_" + address;
-    others.push_back(std::make_unique<ChildProcess>(agent(address), options));
+    others.push_back(std::make_unique<ChildProcess>(scene.agent(node(address)), options));
   }
   auto dumps_of = [&](int round) { return dumps_of_round(scratch, round); };
   INFO(host.output() << others[0]->output() << others[1]->output());
@@ -344,6 +363,63 @@ TEST_CASE(
   CHECK(dumps_of(2) == 0);
   for (auto& node : others) node->signal(SIGTERM);
   for (auto& node : others) {
+    auto ended = node->wait(10s);
+    REQUIRE(ended);
+    CHECK(ended->shell_code() == 128 + SIGTERM);
+  }
+  CHECK(scratch.nothing_left());
+}
+
+// A network split that cuts off one node, not the rendezvous's host: that node (in a network
+// namespace) loses the rendezvous, moves to the fallback, which it hosts, and waits there alone,
+// no majority; the two others go on in a round of two at the first endpoint. When the link comes
+// back, the node that moved finds the run's other nodes still at the first endpoint, goes back,
+// and the run grows to three again, long before the join timeout that would have ended it.
+TEST_CASE("a node cut off alone goes back to the first endpoint when the network heals",
+          "[integration][multinode][fallback][netns]") {
+  SplitScene scene;
+  const NetnsNode& cut_off = scene.cut_off;
+  Scratch& scratch = scene.scratch;
+  std::string endpoint = SplitScene::endpoint_on(cut_off.host_ip);
+  std::string fallback = SplitScene::endpoint_on(cut_off.ns_ip);
+  auto node = [&](const std::string& address) -> FallbackNode {
+    return {endpoint, fallback, "heal", "join_timeout=60", address};
+  };
+  ChildOptions options = scratch.options();
+  options.name = "rendezvous_host";
+  ChildProcess host(scene.agent(node(cut_off.host_ip)), options);
+  REQUIRE(wait_until([&] { return contains(host.err(), "now hosts the rendezvous"); }, 10s));
+  options.name = "node_127.0.0.2";
+  ChildProcess other(scene.agent(node("127.0.0.2")), options);
+  options.name = "cut_off";
+  ChildProcess moving(scene.agent_cut_off(node(cut_off.ns_ip)), options);
+  auto dumps_of = [&](int round) { return dumps_of_round(scratch, round); };
+  INFO(host.output() << other.output() << moving.output());
+  REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
+  REQUIRE(cut_off.set_link(false));
+  // The two nodes that still see the rendezvous go on; the cut-off one moves, alone.
+  REQUIRE(wait_until([&] { return dumps_of(1) == 2; }, 20s));
+  REQUIRE(wait_until([&] { return contains(moving.err(), "hosting the rendezvous on"); }, 10s));
+  REQUIRE(cut_off.set_link(true));
+  REQUIRE(wait_until([&] { return dumps_of(2) == 3; }, 20s));
+  CHECK(contains(moving.err(), "the rendezvous at " + endpoint +
+                                   " answers again and 2 other nodes of the run are still there: "
+                                   "this node goes back to it from " +
+                                   fallback));
+  for (int rank = 0; rank < 3; ++rank) {
+    EnvDump env = load_env(scratch.file("env_2_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "3");
+    CHECK(env_value(env, "MASTER_ADDR") == cut_off.host_ip);  // the first endpoint's store
+  }
+  // The daemon it hosted at the fallback still answers, and holds nothing of the run: a later
+  // move there starts afresh.
+  RunResult fallback_status = run_to_end(
+      {kCohortBin, "status", "--rdzv-endpoint", fallback, "--token-file", scene.token, "--json"},
+      ChildOptions{{}, {}, "", "/tmp", "status"}, 10s);
+  CHECK(fallback_status.status.success());
+  CHECK(contains(fallback_status.out, "\"runs\":[]"));
+  for (ChildProcess* node : {&host, &other, &moving}) node->signal(SIGTERM);
+  for (ChildProcess* node : {&host, &other, &moving}) {
     auto ended = node->wait(10s);
     REQUIRE(ended);
     CHECK(ended->shell_code() == 128 + SIGTERM);

@@ -1,0 +1,114 @@
+#include "rendezvous/run_probe.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+
+#include "common/signal_blocking.hpp"
+#include "common/text.hpp"
+#include "proto/auth.hpp"
+#include "proto/control_frame.hpp"
+#include "rendezvous/control_session.hpp"
+
+namespace cohort {
+
+int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target) {
+  for (const proto::StatusRun& run : reply.runs) {
+    if (run.run_id != target.run_id) continue;
+    if (run.phase != "forming" && run.phase != "running") return 0;
+    int live = 0;
+    for (const proto::StatusNode& node : run.nodes) {
+      bool ours = !target.own_node_id.empty() && node.node_id.rfind(target.own_node_id, 0) == 0;
+      live += !ours && node.heartbeat_age_ms <= target.heartbeat_timeout.count();
+    }
+    return live;
+  }
+  return 0;
+}
+
+RunProbe::RunProbe(boost::asio::io_context& io, Clock& clock, RunProbeTarget target, Done done)
+    : io_(io),
+      target_(std::move(target)),
+      done_(std::move(done)),
+      resolver_(io),
+      socket_(io),
+      deadline_(clock.make_timer()) {}
+
+RunProbe::~RunProbe() {
+  *alive_ = false;
+  deadline_->cancel();
+  if (session_) session_->abandon();
+}
+
+void RunProbe::start() {
+  deadline_->start_after(target_.deadline, [this] {
+    finish(0, cat("no answer within ", format_duration(target_.deadline)));
+  });
+  SignalsBlocked for_the_resolver_thread;  // asio's resolver thread must not take signals
+  resolver_.async_resolve(
+      target_.host, std::to_string(target_.port),
+      [this, alive = alive_](const boost::system::error_code& error,
+                             boost::asio::ip::tcp::resolver::results_type results) {
+        if (!*alive || finished_) return;
+        if (error) return finish(0, error.message());
+        boost::asio::async_connect(socket_, results,
+                                   [this, alive](const boost::system::error_code& connect_error,
+                                                 const boost::asio::ip::tcp::endpoint&) {
+                                     if (!*alive || finished_) return;
+                                     if (connect_error) return finish(0, connect_error.message());
+                                     on_connected();
+                                   });
+      });
+}
+
+void RunProbe::on_connected() {
+  session_ = std::make_shared<ControlSession>(
+      std::move(socket_),
+      [this, alive = alive_](ControlSession&, proto::ControlMessage message) {
+        if (*alive && !finished_) on_message(std::move(message));
+      },
+      [this, alive = alive_](ControlSession&, const std::string& reason) {
+        if (*alive && !finished_) finish(0, "the connection closed: " + reason);
+      });
+  session_->start();
+}
+
+// The daemon's challenge, then its answer: a status proven under the run's token, or a refusal.
+void RunProbe::on_message(proto::ControlMessage message) {
+  if (auto* challenge = std::get_if<proto::Challenge>(&message); challenge && challenge_.empty()) {
+    challenge_ = challenge->nonce;
+    proto::StatusRequest request{target_.run_id, "", ""};
+    if (!target_.token.empty()) {
+      nonce_ = proto::random_nonce();
+      request.client_nonce = nonce_;
+      request.proof = proto::status_proof(target_.token, challenge_, target_.run_id);
+    }
+    session_->limit_frames(proto::kMaxStatusFrameBytes);
+    return session_->send(request);
+  }
+  if (auto* reply = std::get_if<proto::StatusReply>(&message); reply && !challenge_.empty()) {
+    if (!target_.token.empty() &&
+        !proto::proofs_equal(reply->proof, proto::answer_proof(target_.token, "status", challenge_,
+                                                               nonce_, target_.run_id))) {
+      return finish(0, "the answer does not prove that it holds the run's token");
+    }
+    return finish(live_nodes_elsewhere(*reply, target_), "");
+  }
+  if (auto* error = std::get_if<proto::Error>(&message)) return finish(0, error->message);
+  finish(0, cat("unexpected \"", proto::message_type(message), "\""));
+}
+
+// Once: the connection is dropped, and `done` runs from the io loop, after this call's handler,
+// so that the owner may destroy the probe in it.
+void RunProbe::finish(int live_nodes, const std::string& problem) {
+  finished_ = true;
+  deadline_->cancel();
+  resolver_.cancel();
+  boost::system::error_code ignored;
+  socket_.close(ignored);
+  if (session_) session_->close_now("probed");  // its handlers, maybe running now, stay intact
+  boost::asio::post(io_, [done = std::move(done_), live_nodes, problem, alive = alive_] {
+    if (*alive) done(live_nodes, problem);
+  });
+}
+
+}  // namespace cohort

@@ -1,0 +1,68 @@
+// Asks one rendezvous daemon, on a connection of its own, whether it still holds a run that other
+// live nodes are in: what an agent that moved to a --rdzv-fallback checks of the endpoint it left,
+// so that a node cut off alone from the rendezvous goes back once the network heals instead of
+// waiting out the join timeout at a fallback that no majority will reach. One status request
+// (challenge, request with the run token's proof, the daemon's proven answer), under one deadline.
+// Owned by the agent until its answer; io thread only.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/clock.hpp"
+#include "proto/control_messages.hpp"
+
+namespace cohort {
+
+class ControlSession;
+
+struct RunProbeTarget {
+  std::string host;
+  uint16_t port = 29400;
+  std::string run_id;
+  std::string token;        ///< the run's; empty: none
+  std::string own_node_id;  ///< this agent's node ids start with it (they are not counted)
+  std::chrono::milliseconds heartbeat_timeout{5000};  ///< a node heard since is live
+  std::chrono::milliseconds deadline{1000};           ///< for the connect and the answer
+};
+
+/// The nodes of `target.run_id` in `reply` that are not this agent's and were heard within the
+/// heartbeat timeout, when the run is still forming or running (0 otherwise).
+int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target);
+
+class RunProbe {
+ public:
+  /// `live_nodes` as live_nodes_elsewhere counts them; 0 with `problem` when no proven status came.
+  using Done = std::function<void(int live_nodes, const std::string& problem)>;
+
+  RunProbe(boost::asio::io_context& io, Clock& clock, RunProbeTarget target, Done done);
+  ~RunProbe();
+  RunProbe(const RunProbe&) = delete;
+  RunProbe& operator=(const RunProbe&) = delete;
+
+  /// Starts the request; `done` is called once, never from within start().
+  void start();
+
+ private:
+  void on_connected();
+  void on_message(proto::ControlMessage message);
+  void finish(int live_nodes, const std::string& problem);
+
+  boost::asio::io_context& io_;
+  RunProbeTarget target_;
+  Done done_;
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::ip::tcp::socket socket_;
+  std::unique_ptr<Timer> deadline_;
+  std::shared_ptr<ControlSession> session_;
+  std::string challenge_;
+  std::string nonce_;
+  bool finished_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace cohort
