@@ -69,6 +69,7 @@ void RunProbe::on_connected() {
       [this, alive = alive_](ControlSession&, const std::string& reason) {
         if (*alive && !finished_) finish(0, "the connection closed: " + reason);
       });
+  session_->limit_frames(proto::kMaxFirstFrameBytes);  // a challenge is small; a status may not be
   session_->start();
 }
 

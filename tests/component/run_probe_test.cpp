@@ -1,16 +1,19 @@
 // RunProbe against a real daemon on 127.0.0.1:0, with a run token and a node of the run connected
 // by the agent's own client, all on the test's io_context: it counts the run's other live nodes
 // (not the asking agent's own, not another run's), gets nothing from a wrong token, a run that
-// ended, a closed port or a peer that never answers (at its deadline); and the count itself.
+// ended, a closed port, a peer that never answers (at its deadline) or one that sends what no
+// daemon would (at once); and the count itself.
 #include "rendezvous/run_probe.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <optional>
 
 #include "common/asio_clock.hpp"
 #include "common/free_port.hpp"
+#include "proto/control_frame.hpp"
 #include "rendezvous/client.hpp"
 #include "rendezvous/daemon.hpp"
 #include "tests/support/io_steps.hpp"
@@ -138,6 +141,32 @@ TEST_CASE("a probe of a closed port answers at once, of a silent peer at its dea
     CHECK(took >= 300ms);
     CHECK(took < 2s);
   }
+}
+
+TEST_CASE("a probe of a peer that is no daemon ends at once, whatever its first bytes",
+          "[component][fallback]") {
+  ProbeTest test;
+  ip::tcp::acceptor stranger(test.io, ip::tcp::endpoint(ip::address_v4::loopback(), 0));
+  ip::tcp::socket accepted(test.io);
+  std::string bytes;
+  SECTION("a first frame announced at 512 KiB (a challenge is small), 65 KiB of it sent") {
+    bytes = std::string("\x00\x08\x00\x00", 4) + std::string(65 << 10, '[');
+  }
+  SECTION("no frame at all") { bytes = "SSH-2.0-OpenSSH_9.2\r\n"; }
+  SECTION("a frame of deeply nested arrays") {
+    std::string nested = std::string(100000, '[') + std::string(100000, ']');
+    bytes = proto::encode_frame(nested);
+  }
+  stranger.async_accept(accepted, [&](const boost::system::error_code& error) {
+    if (!error) boost::asio::write(accepted, boost::asio::buffer(bytes));
+  });
+  RunProbeTarget target = test.target(stranger.local_endpoint().port());
+  target.deadline = 3000ms;
+  auto start = std::chrono::steady_clock::now();
+  ProbeTest::Answer answer = test.ask(target);
+  CHECK(answer.live_nodes == 0);
+  CHECK_FALSE(answer.problem.empty());
+  CHECK(std::chrono::steady_clock::now() - start < 1s);  // not the deadline: the bytes end it
 }
 
 TEST_CASE("only a forming or running run's nodes heard within the heartbeat timeout count",
