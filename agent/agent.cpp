@@ -454,8 +454,7 @@ bool Agent::moved_since_round() const {
 // that daemon, on a connection of its own, whether other live nodes of the run are still there.
 void Agent::watch_round_endpoint() {
   if (!moved_since_round() || return_probe_) return;
-  const RendezvousSettings& settings = config_.rendezvous;
-  return_timer_->start_after(settings.heartbeat_interval, [this] {
+  return_timer_->start_after(config_.rendezvous.heartbeat_interval, [this] {
     if (!moved_since_round()) return;
     const RendezvousSettings& settings = config_.rendezvous;
     HostPort endpoint = endpoint_at(*round_endpoint_);

@@ -34,8 +34,8 @@ import sys
 import tempfile
 import time
 
-from rendezvous_bench import TORCHRUNS, Processes, free_port, monotonic, tail, wait_all, wait_files
-from rdzv_failover import wait_listening
+from rendezvous_bench import TORCHRUNS, Processes, free_port, monotonic, wait_all, wait_files
+from rdzv_failover import fail, wait_listening
 
 
 class CutOffNode:
@@ -68,6 +68,12 @@ class CutOffNode:
         subprocess.run(["ip", "link", "del", self.host_if], stderr=subprocess.DEVNULL)
 
 
+def hanging_worker(args, pid_dir):
+    """test_worker that writes pid_<round>_<rank> in pid_dir and hangs."""
+    return [os.path.join(args.build, "bin", "test_worker"), "--hang", "--pid-file",
+            os.path.join(pid_dir, "pid_{TORCHELASTIC_RESTART_COUNT}_{RANK}")]
+
+
 def pid_names(round_, ranks):
     return [f"pid_{round_}_{rank}" for rank in range(ranks)]
 
@@ -90,9 +96,7 @@ def cohort_once(args, procs, scratch, node, rep):
         return [os.path.join(args.build, "bin", "cohort"), "run", "--nnodes", "2:3",
                 "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
                 "--rdzv-fallback", fallback, "--rdzv-id", f"partition{rep}", "--insecure",
-                "--local-addr", address, "--no-python",
-                os.path.join(args.build, "bin", "test_worker"), "--hang", "--pid-file",
-                os.path.join(pid_dir, "pid_{TORCHELASTIC_RESTART_COUNT}_{RANK}")]
+                "--local-addr", address, "--no-python"] + hanging_worker(args, pid_dir)
 
     agents = start_three(procs, node, agent_argv, endpoint, "cohort")
     if wait_files(pid_dir, pid_names(0, 6), monotonic() + 30) is None:
@@ -126,9 +130,7 @@ def torchrun_once(args, procs, scratch, node, rep):
             "--rdzv_conf", f"is_host={address == node.host_ip}",
             "--nnodes", "2:3", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", endpoint, "--rdzv_id", f"partition{rep}", "--max_restarts", "3",
-            "--monitor_interval", "0.1", "--no_python",
-            os.path.join(args.build, "bin", "test_worker"), "--hang", "--pid-file",
-            os.path.join(pid_dir, "pid_{TORCHELASTIC_RESTART_COUNT}_{RANK}")]
+            "--monitor_interval", "0.1", "--no_python"] + hanging_worker(args, pid_dir)
 
     agents = start_three(procs, node, agent_argv, endpoint, "torchrun")
     if wait_files(pid_dir, pid_names(0, 6), monotonic() + 90) is None:
@@ -156,11 +158,6 @@ def round_of_six(pid_dir, deadline):
             return monotonic()
         time.sleep(0.01)
     return None
-
-
-def fail(procs, what, agent):
-    procs.kill_all()
-    sys.exit(f"{what}:\n{tail(agent.log_path)}")
 
 
 def print_table(args, cohort, torchrun):
