@@ -212,6 +212,7 @@ int Agent::run() {
                                     cat(config_.rendezvous.host, ":", config_.rendezvous.port)));
   start_torch_probe();
   perform(state_.start());
+  watch_endpoints();
   io_.run();
   // The end is decided and the workers are gone: a signal from now on has nothing to stop, and
   // must not turn the decided exit code into a death by signal once signals_ is destroyed.
@@ -425,7 +426,6 @@ void Agent::move_to_fallback(const std::string& why) {
   }
   hosts_rendezvous_ = hosted_endpoints_.count(fallback_) > 0;
   connect();
-  watch_round_endpoint();
 }
 
 // The endpoint `index` as fallback_ counts them: 0 --rdzv-endpoint, n the n-th --rdzv-fallback.
@@ -448,36 +448,60 @@ bool Agent::moved_since_round() const {
   return !ending && round_endpoint_ && *round_endpoint_ != fallback_;
 }
 
-// Moved away from its last round's daemon: this agent may be the one cut off (a partition
-// between it and that daemon's host alone), and then the run goes on there without it, while no
-// majority comes to the fallback. Every heartbeat interval until a round is assigned here, it asks
-// that daemon, on a connection of its own, whether other live nodes of the run are still there.
-void Agent::watch_round_endpoint() {
-  if (!moved_since_round() || return_probe_) return;
-  return_timer_->start_after(config_.rendezvous.heartbeat_interval, [this] {
-    if (!moved_since_round()) return;
+// The agent waits for a round at an endpoint whose daemon answers.
+bool Agent::waits_for_round() const {
+  return !exit_code_ && state_.phase() == agent::AgentState::Phase::Joining && client_ &&
+         client_->connected() && client_->welcomed();
+}
+
+// With --rdzv-fallback, every heartbeat interval the agent may ask another endpoint's daemon, on a
+// connection of its own, whether other live nodes of the run are there. Moved away from its last
+// round's daemon and given no round since, it asks that daemon: this node may be the one cut off
+// (a partition between it and that host alone), the run going on there without it while no
+// majority comes to the fallback (go_back). Waiting for a round where it is, it asks the later
+// endpoints in turn whether the run runs a round there: its side of a split was the minority,
+// the majority moved on, and the network healed (follow_run). Backwards to a run still forming,
+// forwards only to one in a round: a node never bounces between two endpoints that both wait.
+void Agent::watch_endpoints() {
+  if (config_.rendezvous.fallbacks.empty() || endpoint_probe_ || exit_code_) return;
+  endpoint_timer_->start_after(config_.rendezvous.heartbeat_interval, [this] {
+    std::optional<size_t> endpoint = endpoint_to_ask();
+    if (!endpoint) return watch_endpoints();
     const RendezvousSettings& settings = config_.rendezvous;
-    HostPort endpoint = endpoint_at(*round_endpoint_);
+    HostPort host_port = endpoint_at(*endpoint);
     RunProbeTarget target;
-    target.host = endpoint.host;
-    target.port = endpoint.port;
+    target.host = host_port.host;
+    target.port = host_port.port;
     target.run_id = config_.env.run_id;
     target.token = settings.token;
     target.own_node_id = node_base_id_ + "#";
     target.heartbeat_timeout = std::chrono::milliseconds(settings.config.heartbeat_timeout_ms);
     target.deadline = settings.heartbeat_interval;
-    return_probe_ = std::make_unique<RunProbe>(
-        io_, clock_, target,
-        [this](int live_nodes, const std::string&) { round_endpoint_probed(live_nodes); });
-    return_probe_->start();
+    target.running_only = *endpoint > fallback_;
+    endpoint_probe_ = std::make_unique<RunProbe>(
+        io_, clock_, target, [this, asked = *endpoint](int live_nodes, const std::string&) {
+          endpoint_answered(asked, live_nodes);
+        });
+    endpoint_probe_->start();
   });
 }
 
-void Agent::round_endpoint_probed(int live_nodes) {
-  return_probe_.reset();
-  if (!moved_since_round()) return;
-  if (live_nodes > 0) return go_back(live_nodes);
-  watch_round_endpoint();
+// The endpoint to ask now, if any (see watch_endpoints).
+std::optional<size_t> Agent::endpoint_to_ask() {
+  if (moved_since_round()) return round_endpoint_;
+  size_t later = config_.rendezvous.fallbacks.size() - fallback_;  // fallback_ counts up to it
+  if (later == 0 || !waits_for_round()) return std::nullopt;
+  return fallback_ + 1 + later_asked_++ % later;
+}
+
+void Agent::endpoint_answered(size_t endpoint, int live_nodes) {
+  endpoint_probe_.reset();
+  if (live_nodes > 0 && moved_since_round() && endpoint == *round_endpoint_) {
+    go_back(live_nodes);
+  } else if (live_nodes > 0 && endpoint > fallback_ && waits_for_round()) {
+    follow_run(endpoint, live_nodes);
+  }
+  watch_endpoints();
 }
 
 // The move was one node's: the rest of the run is where it was. Back there, as a node that lost
@@ -490,11 +514,29 @@ void Agent::go_back(int live_nodes) {
       " still there: this node goes back to it from ", endpoint_text(fallback_),
       " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
+  switch_endpoint(back, "back to " + endpoint_text(back));
+}
+
+// The run went on at a later endpoint without this node, which waits where the run was (it was
+// cut off with the host of this endpoint, a minority): it joins the run there, as a new node. The
+// run's round there is where it now is: it never asks its way back here.
+void Agent::follow_run(size_t endpoint, int live_nodes) {
+  log::warn("the run went on at ", endpoint_text(endpoint), " without this node (", live_nodes,
+            live_nodes == 1 ? " live node" : " live nodes",
+            " in a round there): this node follows it from ", endpoint_text(fallback_),
+            " (--rdzv-fallback)");
+  round_endpoint_ = endpoint;
+  switch_endpoint(endpoint, "following the run to " + endpoint_text(endpoint));
+}
+
+// Leaves the current endpoint's daemon and connects to `endpoint`'s, as a node that lost its
+// connection reconnects.
+void Agent::switch_endpoint(size_t endpoint, const std::string& leave_reason) {
   if (client_) {
     if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
-    client_->close(proto::Leave{"back to " + endpoint_text(back)});
+    client_->close(proto::Leave{leave_reason});
   }
-  fallback_ = back;
+  fallback_ = endpoint;
   lost_agent_hosted_ = false;
   lost_agent_host_silent_ = false;
   hosts_rendezvous_ = hosted_endpoints_.count(fallback_) > 0;
@@ -779,6 +821,8 @@ void Agent::finish(int exit_code) {
   group_.reset();
   file_timer_.reset();
   if (progress_timer_) progress_timer_->cancel();
+  endpoint_timer_->cancel();
+  endpoint_probe_.reset();
   if (client_) client_->close();
   auto done = [this] {
     client_.reset();

@@ -57,9 +57,13 @@ class Agent {
   void connect();
   void move_to_fallback(const std::string& why);
   bool moved_since_round() const;
-  void watch_round_endpoint();
-  void round_endpoint_probed(int live_nodes);
+  bool waits_for_round() const;
+  void watch_endpoints();
+  std::optional<size_t> endpoint_to_ask();
+  void endpoint_answered(size_t endpoint, int live_nodes);
   void go_back(int live_nodes);
+  void follow_run(size_t endpoint, int live_nodes);
+  void switch_endpoint(size_t endpoint, const std::string& leave_reason);
   HostPort endpoint_at(size_t index) const;
   std::string endpoint_text(size_t index) const;
   proto::Hello make_hello(const std::string& node_id);
@@ -125,12 +129,14 @@ class Agent {
   /// connection there gets one heartbeat interval to be answered before the run moves on.
   bool lost_agent_host_silent_ = false;
   bool hosts_rendezvous_ = false;  ///< this process hosts the daemon at the current endpoint
-  /// The endpoint (as fallback_ counts) whose daemon assigned this agent's last round. Moved away
-  /// from it and given no round since, the agent asks it now and then whether the run's other
-  /// nodes are still there (a node cut off alone moved for nothing), and goes back if they are.
+  /// The endpoint (as fallback_ counts) whose daemon assigned this agent's last round, or where
+  /// it followed the run to. Moved away from it and given no round since, the agent asks it now
+  /// and then whether the run's other nodes are still there (a node cut off alone moved for
+  /// nothing), and goes back if they are.
   std::optional<size_t> round_endpoint_;
-  std::unique_ptr<Timer> return_timer_ = clock_.make_timer();  ///< the next question to it
-  std::unique_ptr<RunProbe> return_probe_;                     ///< the question in flight
+  std::unique_ptr<Timer> endpoint_timer_ = clock_.make_timer();  ///< the next question
+  std::unique_ptr<RunProbe> endpoint_probe_;                     ///< the question in flight
+  size_t later_asked_ = 0;  ///< how many questions went to later endpoints (they take turns)
   std::set<size_t> hosted_endpoints_;  ///< the endpoints whose daemon this process hosts
   bool host_in_round_ = false;         ///< the agent hosting the daemon is a member of this round
   /// That host was a member of this agent's last round and is gone (its daemon refused, or

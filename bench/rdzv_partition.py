@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""One node cut off from the rendezvous's host, then the network heals: cohort beside torchrun.
+"""One node cut off from the others, then the network heals: cohort beside torchrun.
 
 Three agents, no separate daemon, --nnodes 2:3, 2 workers each that hang (test_worker --hang,
 writing a pid file per round and rank): the first agent hosts the rendezvous (cohort, at
 --rdzv-endpoint) or the c10d store (torchrun 1.13, tests/integration/torchrun_debian12.py,
---monitor_interval 0.1, --max_restarts 3) on 10.233.N.1, the host's end of a veth pair; the
-second runs beside it (127.0.0.2); the third runs in a network namespace of its own
-(10.233.N.2), which the bench makes and removes (root and iproute2's `ip` needed). Once round 0
-runs, the namespace's link goes down (a failed switch port); --partition seconds later (for
-cohort, plus a random fraction of a second) it comes back up. Measured, with the default timeouts (cohort: --rdzv-fallback naming the cut-off node,
-which hosts a daemon there when it moves):
+--monitor_interval 0.1, --max_restarts 3). One node runs in a network namespace of its own
+(10.233.N.2), linked to this host (10.233.N.1) by a veth pair, which the bench makes and removes
+(root and iproute2's `ip` needed); the others run on this host. --cut node (the default): the
+rendezvous's host on 10.233.N.1, one beside it (127.0.0.2), the third node cut off;
+--rdzv-fallback names the cut-off node, which hosts a daemon there when it moves. --cut host:
+the rendezvous's host is the one in the namespace, the two others (127.0.0.2, .3) beside the
+fallback, 10.233.N.1, which one of them hosts when they move. Once round 0 runs, the namespace's
+link goes down (a failed switch port); --partition seconds later (for cohort, plus a random
+fraction of a second) it comes back up. Measured, with the default timeouts:
   the rest goes on  from the cut until the two other agents' round-1 workers run (4 ranks)
   back in the run   from the heal until a round of all three nodes runs (6 ranks)
 torchrun's agents do not notice a lost peer while their own workers hang (real workers would
@@ -20,8 +23,8 @@ the heal. Medians of --runs (torchrun: --torchrun-runs). Prints a
 Markdown table for docs/BENCHMARKS.md. Every process it starts is killed, and the namespace
 removed, at the end.
 
-Usage: bench/rdzv_partition.py [--build build] [--runs 5] [--partition 10] [--torchrun-runs 2]
-           [--torchrun-wait 40] [--skip-torchrun]
+Usage: bench/rdzv_partition.py [--build build] [--cut node|host] [--runs 5] [--partition 10]
+           [--torchrun-runs 2] [--torchrun-wait 40] [--skip-torchrun]
 """
 import argparse
 import os
@@ -78,19 +81,31 @@ def pid_names(round_, ranks):
     return [f"pid_{round_}_{rank}" for rank in range(ranks)]
 
 
-def start_three(procs, node, agent_argv, endpoint, what):
-    """The host agent (waits until it listens), the one beside it, the cut-off one."""
-    agents = [procs.start(agent_argv(node.host_ip), f"{what}_host")]
+def first_ip(args, node):
+    """Where the rendezvous's host runs: cut off with --cut host."""
+    return node.ns_ip if args.cut == "host" else node.host_ip
+
+
+def start_three(args, procs, node, agent_argv, endpoint, what):
+    """The host agent (waits until it listens), then the two others; returns them with the
+    cut-off one last."""
+    host = first_ip(args, node)
+    argv = agent_argv(host)
+    agents = [procs.start(node.inside(argv) if args.cut == "host" else argv, f"{what}_host")]
     if not wait_listening(endpoint, monotonic() + 30):
         fail(procs, f"{what}: the first agent does not host the rendezvous", agents[0])
     agents.append(procs.start(agent_argv("127.0.0.2"), f"{what}_beside"))
+    if args.cut == "host":
+        agents.append(procs.start(agent_argv("127.0.0.3"), f"{what}_beside2"))
+        return agents[1:] + agents[:1]
     agents.append(procs.start(node.inside(agent_argv(node.ns_ip)), f"{what}_cut_off"))
     return agents
 
 
 def cohort_once(args, procs, scratch, node, rep):
     pid_dir = tempfile.mkdtemp(prefix=f"cohort_{rep}_", dir=scratch)
-    endpoint, fallback = f"{node.host_ip}:{free_port()}", f"{node.ns_ip}:{free_port()}"
+    endpoint = f"{first_ip(args, node)}:{free_port()}"
+    fallback = f"{node.ns_ip if args.cut == 'node' else node.host_ip}:{free_port()}"
 
     def agent_argv(address):
         return [os.path.join(args.build, "bin", "cohort"), "run", "--nnodes", "2:3",
@@ -98,7 +113,7 @@ def cohort_once(args, procs, scratch, node, rep):
                 "--rdzv-fallback", fallback, "--rdzv-id", f"partition{rep}", "--insecure",
                 "--local-addr", address, "--no-python"] + hanging_worker(args, pid_dir)
 
-    agents = start_three(procs, node, agent_argv, endpoint, "cohort")
+    agents = start_three(args, procs, node, agent_argv, endpoint, "cohort")
     if wait_files(pid_dir, pid_names(0, 6), monotonic() + 30) is None:
         fail(procs, "cohort: round 0 did not start", agents[0])
     cut_at = monotonic()
@@ -107,7 +122,7 @@ def cohort_once(args, procs, scratch, node, rep):
     if rest is None:
         fail(procs, "cohort: the two others did not go on", agents[0])
     # A random fraction of a second more: the heal falls anywhere in the cut-off agent's cycle of
-    # asking the first daemon (once a keep_alive_interval, 1 s), not always at the same point.
+    # asking the other endpoint (once a keep_alive_interval, 1 s), not always at the same point.
     healed_at = cut_at + args.partition + random.uniform(0, 1)
     time.sleep(max(0.0, healed_at - monotonic()))  # the partition lasts its time
     node.set_link(True)
@@ -123,16 +138,16 @@ def cohort_once(args, procs, scratch, node, rep):
 
 def torchrun_once(args, procs, scratch, node, rep):
     pid_dir = tempfile.mkdtemp(prefix=f"torchrun_{rep}_", dir=scratch)
-    endpoint = f"{node.host_ip}:{free_port()}"
+    endpoint = f"{first_ip(args, node)}:{free_port()}"
 
     def agent_argv(address):  # 1.13 has no --local_addr; the first agent hosts the store
         return TORCHRUNS["torchrun"] + [
-            "--rdzv_conf", f"is_host={address == node.host_ip}",
+            "--rdzv_conf", f"is_host={address == first_ip(args, node)}",
             "--nnodes", "2:3", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", endpoint, "--rdzv_id", f"partition{rep}", "--max_restarts", "3",
             "--monitor_interval", "0.1", "--no_python"] + hanging_worker(args, pid_dir)
 
-    agents = start_three(procs, node, agent_argv, endpoint, "torchrun")
+    agents = start_three(args, procs, node, agent_argv, endpoint, "torchrun")
     if wait_files(pid_dir, pid_names(0, 6), monotonic() + 90) is None:
         fail(procs, "torchrun: round 0 did not start", agents[0])
     cut_at = monotonic()
@@ -161,7 +176,8 @@ def round_of_six(pid_dir, deadline):
 
 
 def print_table(args, cohort, torchrun):
-    print(f"| what (a node cut off for {args.partition:g} s) | median | runs (ms) |")
+    cut = "the rendezvous's host" if args.cut == "host" else "a node"
+    print(f"| what ({cut} cut off for {args.partition:g} s) | median | runs (ms) |")
     print("|---|---|---|")
     for label, index in (("the two others' round-1 workers run, after the cut", 0),
                          ("all three nodes' round-2 workers run, after the heal", 1)):
@@ -185,6 +201,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__))), "build"))
+    parser.add_argument("--cut", choices=("node", "host"), default="node",
+                        help="cut off a node (default) or the rendezvous's host")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--partition", type=float, default=10)
     parser.add_argument("--torchrun-runs", type=int, default=2)

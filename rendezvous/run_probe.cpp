@@ -14,7 +14,8 @@ namespace cohort {
 int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target) {
   for (const proto::StatusRun& run : reply.runs) {
     if (run.run_id != target.run_id) continue;
-    if (run.phase != "forming" && run.phase != "running") return 0;
+    bool counted = run.phase == "running" || (run.phase == "forming" && !target.running_only);
+    if (!counted) return 0;
     int live = 0;
     for (const proto::StatusNode& node : run.nodes) {
       bool ours = !target.own_node_id.empty() && node.node_id.rfind(target.own_node_id, 0) == 0;

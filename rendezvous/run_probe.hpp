@@ -1,9 +1,10 @@
 // Asks one rendezvous daemon, on a connection of its own, whether it still holds a run that other
-// live nodes are in: what an agent that moved to a --rdzv-fallback checks of the endpoint it left,
-// so that a node cut off alone from the rendezvous goes back once the network heals instead of
-// waiting out the join timeout at a fallback that no majority will reach. One status request
-// (challenge, request with the run token's proof, the daemon's proven answer), under one deadline.
-// Owned by the agent until its answer; io thread only.
+// live nodes are in: what an agent that moved to a --rdzv-fallback asks the endpoint it left (a
+// node cut off alone goes back once the network heals, instead of waiting out the join timeout at
+// a fallback no majority will reach), and what an agent waiting for a round asks the later
+// fallbacks (the run went on there without it: its side of a split was the minority). One status
+// request (challenge, request with the run token's proof, the daemon's proven answer), under one
+// deadline. Owned by the agent until its answer; io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -28,10 +29,12 @@ struct RunProbeTarget {
   std::string own_node_id;  ///< this agent's node ids start with it (they are not counted)
   std::chrono::milliseconds heartbeat_timeout{5000};  ///< a node heard since is live
   std::chrono::milliseconds deadline{1000};           ///< for the connect and the answer
+  bool running_only = false;  ///< count a run's nodes only while a round runs, not while forming
 };
 
 /// The nodes of `target.run_id` in `reply` that are not this agent's and were heard within the
-/// heartbeat timeout, when the run is still forming or running (0 otherwise).
+/// heartbeat timeout, when the run is still forming (unless `running_only`) or running (0
+/// otherwise).
 int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target);
 
 class RunProbe {

@@ -169,7 +169,7 @@ TEST_CASE("a probe of a peer that is no daemon ends at once, whatever its first 
   CHECK(std::chrono::steady_clock::now() - start < 1s);  // not the deadline: the bytes end it
 }
 
-TEST_CASE("only a forming or running run's nodes heard within the heartbeat timeout count",
+TEST_CASE("only a forming (unless asked for a round) or running run's nodes heard lately count",
           "[component][fallback]") {
   RunProbeTarget target;
   target.run_id = "job";
@@ -190,6 +190,11 @@ TEST_CASE("only a forming or running run's nodes heard within the heartbeat time
   CHECK(live_nodes_elsewhere(reply, target) == 2);  // a and b; c is silent, me#2 is this agent
   reply.runs[0].phase = "forming";
   CHECK(live_nodes_elsewhere(reply, target) == 2);
+  target.running_only = true;  // a later endpoint's run: only one in a round draws a node on
+  CHECK(live_nodes_elsewhere(reply, target) == 0);
+  reply.runs[0].phase = "running";
+  CHECK(live_nodes_elsewhere(reply, target) == 2);
+  target.running_only = false;
   reply.runs[0].phase = "completed";
   CHECK(live_nodes_elsewhere(reply, target) == 0);
   reply.runs[0].phase = "running";

@@ -1,8 +1,9 @@
 // --rdzv-fallback: three agents without cohortd, the first hosting the rendezvous at
 // --rdzv-endpoint. When that agent dies, the others move to the fallback endpoint (one of them
 // hosts it) and go on in a smaller round; when it takes another node with it, the last one is no
-// majority of the last round and forms none: it ends after the join timeout, saying why. And a
-// real network split (netns): the majority goes on, the cut-off host of the rendezvous does not.
+// majority of the last round and forms none: it ends after the join timeout, saying why. And
+// real network splits (netns): the majority goes on, the cut-off host of the rendezvous does not
+// (and follows the majority when the network heals); a node cut off alone goes back.
 #include <unistd.h>
 
 #include <csignal>
@@ -139,6 +140,34 @@ struct SplitScene {
     argv.insert(argv.end(), flags.begin(), flags.end());
     return argv;
   }
+};
+
+/// A split scene whose cut-off node hosts the rendezvous: its agent in the namespace at
+/// --rdzv-endpoint, the two others on this side, where the fallback is. Built once round 0 of
+/// the three runs.
+struct HostCutOff : SplitScene {
+  std::string endpoint = endpoint_on(cut_off.ns_ip);
+  std::string fallback = endpoint_on(cut_off.host_ip);
+  std::unique_ptr<ChildProcess> host;
+  std::vector<std::unique_ptr<ChildProcess>> others;
+
+  HostCutOff(const std::string& run_id, const std::string& join_timeout) {
+    auto node = [&](const std::string& address) -> FallbackNode {
+      return {endpoint, fallback, run_id, "join_timeout=" + join_timeout, address};
+    };
+    ChildOptions options = scratch.options();
+    options.name = "rendezvous_host";
+    host = std::make_unique<ChildProcess>(agent_cut_off(node(cut_off.ns_ip)), options);
+    REQUIRE(wait_until([&] { return contains(host->err(), "now hosts the rendezvous"); }, 10s));
+    for (const std::string address : {"127.0.0.2", "127.0.0.3"}) {
+      options.name = "node_" + address;
+      others.push_back(std::make_unique<ChildProcess>(agent(node(address)), options));
+    }
+    INFO(output());
+    REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
+  }
+  size_t dumps_of(int round) const { return dumps_of_round(scratch, round); }
+  std::string output() const { return host->output() + others[0]->output() + others[1]->output(); }
 };
 
 }  // namespace
@@ -325,31 +354,16 @@ TEST_CASE("one node of three is no majority: it forms no round at the fallback a
 TEST_CASE(
     "a network split: the majority goes on at the fallback, the cut-off host trains alone never",
     "[integration][multinode][fallback][netns]") {
-  SplitScene scene;
-  const NetnsNode& cut_off = scene.cut_off;
-  Scratch& scratch = scene.scratch;
-  std::string endpoint = SplitScene::endpoint_on(cut_off.ns_ip);
-  std::string fallback = SplitScene::endpoint_on(cut_off.host_ip);
-  auto node = [&](const std::string& address) -> FallbackNode {
-    return {endpoint, fallback, "split", "join_timeout=5", address};
-  };
-  ChildOptions options = scratch.options();
-  options.name = "rendezvous_host";
-  ChildProcess host(scene.agent_cut_off(node(cut_off.ns_ip)), options);
-  REQUIRE(wait_until([&] { return contains(host.err(), "now hosts the rendezvous"); }, 10s));
-  std::vector<std::unique_ptr<ChildProcess>> others;
-  for (const std::string address : {"127.0.0.2", "127.0.0.3"}) {
-    options.name = "node_" + address;
-    others.push_back(std::make_unique<ChildProcess>(scene.agent(node(address)), options));
-  }
-  auto dumps_of = [&](int round) { return dumps_of_round(scratch, round); };
-  INFO(host.output() << others[0]->output() << others[1]->output());
-  REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
+  HostCutOff split("split", "5");
+  const NetnsNode& cut_off = split.cut_off;
+  ChildProcess& host = *split.host;
+  auto dumps_of = [&](int round) { return split.dumps_of(round); };
+  INFO(split.output());
   REQUIRE(cut_off.set_link(false));
   // The majority: a round of two at the fallback, hosted on this side.
   REQUIRE(wait_until([&] { return dumps_of(1) == 2; }, 20s));
   for (int rank = 0; rank < 2; ++rank) {
-    EnvDump env = load_env(scratch.file("env_1_" + std::to_string(rank) + ".json"));
+    EnvDump env = load_env(split.scratch.file("env_1_" + std::to_string(rank) + ".json"));
     CHECK(env_value(env, "WORLD_SIZE") == "2");
     CHECK(env_value(env, "MASTER_ADDR") == cut_off.host_ip);  // the fallback's worker store
   }
@@ -361,13 +375,13 @@ TEST_CASE(
   CHECK(contains(host.err(), "more than half of the last round's 3 nodes"));
   CHECK(dumps_of(1) == 2);
   CHECK(dumps_of(2) == 0);
-  for (auto& node : others) node->signal(SIGTERM);
-  for (auto& node : others) {
+  for (auto& node : split.others) node->signal(SIGTERM);
+  for (auto& node : split.others) {
     auto ended = node->wait(10s);
     REQUIRE(ended);
     CHECK(ended->shell_code() == 128 + SIGTERM);
   }
-  CHECK(scratch.nothing_left());
+  CHECK(split.scratch.nothing_left());
 }
 
 // A network split that cuts off one node, not the rendezvous's host: that node (in a network
@@ -425,4 +439,51 @@ TEST_CASE("a node cut off alone goes back to the first endpoint when the network
     CHECK(ended->shell_code() == 128 + SIGTERM);
   }
   CHECK(scratch.nothing_left());
+}
+
+// The mirror of the split above: the host of the rendezvous (in a network namespace) is cut off,
+// the two others move to the fallback and go on there as a majority, and the host's side, one of
+// three, forms no round. When the link comes back, the host's agent finds the run in a round at
+// the later endpoint, leaves its own daemon and follows it there: the run grows to three again,
+// long before the join timeout that would have ended the host.
+TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback when it heals",
+          "[integration][multinode][fallback][netns]") {
+  HostCutOff split("follow", "60");
+  const NetnsNode& cut_off = split.cut_off;
+  ChildProcess& host = *split.host;
+  const std::string& endpoint = split.endpoint;
+  auto dumps_of = [&](int round) { return split.dumps_of(round); };
+  auto status_at_first = [&] {  // asked from inside the namespace, which still reaches it
+    return run_to_end({"/usr/sbin/ip", "netns", "exec", cut_off.ns, kCohortBin, "status",
+                       "--rdzv-endpoint", endpoint, "--token-file", split.token},
+                      ChildOptions{{}, {}, "", "/tmp", "status"}, 10s);
+  };
+  INFO(split.output());
+  REQUIRE(cut_off.set_link(false));
+  REQUIRE(wait_until([&] { return dumps_of(1) == 2; }, 20s));  // the majority, at the fallback
+  // The host's side: its daemon lost the two others and, one of three, waits for a majority.
+  REQUIRE(wait_until([&] { return contains(status_at_first().out, "run follow: forming"); }, 20s));
+  REQUIRE(cut_off.set_link(true));
+  REQUIRE(wait_until([&] { return dumps_of(2) == 3; }, 20s));
+  CHECK(contains(host.err(), "the run went on at " + split.fallback +
+                                 " without this node (2 live nodes in a round there): this node "
+                                 "follows it from " +
+                                 endpoint + " (--rdzv-fallback)"));
+  for (int rank = 0; rank < 3; ++rank) {
+    EnvDump env = load_env(split.scratch.file("env_2_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(env, "WORLD_SIZE") == "3");
+    CHECK(env_value(env, "MASTER_ADDR") == cut_off.host_ip);  // the fallback's worker store
+  }
+  // The daemon the host still runs at the first endpoint holds nothing of the run.
+  RunResult first_status = status_at_first();
+  CHECK(first_status.status.success());
+  CHECK(contains(first_status.out, "no runs"));
+  std::vector<ChildProcess*> all{&host, split.others[0].get(), split.others[1].get()};
+  for (ChildProcess* node : all) node->signal(SIGTERM);
+  for (ChildProcess* node : all) {
+    auto ended = node->wait(10s);
+    REQUIRE(ended);
+    CHECK(ended->shell_code() == 128 + SIGTERM);
+  }
+  CHECK(split.scratch.nothing_left());
 }
