@@ -25,40 +25,61 @@ StatusFetch ask_status(const std::string& endpoint, const std::string& run_id,
   return fetch_status(query);  // a refused connection answers at once
 }
 
+// What the daemon at `endpoint` says of run `run_id`.
+enum class RunSeen {
+  NoAnswer,  ///< nothing answers as a daemon
+  NoRun,     ///< a daemon answers (maybe with a refusal, such as a wrong token), without the run
+  Ended,     ///< the run, completed or failed
+  Forming,   ///< the run, waiting for nodes
+  InRound,   ///< the run, a round running
+};
+
+RunSeen see_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
+                int timeout_ms) {
+  StatusFetch fetched = ask_status(endpoint, run_id, token, timeout_ms);
+  if (!fetched.reply) return fetched.answered ? RunSeen::NoRun : RunSeen::NoAnswer;
+  for (const proto::StatusRun& run : fetched.reply->runs) {
+    if (run.run_id != run_id) continue;
+    if (run.phase == "running") return RunSeen::InRound;
+    return run.phase == "forming" ? RunSeen::Forming : RunSeen::Ended;
+  }
+  return RunSeen::NoRun;
+}
+
+bool live(RunSeen seen) { return seen == RunSeen::Forming || seen == RunSeen::InRound; }
+
 // The daemon at `endpoint` has run `run_id` as `wanted` says.
 bool has_run(const std::string& endpoint, const std::string& run_id, const std::string& token,
              RunWanted wanted, int timeout_ms) {
-  StatusFetch fetched = ask_status(endpoint, run_id, token, timeout_ms);
-  if (!fetched.reply) return false;
-  if (run_id.empty()) return wanted == RunWanted::Any;
-  for (const proto::StatusRun& run : fetched.reply->runs) {
-    bool live = run.phase == "forming" || run.phase == "running";
-    if (run.run_id == run_id && (live || wanted == RunWanted::Any)) return true;
+  if (run_id.empty()) {
+    return wanted == RunWanted::Any && ask_status(endpoint, "", token, timeout_ms).reply;
   }
-  return false;
-}
-
-// Anything answers as a daemon at `endpoint` (a status, or a refusal such as a wrong token).
-bool daemon_answers(const std::string& endpoint, const std::string& token, int timeout_ms) {
-  return ask_status(endpoint, "", token, timeout_ms).answered;
+  RunSeen seen = see_run(endpoint, run_id, token, timeout_ms);
+  return live(seen) || (wanted == RunWanted::Any && seen == RunSeen::Ended);
 }
 
 }  // namespace
 
-std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
-                                     int timeout_ms) {
-  // A daemon that answers at --rdzv-endpoint holds the run (or will): it has not moved. Asked
-  // again after a fallback has the run, since two names may reach one daemon that was only
-  // starting when first asked.
+std::optional<MovedRun> find_moved_run(const RendezvousSettings& settings,
+                                       const std::string& run_id, int timeout_ms) {
+  // The daemon at --rdzv-endpoint has the run: it has not moved. Asked again once a fallback has
+  // it, since two names may reach one daemon that was only starting when first asked.
   std::string first = host_port_text(settings.host, settings.port);
-  if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
+  RunSeen at_first = see_run(first, run_id, settings.token, timeout_ms);
+  if (live(at_first)) return std::nullopt;
   for (size_t i = 0; i < settings.fallbacks.size(); ++i) {
     const FallbackEndpoint& fallback = settings.fallbacks[i];
-    if (has_run(host_port_text(fallback.host, fallback.port), run_id, settings.token,
-                RunWanted::Live, timeout_ms)) {
-      if (daemon_answers(first, settings.token, timeout_ms)) return std::nullopt;
-      return i;
-    }
+    RunSeen there =
+        see_run(host_port_text(fallback.host, fallback.port), run_id, settings.token, timeout_ms);
+    // In a round there, the run moved, even when the first daemon answers without it (its host
+    // was cut off and followed the run, or it restarted); only forming there, the first daemon
+    // must be gone (the run's nodes may still be on their way to it).
+    if (there != RunSeen::InRound && (there != RunSeen::Forming || at_first != RunSeen::NoAnswer))
+      continue;
+    RunSeen again = see_run(first, run_id, settings.token, timeout_ms);
+    if (live(again) || (there == RunSeen::Forming && again != RunSeen::NoAnswer))
+      return std::nullopt;
+    return MovedRun{i, again != RunSeen::NoAnswer};
   }
   return std::nullopt;
 }

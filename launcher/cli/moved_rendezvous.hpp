@@ -1,9 +1,9 @@
 // Where a run's rendezvous is now that it may have moved to one of its --rdzv-fallback endpoints
-// (the host of --rdzv-endpoint was lost): the first daemon, asked for the run's status with the
-// run's token, that has it. An agent started again, or late, joins the run there instead of
-// hosting (or waiting for) a fresh rendezvous at --rdzv-endpoint, which would start a second run
-// under the same id; `cohort status` and `cohort stop` ask the daemon there. Blocking; main
-// thread, before the command's own work.
+// (the host of --rdzv-endpoint was lost, or cut off and then followed the run): the first daemon,
+// asked for the run's status with the run's token, that has it. An agent started again, or late,
+// joins the run there instead of hosting (or waiting for) a fresh rendezvous at --rdzv-endpoint,
+// which would start a second run under the same id; `cohort status` and `cohort stop` ask the
+// daemon there. Blocking; main thread, before the command's own work.
 #pragma once
 
 #include <optional>
@@ -14,12 +14,18 @@
 
 namespace cohort {
 
-/// The index in `settings.fallbacks` of the first endpoint whose daemon has run `run_id` still
-/// forming or running, unless a daemon answers at --rdzv-endpoint (before, or right after, that
-/// fallback is found); each endpoint is given `timeout_ms` (connect and answer). nullopt when it
-/// has not moved.
-std::optional<size_t> find_moved_run(const RendezvousSettings& settings, const std::string& run_id,
-                                     int timeout_ms);
+/// A run found at a fallback by find_moved_run.
+struct MovedRun {
+  size_t fallback = 0;         ///< its index in RendezvousSettings::fallbacks
+  bool first_answers = false;  ///< the daemon at --rdzv-endpoint answers, without the run
+};
+
+/// The first endpoint in `settings.fallbacks` whose daemon has run `run_id` in a round, or still
+/// forming while nothing answers at --rdzv-endpoint, unless the daemon there has the run forming
+/// or running (asked before, and again right after, that fallback is found); each endpoint is
+/// given `timeout_ms` (connect and answer). nullopt when it has not moved.
+std::optional<MovedRun> find_moved_run(const RendezvousSettings& settings,
+                                       const std::string& run_id, int timeout_ms);
 
 /// What a command needs the daemon to have.
 enum class RunWanted {

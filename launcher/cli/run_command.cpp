@@ -164,14 +164,16 @@ bool host_fallback(const DaemonPlan& plan, const FallbackEndpoint& fallback,
 void join_a_moved_run(ValidatedRun& validated) {
   RendezvousSettings& settings = validated.config.rendezvous;
   if (settings.fallbacks.empty()) return;
-  std::optional<size_t> moved =
+  std::optional<MovedRun> moved =
       find_moved_run(settings, validated.config.env.run_id, kMovedRunQueryMs);
   if (!moved) return;
-  const FallbackEndpoint& there = settings.fallbacks[*moved];
+  const FallbackEndpoint& there = settings.fallbacks[moved->fallback];
   log::warn("run '", validated.config.env.run_id, "' has moved to ",
-            host_port_text(there.host, there.port),
-            " (--rdzv-fallback): its first rendezvous host was lost; joining it there");
-  settings.first_endpoint = *moved + 1;
+            host_port_text(there.host, there.port), " (--rdzv-fallback): ",
+            moved->first_answers ? "the daemon at --rdzv-endpoint no longer has it"
+                                 : "its first rendezvous host was lost",
+            "; joining it there");
+  settings.first_endpoint = moved->fallback + 1;
   validated.daemon.embed = DaemonPlan::Embed::No;
 }
 

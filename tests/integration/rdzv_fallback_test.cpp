@@ -148,13 +148,13 @@ struct SplitScene {
 struct HostCutOff : SplitScene {
   std::string endpoint = endpoint_on(cut_off.ns_ip);
   std::string fallback = endpoint_on(cut_off.host_ip);
+  std::string run_id;
+  std::string join_timeout;
   std::unique_ptr<ChildProcess> host;
   std::vector<std::unique_ptr<ChildProcess>> others;
 
-  HostCutOff(const std::string& run_id, const std::string& join_timeout) {
-    auto node = [&](const std::string& address) -> FallbackNode {
-      return {endpoint, fallback, run_id, "join_timeout=" + join_timeout, address};
-    };
+  HostCutOff(std::string run_id, std::string join_timeout)
+      : run_id(std::move(run_id)), join_timeout(std::move(join_timeout)) {
     ChildOptions options = scratch.options();
     options.name = "rendezvous_host";
     host = std::make_unique<ChildProcess>(agent_cut_off(node(cut_off.ns_ip)), options);
@@ -165,6 +165,10 @@ struct HostCutOff : SplitScene {
     }
     INFO(output());
     REQUIRE(wait_until([&] { return dumps_of(0) == 3; }, 30s));
+  }
+  /// A node of the run on `address`.
+  FallbackNode node(const std::string& address) const {
+    return {endpoint, fallback, run_id, "join_timeout=" + join_timeout, address};
   }
   size_t dumps_of(int round) const { return dumps_of_round(scratch, round); }
   std::string output() const { return host->output() + others[0]->output() + others[1]->output(); }
@@ -445,10 +449,12 @@ TEST_CASE("a node cut off alone goes back to the first endpoint when the network
 // the two others move to the fallback and go on there as a majority, and the host's side, one of
 // three, forms no round. When the link comes back, the host's agent finds the run in a round at
 // the later endpoint, leaves its own daemon and follows it there: the run grows to three again,
-// long before the join timeout that would have ended the host.
+// long before the join timeout that would have ended the host. A node started afresh later
+// finds the run there too, though the host's idle daemon still answers at the first endpoint.
 TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback when it heals",
           "[integration][multinode][fallback][netns]") {
   HostCutOff split("follow", "60");
+  ChildOptions options = split.scratch.options();
   const NetnsNode& cut_off = split.cut_off;
   ChildProcess& host = *split.host;
   const std::string& endpoint = split.endpoint;
@@ -478,7 +484,23 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
   RunResult first_status = status_at_first();
   CHECK(first_status.status.success());
   CHECK(contains(first_status.out, "no runs"));
-  std::vector<ChildProcess*> all{&host, split.others[0].get(), split.others[1].get()};
+  // A node lost (not the fallback's host), and one started afresh with the same flags: the
+  // daemon at the first endpoint answers without the run, which is in a round at the fallback;
+  // the new node joins it there instead of starting a second run at the first endpoint.
+  size_t lost = contains(split.others[0]->err(), "hosting the rendezvous on") ? 1 : 0;
+  split.others[lost]->signal(SIGKILL);
+  REQUIRE(split.others[lost]->wait(10s));
+  REQUIRE(wait_until([&] { return dumps_of(3) == 2; }, 20s));
+  options.name = "late";
+  ChildProcess late(split.agent(split.node("127.0.0.4")), options);
+  INFO(late.output());
+  REQUIRE(wait_until([&] { return dumps_of(4) == 3; }, 20s));
+  CHECK(contains(late.err(), "run 'follow' has moved to " + split.fallback +
+                                 " (--rdzv-fallback): the daemon at --rdzv-endpoint no longer "
+                                 "has it; joining it there"));
+  CHECK_FALSE(contains(late.err(), "follows it from"));  // it never formed a run at the first
+  CHECK(contains(status_at_first().out, "no runs"));
+  std::vector<ChildProcess*> all{&host, split.others[1 - lost].get(), &late};
   for (ChildProcess* node : all) node->signal(SIGTERM);
   for (ChildProcess* node : all) {
     auto ended = node->wait(10s);
