@@ -63,7 +63,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof, agent_hosted)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof, client_nonce)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof, client_nonce, brief,
+                                                own_node_prefix)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EventsRequest, run_id, proof, client_nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StopRunRequest, run_id, reason, proof, by,
                                                 client_nonce)
@@ -136,6 +137,7 @@ void to_json(json& out, const StatusRun& m) {
              {"slowest", m.slowest},
              {"last_failure", m.last_failure}};
   if (m.more_nodes > 0) out["more_nodes"] = m.more_nodes;
+  if (m.live_nodes >= 0) out["live_nodes"] = m.live_nodes;
 }
 void from_json(const json& in, StatusRun& m) {
   in.at("run_id").get_to(m.run_id);
@@ -151,6 +153,7 @@ void from_json(const json& in, StatusRun& m) {
   if (in.contains("slowest")) in.at("slowest").get_to(m.slowest);
   if (in.contains("last_failure")) in.at("last_failure").get_to(m.last_failure);
   if (in.contains("more_nodes")) in.at("more_nodes").get_to(m.more_nodes);
+  if (in.contains("live_nodes")) in.at("live_nodes").get_to(m.live_nodes);
 }
 
 // An answer's proof is left out when empty (no token), so that /api/runs and `cohort status
@@ -556,6 +559,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (stop->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
   } else if (const auto* status = std::get_if<StatusRequest>(&message)) {
     if (status->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
+    if (status->own_node_prefix.size() > kMaxNodeIdBytes) return "own_node_prefix";
   } else if (const auto* events = std::get_if<EventsRequest>(&message)) {
     if (events->client_nonce.size() > kMaxClientNonceBytes) return "client_nonce";
   } else if (const auto* sick = std::get_if<Unhealthy>(&message)) {
@@ -569,6 +573,7 @@ std::string out_of_range(const ControlMessage& message) {
     for (const StatusRun& run : status->runs) {
       if (!in_range(run.store_port, 0, 65535)) return "store_port";
       if (run.more_nodes < 0) return "more_nodes";
+      if (run.live_nodes < -1) return "live_nodes";
     }
   }
   return {};

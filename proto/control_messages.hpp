@@ -136,6 +136,11 @@ struct StatusRequest {
   std::string run_id;        ///< the run to show; empty: every run (needs the daemon's own token)
   std::string proof;         ///< status_proof under the token; empty without a token
   std::string client_nonce;  ///< the tool's challenge to the daemon; empty without a token
+  /// An agent's question (rendezvous/run_probe.*): each run's summary and its live nodes counted
+  /// (StatusRun::live_nodes), no node or rank listed. A daemon that predates it lists them all.
+  bool brief = false;
+  /// Brief only: nodes whose id starts with it are not counted (the asking agent's own).
+  std::string own_node_prefix;
 };
 
 /// `cohort status --events RUN`: the events the daemon holds for one run (docs/EVENTS.md).
@@ -288,6 +293,9 @@ struct StatusRun {
   std::vector<StatusRank> slowest;  ///< the slowest ranks, slowest first
   std::string last_failure;         ///< why the run last restarted or stopped; "" if never
   int more_nodes = 0;  ///< nodes not listed in `nodes` (a reply lists kMaxStatusNodes at most)
+  /// A brief reply's: the nodes heard within the run's heartbeat timeout, not counting the
+  /// request's own_node_prefix; -1 (and left out) in a full one.
+  int live_nodes = -1;
 };
 /// The most nodes one status reply lists, all runs together; the rest are counted in more_nodes.
 constexpr int kMaxStatusNodes = 2000;

@@ -471,7 +471,8 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
                                "authentication failed");
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent
-  proto::StatusReply reply = status(request.run_id);
+  proto::StatusReply reply = request.brief ? brief_status(request.run_id, request.own_node_prefix)
+                                           : status(request.run_id);
   reply.proof = answer_proof(session, *key, "status", request.client_nonce, request.run_id);
   answer_query(session, reply, "status sent");
 }
@@ -969,6 +970,37 @@ void RendezvousDaemon::record_loss(const std::string& run, const std::string& no
   record(run, "node.lost", {{"node", node}, {"reason", reason}, {"silent_ms", silent.count()}});
 }
 
+// What a status says of a run besides its nodes and ranks.
+proto::StatusRun RendezvousDaemon::run_summary(const std::string& id, const Run& run) const {
+  const rdzv::RunState& state = *run.state;
+  proto::StatusRun out;
+  out.run_id = id;
+  out.phase = phase_name(state.phase());
+  out.round = state.round();
+  out.restarts_used = state.restarts_used();
+  out.max_restarts = state.config().max_restarts;
+  out.min_nodes = state.config().min_nodes;
+  out.max_nodes = state.config().max_nodes;
+  out.store_port = run.store ? run.store->port() : 0;
+  out.last_failure = run.last_failure;
+  return out;
+}
+
+// An agent's question: each run's summary and how many of its nodes are live, in O(nodes) with
+// nothing copied, where a full status lists up to kMaxStatusNodes of them (a 300 KB answer at
+// 10,000 nodes); so that many agents asking at once after a network heals cost little.
+proto::StatusReply RendezvousDaemon::brief_status(const std::string& only_run,
+                                                  const std::string& own_node_prefix) const {
+  proto::StatusReply status{door_.port(), {}};
+  for (const auto& [id, run] : runs_) {
+    if (!only_run.empty() && id != only_run) continue;
+    proto::StatusRun& out = status.runs.emplace_back(run_summary(id, run));
+    out.more_nodes = static_cast<int>(run.state->node_count() + run.unhealthy.size());
+    out.live_nodes = run.state->live_nodes(now(), own_node_prefix);
+  }
+  return status;
+}
+
 proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
   proto::StatusReply status{door_.port(), {}};
   int unlisted = options_.status_node_limit;  // what is left to list, all runs together
@@ -983,15 +1015,7 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
   for (const auto& [id, run] : runs_) {
     if (!only_run.empty() && id != only_run) continue;
     const rdzv::RunState& state = *run.state;
-    proto::StatusRun& out = status.runs.emplace_back();
-    out.run_id = id;
-    out.phase = phase_name(state.phase());
-    out.round = state.round();
-    out.restarts_used = state.restarts_used();
-    out.max_restarts = state.config().max_restarts;
-    out.min_nodes = state.config().min_nodes;
-    out.max_nodes = state.config().max_nodes;
-    out.store_port = run.store ? run.store->port() : 0;
+    proto::StatusRun& out = status.runs.emplace_back(run_summary(id, run));
     // Only the nodes still to be listed are copied out of the state; the rest are counted.
     std::vector<rdzv::RunState::NodeView> views =
         state.nodes(static_cast<size_t>(std::max(0, unlisted)));
@@ -1016,7 +1040,6 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
       sick.address = info->second.address;
       sick.local_world_size = info->second.local_world_size;
     }
-    out.last_failure = run.last_failure;
     const rdzv::RunProgress& progress = state.worker_progress();
     if (auto median = progress.median_step_time()) out.median_step_ms = median->count();
     for (const rdzv::SlowRank& slow : progress.slowest()) {

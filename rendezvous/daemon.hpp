@@ -129,6 +129,9 @@ class RendezvousDaemon {
   void on_member(Run& run, ControlSession& session, const proto::Leave& leave);
   static std::string hello_problem(const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
+  proto::StatusRun run_summary(const std::string& id, const Run& run) const;
+  proto::StatusReply brief_status(const std::string& only_run,
+                                  const std::string& own_node_prefix) const;
   void on_events(ControlSession& session, const proto::EventsRequest& request);
   void on_stop_run(ControlSession& session, const proto::StopRunRequest& request);
   void answer_query(ControlSession& session, const proto::ControlMessage& reply,

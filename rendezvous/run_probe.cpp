@@ -16,7 +16,8 @@ int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& 
     if (run.run_id != target.run_id) continue;
     bool counted = run.phase == "running" || (run.phase == "forming" && !target.running_only);
     if (!counted) return 0;
-    int live = 0;
+    if (run.live_nodes >= 0) return run.live_nodes;  // a brief reply counted them
+    int live = 0;  // a daemon that predates brief replies listed them
     for (const proto::StatusNode& node : run.nodes) {
       bool ours = !target.own_node_id.empty() && node.node_id.rfind(target.own_node_id, 0) == 0;
       live += !ours && node.heartbeat_age_ms <= target.heartbeat_timeout.count();
@@ -78,7 +79,7 @@ void RunProbe::on_connected() {
 void RunProbe::on_message(proto::ControlMessage message) {
   if (auto* challenge = std::get_if<proto::Challenge>(&message); challenge && challenge_.empty()) {
     challenge_ = challenge->nonce;
-    proto::StatusRequest request{target_.run_id, "", ""};
+    proto::StatusRequest request{target_.run_id, "", "", /*brief=*/true, target_.own_node_id};
     if (!target_.token.empty()) {
       nonce_ = proto::random_nonce();
       request.client_nonce = nonce_;

@@ -2,9 +2,10 @@
 // live nodes are in: what an agent that moved to a --rdzv-fallback asks the endpoint it left (a
 // node cut off alone goes back once the network heals, instead of waiting out the join timeout at
 // a fallback no majority will reach), and what an agent waiting for a round asks the later
-// fallbacks (the run went on there without it: its side of a split was the minority). One status
-// request (challenge, request with the run token's proof, the daemon's proven answer), under one
-// deadline. Owned by the agent until its answer; io thread only.
+// fallbacks (the run went on there without it: its side of a split was the minority). One brief
+// status request (challenge, request with the run token's proof, the daemon's proven answer: the
+// run's phase and its live nodes counted, none listed), under one deadline. Owned by the agent
+// until its answer; io thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -34,7 +35,8 @@ struct RunProbeTarget {
 
 /// The nodes of `target.run_id` in `reply` that are not this agent's and were heard within the
 /// heartbeat timeout, when the run is still forming (unless `running_only`) or running (0
-/// otherwise).
+/// otherwise): as the daemon counted them in a brief reply, or counted here in the node list of
+/// a daemon that predates brief replies.
 int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target);
 
 class RunProbe {

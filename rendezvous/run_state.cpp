@@ -636,6 +636,16 @@ std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
   return views;
 }
 
+int RunState::live_nodes(TimePoint now, std::string_view not_prefixed) const {
+  int live = 0;
+  for (const auto& [id, node] : nodes_) {
+    bool excluded = !not_prefixed.empty() &&
+                    std::string_view(id).substr(0, not_prefixed.size()) == not_prefixed;
+    live += !excluded && now - node.last_seen <= config_.heartbeat_timeout;
+  }
+  return live;
+}
+
 bool RunState::carried_last_round(const NodeInfo& info) const {
   return info.last_round >= 0 &&
          info.last_round == (current_round_ < 0 ? carried_round_ : current_round_);

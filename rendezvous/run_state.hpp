@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rendezvous/carried_round.hpp"
@@ -87,6 +88,9 @@ class RunState {
   /// copy of every node of 100,000 is 30 MiB, allocated and faulted in on every call.
   std::vector<NodeView> nodes(size_t limit) const;
   size_t node_count() const { return nodes_.size(); }
+  /// The nodes heard within the heartbeat timeout, but those whose id starts with `not_prefixed`
+  /// (an asking agent's own; empty: none excluded).
+  int live_nodes(TimePoint now, std::string_view not_prefixed) const;
   /// The node's last frame; nullopt for a node the run does not have.
   std::optional<TimePoint> last_seen(const std::string& node_id) const;
   const RunProgress& worker_progress() const { return progress_; }

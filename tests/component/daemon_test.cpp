@@ -859,6 +859,33 @@ TEST_CASE("a status reply lists a bounded number of nodes and counts the rest",
   CHECK(back->runs[1].more_nodes == 3);
 }
 
+TEST_CASE("a brief status lists no node and counts the run's live ones, not the asker's own",
+          "[component][daemon][fallback]") {
+  DaemonThread d;
+  std::vector<std::unique_ptr<Client>> nodes;
+  for (const char* id : {"far:1#0", "far:1#1", "me:2#0"}) {
+    nodes.push_back(std::make_unique<Client>(d.daemon.port()));
+    nodes.back()->hello("job", id, 4);
+  }
+  Client agent(d.daemon.port());
+  agent.send(proto::StatusRequest{"job", "", "", /*brief=*/true, "me:2#"});
+  auto reply = agent.expect<proto::StatusReply>();
+  REQUIRE(reply.runs.size() == 1);
+  const proto::StatusRun& run = reply.runs[0];
+  CHECK(run.run_id == "job");
+  CHECK(run.phase == "forming");
+  CHECK(run.max_nodes == 4);
+  CHECK(run.nodes.empty());
+  CHECK(run.slowest.empty());
+  CHECK(run.more_nodes == 3);
+  CHECK(run.live_nodes == 2);
+  Client tool(d.daemon.port());  // a full status, as cohort status asks: no count
+  auto full = std::get<proto::StatusReply>(tool.status("job"));
+  REQUIRE(full.runs.size() == 1);
+  CHECK(full.runs[0].nodes.size() == 3);
+  CHECK(full.runs[0].live_nodes == -1);
+}
+
 TEST_CASE(
     "a status or events reply left unread closes at its deadline, past the budget the next "
     "request is told busy",

@@ -198,6 +198,8 @@ TEST_CASE("only a forming (unless asked for a round) or running run's nodes hear
   reply.runs[0].phase = "completed";
   CHECK(live_nodes_elsewhere(reply, target) == 0);
   reply.runs[0].phase = "running";
+  reply.runs[0].live_nodes = 7;  // a brief reply: the daemon's count, not the list's (an older
+  CHECK(live_nodes_elsewhere(reply, target) == 7);  // daemon's full reply has none: counted here)
   reply.runs[0].run_id = "another";
   CHECK(live_nodes_elsewhere(reply, target) == 0);
 }

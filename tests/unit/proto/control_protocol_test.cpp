@@ -125,6 +125,28 @@ TEST_CASE("every message survives a round trip", "[unit][proto]") {
   CHECK_FALSE(decode_message(
       encode_message(StatusRequest{"", "", std::string(kMaxClientNonceBytes + 1, 'n')}), error));
   CHECK(error.find("client_nonce") != std::string::npos);
+  // An agent's brief question and its answer's count; a request of an older tool is not brief,
+  // and a full reply leaves the count out.
+  auto brief = std::get<StatusRequest>(
+      *decode_message(encode_message(StatusRequest{"j", "", "", true, "me:1#"}), error));
+  CHECK(brief.brief);
+  CHECK(brief.own_node_prefix == "me:1#");
+  CHECK_FALSE(
+      std::get<StatusRequest>(*decode_message(R"({"type":"status","run_id":"j"})", error)).brief);
+  CHECK_FALSE(decode_message(
+      encode_message(StatusRequest{"j", "", "", true, std::string(kMaxNodeIdBytes + 1, 'p')}),
+      error));
+  CHECK(error.find("own_node_prefix") != std::string::npos);
+  StatusRun counted{"j", "running", 1, 0, 0, 2, 3, 0, {}};
+  counted.live_nodes = 2;
+  CHECK(std::get<StatusReply>(*decode_message(encode_message(StatusReply{1, {counted}}), error))
+            .runs[0]
+            .live_nodes == 2);
+  counted.live_nodes = -1;
+  CHECK(encode_message(StatusReply{1, {counted}}).find("live_nodes") == std::string::npos);
+  CHECK(std::get<StatusReply>(*decode_message(encode_message(StatusReply{1, {counted}}), error))
+            .runs[0]
+            .live_nodes == -1);
   failed.cause = "signal 11 (SIGSEGV): Segmentation fault";
   CHECK(std::get<WorkerFailed>(*decode_message(encode_message(failed), error)).cause ==
         failed.cause);

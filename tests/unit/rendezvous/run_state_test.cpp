@@ -165,6 +165,25 @@ TEST_CASE("survivors keep their order: the oldest survivor stays rank 0", "[unit
   CHECK(member_ids(*start) == std::vector<std::string>{"b", "d", "x"});
 }
 
+TEST_CASE("live nodes: heard within the heartbeat timeout, an asker's own prefix not counted",
+          "[unit][rendezvous]") {
+  Fixture f(3, 4);  // heartbeat timeout 3000 ms
+  f.join("host-a:1#0");
+  f.join("host-b:2#0");
+  f.join("host-b:2#1");
+  CHECK(f.run.live_nodes(f.now, "") == 3);
+  f.now += 2000ms;
+  f.run.heartbeat("host-a:1#0", f.now);
+  f.now += 1000ms;  // the two of host-b: 3000 ms ago, still live; host-a 1000 ms
+  CHECK(f.run.live_nodes(f.now, "") == 3);
+  CHECK(f.run.live_nodes(f.now, "host-b:2#") == 1);
+  CHECK(f.run.live_nodes(f.now, "host-a:1#") == 2);
+  CHECK(f.run.live_nodes(f.now, "host-a:1#0-and-more") == 3);  // a longer prefix: no id has it
+  f.now += 1ms;  // host-b's silent for 3001 ms: not live (not dropped yet: no tick)
+  CHECK(f.run.live_nodes(f.now, "") == 1);
+  CHECK(f.run.live_nodes(f.now, "host-a:") == 0);
+}
+
 TEST_CASE("a silent node is lost after the heartbeat timeout", "[unit][rendezvous]") {
   Fixture f(2, 3);
   f.join("a");
