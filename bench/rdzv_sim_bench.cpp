@@ -12,10 +12,11 @@
 // Between the round and the end, optional phases, each timed (and, with --daemon-pid, the
 // daemon's CPU time read from /proc at its edges): --heartbeats K (every agent sends K heartbeats
 // at once; until every ack is back), --status-queries K (K status requests one after another, each
-// on a fresh connection, while every agent is a member), and --restart 1 (the run allows one
-// restart; agent 0 reports a worker failure as an agent does, every agent answers the daemon's
-// `restart` with `join`; from the failure report until every agent has its next round). Driven for
-// these by bench/growth_bench.py.
+// on a fresh connection, while every agent is a member; with --brief-status 1, brief ones, as an
+// agent that moved asks whether the run's other nodes are still there), and --restart 1 (the run
+// allows one restart; agent 0 reports a worker failure as an agent does, every agent answers the
+// daemon's `restart` with `join`; from the failure report until every agent has its next round).
+// Driven for these by bench/growth_bench.py.
 
 #include <unistd.h>
 #include <algorithm>
@@ -47,13 +48,14 @@ struct SimOptions {
   uint16_t port = 0;
   int agents = 1000;
   int local_world_size = 8;
-  int connect_window = 48;  ///< agents connecting or awaiting `welcome` at once (see below)
-  int hold_ms = 0;          ///< once every agent has its round, wait this long before succeeding
-  bool hang = false;        ///< declare a hang instead of succeeding (see the header)
-  bool restart = false;     ///< a worker failure and the restart, before succeeding
-  int heartbeats = 0;       ///< heartbeats per agent, once every agent has its round
-  int status_queries = 0;   ///< status requests, once every agent has its round
-  int daemon_pid = 0;       ///< read its CPU time and RSS from /proc at each phase's edges
+  int connect_window = 48;    ///< agents connecting or awaiting `welcome` at once (see below)
+  int hold_ms = 0;            ///< once every agent has its round, wait this long before succeeding
+  bool hang = false;          ///< declare a hang instead of succeeding (see the header)
+  bool restart = false;       ///< a worker failure and the restart, before succeeding
+  int heartbeats = 0;         ///< heartbeats per agent, once every agent has its round
+  int status_queries = 0;     ///< status requests, once every agent has its round
+  bool brief_status = false;  ///< those requests are brief, as an agent's probe asks
+  int daemon_pid = 0;         ///< read its CPU time and RSS from /proc at each phase's edges
   int timeout_s = 120;
   std::string run_id = "sim";
 };
@@ -335,7 +337,8 @@ class Simulation {
   void on_status_message(ControlSession& session, proto::ControlMessage message) {
     if (!error_.empty()) return;
     if (std::holds_alternative<proto::Challenge>(message)) {
-      session.send(proto::StatusRequest{options_.run_id, ""});
+      session.send(
+          proto::StatusRequest{options_.run_id, "", "", options_.brief_status, "probe-bench:1#"});
     } else if (auto* reply = std::get_if<proto::StatusReply>(&message)) {
       status_ms_.push_back(ms_between(query_from_, Clock::now()));
       status_bytes_ = frame_bytes(*reply);
@@ -455,6 +458,7 @@ int usage() {
       "rdzv_sim_bench --port P [--host 127.0.0.1] [--agents N] [--local-world-size 8]\n"
       "               [--connect-window 48] [--timeout-s 120] [--run-id sim] [--hold-ms 0]\n"
       "               [--hang 1 | --restart 1] [--heartbeats K] [--status-queries K]\n"
+      "               [--brief-status 1]\n"
       "               [--daemon-pid PID]\n",
       stderr);
   return 2;
@@ -488,6 +492,8 @@ int run(int argc, char** argv) {
       options.heartbeats = std::atoi(value.c_str());
     } else if (flag == "--status-queries") {
       options.status_queries = std::atoi(value.c_str());
+    } else if (flag == "--brief-status") {
+      options.brief_status = value == "1";
     } else if (flag == "--daemon-pid") {
       options.daemon_pid = std::atoi(value.c_str());
     } else if (flag == "--run-id") {
