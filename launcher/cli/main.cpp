@@ -144,15 +144,19 @@ void add_status_flags(CLI::App& status, Commands& commands) {
   status.add_option("--token-file", commands.status_token_file,
                     "The daemon's or the run's token (default: $COHORT_TOKEN)");
   status.add_flag("--json", commands.status_query.json, "Print the raw JSON");
-  status.add_option("--events", commands.status_query.events_run,
-                    "Print the history of run RUN from the daemon, an event a line (JSON lines "
-                    "with --json)");
-  status
-      .add_option("--watch", commands.watch_seconds,
-                  "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
-      ->expected(0, 1)
-      ->default_str("2")
-      ->check(CLI::Range(0.2, 3600.0).description(""));
+  CLI::Option* brief = status.add_flag(
+      "--brief", commands.status_query.brief,
+      "Count each run's nodes, and those heard within the heartbeat timeout, instead of listing "
+      "them (for very large runs; a daemon older than this flag lists them)");
+  brief->excludes(status.add_option("--events", commands.status_query.events_run,
+                                    "Print the history of run RUN from the daemon, an event a "
+                                    "line (JSON lines with --json)"));
+  brief->excludes(status
+                      .add_option("--watch", commands.watch_seconds,
+                                  "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
+                      ->expected(0, 1)
+                      ->default_str("2")
+                      ->check(CLI::Range(0.2, 3600.0).description("")));
 }
 
 void declare_commands(CLI::App& app, Commands& commands) {

@@ -79,7 +79,12 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
       if (!node.reason.empty()) out << "  " << shown(node.reason);
       out << "\n";
     }
-    if (run.more_nodes > 0) out << "  ... and " << run.more_nodes << " more nodes\n";
+    if (run.live_nodes >= 0) {  // a brief reply (--brief): counted, none listed
+      out << "  " << run.more_nodes << (run.more_nodes == 1 ? " node, " : " nodes, ")
+          << run.live_nodes << " heard within the heartbeat timeout\n";
+    } else if (run.more_nodes > 0) {
+      out << "  ... and " << run.more_nodes << " more nodes\n";
+    }
     print_slowest(run, out);
   }
 }
@@ -88,7 +93,7 @@ StatusFetch fetch_status(const StatusQuery& query) {
   AnswerCheck check(query.token, "status", query.run_id);
   ControlAnswer answer =
       control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
-        proto::StatusRequest request{query.run_id, "", check.nonce_for(challenge)};
+        proto::StatusRequest request{query.run_id, "", check.nonce_for(challenge), query.brief};
         if (!query.token.empty())
           request.proof = proto::status_proof(query.token, challenge, query.run_id);
         return request;

@@ -27,6 +27,7 @@ struct StatusQuery {
   int timeout_ms = 5000;
   std::string events_run;  ///< --events RUN: that run's events instead of the status
   std::string fallbacks;   ///< --rdzv-fallback: where the run may have moved
+  bool brief = false;      ///< --brief: each run's nodes counted (and the live ones), none listed
 };
 
 /// One status request: the reply, or why there is none with the exit code that says so.

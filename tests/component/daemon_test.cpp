@@ -884,6 +884,18 @@ TEST_CASE("a brief status lists no node and counts the run's live ones, not the 
   REQUIRE(full.runs.size() == 1);
   CHECK(full.runs[0].nodes.size() == 3);
   CHECK(full.runs[0].live_nodes == -1);
+  // cohort status --brief: every node counted (it asks for no prefix), none listed.
+  StatusQuery query;
+  query.endpoint = "127.0.0.1:" + std::to_string(d.daemon.port());
+  query.brief = true;
+  StatusFetch fetched = fetch_status(query);
+  REQUIRE(fetched.reply);
+  std::ostringstream table;
+  print_status_table(*fetched.reply, table);
+  CHECK(table.str() ==
+        "run job: forming, waiting for the first round, restarts 0/0, nodes 4:4, worker store "
+        "port 0\n"
+        "  3 nodes, 3 heard within the heartbeat timeout\n");
 }
 
 TEST_CASE(

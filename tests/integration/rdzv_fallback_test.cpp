@@ -316,6 +316,11 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   INFO(status.err);
   CHECK(status.status.success());
   CHECK(contains(status.out, "run moving: running, round 1,"));
+  RunResult brief = ask({"status", "--brief", "--rdzv-endpoint", run.endpoint, "--rdzv-fallback",
+                         run.fallback, "--rdzv-id", "moving"});
+  CHECK(brief.status.success());
+  CHECK(contains(brief.out, "run moving: running, round 1,"));
+  CHECK(contains(brief.out, "\n  2 nodes, 2 heard within the heartbeat timeout\n"));
   CHECK(contains(status.err, "run 'moving' is at " + run.fallback +
                                  " (--rdzv-fallback), not at --rdzv-endpoint " + run.endpoint));
   // A fallback where nothing listens is passed over; the stop reaches the run where it is.

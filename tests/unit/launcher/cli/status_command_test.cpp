@@ -22,6 +22,24 @@ TEST_CASE("cohort status prints one line per run and one per node", "[unit][laun
         "  127.0.0.3  joining  workers 1  (127.0.0.3:3896:66931#0)\n");
 }
 
+TEST_CASE("cohort status --brief prints each run's node counts instead of its nodes",
+          "[unit][launcher]") {
+  proto::StatusRun big{"big", "running", 3, 0, 1, 2, 20000, 38517, {}};
+  big.more_nodes = 10000;
+  big.live_nodes = 9998;
+  proto::StatusRun one{"one", "forming", -1, 0, 0, 1, 1, 0, {}};
+  one.more_nodes = 1;
+  one.live_nodes = 0;
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {big, one}}, out);
+  CHECK(out.str() ==
+        "run big: running, round 3, restarts 0/1, nodes 2:20000, worker store port 38517\n"
+        "  10000 nodes, 9998 heard within the heartbeat timeout\n"
+        "run one: forming, waiting for the first round, restarts 0/0, nodes 1:1, worker store port "
+        "0\n"
+        "  1 node, 0 heard within the heartbeat timeout\n");
+}
+
 TEST_CASE("cohort status says when the daemon has no runs", "[unit][launcher]") {
   std::ostringstream out;
   print_status_table(proto::StatusReply{29400, {}}, out);
