@@ -19,7 +19,7 @@ int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& 
     if (run.live_nodes >= 0) return run.live_nodes;  // a brief reply counted them
     int live = 0;  // a daemon that predates brief replies listed them
     for (const proto::StatusNode& node : run.nodes) {
-      bool ours = !target.own_node_id.empty() && node.node_id.rfind(target.own_node_id, 0) == 0;
+      bool ours = !target.own_node_id.empty() && node.node_id.starts_with(target.own_node_id);
       live += !ours && node.heartbeat_age_ms <= target.heartbeat_timeout.count();
     }
     return live;

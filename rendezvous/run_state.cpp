@@ -639,8 +639,7 @@ std::vector<RunState::NodeView> RunState::nodes(size_t limit) const {
 int RunState::live_nodes(TimePoint now, std::string_view not_prefixed) const {
   int live = 0;
   for (const auto& [id, node] : nodes_) {
-    bool excluded = !not_prefixed.empty() &&
-                    std::string_view(id).substr(0, not_prefixed.size()) == not_prefixed;
+    bool excluded = !not_prefixed.empty() && id.starts_with(not_prefixed);
     live += !excluded && now - node.last_seen <= config_.heartbeat_timeout;
   }
   return live;
