@@ -433,8 +433,6 @@ TEST_CASE("launch: a stop before the hosts' agents joined still stops them at on
   CHECK(scratch.nothing_left());
 }
 
-// True once `pid` catches `signal` (cohort launch has set up its handling): a stop before that
-// ends the process by the signal itself, before anything was started.
 // The live processes whose parent is `parent` and whose program is `program` (argv[0]).
 std::vector<pid_t> children_of(pid_t parent, const std::string& program) {
   std::vector<pid_t> children;
@@ -446,6 +444,9 @@ std::vector<pid_t> children_of(pid_t parent, const std::string& program) {
   return children;
 }
 
+// True once `pid` catches `signal` (cohort launch has set up its handling): a stop before that
+// ends the process by the signal itself, before anything was started. ChildProcess returns once
+// the child has exec'd, so the caught signals read here are never the test process's own.
 bool catches(pid_t pid, int signal) { return in_signal_mask(pid, "SigCgt", signal); }
 
 // Whatever the moment (the hosts' check, ssh starting the agents, a health check, a round, a

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -39,6 +40,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
   for (auto& arg : argv_copy) args.push_back(arg.data());
   args.push_back(nullptr);
 
+  // The write end closes at exec: its end of file tells that the child runs its own program, and
+  // no longer the test's signal handlers (a check of the child's caught signals before that would
+  // see Catch2's).
+  int exec_pipe[2];
+  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
@@ -57,11 +63,18 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, ChildOptions op
     // are in place vanish instead of ending it.
     for (int stop : {SIGINT, SIGQUIT, SIGHUP, SIGTERM}) ::signal(stop, SIG_DFL);
     if (!options.working_dir.empty() && ::chdir(options.working_dir.c_str()) != 0) ::_exit(126);
-    ::close_range(3, ~0U, 0);  // nothing of the test process leaks into the child
+    // Nothing of the test process leaks into the child but the pipe's write end, as fd 3.
+    if (exec_pipe[1] != 3 && ::dup3(exec_pipe[1], 3, O_CLOEXEC) < 0) ::_exit(126);
+    ::close_range(4, ~0U, 0);
     ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   ::setpgid(pid_, pid_);
+  ::close(exec_pipe[1]);
+  char ignored;
+  while (::read(exec_pipe[0], &ignored, 1) < 0 && errno == EINTR) {
+  }
+  ::close(exec_pipe[0]);
 }
 
 // Killed, then reaped within 30 s: a child that a SIGKILL cannot end (stuck in the kernel) is
