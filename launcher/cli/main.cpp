@@ -151,12 +151,13 @@ void add_status_flags(CLI::App& status, Commands& commands) {
   brief->excludes(status.add_option("--events", commands.status_query.events_run,
                                     "Print the history of run RUN from the daemon, an event a "
                                     "line (JSON lines with --json)"));
-  brief->excludes(status
-                      .add_option("--watch", commands.watch_seconds,
-                                  "Redraw a compact table every SECONDS (default 2) until Ctrl-C")
-                      ->expected(0, 1)
-                      ->default_str("2")
-                      ->check(CLI::Range(0.2, 3600.0).description("")));
+  status
+      .add_option("--watch", commands.watch_seconds,
+                  "Redraw a compact table every SECONDS (default 2) until Ctrl-C (with --brief: "
+                  "each run's nodes counted)")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.2, 3600.0).description(""));
 }
 
 void declare_commands(CLI::App& app, Commands& commands) {

@@ -66,8 +66,14 @@ void run_lines(const proto::StatusRun& run, int width, std::string& out) {
                width) +
            "\n";
   }
-  if (run.more_nodes > 0)
+  if (run.live_nodes >= 0) {  // a brief reply (--brief): counted, none listed
+    out += cut(cat("  ", run.live_nodes, " of ", run.more_nodes,
+                   " nodes heard within the heartbeat timeout"),
+               width) +
+           "\n";
+  } else if (run.more_nodes > 0) {
     out += cut(cat("  ... and ", run.more_nodes, " more nodes"), width) + "\n";
+  }
 }
 
 }  // namespace
@@ -141,7 +147,8 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
   if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
   if (fetched.reply->runs.empty()) return out + "no runs\n";
   out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
-  out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";
+  if (!query.brief)
+    out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";
   for (const proto::StatusRun& run : fetched.reply->runs) run_lines(run, width, out);
   return out;
 }

@@ -28,15 +28,19 @@ class Tmux {
     options.env.erase("COHORT_TEST_MARKER");  // the tmux server is the test's, not cohort's
     return run_to_end(args, options, 10s);
   }
-  /// `cohort status --watch 0.3` against `endpoint` in a `columns`-wide session named "watch".
-  void start_watch(const std::string& endpoint, int columns) {
+  /// `cohort status --watch 0.3` (and `flags`) against `endpoint` in a `columns`-wide session.
+  void start_watch(const std::string& endpoint, int columns, const std::string& session = "watch",
+                   const std::string& flags = "") {
     RunResult started =
-        tmux({"new-session", "-d", "-s", "watch", "-x", std::to_string(columns), "-y", "30",
-              std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + endpoint});
+        tmux({"new-session", "-d", "-s", session, "-x", std::to_string(columns), "-y", "30",
+              std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + endpoint + " " +
+                  flags});
     INFO(started.out << started.err);
     REQUIRE(started.status.success());
   }
-  std::string screen() { return tmux({"capture-pane", "-p", "-t", "watch"}).out; }
+  std::string screen(const std::string& session = "watch") {
+    return tmux({"capture-pane", "-p", "-t", session}).out;
+  }
   bool running() { return tmux({"has-session", "-t", "watch"}).status.success(); }
 
  private:
@@ -60,30 +64,39 @@ TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stop
   auto b = cluster.node("127.0.0.3", flags, worker);
   Tmux tmux(scratch);
   tmux.start_watch(cluster.endpoint(), 150);
-  std::string screen;
+  tmux.start_watch(cluster.endpoint(), 150, "brief", "--brief");
+  std::string screen, brief;
   bool both = wait_until(
       [&] {
         screen = tmux.screen();
+        brief = tmux.screen("brief");
         return contains(screen, "watched") && contains(screen, "127.0.0.2") &&
-               contains(screen, "127.0.0.3") && contains(screen, "running");
+               contains(screen, "127.0.0.3") && contains(screen, "running") &&
+               contains(brief, "2 of 2 nodes heard within the heartbeat timeout");
       },
       20s);
-  INFO(screen << "\n" << cluster.daemon().output());
+  INFO(screen << "\n" << brief << "\n" << cluster.daemon().output());
   REQUIRE(both);
   CHECK(contains(screen, "cohort status --watch  " + cluster.endpoint()));
   CHECK(contains(screen, "HEARTBEAT"));
+  CHECK(std::regex_search(brief, std::regex(R"(\nwatched +running +\d+ +2 \(1:2\))")));
+  CHECK_FALSE(contains(brief, "127.0.0.2"));  // counted, not listed
+  CHECK_FALSE(contains(brief, "HEARTBEAT"));
   b->signal(SIGKILL);
   b->wait(5s);
   bool redrawn = wait_until(
       [&] {
         screen = tmux.screen();
-        return contains(screen, "lost") && !contains(screen, "127.0.0.3  ");
+        brief = tmux.screen("brief");
+        return contains(screen, "lost") && !contains(screen, "127.0.0.3  ") &&
+               contains(brief, "1 of 1 nodes heard");
       },
       20s);
-  INFO(screen);
+  INFO(screen << "\n" << brief);
   CHECK(redrawn);
-  tmux.tmux({"send-keys", "-t", "watch", "C-c"});
+  for (const char* session : {"watch", "brief"}) tmux.tmux({"send-keys", "-t", session, "C-c"});
   CHECK(wait_until([&] { return !tmux.running(); }, 10s));
+  CHECK(wait_until([&] { return !tmux.tmux({"has-session", "-t", "brief"}).status.success(); }));
   a->signal(SIGTERM);
   CHECK(a->wait(10s));
   CHECK(cluster.stop_daemon());

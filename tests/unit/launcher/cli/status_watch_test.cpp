@@ -32,6 +32,23 @@ TEST_CASE("the watch screen: a run line, a line per node with its heartbeat age"
         "  127.0.0.3         member     1     2        12 s      done\n");
 }
 
+TEST_CASE("the brief watch screen counts each run's nodes and lists none",
+          "[unit][launcher][status]") {
+  proto::StatusRun run{"job", "running", 3, 1, 3, 2, 10000, 41817, {}};
+  run.more_nodes = 9998;
+  run.live_nodes = 9990;
+  StatusQuery query;
+  query.endpoint = "head:29400";
+  query.brief = true;
+  std::string screen = watch_screen({proto::StatusReply{29400, {run}}, 0, ""}, query,
+                                    std::chrono::milliseconds(2000), "12:00:00", 0);
+  CHECK(screen ==
+        "cohort status --watch  head:29400  every 2.0 s  12:00:00  (Ctrl-C to stop)\n\n"
+        "RUN                 PHASE     ROUND  NODES      RESTARTS\n"
+        "job                 running   3      9998 (2:10000) 1/3\n"
+        "  9990 of 9998 nodes heard within the heartbeat timeout\n");
+}
+
 TEST_CASE("the watch screen fits the terminal and shows why there is no status",
           "[unit][launcher][status]") {
   StatusQuery query;
