@@ -4,6 +4,7 @@
 #include <climits>
 #include <csignal>
 #include <random>
+#include <set>
 
 #include "common/event_log.hpp"
 #include "common/host_port.hpp"
@@ -184,6 +185,17 @@ void check_accepted_flags(const RunOptions& options, ValidatedRun& run) {
             "got '",
             handler, "'"));
   }
+}
+
+// --local-ranks-filter that names no local rank of this node shows no worker's output: said, as
+// torchrun does not, but no error (nodes of another --nproc-per-node may have those ranks).
+void check_console_ranks(const RunOptions& options, const AgentConfig& config, ValidatedRun& run) {
+  const std::set<int>& shown = config.output.console_ranks;
+  if (shown.empty() || config.nproc < 1 || *shown.begin() < config.nproc) return;
+  run.warnings.push_back(cat("--local-ranks-filter ", options.local_ranks_filter,
+                             ": no such local rank on this node (--nproc-per-node ", config.nproc,
+                             "): no worker's output reaches the console (files, with --log-dir, "
+                             "get everything)"));
 }
 
 // --virtual-local-rank: every worker needs a device of its own in CUDA_VISIBLE_DEVICES.
@@ -413,6 +425,7 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   config.shutdown_timeout = shutdown_timeout(options, machine, problems);
   config.log_dir = options.log_dir;
   parse_outputs(options, machine, config, problems);
+  check_console_ranks(options, config, checked.run);
   parse_signals(options, config, problems);
   check_accepted_flags(options, checked.run);
   check_virtual_local_rank(options, machine, config, problems);

@@ -171,6 +171,18 @@ TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--rdzv-conf", "join_timeout=soon", "t.py"}).problems, "--rdzv-conf"));
 }
 
+TEST_CASE("a --local-ranks-filter of no local rank here is said, and no error",
+          "[unit][launcher]") {
+  ValidatedRun none = validate({"--nproc-per-node", "2", "--local-ranks-filter", "5,2", "t.py"});
+  CHECK(none.problems.empty());
+  CHECK(mentions(none.warnings,
+                 "--local-ranks-filter 5,2: no such local rank on this node "
+                 "(--nproc-per-node 2)"));
+  ValidatedRun some = validate({"--nproc-per-node", "2", "--local-ranks-filter", "5,1", "t.py"});
+  CHECK_FALSE(mentions(some.warnings, "--local-ranks-filter"));
+  CHECK_FALSE(mentions(validate({"--nproc-per-node", "2", "t.py"}).warnings, "--local-ranks"));
+}
+
 TEST_CASE("USR1 is forwarded without stopping, TERM stops", "[unit][launcher]") {
   ValidatedRun run = validate({"--signals-to-handle", "SIGTERM,SIGUSR1,usr2", "t.py"});
   REQUIRE(run.problems.empty());
