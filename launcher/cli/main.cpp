@@ -157,7 +157,7 @@ void add_status_flags(CLI::App& status, Commands& commands) {
                   "each run's nodes counted)")
       ->expected(0, 1)
       ->default_str("2")
-      ->check(CLI::Range(0.2, 3600.0).description(""));
+      ->check(number_within(0.2, 3600, "seconds"));
 }
 
 void declare_commands(CLI::App& app, Commands& commands) {

@@ -23,6 +23,7 @@
 #include "common/signal_blocking.hpp"
 #include "common/text.hpp"
 #include "launcher/options/byte_size.hpp"
+#include "launcher/options/help_format.hpp"
 #include "launcher/tokens/token_source.hpp"
 #include "rendezvous/daemon.hpp"
 #include "store/store_server.hpp"
@@ -130,7 +131,7 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
                "Listen beyond loopback without a token (anyone who reaches it can steer runs)");
   app.add_option("--port", command.port, "Control port for agents (0: any free port)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(whole_number_within(0, 65535, "a port"));
   app.add_option("--port-file", command.port_file, "Write the bound control port to this file");
   app.add_option("--store-ports", command.store_ports,
                  "Ports for the per-round worker stores, e.g. 29500-29599 (default: any free)");
@@ -144,7 +145,7 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
       ->capture_default_str();
   app.add_option("--tcpstore-port", command.tcpstore_port,
                  "Also serve one plain, long-lived TCPStore on this port (0: any free port)")
-      ->check(CLI::Range(0, 65535));
+      ->check(whole_number_within(0, 65535, "a port"));
   app.add_option("--tcpstore-port-file", command.tcpstore_port_file,
                  "Write the bound TCPStore port to this file");
   app.add_option("--http-port", command.http_port,

@@ -1,6 +1,8 @@
 #include "launcher/options/help_format.hpp"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace cohort {
@@ -57,6 +59,33 @@ std::string out_of_range_message(const std::string& command, const CLI::App& app
   if (culprit.empty()) culprit = overflowing_variable(app);
   if (culprit.empty()) culprit = "a number on the command line";
   return command + ": " + culprit + ": out of range (" + command + " --help)\n";
+}
+
+namespace {
+
+CLI::Validator within(double min, double max, const std::string& what, bool whole) {
+  auto check = [min, max, what, whole](std::string& text) -> std::string {
+    char* end = nullptr;
+    errno = 0;
+    double value = std::strtod(text.c_str(), &end);
+    bool number = !text.empty() && end == text.c_str() + text.size() && errno == 0 &&
+                  (!whole || value == std::floor(value));
+    if (number && value >= min && value <= max) return "";
+    char range[64];
+    std::snprintf(range, sizeof range, "from %g to %g", min, max);
+    return "expected " + what + " " + range + ", got '" + text + "'";
+  };
+  return CLI::Validator(check, "");
+}
+
+}  // namespace
+
+CLI::Validator number_within(double min, double max, const std::string& what) {
+  return within(min, max, what, false);
+}
+
+CLI::Validator whole_number_within(int64_t min, int64_t max, const std::string& what) {
+  return within(static_cast<double>(min), static_cast<double>(max), what, true);
 }
 
 }  // namespace cohort

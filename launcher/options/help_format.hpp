@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,12 @@ std::string parse_error_message(const std::string& command, const CLI::Error& er
 /// variable of `app` (or of its subcommands) that holds the number.
 std::string out_of_range_message(const std::string& command, const CLI::App& app,
                                  const std::vector<std::string>& words);
+
+/// A flag's check that its value is a number from `min` to `max`, failing with
+/// "expected <what> from <min> to <max>, got '<value>'" (CLI11's own says "Value abc not in range
+/// 0.200000 to 3600.000000", even of a word).
+CLI::Validator number_within(double min, double max, const std::string& what);
+/// The same for a whole number (a port).
+CLI::Validator whole_number_within(int64_t min, int64_t max, const std::string& what);
 
 }  // namespace cohort
