@@ -60,7 +60,7 @@ int resolve_nproc(const std::string& text, const RunEnvironment& machine, Proble
   auto number = parse_int(text);
   if (!number || *number < 1 || *number > 4096) {
     problems.push_back(
-        cat("--nproc-per-node: expected a positive number, 'cpu', 'gpu', 'auto' or "
+        cat("--nproc-per-node: expected a number from 1 to 4096, 'cpu', 'gpu', 'auto' or "
             "an accelerator (",
             accelerator_names(), "), got '", text, "'"));
     return 1;

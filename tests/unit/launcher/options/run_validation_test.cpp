@@ -145,6 +145,9 @@ TEST_CASE("a run id must be one plain path component of at most 128 characters",
 TEST_CASE("bad values are reported with their flag", "[unit][launcher]") {
   CHECK(mentions(validate({"--nproc-per-node", "abc", "t.py"}).problems, "--nproc-per-node"));
   CHECK(mentions(validate({"--nproc-per-node", "0", "t.py"}).problems, "--nproc-per-node"));
+  CHECK(mentions(validate({"--nproc-per-node", "4097", "t.py"}).problems,
+                 "--nproc-per-node: expected a number from 1 to 4096"));
+  CHECK(validate({"--nproc-per-node", "4096", "t.py"}).problems.empty());
   CHECK(mentions(validate({"--nnodes", "0", "t.py"}).problems, "--nnodes"));
   CHECK(mentions(validate({"--nnodes", "3:2", "t.py"}).problems, "--nnodes"));
   CHECK(mentions(validate({"--nnodes", "a:b:c", "t.py"}).problems, "--nnodes"));
