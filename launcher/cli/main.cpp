@@ -20,6 +20,7 @@
 #include "launcher/options/did_you_mean.hpp"
 #include "launcher/options/flag_abbreviations.hpp"
 #include "launcher/options/help_format.hpp"
+#include "launcher/options/run_options.hpp"
 #include "launcher/tokens/slurm_token.hpp"
 #include "launcher/tokens/token_source.hpp"
 
@@ -191,8 +192,11 @@ void declare_commands(CLI::App& app, Commands& commands) {
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   if (unknown_command(app, argc, argv)) return kExitUsage;
   std::string command = command_name(app, argc, argv);
-  app.failure_message([command](const CLI::App*, const CLI::Error& error) {
-    return parse_error_message(command, error);
+  app.failure_message([command](const CLI::App* top, const CLI::Error& error) {
+    std::string origin;  // a bad value from PET_*, which the user may never have typed
+    for (const CLI::App* sub : top->get_subcommands())
+      origin += env_origin(*sub, error.what(), parse_environ(environ));
+    return parse_error_message(command, error, origin);
   });
   std::vector<std::string> words = expanded_words(app, argc, argv);
   if (words.empty()) return kExitUsage;

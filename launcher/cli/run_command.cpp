@@ -234,7 +234,8 @@ int run_command(const CLI::App& app, RunOptions& options) {
   ValidatedRun validated = validate_run_options(options, machine);
   validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
   if (!validated.problems.empty()) {
-    for (const auto& problem : validated.problems) std::cerr << "cohort run: " << problem << "\n";
+    for (const auto& problem : validated.problems)
+      std::cerr << "cohort run: " << problem << env_origin(app, problem, machine.env) << "\n";
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
   if (!local_setup_ok(options, run_token(options, launched, machine.env), validated)) {

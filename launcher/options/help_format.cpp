@@ -13,8 +13,9 @@ std::string ScriptUsageFormatter::make_usage(const CLI::App* app, std::string na
   return usage + " SCRIPT [ARGS...]\n";
 }
 
-std::string parse_error_message(const std::string& command, const CLI::Error& error) {
-  return command + ": " + error.what() + " (" + command + " --help)\n";
+std::string parse_error_message(const std::string& command, const CLI::Error& error,
+                                const std::string& note) {
+  return command + ": " + error.what() + note + " (" + command + " --help)\n";
 }
 
 namespace {

@@ -17,8 +17,9 @@ class ScriptUsageFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App* app, std::string name) const override;
 };
 
-/// A parse error of `command` ("cohort run", "cohortd"), pointing at its --help.
-std::string parse_error_message(const std::string& command, const CLI::Error& error);
+/// A parse error of `command` ("cohort run", "cohortd"), then `note`, pointing at its --help.
+std::string parse_error_message(const std::string& command, const CLI::Error& error,
+                                const std::string& note = "");
 
 /// CLI11 2.1 lets std::out_of_range escape parse() when a flag is given a count past 64 bits
 /// (--verbose=99999999999999999999, or in PET_VERBOSE): the error for it, naming the word or the

@@ -1,6 +1,7 @@
 #include "launcher/options/run_options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 
 #include "launcher/options/did_you_mean.hpp"
@@ -246,6 +247,22 @@ std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOption
   if (share == env.end() || share->second != "1" || app.count("--worker-store") > 0) return {};
   options.worker_store = "rank0";
   return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: --worker-store rank0"};
+}
+
+std::string env_origin(const CLI::App& app, const std::string& text,
+                       const std::map<std::string, std::string>& env) {
+  size_t start = text.find("--");
+  if (start == std::string::npos) return "";
+  size_t end = start + 2;
+  while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
+                               text[end] == '-' || text[end] == '_'))
+    ++end;
+  const CLI::Option* option = app.get_option_no_throw(text.substr(start, end - start));
+  if (option == nullptr || option->get_envname().empty()) return "";
+  if (env.count(option->get_envname()) == 0) return "";
+  const std::vector<CLI::Option*>& given = app.parse_order();  // the command line's, not env's
+  if (std::find(given.begin(), given.end(), option) != given.end()) return "";
+  return " (from " + option->get_envname() + " in the environment)";
 }
 
 log::Level log_level_for(const RunOptions& options) {

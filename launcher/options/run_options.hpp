@@ -101,6 +101,12 @@ std::string pet_name(const std::string& dashed);
 std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOptions& options,
                                                   const std::map<std::string, std::string>& env);
 
+/// " (from PET_NNODES in the environment)" when the value of `app`'s flag named in `text` (the
+/// first "--name" in it: a problem, a parse error) came from its PET_ variable and not from the
+/// command line, so that a user who never typed the flag sees where it came from; else "".
+std::string env_origin(const CLI::App& app, const std::string& text,
+                       const std::map<std::string, std::string>& env);
+
 /// cohort's own log level: -q, -v, -vv, else LOGLEVEL, else warnings.
 log::Level log_level_for(const RunOptions& options);
 

@@ -87,6 +87,30 @@ TEST_CASE("each command's errors point at its own --help", "[integration][help]"
   }
 }
 
+// Kubeflow and others set PET_* for torchrun: a bad one is named, though no flag was typed.
+TEST_CASE("a bad value from a PET_ variable names the variable, at parse and in validation",
+          "[integration][help]") {
+  Scratch scratch;
+  auto run = [&](const std::string& variable, const std::string& value,
+                 std::vector<std::string> flags) {
+    ChildOptions options = scratch.options();
+    options.env[variable] = value;
+    flags.insert(flags.begin(), {kCohortBin, "run"});
+    flags.push_back("t.py");
+    RunResult result = scratch.run_argv(flags, options, 30s);
+    CHECK(result.status.shell_code() == 2);
+    return result.err;
+  };
+  CHECK(contains(run("PET_MAX_RESTARTS", "x", {}),
+                 "--max-restarts = x (from PET_MAX_RESTARTS in the environment) "
+                 "(cohort run --help)"));
+  CHECK(contains(run("PET_NNODES", "0", {}),
+                 "cohort run: --nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '0' "
+                 "(from PET_NNODES in the environment)\n"));
+  std::string typed = run("PET_NNODES", "0", {"--nnodes", "0"});
+  CHECK(contains(typed, "got '0'\n"));  // typed: the user's own value, no variable named
+}
+
 TEST_CASE("internal flags are accepted though hidden, --raw_output and PET_RAW_OUTPUT work",
           "[integration][help]") {
   Scratch scratch;

@@ -15,16 +15,21 @@ struct Parsed {
   std::string command_error;
 };
 
+// `cohort run`'s flags on `app`, into `options`, and `args` parsed by it.
+void parse_with(CLI::App& app, RunOptions& options, std::vector<std::string> args) {
+  add_run_flags(app, options);
+  args.insert(args.begin(), "run");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+}
+
 // Parses `args` as `cohort run` does, with `torch_env` for apply_torch_env_defaults.
 Parsed parse(std::vector<std::string> args,
              const std::map<std::string, std::string>& torch_env = {}) {
   Parsed parsed;
   CLI::App app;
-  add_run_flags(app, parsed.options);
-  args.insert(args.begin(), "run");
-  std::vector<char*> argv;
-  for (auto& arg : args) argv.push_back(arg.data());
-  app.parse(static_cast<int>(argv.size()), argv.data());
+  parse_with(app, parsed.options, std::move(args));
   parsed.command_error = take_command(app.remaining(), parsed.options);
   apply_torch_env_defaults(app, parsed.options, torch_env);
   return parsed;
@@ -55,6 +60,31 @@ TEST_CASE("PET_ variables give defaults that flags override", "[unit][launcher]"
   CHECK(parse({"--nproc-per-node", "2", "train.py"}).options.nproc_per_node == "2");
   env.set("PET_STANDALONE", "0");
   CHECK_FALSE(parse({"train.py"}).options.standalone);
+}
+
+// What the parse of `args` (with the environment as it is) says of `problem`'s flag.
+std::string origin_of(std::vector<std::string> args, const std::string& problem) {
+  RunOptions options;
+  CLI::App app;
+  parse_with(app, options, std::move(args));
+  return env_origin(app, problem, {{"PET_NNODES", "0"}, {"PET_MAX_RESTARTS", "x"}});
+}
+
+TEST_CASE("a bad value from a PET_ variable is said to come from it, one typed is not",
+          "[unit][launcher]") {
+  test::EnvGuard env;
+  env.set("PET_NNODES", "0");
+  CHECK(origin_of({"t.py"}, "--nnodes: expected N or MIN:MAX, got '0'") ==
+        " (from PET_NNODES in the environment)");
+  // Given on the command line, in either spelling: the value is the user's own.
+  CHECK(origin_of({"--nnodes", "0", "t.py"}, "--nnodes: expected N").empty());
+  CHECK(origin_of({"--nnodes=0", "t.py"}, "--nnodes: expected N").empty());
+  // A conversion error names the flag after other words.
+  CHECK(origin_of({"t.py"}, "Could not convert: --max-restarts = x") ==
+        " (from PET_MAX_RESTARTS in the environment)");
+  CHECK(origin_of({"t.py"}, "no flag named here").empty());
+  CHECK(origin_of({"t.py"}, "--bogus: x").empty());
+  CHECK(origin_of({"t.py"}, "--nproc-per-node: x").empty());  // PET_NPROC_PER_NODE is unset
 }
 
 TEST_CASE("unknown flags and a missing script are errors", "[unit][launcher]") {
