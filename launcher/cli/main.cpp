@@ -47,6 +47,7 @@ int status_command(StatusQuery query, const std::string& token_file, double watc
   if (!token) return kExitUsage;
   query.token = *token;
   std::string run_id = query.events_run.empty() ? query.run_id : query.events_run;
+  const std::string given_endpoint = query.endpoint;  // --rdzv-endpoint, before any move
   if (!follow_the_run("status", query.endpoint, query.fallbacks, run_id, query.token,
                       RunWanted::Any))
     return kExitUsage;
@@ -63,7 +64,14 @@ int status_command(StatusQuery query, const std::string& token_file, double watc
     std::cerr << "cohort status: --watch redraws a table; it does not combine with --json\n";
     return kExitUsage;
   }
-  return watch_status(query, std::chrono::milliseconds(static_cast<int64_t>(watch_seconds * 1000)));
+  RelocateWatch relocate;
+  if (!query.fallbacks.empty()) {
+    relocate = [given_endpoint, query](const std::string& current) {
+      return run_elsewhere(current, given_endpoint, query.fallbacks, query.run_id, query.token);
+    };
+  }
+  return watch_status(query, std::chrono::milliseconds(static_cast<int64_t>(watch_seconds * 1000)),
+                      relocate);
 }
 
 // A first word that names no command ("cohort runn"): says so, with the closest command.

@@ -111,4 +111,23 @@ bool follow_the_run(const std::string& command, std::string& endpoint, const std
   return true;
 }
 
+std::string run_elsewhere(const std::string& current, const std::string& endpoint,
+                          const std::string& list, const std::string& run_id,
+                          const std::string& token) {
+  if (list.empty()) return "";
+  std::string problem;
+  auto first = parse_host_port(endpoint, 29400);
+  auto fallbacks = parse_fallback_list(list, first ? first->port : 29400, problem);
+  if (!fallbacks) return "";
+  std::vector<std::string> candidates{endpoint};
+  for (const HostPort& fallback : *fallbacks)
+    candidates.push_back(host_port_text(fallback.host, fallback.port));
+  RunWanted wanted = run_id.empty() ? RunWanted::Any : RunWanted::Live;
+  for (const std::string& candidate : candidates) {
+    if (candidate != current && has_run(candidate, run_id, token, wanted, kRunQueryMs))
+      return candidate;
+  }
+  return "";
+}
+
 }  // namespace cohort

@@ -40,4 +40,13 @@ enum class RunWanted {
 bool follow_the_run(const std::string& command, std::string& endpoint, const std::string& list,
                     const std::string& run_id, const std::string& token, RunWanted wanted);
 
+/// `cohort status --watch` with --rdzv-fallback LIST, when the daemon at `current` no longer shows
+/// run `run_id` forming or running (or, with no run id, no longer answers): the first of
+/// `endpoint` (--rdzv-endpoint) and LIST's endpoints, other than `current`, whose daemon has the
+/// run forming or running (with no run id: that answers). Empty when none has, or LIST is empty
+/// or malformed. Says nothing: the watch shows the move on its screen.
+std::string run_elsewhere(const std::string& current, const std::string& endpoint,
+                          const std::string& list, const std::string& run_id,
+                          const std::string& token);
+
 }  // namespace cohort

@@ -139,11 +139,15 @@ void leave_now(int) {
 }  // namespace
 
 std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
-                         std::chrono::milliseconds interval, const std::string& clock, int width) {
+                         std::chrono::milliseconds interval, const std::string& clock, int width,
+                         const std::string& moved) {
   std::string out = cut(cat("cohort status --watch  ", query.endpoint, "  every ",
                             age_text(interval.count()), "  ", clock, "  (Ctrl-C to stop)"),
                         width) +
-                    "\n\n";
+                    "\n";
+  if (!moved.empty())
+    out += cut("followed the run here from " + moved + " (--rdzv-fallback)", width) + "\n";
+  out += "\n";
   if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
   if (fetched.reply->runs.empty()) return out + "no runs\n";
   out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
@@ -153,7 +157,17 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
   return out;
 }
 
-int watch_status(const StatusQuery& query, std::chrono::milliseconds interval) {
+bool shows_run(const StatusFetch& fetched, const std::string& run_id) {
+  if (!fetched.reply) return false;
+  if (run_id.empty()) return true;
+  for (const proto::StatusRun& run : fetched.reply->runs) {
+    if (run.run_id == run_id && (run.phase == "forming" || run.phase == "running")) return true;
+  }
+  return false;
+}
+
+int watch_status(StatusQuery query, std::chrono::milliseconds interval,
+                 const RelocateWatch& relocate) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -166,11 +180,21 @@ int watch_status(const StatusQuery& query, std::chrono::milliseconds interval) {
   sigfillset(&leave.sa_mask);
   ::sigaction(SIGINT, &leave, nullptr);
   ::sigaction(SIGTERM, &leave, nullptr);
+  std::string moved;  // where the watch followed the run from, if it did
   for (;;) {
     ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
     StatusFetch fetched = fetch_status(query);
+    if (relocate && !shows_run(fetched, query.run_id)) {
+      std::string elsewhere = relocate(query.endpoint);
+      if (!elsewhere.empty()) {
+        moved = query.endpoint;
+        query.endpoint = elsewhere;
+        fetched = fetch_status(query);
+      }
+    }
     ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
-    std::string screen = watch_screen(fetched, query, interval, wall_clock(), terminal_width());
+    std::string screen =
+        watch_screen(fetched, query, interval, wall_clock(), terminal_width(), moved);
     std::cout << "\x1b[H\x1b[2J" << screen << std::flush;  // home, clear, draw
     timespec wait{static_cast<time_t>(interval.count() / 1000),
                   static_cast<long>(interval.count() % 1000) * 1000000};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,9 +15,18 @@
 namespace cohort {
 
 /// The screen for one reply (or for `problem` when there was none), `width` columns wide at
-/// most, headed by the endpoint, the interval and the wall-clock time `clock`.
+/// most, headed by the endpoint, the interval and the wall-clock time `clock`, then `moved`
+/// (where the watch followed the run from) when not empty.
 std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
-                         std::chrono::milliseconds interval, const std::string& clock, int width);
+                         std::chrono::milliseconds interval, const std::string& clock, int width,
+                         const std::string& moved = "");
+
+/// Whether `fetched` shows what the watch is for: run `run_id` forming or running (with no run
+/// id: any answer of a daemon). When it does not, the watch looks for the run elsewhere.
+bool shows_run(const StatusFetch& fetched, const std::string& run_id);
+
+/// Where the watch's run is when `current` does not show it (empty: nowhere else).
+using RelocateWatch = std::function<std::string(const std::string& current)>;
 
 /// `lead` then `text` in lines of at most `width` columns (0: one line), broken at spaces, the
 /// lines after the first indented as wide as `lead`; at most `max_lines`, the last ending in
@@ -24,7 +34,9 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
 std::vector<std::string> wrap_text(const std::string& lead, const std::string& text, int width,
                                    size_t max_lines);
 
-/// Redraws until SIGINT or SIGTERM; 0 then. An unreachable daemon is shown, not fatal.
-int watch_status(const StatusQuery& query, std::chrono::milliseconds interval);
+/// Redraws until SIGINT or SIGTERM; 0 then. An unreachable daemon is shown, not fatal. With
+/// `relocate` (--rdzv-fallback), a run that moved is followed to its new endpoint.
+int watch_status(StatusQuery query, std::chrono::milliseconds interval,
+                 const RelocateWatch& relocate = nullptr);
 
 }  // namespace cohort

@@ -13,6 +13,7 @@
 #include "tests/integration/http_support.hpp"
 #include "tests/integration/integration_support.hpp"
 #include "tests/integration/netns_support.hpp"
+#include "tests/integration/tmux_support.hpp"
 
 using namespace cohort::test;
 
@@ -290,6 +291,17 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   CHECK(refused->shell_code() == 3);
   CHECK(contains(other.err(),
                  "--rdzv-fallback " + elsewhere + " differs from the run's " + run.fallback));
+  // A watch of the run, in a terminal, follows it when it moves.
+  require_prerequisite(file_exists("/usr/bin/tmux"), "tmux (scripts/setup installs it)");
+  Tmux tmux(run.scratch);
+  tmux.start_watch(run.endpoint, 150, "watch", "--rdzv-id moving --rdzv-fallback " + run.fallback);
+  std::string screen;
+  REQUIRE(wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "moving              running   0");
+      },
+      10s));
   // The host freezes, holding its HTTP port, and is killed once the others move: the node that
   // hosts the rendezvous now serves its pages at the same port, as soon as the port is free.
   run.nodes[0]->signal(SIGSTOP);
@@ -305,6 +317,16 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   std::string metrics = http_get("http://127.0.0.1:" + http_port + "/metrics");
   CHECK(http_status(metrics) == 200);
   CHECK(contains(metrics, "cohort_run_round{run=\"moving\"} 1\n"));
+  bool followed = wait_until(
+      [&] {
+        screen = tmux.screen();
+        return contains(screen, "cohort status --watch  " + run.fallback + "  every") &&
+               contains(screen, "followed the run here from " + run.endpoint) &&
+               contains(screen, "moving              running   1");
+      },
+      20s);
+  INFO(screen);
+  CHECK(followed);
   auto ask = [&](std::vector<std::string> argv) {
     argv.insert(argv.begin(), kCohortBin);
     return run.scratch.run_argv(argv, run.scratch.options(), 20s);

@@ -10,45 +10,9 @@
 #include <regex>
 
 #include "tests/integration/multinode_support.hpp"
+#include "tests/integration/tmux_support.hpp"
 
 using namespace cohort::test;
-
-namespace {
-
-// A tmux server of the test's own (its socket in the scratch directory), killed at the end.
-class Tmux {
- public:
-  explicit Tmux(Scratch& scratch) : scratch_(scratch), socket_(scratch.file("tmux.sock")) {}
-  ~Tmux() { tmux({"kill-server"}); }
-
-  RunResult tmux(std::vector<std::string> args) {
-    args.insert(args.begin(), {"/usr/bin/tmux", "-S", socket_});
-    ChildOptions options = scratch_.options();
-    options.env["TERM"] = "xterm";
-    options.env.erase("COHORT_TEST_MARKER");  // the tmux server is the test's, not cohort's
-    return run_to_end(args, options, 10s);
-  }
-  /// `cohort status --watch 0.3` (and `flags`) against `endpoint` in a `columns`-wide session.
-  void start_watch(const std::string& endpoint, int columns, const std::string& session = "watch",
-                   const std::string& flags = "") {
-    RunResult started =
-        tmux({"new-session", "-d", "-s", session, "-x", std::to_string(columns), "-y", "30",
-              std::string(kCohortBin) + " status --watch 0.3 --rdzv-endpoint " + endpoint + " " +
-                  flags});
-    INFO(started.out << started.err);
-    REQUIRE(started.status.success());
-  }
-  std::string screen(const std::string& session = "watch") {
-    return tmux({"capture-pane", "-p", "-t", session}).out;
-  }
-  bool running() { return tmux({"has-session", "-t", "watch"}).status.success(); }
-
- private:
-  Scratch& scratch_;
-  std::string socket_;
-};
-
-}  // namespace
 
 TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stops on Ctrl-C",
           "[integration][status]") {
@@ -96,7 +60,7 @@ TEST_CASE("cohort status --watch draws the runs, redraws as a node is lost, stop
   CHECK(redrawn);
   for (const char* session : {"watch", "brief"}) tmux.tmux({"send-keys", "-t", session, "C-c"});
   CHECK(wait_until([&] { return !tmux.running(); }, 10s));
-  CHECK(wait_until([&] { return !tmux.tmux({"has-session", "-t", "brief"}).status.success(); }));
+  CHECK(wait_until([&] { return !tmux.running("brief"); }));
   a->signal(SIGTERM);
   CHECK(a->wait(10s));
   CHECK(cluster.stop_daemon());

@@ -49,6 +49,27 @@ TEST_CASE("the brief watch screen counts each run's nodes and lists none",
         "  9990 of 9998 nodes heard within the heartbeat timeout\n");
 }
 
+TEST_CASE("a watch that followed its run says from where, and looks again when the run is gone",
+          "[unit][launcher][status]") {
+  StatusQuery query;
+  query.endpoint = "node2:29400";
+  std::string screen =
+      watch_screen(one_run(), query, std::chrono::milliseconds(2000), "12:00:00", 0, "node1:29400");
+  CHECK(screen.rfind("cohort status --watch  node2:29400  every 2.0 s  12:00:00  (Ctrl-C to stop)\n"
+                     "followed the run here from node1:29400 (--rdzv-fallback)\n\n"
+                     "RUN ",
+                     0) == 0);
+  StatusFetch fetched = one_run();
+  CHECK(shows_run(fetched, "job"));
+  CHECK(shows_run(fetched, ""));
+  CHECK_FALSE(shows_run(fetched, "other"));  // the daemon answers without the run
+  fetched.reply->runs[0].phase = "forming";
+  CHECK(shows_run(fetched, "job"));
+  fetched.reply->runs[0].phase = "succeeded";  // an ended run may have gone on elsewhere
+  CHECK_FALSE(shows_run(fetched, "job"));
+  CHECK_FALSE(shows_run(StatusFetch{std::nullopt, 3, "connection refused"}, ""));
+}
+
 TEST_CASE("the watch screen fits the terminal and shows why there is no status",
           "[unit][launcher][status]") {
   StatusQuery query;
