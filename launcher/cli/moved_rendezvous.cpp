@@ -58,6 +58,20 @@ bool has_run(const std::string& endpoint, const std::string& run_id, const std::
   return live(seen) || (wanted == RunWanted::Any && seen == RunSeen::Ended);
 }
 
+// `endpoint` then the endpoints of --rdzv-fallback `list`; nullopt, with `problem`, when the
+// list is malformed.
+std::optional<std::vector<std::string>> run_endpoints(const std::string& endpoint,
+                                                      const std::string& list,
+                                                      std::string& problem) {
+  auto first = parse_host_port(endpoint, 29400);
+  auto fallbacks = parse_fallback_list(list, first ? first->port : 29400, problem);
+  if (!fallbacks) return std::nullopt;
+  std::vector<std::string> endpoints{endpoint};
+  for (const HostPort& fallback : *fallbacks)
+    endpoints.push_back(host_port_text(fallback.host, fallback.port));
+  return endpoints;
+}
+
 }  // namespace
 
 std::optional<MovedRun> find_moved_run(const RendezvousSettings& settings,
@@ -88,24 +102,22 @@ bool follow_the_run(const std::string& command, std::string& endpoint, const std
                     const std::string& run_id, const std::string& token, RunWanted wanted) {
   if (list.empty()) return true;
   std::string problem;
-  auto first = parse_host_port(endpoint, 29400);
-  auto fallbacks = parse_fallback_list(list, first ? first->port : 29400, problem);
-  if (!fallbacks) {
+  std::optional<std::vector<std::string>> candidates = run_endpoints(endpoint, list, problem);
+  if (!candidates) {
     std::cerr << "cohort " << command << ": " << problem << "\n";
     return false;
   }
-  if (has_run(endpoint, run_id, token, wanted, kRunQueryMs)) return true;
-  for (const HostPort& moved : *fallbacks) {
-    std::string fallback = host_port_text(moved.host, moved.port);
-    if (!has_run(fallback, run_id, token, wanted, kRunQueryMs)) continue;
+  for (const std::string& candidate : *candidates) {
+    if (!has_run(candidate, run_id, token, wanted, kRunQueryMs)) continue;
+    if (candidate == endpoint) return true;
     if (run_id.empty()) {
       std::cerr << "cohort " << command << ": --rdzv-endpoint " << endpoint
-                << " does not answer; asking " << fallback << " (--rdzv-fallback)\n";
+                << " does not answer; asking " << candidate << " (--rdzv-fallback)\n";
     } else {
-      std::cerr << "cohort " << command << ": run '" << run_id << "' is at " << fallback
+      std::cerr << "cohort " << command << ": run '" << run_id << "' is at " << candidate
                 << " (--rdzv-fallback), not at --rdzv-endpoint " << endpoint << "\n";
     }
-    endpoint = fallback;
+    endpoint = candidate;
     return true;
   }
   return true;
@@ -116,14 +128,10 @@ std::string run_elsewhere(const std::string& current, const std::string& endpoin
                           const std::string& token) {
   if (list.empty()) return "";
   std::string problem;
-  auto first = parse_host_port(endpoint, 29400);
-  auto fallbacks = parse_fallback_list(list, first ? first->port : 29400, problem);
-  if (!fallbacks) return "";
-  std::vector<std::string> candidates{endpoint};
-  for (const HostPort& fallback : *fallbacks)
-    candidates.push_back(host_port_text(fallback.host, fallback.port));
+  std::optional<std::vector<std::string>> candidates = run_endpoints(endpoint, list, problem);
+  if (!candidates) return "";
   RunWanted wanted = run_id.empty() ? RunWanted::Any : RunWanted::Live;
-  for (const std::string& candidate : candidates) {
+  for (const std::string& candidate : *candidates) {
     if (candidate != current && has_run(candidate, run_id, token, wanted, kRunQueryMs))
       return candidate;
   }
