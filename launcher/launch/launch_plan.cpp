@@ -10,6 +10,7 @@
 #include "common/host_port.hpp"
 #include "common/text.hpp"
 #include "launcher/launch/allocation.hpp"
+#include "launcher/options/help_format.hpp"
 #include "launcher/options/run_validation.hpp"
 
 namespace cohort {
@@ -188,7 +189,8 @@ void take_whole_hosts(int total, const std::string& per_host, LaunchPlan& plan) 
         cat("-np ", total, ": not a multiple of the ", *count, " workers per host"));
   } else if (static_cast<size_t>(total / *count) > plan.hosts.size()) {
     plan.problems.push_back(cat("-np ", total, ": needs ", total / *count, " hosts of ", *count,
-                                " workers, and only ", plan.hosts.size(), " are given"));
+                                " workers, and only ", plan.hosts.size(),
+                                plan.hosts.size() == 1 ? " is given" : " are given"));
   } else {
     plan.hosts.resize(static_cast<size_t>(total / *count));
   }
@@ -237,11 +239,13 @@ void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
   plan.nnodes = run.nnodes;
   auto parts = split(run.nnodes, ':');
   auto low = parse_int(parts[0]);
-  if (!low) return;  // check_run_flags reports it
+  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *low > *high) return;  // check_run_flags
   plan.min_nodes = static_cast<int>(*low);
   if (plan.min_nodes > hosts) {
     plan.problems.push_back(cat("--nnodes ", run.nnodes, ": needs at least ", plan.min_nodes,
-                                " hosts, and only ", hosts, " are given"));
+                                " hosts, and only ", hosts,
+                                hosts == 1 ? " is given" : " are given"));
   }
 }
 
@@ -336,7 +340,7 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "MPI/DeepSpeed hostfile: 'node1 slots=4' (or MPICH's 'node1:4') per line");
   app.add_option("-n,--np", o.total_workers,
                  "Workers in all, as mpirun's -np: the hosts' slots are filled in order")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(whole_number_within(1, 1 << 24, "a number of workers"));
   app.add_option("-N,--npernode,--ppn", o.per_host,
                  "Workers per host, as mpirun's -N and mpiexec's -ppn (= --nproc-per-node)");
   app.add_option("--include", o.include,
@@ -347,19 +351,20 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
       ->allow_extra_args(false);
   app.add_option("--env-file", o.env_file,
                  "NAME=value lines set on every host (default: ./.cohort_env, else ~/.cohort_env)");
-  app.add_option("--ssh-port", o.ssh_port, "ssh port of every host")->check(CLI::Range(1, 65535));
+  app.add_option("--ssh-port", o.ssh_port, "ssh port of every host")
+      ->check(whole_number_within(1, 65535, "a port"));
   app.add_option("--ssh-option", o.ssh_options,
                  "An ssh -o option, e.g. IdentityFile=~/.ssh/k; wins over the launch's "
                  "own (ServerAliveInterval=5 ...)")
       ->allow_extra_args(false);
   app.add_option("--connect-timeout", o.connect_timeout, "Seconds ssh waits for a host")
-      ->check(CLI::Range(1, 3600))
+      ->check(whole_number_within(1, 3600, "seconds"))
       ->capture_default_str();
   app.add_option("--host-retries", o.host_retries,
                  "Times a lost host (ssh gone) is started again while the run goes on without "
                  "it, 1 s, 2 s, 4 s ... (at most 30 s) after each loss; 0: never. Counted "
                  "afresh once the host ran 10 minutes")
-      ->check(CLI::Range(0, 1000))
+      ->check(whole_number_within(0, 1000, "a number of retries"))
       ->capture_default_str();
   app.add_option("--remote-cohort", o.remote_cohort,
                  "Path of cohort on the hosts (default: this cohort's own path)");

@@ -73,7 +73,7 @@ CLI::Validator within(double min, double max, const std::string& what, bool whol
                   (!whole || value == std::floor(value));
     if (number && value >= min && value <= max) return "";
     char range[64];
-    std::snprintf(range, sizeof range, "from %g to %g", min, max);
+    std::snprintf(range, sizeof range, "from %.15g to %.15g", min, max);
     return "expected " + what + " " + range + ", got '" + text + "'";
   };
   return CLI::Validator(check, "");

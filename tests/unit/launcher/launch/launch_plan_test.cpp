@@ -127,6 +127,24 @@ TEST_CASE("launch plan: the run flags are checked in the launching environment",
                     "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"));
 }
 
+TEST_CASE("launch plan: a number out of range names the range", "[unit][launch_plan]") {
+  auto refusal = [](const char* flag, const char* value) -> std::string {
+    try {
+      plan({"-H", "a", flag, value, "x.py"});
+    } catch (const CLI::ParseError& error) {
+      return error.what();
+    }
+    return "";
+  };
+  CHECK(refusal("--ssh-port", "0") == "--ssh-port: expected a port from 1 to 65535, got '0'");
+  CHECK(refusal("--host-retries", "-1") ==
+        "--host-retries: expected a number of retries from 0 to 1000, got '-1'");
+  CHECK(refusal("--np", "0") == "--np: expected a number of workers from 1 to 16777216, got '0'");
+  CHECK(refusal("--connect-timeout", "x") ==
+        "--connect-timeout: expected seconds from 1 to 3600, got 'x'");
+  CHECK(refusal("--connect-timeout", "30").empty());
+}
+
 TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][launch_plan]") {
   CHECK(has_problem(plan({"x.py"}).plan, "-H, --hostfile: give the hosts"));
   CHECK(has_problem(plan({"-H", "a", "--hostfile", "f", "x.py"}).plan, "-H, --hostfile"));
@@ -141,7 +159,13 @@ TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][l
                     "--rdzv-fallback: cohort launch hosts the rendezvous itself"));
   CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "3", "x.py"}).plan,
                     "--nnodes 3: needs at least 3 hosts, and only 2 are given"));
+  CHECK(has_problem(plan({"-H", "a", "--nnodes", "2", "x.py"}).plan,
+                    "--nnodes 2: needs at least 2 hosts, and only 1 is given"));
   CHECK(has_problem(plan({"-H", "a,b", "--nnodes", "x", "x.py"}).plan, "--nnodes: expected"));
+  // A malformed --nnodes is one problem, not two.
+  LaunchPlan reversed = plan({"-H", "a", "--nnodes", "2:1", "x.py"}).plan;
+  CHECK(reversed.problems.size() == 1);
+  CHECK(has_problem(reversed, "--nnodes: expected N or MIN:MAX"));
   CHECK(has_problem(plan({"-H", "a", "--nproc-per-node", "lots", "x.py"}).plan,
                     "--nproc-per-node: expected"));
   CHECK(has_problem(plan({"-H", "a", "--max-restarts", "-1", "x.py"}).plan, "--max-restarts"));
