@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -56,17 +57,40 @@ spdlog::level::level_enum to_spdlog(Level level) {
 
 }  // namespace
 
-void init(Level level) { g_level = level; }
+void init(Level level) {
+  g_level = level;
+  if (std::string problem = level_env_problem(); !problem.empty()) warn(problem);
+}
+
+std::optional<Level> parse_level(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "DEBUG") return Level::Debug;
+  if (upper == "INFO") return Level::Info;
+  if (upper == "WARNING" || upper == "WARN") return Level::Warn;
+  if (upper == "ERROR" || upper == "CRITICAL" || upper == "FATAL") return Level::Error;
+  if (upper.empty() || upper.size() > 3 ||
+      upper.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  int number = std::stoi(upper);  // as Python's: a message shows at or above the number
+  if (number <= 10) return Level::Debug;
+  if (number <= 20) return Level::Info;
+  if (number <= 30) return Level::Warn;
+  return Level::Error;
+}
 
 Level level_from_env(Level fallback) {
   const char* value = std::getenv("LOGLEVEL");
-  if (value == nullptr) return fallback;
-  std::string name(value);
-  if (name == "DEBUG") return Level::Debug;
-  if (name == "INFO") return Level::Info;
-  if (name == "WARNING" || name == "WARN") return Level::Warn;
-  if (name == "ERROR" || name == "CRITICAL") return Level::Error;
-  return fallback;
+  if (value == nullptr || *value == '\0') return fallback;
+  return parse_level(value).value_or(fallback);
+}
+
+std::string level_env_problem() {
+  const char* value = std::getenv("LOGLEVEL");
+  if (value == nullptr || *value == '\0' || parse_level(value)) return "";
+  return "LOGLEVEL=" + escape_for_terminal(value) +
+         ": expected DEBUG, INFO, WARNING, ERROR or CRITICAL (or a number such as 20); it is "
+         "ignored";
 }
 
 bool enabled(Level level) { return level >= g_level.load(std::memory_order_relaxed); }

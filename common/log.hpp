@@ -5,6 +5,8 @@
 // init() is called once from main; the write functions are safe from any thread.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/text.hpp"
@@ -13,9 +15,15 @@ namespace cohort::log {
 
 enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3, Off = 4 };
 
+/// Sets the level; says once (a warning) when LOGLEVEL is set but names no level.
 void init(Level level);
-/// The level named by LOGLEVEL (DEBUG, INFO, WARNING, ERROR), or fallback.
+/// A level by Python's logging names (DEBUG, INFO, WARNING or WARN, ERROR, CRITICAL or FATAL,
+/// in any case) or numbers up to 999 (10, 20, 30, 40, 50 and those between); else nullopt.
+std::optional<Level> parse_level(std::string_view name);
+/// The level named by LOGLEVEL, or fallback when it is unset, empty or names none.
 Level level_from_env(Level fallback);
+/// "LOGLEVEL=...: expected ..." when LOGLEVEL is set, not empty, and names no level; else empty.
+std::string level_env_problem();
 bool enabled(Level level);
 void write(Level level, std::string_view message);
 
