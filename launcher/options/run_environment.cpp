@@ -1,5 +1,6 @@
 #include "launcher/options/run_environment.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -60,6 +61,10 @@ RunEnvironment machine_run_environment(char** environ_block) {
   machine.find_executable = [path](const std::string& name) {
     std::string found = find_executable(name, path);
     return !found.empty() && ::access(found.c_str(), X_OK) == 0 ? found : std::string();
+  };
+  machine.path_exists = [](const std::string& name) {
+    struct stat info {};
+    return ::stat(name.c_str(), &info) == 0;
   };
   machine.is_local_host = is_local_host;
   return machine;

@@ -31,6 +31,11 @@ struct RunEnvironment {
     error = "no topology";
     return std::nullopt;
   };
+  /// Whether `path` names something here (a file, or a directory python can run); relative
+  /// paths from the current directory, where the workers start.
+  std::function<bool(const std::string& path)> path_exists = [](const std::string&) {
+    return true;
+  };
   /// Whether `host` names this machine (loopback, or an address it can bind).
   std::function<bool(const std::string& host)> is_local_host = [](const std::string&) {
     return false;

@@ -104,6 +104,13 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
     config.args = rest;
     return;
   }
+  // Said here, before this node joins a round: each worker's python would fail, and every
+  // other node would restart with it.
+  if (!options.module && !target.empty() && target[0] != '-' && !machine.path_exists(target)) {
+    problems.push_back(cat("the training script '", target,
+                           "' does not exist here (give -m for a module, --no-python for a "
+                           "program)"));
+  }
   config.executable = python_executable(machine);
   config.python_worker = true;
   config.crash_loop.python = config.executable;

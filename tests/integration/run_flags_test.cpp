@@ -3,6 +3,8 @@
 // works. Real cohort binary.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include "tests/integration/integration_support.hpp"
 
 using namespace cohort::test;
@@ -71,11 +73,22 @@ TEST_CASE("a missing training script is a usage error", "[integration][run][flag
     CHECK(result.status.shell_code() == 2);
     CHECK(contains(result.err, "training script"));
   }
-  SECTION("a python script that does not exist: python's own status 2, named in the summary") {
-    RunResult result = scratch.run({"no_such_script.py"}, {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  SECTION("a python script that does not exist: said before any worker starts, status 2") {
+    RunResult result = scratch.run({"--nproc-per-node", "2", "no_such_script.py"},
+                                   {{"PYTHON_EXEC", "/usr/bin/python3"}});
     INFO(result.out << result.err);
     CHECK(result.status.shell_code() == 2);
-    CHECK(contains(failure_summary(result.err), "no_such_script.py"));
+    CHECK(result.err ==
+          "cohort run: the training script 'no_such_script.py' does not exist here (give -m for a "
+          "module, --no-python for a program)\n");  // no worker's output, no failure summary
+  }
+  SECTION("one that is there but fails as python reads it: python's status, in the summary") {
+    std::ofstream(scratch.file("broken.py")) << "this is not python\n";
+    RunResult result =
+        scratch.run({scratch.file("broken.py")}, {{"PYTHON_EXEC", "/usr/bin/python3"}});
+    INFO(result.out << result.err);
+    CHECK(result.status.shell_code() == 1);
+    CHECK(contains(failure_summary(result.err), "broken.py"));
   }
 }
 

@@ -100,6 +100,18 @@ TEST_CASE("flag --no-python runs the executable itself, found in PATH", "[unit][
         std::vector<std::string>{"--no-python: './nothing' is not an executable file"});
 }
 
+TEST_CASE("a training script that is not here is refused before the node joins; a module is not",
+          "[unit][launcher]") {
+  RunEnvironment machine = test_machine();
+  machine.path_exists = [](const std::string& path) { return path == "train.py"; };
+  CHECK(validate({"train.py"}, machine).problems.empty());
+  CHECK(validate({"trian.py", "--lr", "1"}, machine).problems ==
+        std::vector<std::string>{"the training script 'trian.py' does not exist here (give -m for "
+                                 "a module, --no-python for a program)"});
+  CHECK(validate({"-m", "pkg.train"}, machine).problems.empty());       // python finds modules
+  CHECK(validate({"--", "-c", "print(1)"}, machine).problems.empty());  // python's own flag
+}
+
 TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices",
           "[unit][launcher]") {
   CHECK(validate({"--nproc-per-node", "cpu", "t.py"}).config.nproc == 8);
