@@ -101,9 +101,9 @@ ControlAnswer control_request(
     const std::function<proto::ControlMessage(const std::string& challenge)>& make_request,
     uint32_t max_answer_bytes) {
   auto target = parse_host_port(endpoint, 29400);
-  if (!target) {
+  if (!target || target->port == 0) {
     return {std::nullopt, kExitUsage,
-            "--rdzv-endpoint: expected host[:port], got '" + endpoint + "'"};
+            "--rdzv-endpoint: expected host[:port] (port 1-65535), got '" + endpoint + "'"};
   }
   boost::asio::io_context io;
   ip::tcp::socket socket(io);
@@ -116,8 +116,7 @@ ControlAnswer control_request(
   if (!error) error = connect_before(socket, results, deadline);
   if (error) {
     return {std::nullopt, kExitRendezvous,
-            "cannot reach " + target->host + ":" + std::to_string(target->port) + ": " +
-                error.message()};
+            "cannot reach " + host_port_text(target->host, target->port) + ": " + error.message()};
   }
   proto::FrameDecoder decoder(proto::kMaxFirstFrameBytes);
   std::string problem;

@@ -299,6 +299,12 @@ TEST_CASE("cohort stop and status --events: bad flags are named", "[integration]
       {kCohortBin, "stop", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "x"}, quiet, 10s);
   CHECK(nobody.status.shell_code() == 3);
   CHECK(contains(nobody.err, "cannot reach 127.0.0.1:1"));
+  RunResult v6 = run_to_end({kCohortBin, "status", "--rdzv-endpoint", "[::1]:1"}, quiet, 10s);
+  CHECK(v6.status.shell_code() == 3);
+  CHECK(contains(v6.err, "cannot reach [::1]:1: "));  // an IPv6 address in brackets
+  RunResult port0 = run_to_end({kCohortBin, "status", "--rdzv-endpoint", "host:0"}, quiet, 10s);
+  CHECK(port0.status.shell_code() == 2);
+  CHECK(contains(port0.err, "--rdzv-endpoint: expected host[:port] (port 1-65535), got 'host:0'"));
   RunResult watch = run_to_end({kCohortBin, "status", "--events", "x", "--watch"}, quiet, 10s);
   CHECK(watch.status.shell_code() == 2);
   RunResult log = run_to_end({kCohortdBin, "--event-log", "/nonexistent-dir/e.jsonl"}, quiet, 10s);
