@@ -25,7 +25,7 @@ TEST_CASE("LOGLEVEL takes Python's level names in any case, and its numbers", "[
   }
 }
 
-TEST_CASE("a LOGLEVEL that names no level is said and ignored; an empty one is unset",
+TEST_CASE("a LOGLEVEL that names no level is said and ignored: an empty one is unset",
           "[unit][log]") {
   test::EnvGuard env;
   env.set("LOGLEVEL", "verbose\x1b[2J");

@@ -100,7 +100,7 @@ TEST_CASE("flag --no-python runs the executable itself, found in PATH", "[unit][
         std::vector<std::string>{"--no-python: './nothing' is not an executable file"});
 }
 
-TEST_CASE("a training script that is not here is refused before the node joins; a module is not",
+TEST_CASE("a training script that is not here is refused before the node joins: a module is not",
           "[unit][launcher]") {
   RunEnvironment machine = test_machine();
   machine.path_exists = [](const std::string& path) { return path == "train.py"; };
