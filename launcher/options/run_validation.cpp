@@ -105,8 +105,12 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
     return;
   }
   // Said here, before this node joins a round: each worker's python would fail, and every
-  // other node would restart with it.
-  if (!options.module && !target.empty() && target[0] != '-' && !machine.path_exists(target)) {
+  // other node would restart with it. Not when $PYTHON_EXEC is no python* but a wrapper, which
+  // may run python in a container, where other files are.
+  std::string python = machine.var("PYTHON_EXEC").value_or("python3");
+  bool plain_python = python.substr(python.rfind('/') + 1).rfind("python", 0) == 0;
+  if (plain_python && !options.module && !target.empty() && target[0] != '-' &&
+      !machine.path_exists(target)) {
     problems.push_back(cat("the training script '", target,
                            "' does not exist here (give -m for a module, --no-python for a "
                            "program)"));

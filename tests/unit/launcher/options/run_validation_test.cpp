@@ -110,6 +110,11 @@ TEST_CASE("a training script that is not here is refused before the node joins: 
                                  "a module, --no-python for a program)"});
   CHECK(validate({"-m", "pkg.train"}, machine).problems.empty());       // python finds modules
   CHECK(validate({"--", "-c", "print(1)"}, machine).problems.empty());  // python's own flag
+  machine.env["PYTHON_EXEC"] = "/usr/bin/python3";
+  CHECK(mentions(validate({"trian.py"}, machine).problems, "'trian.py' does not exist"));
+  // A $PYTHON_EXEC that is a wrapper may run python elsewhere (a container): its files.
+  machine.env["PYTHON_EXEC"] = "/opt/bin/in-container";
+  CHECK(validate({"trian.py"}, machine).problems.empty());
 }
 
 TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices",
