@@ -237,11 +237,10 @@ void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
     return;
   }
   plan.nnodes = run.nnodes;
-  auto parts = split(run.nnodes, ':');
-  auto low = parse_int(parts[0]);
-  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *low > *high) return;  // check_run_flags
-  plan.min_nodes = static_cast<int>(*low);
+  std::vector<std::string> malformed;  // check_run_flags reports it
+  int low = parse_nnodes(run.nnodes, malformed).first;
+  if (!malformed.empty()) return;
+  plan.min_nodes = low;
   if (plan.min_nodes > hosts) {
     plan.problems.push_back(cat("--nnodes ", run.nnodes, ": needs at least ", plan.min_nodes,
                                 " hosts, and only ", hosts,

@@ -68,18 +68,6 @@ int resolve_nproc(const std::string& text, const RunEnvironment& machine, Proble
   return static_cast<int>(*number);
 }
 
-std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
-  auto parts = split(text, ':');
-  std::optional<int64_t> low = parse_int(parts[0]);
-  std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
-  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > proto::kMaxNodes) {
-    problems.push_back(
-        cat("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'"));
-    return {1, 1};
-  }
-  return {static_cast<int>(*low), static_cast<int>(*high)};
-}
-
 // $PYTHON_EXEC, else python3; a bare name is looked up in PATH (PYTHON_EXEC=python3 works, as it
 // does for torchrun).
 std::string python_executable(const RunEnvironment& machine) {
@@ -484,6 +472,18 @@ void plan_binding(const RunOptions& options, const RunEnvironment& machine, Agen
 }
 
 }  // namespace
+
+std::pair<int, int> parse_nnodes(const std::string& text, Problems& problems) {
+  auto parts = split(text, ':');
+  std::optional<int64_t> low = parse_int(parts[0]);
+  std::optional<int64_t> high = parts.size() == 2 ? parse_int(parts[1]) : low;
+  if (parts.size() > 2 || !low || !high || *low < 1 || *high < *low || *high > proto::kMaxNodes) {
+    problems.push_back(
+        cat("--nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '", text, "'"));
+    return {1, 1};
+  }
+  return {static_cast<int>(*low), static_cast<int>(*high)};
+}
 
 ValidatedRun validate_run_flags(const RunOptions& options, const RunEnvironment& machine) {
   return check_flags(options, machine).run;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/agent_config.hpp"
@@ -29,6 +30,10 @@ ValidatedRun validate_run_flags(const RunOptions& options, const RunEnvironment&
 /// Everything: validate_run_flags, then where the rendezvous is (plan_rendezvous) and what each
 /// worker executes (python and the script, or --no-python's executable).
 ValidatedRun validate_run_options(const RunOptions& options, const RunEnvironment& machine);
+
+/// --nnodes "N" or "MIN:MAX" as {MIN, MAX}; {1, 1}, with the problem added to `problems`, when
+/// it is malformed.
+std::pair<int, int> parse_nnodes(const std::string& text, std::vector<std::string>& problems);
 
 /// A uuid-like random run id (8-4-4-4-12 hex), as torchrun's --standalone makes.
 std::string random_run_id();
