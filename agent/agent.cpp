@@ -357,6 +357,11 @@ proto::Hello Agent::make_hello(const std::string& node_id) {
   hello.age_ms = std::min(own_age.count() + config_.launch_age.count(), proto::kMaxAgentAgeMs);
   hello.hosts_rendezvous = hosts_rendezvous_;
   hello.last_round_host_lost = last_round_host_lost_;
+  // Moved since its round: the daemon here shows where the run came from.
+  if (round_endpoint_ && *round_endpoint_ != fallback_) {
+    std::string at = endpoint_text(*round_endpoint_);
+    if (at.size() <= proto::kMaxEndpointBytes) hello.last_round_at = std::move(at);
+  }
   return hello;
 }
 

@@ -126,9 +126,13 @@ std::string event_text(const std::string& name, const nlohmann::json& event) {
   if (name == "round.started") {
     auto members = event.find("members");
     std::string ranks = number_text(event, "world_size");
+    std::string resumed;
+    if (auto after = event.find("resumed_after");
+        after != event.end() && after->is_number_integer())
+      resumed = "; " + resumed_text(after->get<int>(), text_of(event, "moved_from"));
     return "round " + number_text(event, "round") + ", " + ranks +
            (ranks == "1" ? " rank: " : " ranks: ") +
-           (members == event.end() ? "" : members_text(*members));
+           (members == event.end() ? "" : members_text(*members)) + resumed;
   }
   if (name == "worker.failed") return worker_failed_text(event);
   if (name == "restart.decided") return restart_text(event);
@@ -195,6 +199,13 @@ std::string members_text(const nlohmann::json& members) {
 }
 
 bool is_scale_up(const std::string& reason) { return reason.rfind("scale-up", 0) == 0; }
+
+std::string resumed_text(int resumed_after, const std::string& moved_from) {
+  if (resumed_after < 0) return {};
+  std::string after = "resumed here after round " + std::to_string(resumed_after);
+  if (moved_from.empty()) return after + " (the daemon restarted)";
+  return after + ", which ran at " + moved_from + " (--rdzv-fallback)";
+}
 
 std::string event_details_text(const nlohmann::json& event) {
   if (!event.is_object()) return "";

@@ -21,6 +21,12 @@ std::string members_text(const nlohmann::json& members);
 /// True for a restart's reason that tells of nodes joining (a scale-up), not of a failure.
 bool is_scale_up(const std::string& reason);
 
+/// Where a run that a daemon took over came from: "resumed here after round 3, which ran at
+/// gpu-1:29400 (--rdzv-fallback)", or "resumed here after round 3 (the daemon restarted)" when
+/// its nodes named no other endpoint; "" when resumed_after < 0 (the run began here). For
+/// round.started's resumed_after and moved_from, and cohort status's line of the same fields.
+std::string resumed_text(int resumed_after, const std::string& moved_from);
+
 /// What the event says, without its time and name: "round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...".
 std::string event_details_text(const nlohmann::json& event);
 

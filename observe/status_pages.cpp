@@ -218,6 +218,13 @@ std::string page(const std::string& title, const std::string& body) {
          "</title>" + kStyle + "</head><body>\n" + body + "</body></html>\n";
 }
 
+// Under a run's round: where the run came from, when this daemon took it over.
+std::string resumed_note(const proto::StatusRun& run) {
+  if (run.resumed_after < 0) return {};
+  return "<br><small class=\"resumed\">" +
+         html_escape(resumed_text(run.resumed_after, run.moved_from)) + "</small>";
+}
+
 }  // namespace
 
 std::string html_escape(const std::string& text) {
@@ -268,7 +275,8 @@ std::string render_runs_page(const proto::StatusReply& status,
   for (const proto::StatusRun& run : status.runs) {
     body += "<tr><td><a href=\"/runs/" + html_escape(run.run_id) + "\">" + html_escape(run.run_id) +
             "</a></td><td>" + html_escape(run.phase) + "</td><td>" +
-            (run.round >= 0 ? std::to_string(run.round) : "waiting for the first") + "</td><td>" +
+            (run.round >= 0 ? std::to_string(run.round) : "waiting for the first") +
+            resumed_note(run) + "</td><td>" +
             std::to_string(run.nodes.size() + static_cast<size_t>(run.more_nodes)) + " (" +
             std::to_string(run.min_nodes) + ".." + std::to_string(run.max_nodes) + ")</td><td>" +
             std::to_string(run.restarts_used) + " of " + std::to_string(run.max_restarts) +

@@ -138,6 +138,8 @@ void to_json(json& out, const StatusRun& m) {
              {"last_failure", m.last_failure}};
   if (m.more_nodes > 0) out["more_nodes"] = m.more_nodes;
   if (m.live_nodes >= 0) out["live_nodes"] = m.live_nodes;
+  if (m.resumed_after >= 0) out["resumed_after"] = m.resumed_after;
+  if (!m.moved_from.empty()) out["moved_from"] = m.moved_from;
 }
 void from_json(const json& in, StatusRun& m) {
   in.at("run_id").get_to(m.run_id);
@@ -154,6 +156,8 @@ void from_json(const json& in, StatusRun& m) {
   if (in.contains("last_failure")) in.at("last_failure").get_to(m.last_failure);
   if (in.contains("more_nodes")) in.at("more_nodes").get_to(m.more_nodes);
   if (in.contains("live_nodes")) in.at("live_nodes").get_to(m.live_nodes);
+  if (in.contains("resumed_after")) in.at("resumed_after").get_to(m.resumed_after);
+  if (in.contains("moved_from")) in.at("moved_from").get_to(m.moved_from);
 }
 
 // An answer's proof is left out when empty (no token), so that /api/runs and `cohort status
@@ -233,6 +237,7 @@ void to_json(json& out, const Hello& m) {
   if (m.age_ms >= 0) out["age_ms"] = m.age_ms;
   if (m.hosts_rendezvous) out["hosts_rendezvous"] = true;
   if (m.last_round_host_lost) out["last_round_host_lost"] = true;
+  if (!m.last_round_at.empty()) out["last_round_at"] = m.last_round_at;
 }
 void from_json(const json& in, Hello& m) {
   in.at("magic").get_to(m.magic);
@@ -254,6 +259,7 @@ void from_json(const json& in, Hello& m) {
   m.age_ms = in.value("age_ms", int64_t{-1});
   m.hosts_rendezvous = in.value("hosts_rendezvous", false);
   m.last_round_host_lost = in.value("last_round_host_lost", false);
+  m.last_round_at = in.value("last_round_at", std::string());
 }
 void to_json(json& out, const Waiting& m) {
   out = json{{"joined", m.joined}, {"min_nodes", m.min_nodes}, {"max_nodes", m.max_nodes}};
@@ -486,8 +492,10 @@ std::string too_long(const char* field, const std::string& text, size_t bound) {
 // What a node says of itself, bounded where it enters (it is kept and shown to everyone).
 std::string oversized(const ControlMessage& message) {
   if (const auto* hello = std::get_if<Hello>(&message)) {
-    for (std::string problem : {too_long("node_id", hello->node_id, kMaxNodeIdBytes),
-                                too_long("address", hello->address, kMaxAddressBytes)}) {
+    for (std::string problem :
+         {too_long("node_id", hello->node_id, kMaxNodeIdBytes),
+          too_long("address", hello->address, kMaxAddressBytes),
+          too_long("last_round_at", hello->last_round_at, kMaxEndpointBytes)}) {
       if (!problem.empty()) return problem;
     }
     if (hello->outcome && hello->outcome->failure) {
@@ -574,6 +582,7 @@ std::string out_of_range(const ControlMessage& message) {
       if (!in_range(run.store_port, 0, 65535)) return "store_port";
       if (run.more_nodes < 0) return "more_nodes";
       if (run.live_nodes < -1) return "live_nodes";
+      if (!in_range(run.resumed_after, -1, kMaxRound)) return "resumed_after";
     }
   }
   return {};

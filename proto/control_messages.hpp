@@ -83,6 +83,8 @@ struct CarriedOutcome {
 constexpr size_t kMaxNodeIdBytes = 255;
 constexpr size_t kMaxAddressBytes = 255;
 constexpr size_t kMaxHostBytes = 255;
+/// A hello's last_round_at: a rendezvous endpoint as the agent was given it ("host:port").
+constexpr size_t kMaxEndpointBytes = 272;
 /// A carried failure's summary is cut to this size: a hello must fit kMaxFirstFrameBytes.
 constexpr size_t kMaxCarriedSummaryBytes = 8 << 10;
 struct Hello {  ///< first frame of every connection: who I am, which run, its settings
@@ -113,6 +115,9 @@ struct Hello {  ///< first frame of every connection: who I am, which run, its s
   /// gone for good (its daemon lived in it and refused the reconnection): a daemon that has the
   /// rest of that round back forms its first round without waiting for the last call.
   bool last_round_host_lost = false;
+  /// Where `last_round` ran, when that is another endpoint than the one this hello goes to (the
+  /// agent moved with --rdzv-fallback): "host:port" as the agent was given it; else empty.
+  std::string last_round_at;
 };
 constexpr int64_t kMaxAgentAgeMs = 10 * kMaxDurationMs;  ///< a hello's age_ms: ten years
 /// Bounds of a health check's reason (the tail of the command's output).
@@ -296,6 +301,11 @@ struct StatusRun {
   /// A brief reply's: the nodes heard within the run's heartbeat timeout, not counting the
   /// request's own_node_prefix; -1 (and left out) in a full one.
   int live_nodes = -1;
+  /// The run was taken over by this daemon after its round `resumed_after` (the run's daemon
+  /// restarted, or the run moved here): -1 (and left out) when it began here.
+  int resumed_after = -1;
+  /// Where that round ran, when its nodes said it was another endpoint (--rdzv-fallback).
+  std::string moved_from;
 };
 /// The most nodes one status reply lists, all runs together; the rest are counted in more_nodes.
 constexpr int kMaxStatusNodes = 2000;

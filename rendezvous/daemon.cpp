@@ -176,10 +176,10 @@ MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
   snapshot.store_budget_used_bytes = store_budget_->used();
   for (const auto& [id, run] : runs_) {
     const rdzv::RunState& state = *run.state;
-    snapshot.runs.push_back({id, phase_name(state.phase()), state.round(), state.restarts_used(),
-                             state.config().max_restarts,
-                             run.store ? run.store->connection_count() : 0,
-                             run.store ? run.store->operations() : 0});
+    snapshot.runs.push_back(
+        {id, phase_name(state.phase()), state.round(), state.restarts_used(),
+         state.config().max_restarts, run.store ? run.store->connection_count() : 0,
+         run.store ? run.store->operations() : 0, state.resumed_after(), state.moved_from()});
     for (const auto& view : state.nodes()) {
       double age = std::chrono::duration<double>(now() - view.last_seen).count();
       snapshot.nodes.push_back({id, view.info.node_id, role_name(view.role), age});
@@ -377,7 +377,8 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
                       hello.last_round_nodes,
                       hello.restarts_used,
                       rdzv::from_wire(hello.outcome),
-                      hello.last_round_host_lost};
+                      hello.last_round_host_lost,
+                      hello.last_round_at};
   door_.proven(session);
   session.run_id = hello.run_id;
   session.node_id = hello.node_id;
@@ -962,7 +963,10 @@ std::string RendezvousDaemon::known_host(const std::string& run, const std::stri
 }
 
 void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
-  record(run.state->run_id(), "round.started", rdzv::round_started_fields(start, run.hosts));
+  const rdzv::RunState& state = *run.state;
+  nlohmann::json fields = rdzv::round_started_fields(start, run.hosts);
+  rdzv::add_resumed_fields(fields, start.round, state.resumed_after(), state.moved_from());
+  record(state.run_id(), "round.started", std::move(fields));
 }
 
 void RendezvousDaemon::record_loss(const std::string& run, const std::string& node,
@@ -983,6 +987,8 @@ proto::StatusRun RendezvousDaemon::run_summary(const std::string& id, const Run&
   out.max_nodes = state.config().max_nodes;
   out.store_port = run.store ? run.store->port() : 0;
   out.last_failure = run.last_failure;
+  out.resumed_after = state.resumed_after();
+  out.moved_from = state.moved_from();
   return out;
 }
 

@@ -85,4 +85,11 @@ nlohmann::json round_started_fields(const StartRound& start,
           {"members", std::move(members)}};
 }
 
+void add_resumed_fields(nlohmann::json& fields, int round, int resumed_after,
+                        const std::string& moved_from) {
+  if (resumed_after < 0 || round != resumed_after + 1) return;  // not its first round here
+  fields["resumed_after"] = resumed_after;
+  if (!moved_from.empty()) fields["moved_from"] = moved_from;
+}
+
 }  // namespace cohort::rdzv

@@ -22,5 +22,9 @@ nlohmann::json hang_attributed_fields(int round, const HangVerdict& verdict);
 /// round.started: the members, each with its host where the run knows it (`hosts` by node id).
 nlohmann::json round_started_fields(const StartRound& start,
                                     const std::map<std::string, std::string>& hosts);
+/// round.started's fields of the first round of a run this daemon took over (RunState's
+/// resumed_after and moved_from, added to `fields`); nothing for any other round.
+void add_resumed_fields(nlohmann::json& fields, int round, int resumed_after,
+                        const std::string& moved_from);
 
 }  // namespace cohort::rdzv

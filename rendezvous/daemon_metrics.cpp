@@ -80,6 +80,15 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
     text.sample("cohort_run_restarts_left", {{"run", run.id}},
                 run.max_restarts - run.restarts_used);
 
+  text.family("cohort_run_resumed_after_round", "gauge",
+              "A run this daemon took over (restarted, or moved here with --rdzv-fallback): the "
+              "round its nodes carried, and where it ran (from, empty: this endpoint).");
+  for (const auto& run : now.runs) {
+    if (run.resumed_after < 0) continue;
+    text.sample("cohort_run_resumed_after_round", {{"run", run.id}, {"from", run.moved_from}},
+                run.resumed_after);
+  }
+
   std::map<std::pair<std::string, std::string>, int> by_state;
   for (const auto& node : now.nodes) ++by_state[{node.run, node.state}];
   text.family("cohort_nodes", "gauge", "Nodes of each run, by state.");

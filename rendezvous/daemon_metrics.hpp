@@ -24,6 +24,8 @@ struct MetricsSnapshot {
     int max_restarts = 0;
     size_t store_connections = 0;
     uint64_t store_operations = 0;  ///< in the current round's store
+    int resumed_after = -1;         ///< RunState::resumed_after: -1, the run began here
+    std::string moved_from;         ///< where that round ran, if elsewhere
   };
   struct Node {
     std::string run;

@@ -63,6 +63,9 @@ struct NodeInfo {
   std::optional<CarriedOutcome> outcome;  ///< its workers ended in last_round, unacknowledged
   /// The agent that hosted the rendezvous it lost was a member of last_round and is gone for good.
   bool last_round_host_lost = false;
+  /// Where last_round ran when that was another daemon's endpoint (it moved with --rdzv-fallback);
+  /// empty: at this one.
+  std::string last_round_at;
 };
 
 struct Assignment {

@@ -653,6 +653,7 @@ bool RunState::carried_last_round(const NodeInfo& info) const {
 void RunState::note_carried_round(const NodeInfo& node) {
   if (node.last_round > carried_round_) {  // a newer round: its members alone count now
     carried_round_ = node.last_round;
+    moved_from_.clear();
     last_round_nodes_ = 0;
     last_round_lost_ = 0;
     for (auto& [id, known] : nodes_) set_in_last_round(known, false);
@@ -660,6 +661,7 @@ void RunState::note_carried_round(const NodeInfo& node) {
   if (node.last_round < 0 || node.last_round != carried_round_) return;
   last_round_nodes_ = std::max(last_round_nodes_, node.last_round_nodes);
   if (node.last_round_host_lost) last_round_lost_ = 1;
+  if (moved_from_.empty()) moved_from_ = node.last_round_at;
 }
 
 int RunState::quorum() const {

@@ -80,6 +80,11 @@ class RunState {
   const RunConfig& config() const { return config_; }
   Phase phase() const { return phase_; }
   int round() const { return current_round_; }
+  /// The round after which this daemon took the run over (a restarted or fallback daemon, which
+  /// its first nodes came to carrying that round); -1: the run began here.
+  int resumed_after() const { return carried_round_; }
+  /// Where that round ran, as its nodes named it ("host:port"); empty: at this endpoint.
+  const std::string& moved_from() const { return moved_from_; }
   int restarts_used() const { return restarts_used_; }
   bool empty() const { return nodes_.empty(); }
   bool has_node(const std::string& node_id) const { return nodes_.count(node_id) > 0; }
@@ -178,6 +183,7 @@ class RunState {
   /// carrying the newest round told (a restarted or fallback daemon). 0: none yet, no quorum.
   int last_round_nodes_ = 0;
   int carried_round_ = -1;  ///< before this daemon's first round: the newest round carried
+  std::string moved_from_;  ///< where carried_round_ ran, if a node carrying it said elsewhere
   /// Before this daemon's first round: 1 when a rejoining node said the agent that hosted the
   /// rendezvous it lost was a member of the last round and is gone, so the round that has the
   /// rest of the last round's members back need not wait for the last call.

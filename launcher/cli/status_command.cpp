@@ -71,6 +71,8 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
         << "\n";
     // Why it last restarted or stopped: after a hang, the collective and the rank that holds it.
     if (!run.last_failure.empty()) out << "  last failure: " << shown(run.last_failure) << "\n";
+    if (run.resumed_after >= 0)
+      out << "  " << shown(observe::resumed_text(run.resumed_after, run.moved_from)) << "\n";
     for (const proto::StatusNode& node : run.nodes) {
       out << "  " << shown(node.address) << "  " << shown(node.state);
       if (node.group_rank >= 0) out << "  rank " << node.group_rank;

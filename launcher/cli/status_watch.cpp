@@ -11,6 +11,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/text.hpp"
+#include "observe/event_text.hpp"
 
 namespace cohort {
 namespace {
@@ -58,6 +59,8 @@ void run_lines(const proto::StatusRun& run, int width, std::string& out) {
     for (const std::string& line : wrap_text(kFailureLead, run.last_failure, width, kFailureLines))
       out += cut(line, width) + "\n";
   }
+  if (run.resumed_after >= 0)
+    out += cut("  " + observe::resumed_text(run.resumed_after, run.moved_from), width) + "\n";
   for (const proto::StatusNode& node : run.nodes) {
     std::string rank = node.group_rank >= 0 ? cat(node.group_rank) : "-";
     out += cut("  " + padded(node.address, 18) + padded(node.state, 11) + padded(rank, 6) +

@@ -261,6 +261,13 @@ TEST_CASE("cohortd killed and started again: the agents reconnect and form a new
   cluster.start_daemon();
   REQUIRE(wait_until([&] { return round_running(cluster, 1, 4); }, 20s));
   check_consistent(round_dumps(scratch, cluster, 1), 4);
+  // The new daemon says it took the run over, and that no node came from another endpoint.
+  std::vector<std::string> status{kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint()};
+  if (!cluster.token_file().empty())
+    status.insert(status.end(), {"--token-file", cluster.token_file()});
+  RunResult shown = run_to_end(status, ChildOptions{{}, {}, "", "/tmp", "status"}, 10s);
+  INFO(shown.err);
+  CHECK(contains(shown.out, "\n  resumed here after round 0 (the daemon restarted)\n"));
   for (auto& node : nodes) node->signal(SIGTERM);
   for (auto& node : nodes) CHECK(node->wait(10s));
 }

@@ -317,6 +317,11 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   std::string metrics = http_get("http://127.0.0.1:" + http_port + "/metrics");
   CHECK(http_status(metrics) == 200);
   CHECK(contains(metrics, "cohort_run_round{run=\"moving\"} 1\n"));
+  // Each says where the run came from, as its nodes named it.
+  std::string resumed = "resumed here after round 0, which ran at " + run.endpoint;
+  CHECK(contains(
+      metrics, "cohort_run_resumed_after_round{run=\"moving\",from=\"" + run.endpoint + "\"} 0\n"));
+  CHECK(contains(http_get("http://127.0.0.1:" + http_port + "/"), resumed));
   bool followed = wait_until(
       [&] {
         screen = tmux.screen();
@@ -338,6 +343,11 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   INFO(status.err);
   CHECK(status.status.success());
   CHECK(contains(status.out, "run moving: running, round 1,"));
+  CHECK(contains(status.out, "\n  " + resumed + " (--rdzv-fallback)\n"));
+  RunResult events = ask({"status", "--events", "moving", "--rdzv-endpoint", run.fallback});
+  INFO(events.err);
+  CHECK(contains(events.out, "round.started  round 1, 2 ranks: "));
+  CHECK(contains(events.out, "; " + resumed + " (--rdzv-fallback)\n"));
   RunResult brief = ask({"status", "--brief", "--rdzv-endpoint", run.endpoint, "--rdzv-fallback",
                          run.fallback, "--rdzv-id", "moving"});
   CHECK(brief.status.success());

@@ -97,3 +97,23 @@ TEST_CASE("an event the formatter does not know reads as key=value pairs",
   CHECK(is_scale_up("scale-up: an excluded host's cooldown ended"));
   CHECK_FALSE(is_scale_up("node 127.0.0.4 lost: connection closed"));
 }
+
+TEST_CASE("the first round of a run taken over says after which round and from where",
+          "[unit][observe][events]") {
+  CHECK(resumed_text(-1, "gpu-1:29400") == "");
+  CHECK(resumed_text(0, "") == "resumed here after round 0 (the daemon restarted)");
+  CHECK(resumed_text(3, "gpu-1:29400") ==
+        "resumed here after round 3, which ran at gpu-1:29400 (--rdzv-fallback)");
+  json member = {
+      {"node", "a#0"}, {"address", "127.0.0.2"}, {"group_rank", 0}, {"local_world_size", 1}};
+  json round = daemon_event("round.started", {{"round", 4},
+                                              {"world_size", 1},
+                                              {"members", json::array({member})},
+                                              {"resumed_after", 3},
+                                              {"moved_from", "gpu-1:29400"}});
+  CHECK(event_line(round) ==
+        "19:07:12.345  round.started  round 4, 1 rank: 127.0.0.2 rank 0; resumed here after round "
+        "3, which ran at gpu-1:29400 (--rdzv-fallback)");
+  round["resumed_after"] = "3";  // not a number: said as if absent
+  CHECK(event_line(round) == "19:07:12.345  round.started  round 4, 1 rank: 127.0.0.2 rank 0");
+}

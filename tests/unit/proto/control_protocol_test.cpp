@@ -284,6 +284,43 @@ TEST_CASE("a hello says whether its agent hosts the daemon and lost it, absent w
   CHECK_FALSE(decode_message(wrong.dump(), error));
 }
 
+TEST_CASE("a hello names where its last round ran only after a move and within a bound",
+          "[unit][proto]") {
+  Hello hello = plain_hello();
+  CHECK(encode_message(hello).find("last_round_at") == std::string::npos);
+  CHECK(round_trip(hello).last_round_at.empty());
+  hello.last_round_at = "[fd00::1]:29400";
+  CHECK(round_trip(hello).last_round_at == "[fd00::1]:29400");
+  std::string error;
+  hello.last_round_at = std::string(kMaxEndpointBytes, 'h');
+  CHECK(decode_message(encode_message(hello), error));
+  hello.last_round_at += 'h';
+  CHECK_FALSE(decode_message(encode_message(hello), error));
+  CHECK(error.find("last_round_at is 273 bytes, over 272") != std::string::npos);
+  nlohmann::json wrong = nlohmann::json::parse(encode_message(plain_hello()));
+  wrong["last_round_at"] = 7;
+  CHECK_FALSE(decode_message(wrong.dump(), error));
+}
+
+TEST_CASE("a status run says after which round it was taken over and from where", "[unit][proto]") {
+  std::string error;
+  StatusRun run{"j", "running", 4, 0, 0, 2, 3, 0, {}};
+  std::string began_here = encode_message(StatusReply{1, {run}});
+  CHECK(began_here.find("resumed_after") == std::string::npos);
+  CHECK(began_here.find("moved_from") == std::string::npos);
+  CHECK(std::get<StatusReply>(*decode_message(began_here, error)).runs[0].resumed_after == -1);
+  run.resumed_after = 3;
+  run.moved_from = "gpu-1:29400";
+  StatusRun back =
+      std::get<StatusReply>(*decode_message(encode_message(StatusReply{1, {run}}), error)).runs[0];
+  CHECK(back.resumed_after == 3);
+  CHECK(back.moved_from == "gpu-1:29400");
+  nlohmann::json bad = nlohmann::json::parse(encode_message(StatusReply{1, {run}}));
+  bad["runs"][0]["resumed_after"] = -2;  // a daemon's bad number is refused, not shown
+  CHECK_FALSE(decode_message(bad.dump(), error));
+  CHECK(error.find("resumed_after") != std::string::npos);
+}
+
 TEST_CASE("malformed payloads are errors, not crashes", "[unit][proto]") {
   std::string error;
   CHECK_FALSE(decode_message("not json", error));

@@ -99,3 +99,16 @@ TEST_CASE("round.started fields list the members with the hosts the run knows",
       json{{"node", "a:1#0"}, {"address", "10.0.0.1"}, {"group_rank", 0}, {"local_world_size", 4}});
   CHECK(fields["members"][1]["host"] == "gpu-2");
 }
+
+TEST_CASE("round.started says where a run taken over came from, on its first round only",
+          "[unit][rendezvous][events]") {
+  json fields = json::object();
+  rdzv::add_resumed_fields(fields, 0, -1, "");  // the run began here
+  CHECK(fields.empty());
+  rdzv::add_resumed_fields(fields, 5, 3, "gpu-1:29400");  // a later round
+  CHECK(fields.empty());
+  rdzv::add_resumed_fields(fields, 4, 3, "");  // a restarted daemon
+  CHECK(fields == json{{"resumed_after", 3}});
+  rdzv::add_resumed_fields(fields, 4, 3, "gpu-1:29400");
+  CHECK(fields == json{{"resumed_after", 3}, {"moved_from", "gpu-1:29400"}});
+}

@@ -387,6 +387,45 @@ NodeInfo rejoining(Fixture& f, const std::string& id, int round, int nodes,
 
 }  // namespace
 
+TEST_CASE("a daemon that took a run over says after which round and where that round ran",
+          "[unit][rendezvous]") {
+  Fixture f(2, 2);
+  SECTION("a run that began here was taken over from nowhere") {
+    f.run.join(f.node("a"), f.config, f.now);
+    REQUIRE(find<StartRound>(f.run.join(f.node("b"), f.config, f.now)));
+    CHECK(f.run.resumed_after() == -1);
+    CHECK(f.run.moved_from().empty());
+  }
+  SECTION("a restarted daemon: its nodes name no other endpoint") {
+    f.run.join(rejoining(f, "a", 4, 2), f.config, f.now);
+    REQUIRE(find<StartRound>(f.run.join(rejoining(f, "b", 4, 2), f.config, f.now)));
+    CHECK(f.run.resumed_after() == 4);
+    CHECK(f.run.moved_from().empty());
+  }
+  SECTION("a fallback daemon: the newest round's nodes say where it ran, and it stays said") {
+    Fixture g(3, 3);
+    NodeInfo old = rejoining(g, "a", 2, 3);
+    old.last_round_at = "old-host:29400";
+    g.run.join(old, g.config, g.now);
+    CHECK(g.run.moved_from() == "old-host:29400");
+    NodeInfo newer = rejoining(g, "b", 4, 2);  // a newer round: its endpoint replaces the older
+    newer.last_round_at = "gpu-1:29400";
+    g.run.join(newer, g.config, g.now);
+    CHECK(g.run.resumed_after() == 4);
+    CHECK(g.run.moved_from() == "gpu-1:29400");
+    NodeInfo same = rejoining(g, "c", 4, 2);
+    same.last_round_at = "elsewhere:1";  // the first word about a round is kept
+    std::optional<StartRound> start = find<StartRound>(g.run.join(same, g.config, g.now));
+    REQUIRE(start);
+    CHECK(start->round == 5);
+    NodeInfo late = rejoining(g, "d", 6, 2);  // after the first round here, nothing changes
+    late.last_round_at = "late:1";
+    g.run.join(late, g.config, g.now);
+    CHECK(g.run.resumed_after() == 4);
+    CHECK(g.run.moved_from() == "gpu-1:29400");
+  }
+}
+
 TEST_CASE("a restarted daemon completes a run whose nodes all finished while it was down",
           "[unit][rendezvous]") {
   Fixture f(2, 2, 3);

@@ -89,3 +89,24 @@ TEST_CASE("cohort status says why the run last restarted, the hang's collective 
         "  last failure: " +
             running.last_failure + "\n");
 }
+
+TEST_CASE("cohort status says after which round a run was taken over, and where it ran",
+          "[unit][launcher]") {
+  proto::StatusRun moved{"moved", "running", 4, 0, 1, 1, 2, 38517, {}};
+  moved.resumed_after = 3;
+  moved.moved_from = "gpu-1:29400";
+  proto::StatusRun restarted{"restarted", "forming", -1, 0, 1, 1, 2, 0, {}};
+  restarted.resumed_after = 0;
+  std::ostringstream out;
+  print_status_table(proto::StatusReply{36035, {moved, restarted}}, out);
+  CHECK(out.str() ==
+        "run moved: running, round 4, restarts 0/1, nodes 1:2, worker store port 38517\n"
+        "  resumed here after round 3, which ran at gpu-1:29400 (--rdzv-fallback)\n"
+        "run restarted: forming, waiting for the first round, restarts 0/1, nodes 1:2, worker "
+        "store port 0\n"
+        "  resumed here after round 0 (the daemon restarted)\n");
+  moved.moved_from = "evil\x1b]0;x\x07:1";  // a node's words: no terminal sequence gets through
+  std::ostringstream escaped;
+  print_status_table(proto::StatusReply{36035, {moved}}, escaped);
+  CHECK(escaped.str().find('\x1b') == std::string::npos);
+}

@@ -128,3 +128,20 @@ TEST_CASE("wrapped text breaks at spaces, cuts long words, and ends in ... past 
         std::vector<std::string>{"> aaa bbb", "  ccc..."});
   CHECK(wrap_text("> ", "a\x1b[2Jb", 0, 1) == std::vector<std::string>{"> a\\x1b[2Jb"});
 }
+
+TEST_CASE("the watch screen says after which round its daemon took the run over",
+          "[unit][launcher][status]") {
+  StatusQuery query;
+  query.endpoint = "node2:29400";
+  StatusFetch fetched = one_run();
+  fetched.reply->runs[0].resumed_after = 2;
+  fetched.reply->runs[0].moved_from = "node1:29400";
+  std::string screen = watch_screen(fetched, query, std::chrono::milliseconds(2000), "12:00:00", 0);
+  CHECK(screen.find("job                 running   3      2 (2:4)    1/3\n"
+                    "  last failure: node 127.0.0.4 lost: connection closed (End of file)\n"
+                    "  resumed here after round 2, which ran at node1:29400 (--rdzv-fallback)\n"
+                    "  127.0.0.2 ") != std::string::npos);
+  CHECK(one_run().reply->runs[0].resumed_after == -1);
+  CHECK(watch_screen(one_run(), query, std::chrono::milliseconds(2000), "12:00:00", 0)
+            .find("resumed") == std::string::npos);
+}
