@@ -169,6 +169,17 @@ bool shows_run(const StatusFetch& fetched, const std::string& run_id) {
   return false;
 }
 
+void ElsewhereLooks::found_nothing(Clock::time_point now) {
+  constexpr std::chrono::milliseconds kLongestGap{30000};
+  gap_ = gap_.count() == 0 ? interval_ : std::min(gap_ * 2, std::max(kLongestGap, interval_));
+  next_ = now + gap_;
+}
+
+void ElsewhereLooks::shown() {
+  gap_ = std::chrono::milliseconds(0);
+  next_.reset();
+}
+
 int watch_status(StatusQuery query, std::chrono::milliseconds interval,
                  const RelocateWatch& relocate) {
   sigset_t stop_signals;
@@ -184,12 +195,18 @@ int watch_status(StatusQuery query, std::chrono::milliseconds interval,
   ::sigaction(SIGINT, &leave, nullptr);
   ::sigaction(SIGTERM, &leave, nullptr);
   std::string moved;  // where the watch followed the run from, if it did
+  ElsewhereLooks looks(interval);
   for (;;) {
     ::sigprocmask(SIG_UNBLOCK, &stop_signals, nullptr);
     StatusFetch fetched = fetch_status(query);
-    if (relocate && !shows_run(fetched, query.run_id)) {
+    if (!relocate || shows_run(fetched, query.run_id)) {
+      looks.shown();
+    } else if (looks.due(ElsewhereLooks::Clock::now())) {
       std::string elsewhere = relocate(query.endpoint);
-      if (!elsewhere.empty()) {
+      if (elsewhere.empty()) {
+        looks.found_nothing(ElsewhereLooks::Clock::now());
+      } else {
+        looks.shown();
         moved = query.endpoint;
         query.endpoint = elsewhere;
         fetched = fetch_status(query);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,27 @@ bool shows_run(const StatusFetch& fetched, const std::string& run_id);
 
 /// Where the watch's run is when `current` does not show it (empty: nowhere else).
 using RelocateWatch = std::function<std::string(const std::string& current)>;
+
+/// When a watch whose endpoint no longer shows its run asks the other endpoints: at once, then
+/// after 1, 2, 4... intervals without finding it (at most 30 s apart), and at once again after
+/// the endpoint showed the run. So a run that ended, or endpoints that drop connections (2 s
+/// each), do not slow every redraw. Owned by the watch loop; pure, time passed in.
+class ElsewhereLooks {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ElsewhereLooks(std::chrono::milliseconds interval) : interval_(interval) {}
+
+  bool due(Clock::time_point now) const { return !next_ || now >= *next_; }
+  /// A look found the run nowhere else: the next waits twice as long as the last.
+  void found_nothing(Clock::time_point now);
+  /// The endpoint shows the run (or the watch followed it): a later absence is asked at once.
+  void shown();
+
+ private:
+  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds gap_{0};
+  std::optional<Clock::time_point> next_;
+};
 
 /// `lead` then `text` in lines of at most `width` columns (0: one line), broken at spaces, the
 /// lines after the first indented as wide as `lead`; at most `max_lines`, the last ending in

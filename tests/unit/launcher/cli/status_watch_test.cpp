@@ -145,3 +145,33 @@ TEST_CASE("the watch screen says after which round its daemon took the run over"
   CHECK(watch_screen(one_run(), query, std::chrono::milliseconds(2000), "12:00:00", 0)
             .find("resumed") == std::string::npos);
 }
+
+TEST_CASE("a watch asks elsewhere at once, then less and less often, and at once after a sighting",
+          "[unit][launcher][status]") {
+  using namespace std::chrono_literals;
+  ElsewhereLooks looks(2000ms);
+  ElsewhereLooks::Clock::time_point t0{};
+  CHECK(looks.due(t0));
+  looks.found_nothing(t0);  // then 2, 4, 8, 16 s, and never more than 30 s apart
+  CHECK_FALSE(looks.due(t0 + 1999ms));
+  CHECK(looks.due(t0 + 2000ms));
+  looks.found_nothing(t0 + 2000ms);
+  CHECK_FALSE(looks.due(t0 + 5999ms));
+  CHECK(looks.due(t0 + 6000ms));
+  auto t = t0 + 6000ms;
+  for (auto gap : {8000ms, 16000ms, 30000ms, 30000ms}) {
+    looks.found_nothing(t);
+    CHECK_FALSE(looks.due(t + gap - 1ms));
+    CHECK(looks.due(t + gap));
+    t += gap;
+  }
+  looks.shown();
+  CHECK(looks.due(t));
+  looks.found_nothing(t);
+  CHECK_FALSE(looks.due(t + 1999ms));
+  CHECK(looks.due(t + 2000ms));
+  ElsewhereLooks slow(60000ms);  // a watch slower than the cap still asks every redraw
+  slow.found_nothing(t0);
+  slow.found_nothing(t0 + 60000ms);
+  CHECK(slow.due(t0 + 120000ms));
+}
