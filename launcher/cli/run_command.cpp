@@ -222,9 +222,8 @@ int run_command(const CLI::App& app, RunOptions& options) {
     return kExitUsage;
   }
   RunEnvironment machine = machine_run_environment(environ);
-  std::vector<std::string> slurm_problems;
-  std::vector<std::string> from_env =
-      apply_slurm_defaults(app, options, machine.env, slurm_problems);
+  SlurmApplied slurm = apply_slurm_defaults(app, options, machine.env);
+  std::vector<std::string> from_env = slurm.taken;
   for (auto& line : apply_torch_env_defaults(app, options, machine.env)) {
     from_env.push_back(std::move(line));
   }
@@ -232,10 +231,12 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& line : from_env) std::cerr << "cohort run: " << line << "\n";
   }
   ValidatedRun validated = validate_run_options(options, machine);
-  validated.problems.insert(validated.problems.end(), slurm_problems.begin(), slurm_problems.end());
+  validated.problems.insert(validated.problems.end(), slurm.problems.begin(), slurm.problems.end());
   if (!validated.problems.empty()) {
-    for (const auto& problem : validated.problems)
-      std::cerr << "cohort run: " << problem << env_origin(app, problem, machine.env) << "\n";
+    for (const auto& problem : validated.problems) {
+      std::cerr << "cohort run: " << problem << env_origin(app, problem, machine.env)
+                << slurm_origin(slurm, problem) << "\n";
+    }
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
   }
   if (!local_setup_ok(options, run_token(options, launched, machine.env), validated)) {

@@ -249,15 +249,21 @@ std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOption
   return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: --worker-store rank0"};
 }
 
-std::string env_origin(const CLI::App& app, const std::string& text,
-                       const std::map<std::string, std::string>& env) {
+std::string flag_named_in(const std::string& text) {
   size_t start = text.find("--");
   if (start == std::string::npos) return "";
   size_t end = start + 2;
   while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
                                text[end] == '-' || text[end] == '_'))
     ++end;
-  const CLI::Option* option = app.get_option_no_throw(text.substr(start, end - start));
+  return text.substr(start, end - start);
+}
+
+std::string env_origin(const CLI::App& app, const std::string& text,
+                       const std::map<std::string, std::string>& env) {
+  std::string flag = flag_named_in(text);
+  if (flag.empty()) return "";
+  const CLI::Option* option = app.get_option_no_throw(flag);
   if (option == nullptr || option->get_envname().empty()) return "";
   if (env.count(option->get_envname()) == 0) return "";
   const std::vector<CLI::Option*>& given = app.parse_order();  // the command line's, not env's

@@ -101,6 +101,9 @@ std::string pet_name(const std::string& dashed);
 std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOptions& options,
                                                   const std::map<std::string, std::string>& env);
 
+/// The first "--name" in `text` (a problem, a parse error): the flag it is about; "" if none.
+std::string flag_named_in(const std::string& text);
+
 /// " (from PET_NNODES in the environment)" when the value of `app`'s flag named in `text` (the
 /// first "--name" in it: a problem, a parse error) came from its PET_ variable and not from the
 /// command line, so that a user who never typed the flag sees where it came from; else "".

@@ -1,6 +1,7 @@
 #include "launcher/slurm/slurm_defaults.hpp"
 
 #include <CLI/CLI.hpp>
+#include <climits>
 
 #include "common/text.hpp"
 #include "launcher/slurm/slurm_env.hpp"
@@ -19,18 +20,18 @@ bool elastic(const std::string& nnodes) {
 
 }  // namespace
 
-std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
-                                              const EnvMap& env,
-                                              std::vector<std::string>& problems) {
+SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, const EnvMap& env) {
   std::optional<SlurmDefaults> slurm = slurm_defaults(env);
   if (!slurm) return {};
-  problems.insert(problems.end(), slurm->problems.begin(), slurm->problems.end());
-  std::vector<std::string> taken;
+  SlurmApplied applied;
+  applied.problems = slurm->problems;
+  std::vector<std::string>& taken = applied.taken;
   auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
   auto take = [&](const char* flag, const std::optional<SlurmValue>& value, std::string& field) {
     if (!value || given(flag)) return false;
     field = value->value;
     taken.push_back(cat(flag, " ", value->value, " from ", value->source));
+    applied.variables[flag] = value->variable;
     return true;
   };
   take("--nnodes", slurm->nnodes, options.nnodes);
@@ -52,12 +53,23 @@ std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& o
   }
   std::string node_rank;
   if (take("--node-rank", slurm->node_rank, node_rank)) {
-    options.node_rank = static_cast<int>(parse_int(node_rank).value_or(0));
+    std::optional<int64_t> rank = parse_int(node_rank);
+    if (!rank || *rank < INT_MIN || *rank > INT_MAX) {
+      applied.problems.push_back(
+          cat("--node-rank: expected a whole number, got '", node_rank, "'"));
+    }
+    options.node_rank = static_cast<int>(rank.value_or(0));
     options.node_rank_hint = true;  // c10d honours it too: Slurm's node order
   }
   options.in_slurm_step = true;
   taken.push_back("SIGUSR1/SIGUSR2 not forwarded: Slurm signals every process of the step itself");
-  return taken;
+  return applied;
+}
+
+std::string slurm_origin(const SlurmApplied& applied, const std::string& problem) {
+  auto variable = applied.variables.find(flag_named_in(problem));
+  if (variable == applied.variables.end()) return "";
+  return " (from " + variable->second + " in the environment)";
 }
 
 }  // namespace cohort

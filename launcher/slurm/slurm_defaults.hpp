@@ -3,6 +3,7 @@
 // flags and validating them.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,12 +13,20 @@
 
 namespace cohort {
 
+/// What apply_slurm_defaults did.
+struct SlurmApplied {
+  std::vector<std::string> taken;     ///< a line per value taken: "--nnodes 4 from SLURM_...=4"
+  std::vector<std::string> problems;  ///< a node list that does not parse, a node id not a number
+  std::map<std::string, std::string> variables;  ///< each flag taken -> the variables it came from
+};
+
 /// Fills from SLURM_* in `env` what `app` did not get: node count, run id, rendezvous endpoint
-/// (c10d), node-rank hint, worker count, and SIGUSR1/SIGUSR2 forwarding. Returns one line per
-/// value taken ("--nnodes 4 from SLURM_JOB_NUM_NODES=4"); problems go to `problems`. Outside a
-/// Slurm step, changes nothing.
-std::vector<std::string> apply_slurm_defaults(const CLI::App& app, RunOptions& options,
-                                              const EnvMap& env,
-                                              std::vector<std::string>& problems);
+/// (c10d), node-rank hint, worker count, and SIGUSR1/SIGUSR2 forwarding. Outside a Slurm step,
+/// changes nothing.
+SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, const EnvMap& env);
+
+/// " (from SLURM_JOB_NUM_NODES in the environment)" when the flag `problem` is about took its
+/// value from Slurm's variables, so that a user who never typed it sees where it came from.
+std::string slurm_origin(const SlurmApplied& applied, const std::string& problem);
 
 }  // namespace cohort

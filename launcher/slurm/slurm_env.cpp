@@ -17,7 +17,7 @@ std::optional<std::pair<std::string, std::string>> first_of(
 }
 
 SlurmValue sourced(const std::string& value, const std::pair<std::string, std::string>& from) {
-  return {value, from.first + "=" + from.second};
+  return {value, from.first + "=" + from.second, from.first};
 }
 
 // The node list's second and third hosts at `port`, when it has three or more (the rest of a
@@ -43,7 +43,8 @@ std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::str
   }
   defaults.rdzv_id =
       SlurmValue{"slurm-" + job->second + "." + step->second,
-                 job->first + "=" + job->second + ", " + step->first + "=" + step->second};
+                 job->first + "=" + job->second + ", " + step->first + "=" + step->second,
+                 job->first + " and " + step->first};
   if (auto list = first_of(env, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
     auto host = first_host(list->second);
     auto job_number = parse_int(job->second);

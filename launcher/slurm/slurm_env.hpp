@@ -13,7 +13,8 @@ namespace cohort {
 
 struct SlurmValue {
   std::string value;
-  std::string source;  ///< "SLURM_JOB_NUM_NODES=4", ...
+  std::string source;    ///< "SLURM_JOB_NUM_NODES=4", ...
+  std::string variable;  ///< the variables it came from: "SLURM_JOB_NUM_NODES", ...
 };
 
 struct SlurmDefaults {

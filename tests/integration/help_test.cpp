@@ -111,6 +111,34 @@ TEST_CASE("a bad value from a PET_ variable names the variable, at parse and in 
   CHECK(contains(typed, "got '0'\n"));  // typed: the user's own value, no variable named
 }
 
+TEST_CASE("a bad value taken from Slurm's variables names the variable", "[integration][help]") {
+  Scratch scratch;
+  auto run = [&](const std::string& variable, const std::string& value,
+                 std::vector<std::string> flags) {
+    ChildOptions options = scratch.options();
+    options.env.insert({{"SLURM_JOB_ID", "77"},
+                        {"SLURM_STEP_ID", "0"},
+                        {"SLURM_JOB_NUM_NODES", "2"},
+                        {"SLURM_NODEID", "0"},
+                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                        {"COHORT_TOKEN", "a-token-for-this-test-only"}});
+    options.env[variable] = value;
+    flags.insert(flags.begin(), {kCohortBin, "run"});
+    flags.insert(flags.end(), {"--no-python", "/bin/true"});
+    RunResult result = scratch.run_argv(flags, options, 30s);
+    CHECK(result.status.shell_code() == 2);
+    return result.err;
+  };
+  CHECK(run("SLURM_JOB_NUM_NODES", "abc", {}) ==
+        "cohort run: --nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got 'abc' (from "
+        "SLURM_JOB_NUM_NODES in the environment)\n");
+  CHECK(run("SLURM_NODEID", "x", {}) ==
+        "cohort run: --node-rank: expected a whole number, got 'x' (from SLURM_NODEID in the "
+        "environment)\n");
+  std::string typed = run("SLURM_JOB_NUM_NODES", "2", {"--nnodes", "0"});
+  CHECK(contains(typed, "got '0'\n"));  // typed over Slurm's: the user's own value
+}
+
 TEST_CASE("internal flags are accepted though hidden, --raw_output and PET_RAW_OUTPUT work",
           "[integration][help]") {
   Scratch scratch;

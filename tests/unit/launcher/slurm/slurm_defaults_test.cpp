@@ -15,6 +15,7 @@ struct Applied {
   RunOptions options;
   std::vector<std::string> taken;
   std::vector<std::string> problems;
+  SlurmApplied slurm;
 };
 
 Applied apply(std::vector<std::string> args, const EnvMap& env) {
@@ -25,7 +26,9 @@ Applied apply(std::vector<std::string> args, const EnvMap& env) {
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   app.parse(static_cast<int>(argv.size()), argv.data());
-  applied.taken = apply_slurm_defaults(app, applied.options, env, applied.problems);
+  applied.slurm = apply_slurm_defaults(app, applied.options, env);
+  applied.taken = applied.slurm.taken;
+  applied.problems = applied.slurm.problems;
   return applied;
 }
 
@@ -98,4 +101,26 @@ TEST_CASE("an elastic run of three nodes or more gets the next two hosts as fall
         "x");
   CHECK(apply({"--nnodes", "2:4", "--rdzv-endpoint", "h:1", "t.py"}, env)
             .options.rdzv_fallback.empty());
+}
+
+TEST_CASE("a problem with a value taken from Slurm names the variable it came from",
+          "[unit][launcher][slurm]") {
+  EnvMap env = kStep;
+  env["SLURM_NODEID"] = "x";
+  Applied applied = apply({"t.py"}, env);
+  REQUIRE(applied.problems.size() == 1);
+  CHECK(applied.problems[0] == "--node-rank: expected a whole number, got 'x'");
+  CHECK(slurm_origin(applied.slurm, applied.problems[0]) ==
+        " (from SLURM_NODEID in the environment)");
+  CHECK(slurm_origin(applied.slurm, "--nnodes: expected N or MIN:MAX, got '0'") ==
+        " (from SLURM_JOB_NUM_NODES in the environment)");
+  CHECK(slurm_origin(applied.slurm, "--rdzv-id: bad") ==
+        " (from SLURM_JOB_ID and SLURM_STEP_ID in the environment)");
+  CHECK(slurm_origin(applied.slurm, "--max-restarts: bad") == "");  // not Slurm's
+  CHECK(slurm_origin(applied.slurm, "no flag named") == "");
+  // A flag on the command line is the user's, not Slurm's.
+  Applied typed = apply({"--nnodes", "0", "t.py"}, kStep);
+  CHECK(slurm_origin(typed.slurm, "--nnodes: expected N or MIN:MAX, got '0'") == "");
+  env["SLURM_NODEID"] = "99999999999";
+  CHECK(apply({"t.py"}, env).problems.size() == 1);
 }
