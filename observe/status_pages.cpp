@@ -287,12 +287,15 @@ std::string render_runs_page(const proto::StatusReply& status,
 }
 
 std::string render_run_page(const Timeline& timeline, const std::vector<nlohmann::json>& events) {
-  std::string body = "<p><a href=\"/\">all runs</a></p>\n<h1>run " + html_escape(timeline.run_id) +
-                     ": " + html_escape(timeline.outcome) + "</h1>\n" + root_cause_line(timeline) +
-                     "<p>" + counted(timeline.rounds.size(), "round", "rounds") + ", " +
-                     counted(timeline.recoveries.size(), "recovery", "recoveries") + ", " +
-                     counted(timeline.scale_ups, "scale-up", "scale-ups") + ", " +
-                     format_ms(timeline.end_ms - timeline.start_ms) + "</p>\n";
+  std::string body =
+      "<p><a href=\"/\">all runs</a></p>\n<h1>run " + html_escape(timeline.run_id) + ": " +
+      html_escape(timeline.outcome) + "</h1>\n" + root_cause_line(timeline) +
+      (timeline.resumed.empty() ? ""
+                                : "<p id=\"resumed\">" + html_escape(timeline.resumed) + "</p>\n") +
+      "<p>" + counted(timeline.rounds.size(), "round", "rounds") + ", " +
+      counted(timeline.recoveries.size(), "recovery", "recoveries") + ", " +
+      counted(timeline.scale_ups, "scale-up", "scale-ups") + ", " +
+      format_ms(timeline.end_ms - timeline.start_ms) + "</p>\n";
   body += legend() + timeline_svg(timeline) + "<h2>Latest events</h2>\n" + events_table(events);
   return page("cohort run " + timeline.run_id, body);
 }

@@ -51,6 +51,9 @@ struct Timeline {
   std::string outcome;     ///< "running", "completed", "failed" or "stopped"
   std::string root_cause;  ///< the last failure's or the end's reason, one line; "" if none
   int scale_ups = 0;       ///< new rounds because nodes joined (no recovery)
+  /// The daemon took the run over (its first round.started says so): "resumed here after round
+  /// 3, which ran at gpu-1:29400 (--rdzv-fallback)"; "" for a run that began there.
+  std::string resumed;
 };
 
 /// Reads events of one run (in the order written; unknown events are skipped).

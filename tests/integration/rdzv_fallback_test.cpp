@@ -322,6 +322,8 @@ TEST_CASE("cohort status and stop and the HTTP pages follow a run that moved to 
   CHECK(contains(
       metrics, "cohort_run_resumed_after_round{run=\"moving\",from=\"" + run.endpoint + "\"} 0\n"));
   CHECK(contains(http_get("http://127.0.0.1:" + http_port + "/"), resumed));
+  CHECK(contains(http_get("http://127.0.0.1:" + http_port + "/runs/moving"),
+                 "<p id=\"resumed\">" + resumed));
   bool followed = wait_until(
       [&] {
         screen = tmux.screen();

@@ -179,6 +179,28 @@ TEST_CASE("the run page has a legend, host labels and the root cause under its t
   CHECK(html.find("members=") == std::string::npos);
 }
 
+TEST_CASE("the run page of a run taken over says after which round and where it ran",
+          "[unit][observe]") {
+  std::vector<json> events = {
+      event(1000, "run.created"),
+      event(1100, "round.started",
+            {{"round", 4},
+             {"world_size", 4},
+             {"members", members({"a", "b"})},
+             {"resumed_after", 3},
+             {"moved_from", "gpu-1:29400<b>"}}),
+      event(1500, "round.started", {{"round", 5}, {"world_size", 4}, {"members", members({"a"})}})};
+  Timeline timeline = build_timeline("job", events, 2000);
+  CHECK(timeline.resumed ==
+        "resumed here after round 3, which ran at gpu-1:29400<b> (--rdzv-fallback)");
+  std::string html = render_run_page(timeline, events);
+  CHECK(html.find("<p id=\"resumed\">resumed here after round 3, which ran at "
+                  "gpu-1:29400&lt;b&gt; (--rdzv-fallback)</p>") != std::string::npos);
+  CHECK(build_timeline("job", scripted_run(), 9000).resumed.empty());
+  CHECK(render_run_page(build_timeline("job", scripted_run(), 9000), scripted_run())
+            .find("id=\"resumed\"") == std::string::npos);
+}
+
 TEST_CASE("the collective a hang was attributed to is a mark of the round and a line of events",
           "[unit][observe][hang]") {
   std::vector<json> events = scripted_run();
