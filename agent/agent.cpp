@@ -419,7 +419,10 @@ void Agent::connect() {
 // hosted here if it names this machine. The workers keep running; the daemon there rules on their
 // round as a restarted daemon does, and its quorum keeps a minority from forming one.
 void Agent::move_to_fallback(const std::string& why) {
+  std::string left = endpoint_text(fallback_);
   const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
+  event(agent_events::rendezvous_moved(event_source(), "fallback", left, endpoint_text(fallback_),
+                                       why));
   lost_agent_hosted_ = false;  // the next endpoint has not welcomed this agent yet
   lost_agent_host_silent_ = false;
   log::warn(
@@ -519,6 +522,10 @@ void Agent::go_back(int live_nodes) {
       " still there: this node goes back to it from ", endpoint_text(fallback_),
       " (--rdzv-fallback",
       state_.phase() == agent::AgentState::Phase::Running ? "; the workers keep running)" : ")");
+  event(agent_events::rendezvous_moved(
+      event_source(), "back", endpoint_text(fallback_), endpoint_text(back),
+      cat(live_nodes, live_nodes == 1 ? " other node" : " other nodes",
+          " of the run still there")));
   switch_endpoint(back, "back to " + endpoint_text(back));
 }
 
@@ -530,6 +537,10 @@ void Agent::follow_run(size_t endpoint, int live_nodes) {
             live_nodes == 1 ? " live node" : " live nodes",
             " in a round there): this node follows it from ", endpoint_text(fallback_),
             " (--rdzv-fallback)");
+  event(agent_events::rendezvous_moved(
+      event_source(), "follow", endpoint_text(fallback_), endpoint_text(endpoint),
+      cat("the run went on there without this node (", live_nodes,
+          live_nodes == 1 ? " live node" : " live nodes", " in a round)")));
   round_endpoint_ = endpoint;
   switch_endpoint(endpoint, "following the run to " + endpoint_text(endpoint));
 }

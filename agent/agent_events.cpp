@@ -52,4 +52,10 @@ Event agent_finished(const Source& source, int exit_code) {
   return make(source, "agent.finished", {{"exit_code", exit_code}});
 }
 
+Event rendezvous_moved(const Source& source, const std::string& kind, const std::string& from,
+                       const std::string& to, const std::string& reason) {
+  return make(source, "rendezvous.moved",
+              {{"kind", kind}, {"from", from}, {"to", to}, {"reason", reason}});
+}
+
 }  // namespace cohort::agent_events

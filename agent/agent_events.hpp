@@ -23,5 +23,10 @@ Event workers_started(const Source& source, const proto::RoundAssigned& round, i
 Event worker_failed(const Source& source, int round, const WorkerFailure& failure);
 Event workers_stopped(const Source& source, int round, const std::string& reason);
 Event agent_finished(const Source& source, int exit_code);
+/// The agent's rendezvous moved (--rdzv-fallback): `kind` "fallback" (the daemon at `from` is
+/// gone), "back" (the run is still at `to`, which it had left) or "follow" (the run went on at
+/// `to` without this node).
+Event rendezvous_moved(const Source& source, const std::string& kind, const std::string& from,
+                       const std::string& to, const std::string& reason);
 
 }  // namespace cohort::agent_events

@@ -8,6 +8,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/free_port.hpp"
 #include "tests/integration/http_support.hpp"
@@ -29,6 +31,17 @@ size_t dumps_of_round(const Scratch& scratch, int round) {
     count += ends_with(name, ".json");
   }
   return count;
+}
+
+/// The rendezvous.moved events a node wrote on stderr (--event-log-handler console), in order.
+std::vector<nlohmann::json> moves_in(const std::string& err) {
+  std::vector<nlohmann::json> moves;
+  std::istringstream lines(err);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("{", 0) != 0 || !contains(line, "\"event\":\"rendezvous.moved\"")) continue;
+    moves.push_back(nlohmann::json::parse(line));
+  }
+  return moves;
 }
 
 /// One node of a run with --rdzv-fallback, as `cohort run`'s flags: one worker that records its
@@ -131,7 +144,8 @@ struct SplitScene {
         "last_call_timeout=0.5,heartbeat_timeout=1,keep_alive_interval=0.2," + node.rdzv_conf;
     node.worker = {"--hang"};
     std::vector<std::string> flags = node.flags(scratch);
-    flags.insert(flags.begin(), {kCohortBin, "run", "--token-file", token});
+    flags.insert(flags.begin(),
+                 {kCohortBin, "run", "--token-file", token, "--event-log-handler", "console"});
     return flags;
   }
   /// The same argv, run inside the namespace.
@@ -181,7 +195,7 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
           "[integration][multinode][fallback]") {
   uint16_t http_port = cohort::pick_free_port("127.0.0.1");
   FallbackRun run(/*sleep_ms=*/8000, /*join_timeout=*/"30",
-                  {"--http-port", std::to_string(http_port)});
+                  {"--http-port", std::to_string(http_port), "--event-log-handler", "console"});
   std::string round0_port = env_value(run.dump(0, 0), "MASTER_PORT");
   // The host of the rendezvous freezes, holding its HTTP port: the others give up on it after
   // the heartbeat timeout (1 s, to notice, and 1 s more reconnecting) and move; the node that
@@ -194,6 +208,15 @@ TEST_CASE("the agent hosting the rendezvous dies: the others move to --rdzv-fall
     CHECK(status->success());  // the run completed, in a round of two
     CHECK(contains(run.nodes[i]->err(), "the rendezvous moves to " + run.fallback +
                                             " (--rdzv-fallback; the workers keep running)"));
+    // The node's event log says so too.
+    std::vector<nlohmann::json> moves = moves_in(run.nodes[i]->err());
+    REQUIRE(moves.size() == 1);
+    const nlohmann::json& event = moves[0];
+    CHECK(event["kind"] == "fallback");
+    CHECK(event["from"] == run.endpoint);
+    CHECK(event["to"] == run.fallback);
+    CHECK(contains(event["reason"].get<std::string>(),
+                   "cannot reach the rendezvous at " + run.endpoint));
   }
   std::string hosted = "hosting the rendezvous on " + run.fallback + " (--rdzv-fallback)";
   CHECK(contains(run.nodes[1]->err(), hosted) != contains(run.nodes[2]->err(), hosted));  // one
@@ -463,6 +486,14 @@ TEST_CASE("a node cut off alone goes back to the first endpoint when the network
                                    " answers again and 2 other nodes of the run are still there: "
                                    "this node goes back to it from " +
                                    fallback));
+  std::vector<nlohmann::json> moves = moves_in(moving.err());  // there and back, as events
+  REQUIRE(moves.size() == 2);
+  CHECK(moves[0]["kind"] == "fallback");
+  CHECK(moves[0]["to"] == fallback);
+  CHECK(moves[1]["kind"] == "back");
+  CHECK(moves[1]["from"] == fallback);
+  CHECK(moves[1]["to"] == endpoint);
+  CHECK(moves[1]["reason"] == "2 other nodes of the run still there");
   for (int rank = 0; rank < 3; ++rank) {
     EnvDump env = load_env(scratch.file("env_2_" + std::to_string(rank) + ".json"));
     CHECK(env_value(env, "WORLD_SIZE") == "3");
@@ -514,6 +545,11 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
                                  " without this node (2 live nodes in a round there): this node "
                                  "follows it from " +
                                  endpoint + " (--rdzv-fallback)"));
+  std::vector<nlohmann::json> moves = moves_in(host.err());
+  REQUIRE(moves.size() == 1);
+  CHECK(moves[0]["kind"] == "follow");
+  CHECK(moves[0]["from"] == endpoint);
+  CHECK(moves[0]["to"] == split.fallback);
   for (int rank = 0; rank < 3; ++rank) {
     EnvDump env = load_env(split.scratch.file("env_2_" + std::to_string(rank) + ".json"));
     CHECK(env_value(env, "WORLD_SIZE") == "3");
