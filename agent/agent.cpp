@@ -550,7 +550,8 @@ void Agent::follow_run(size_t endpoint, int live_nodes) {
 void Agent::switch_endpoint(size_t endpoint, const std::string& leave_reason) {
   if (client_) {
     if (client_->welcomed()) unanswered_since_.reset();  // the wait starts again from now
-    client_->close(proto::Leave{leave_reason});
+    std::string to = endpoint_text(endpoint);  // the daemon left behind says where the run went
+    client_->close(proto::Leave{leave_reason, to.size() <= proto::kMaxEndpointBytes ? to : ""});
   }
   fallback_ = endpoint;
   lost_agent_hosted_ = false;

@@ -60,7 +60,14 @@ void from_json(const json& in, WorkerFailed& m) {
   if (in.contains("cause")) in.at("cause").get_to(m.cause);
 }
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSucceeded, round)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Leave, reason)
+void to_json(json& out, const Leave& m) {
+  out = json{{"reason", m.reason}};
+  if (!m.moved_to.empty()) out["moved_to"] = m.moved_to;
+}
+void from_json(const json& in, Leave& m) {
+  in.at("reason").get_to(m.reason);
+  m.moved_to = in.value("moved_to", std::string());
+}
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Welcome, version, proof, agent_hosted)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Challenge, nonce)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusRequest, run_id, proof, client_nonce, brief,
@@ -165,13 +172,16 @@ void from_json(const json& in, StatusRun& m) {
 void put_proof(json& out, const std::string& proof) {
   if (!proof.empty()) out["proof"] = proof;
 }
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MovedRun, run_id, to)
 void to_json(json& out, const StatusReply& m) {
   out = json{{"port", m.port}, {"runs", m.runs}};
+  if (!m.moved_runs.empty()) out["moved_runs"] = m.moved_runs;
   put_proof(out, m.proof);
 }
 void from_json(const json& in, StatusReply& m) {
   in.at("port").get_to(m.port);
   in.at("runs").get_to(m.runs);
+  if (in.contains("moved_runs")) in.at("moved_runs").get_to(m.moved_runs);
   m.proof = in.value("proof", std::string());
 }
 void to_json(json& out, const EventsReply& m) {
@@ -574,6 +584,7 @@ std::string out_of_range(const ControlMessage& message) {
     if (sick->reason.size() > kMaxHealthReasonBytes) return "reason";
   } else if (const auto* leave = std::get_if<Leave>(&message)) {
     if (leave->reason.size() > kMaxFailureTextBytes) return "reason";
+    if (leave->moved_to.size() > kMaxEndpointBytes) return "moved_to";
   } else if (const auto* events = std::get_if<EventsReply>(&message)) {
     if (events->dropped < 0) return "dropped";
   } else if (const auto* status = std::get_if<StatusReply>(&message)) {

@@ -136,6 +136,9 @@ struct NodeSucceeded {
 };
 struct Leave {
   std::string reason;
+  /// Not empty: the node leaves for this endpoint, where its run is ("host:port"; at most
+  /// kMaxEndpointBytes): a daemon left with none of the run's nodes says where it went.
+  std::string moved_to;
 };
 struct StatusRequest {
   std::string run_id;        ///< the run to show; empty: every run (needs the daemon's own token)
@@ -309,10 +312,16 @@ struct StatusRun {
 };
 /// The most nodes one status reply lists, all runs together; the rest are counted in more_nodes.
 constexpr int kMaxStatusNodes = 2000;
+/// A run whose nodes all left this daemon for another endpoint (rendezvous/moved_runs.*).
+struct MovedRun {
+  std::string run_id;
+  std::string to;  ///< the endpoint its last node left for
+};
 struct StatusReply {
   int port = 0;  ///< the daemon's control port
   std::vector<StatusRun> runs;
   std::string proof;  ///< answer_proof for the request's client_nonce; left out when empty
+  std::vector<MovedRun> moved_runs;  ///< left out when empty
 };
 /// The answer to `events`: the run's event lines (without their '\n'), oldest first.
 struct EventsReply {

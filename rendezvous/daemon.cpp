@@ -316,6 +316,7 @@ void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto:
   record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
   apply(run, run.state->node_lost(left, reason, now()));
   run.hosts.erase(left);
+  if (run.state->empty() && run.unhealthy.empty()) run.moved_to = leave.moved_to;  // the last
   session.close_after(std::nullopt, "left");
 }
 
@@ -358,7 +359,9 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);
   Run& run = found->second;
+  run.moved_to.clear();  // a node here again: the run has not (or no longer) moved away
   if (created) {
+    moved_.forget(hello.run_id);
     run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());
     run.state->set_straggler_window(straggler_window());
     log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
@@ -823,6 +826,7 @@ void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty() && it->second.unhealthy.empty()) {
+      if (!it->second.moved_to.empty()) moved_.moved(it->first, it->second.moved_to);
       history_.run_ended(it->first);
       metrics_.forget_run(it->first);
       it = runs_.erase(it);
@@ -1004,7 +1008,17 @@ proto::StatusReply RendezvousDaemon::brief_status(const std::string& only_run,
     out.more_nodes = static_cast<int>(run.state->node_count() + run.unhealthy.size());
     out.live_nodes = run.state->live_nodes(now(), own_node_prefix);
   }
+  status.moved_runs = moved_runs(only_run);
   return status;
+}
+
+// The runs that moved away from this daemon (all, or `only_run`), where no run of the id is now.
+std::vector<proto::MovedRun> RendezvousDaemon::moved_runs(const std::string& only_run) const {
+  std::vector<proto::MovedRun> out;
+  for (const auto& [id, to] : moved_.runs()) {
+    if (only_run.empty() || id == only_run) out.push_back({id, to});
+  }
+  return out;
 }
 
 proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
@@ -1052,6 +1066,7 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
       out.slowest.push_back({slow.rank, slow.node, slow.step_time.count()});
     }
   }
+  status.moved_runs = moved_runs(only_run);
   return status;
 }
 

@@ -28,6 +28,7 @@
 #include "rendezvous/dump_gathering.hpp"
 #include "rendezvous/ended_runs.hpp"
 #include "rendezvous/event_history.hpp"
+#include "rendezvous/moved_runs.hpp"
 #include "rendezvous/run_state.hpp"
 #include "store/store_server.hpp"
 
@@ -105,6 +106,8 @@ class RendezvousDaemon {
     /// The node whose agent hosts this daemon (its hello said so; an agent-hosted daemon only):
     /// each round's members hear whether it is one of them (RoundAssigned::host_member).
     std::string host_node;
+    /// The endpoint the run's last node here left for (Leave::moved_to); told once it is gone.
+    std::string moved_to;
     /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
     rdzv::DumpGathering dumps;
     std::unique_ptr<Timer> dumps_deadline;
@@ -130,6 +133,7 @@ class RendezvousDaemon {
   static std::string hello_problem(const proto::Hello& hello);
   void on_status(ControlSession& session, const proto::StatusRequest& request);
   proto::StatusRun run_summary(const std::string& id, const Run& run) const;
+  std::vector<proto::MovedRun> moved_runs(const std::string& only_run) const;
   proto::StatusReply brief_status(const std::string& only_run,
                                   const std::string& own_node_prefix) const;
   void on_events(ControlSession& session, const proto::EventsRequest& request);
@@ -204,7 +208,9 @@ class RendezvousDaemon {
   int applying_ = 0;  ///< apply() calls in progress: runs are reaped only outside them
   bool stopped_ = false;
   std::optional<proto::Stop> cancelled_;  ///< set by cancel_runs(): what later hellos hear
-  rdzv::EndedRuns ended_;  ///< what a node started before its run ended hears when it joins
+  rdzv::EndedRuns ended_;
+  rdzv::MovedRuns moved_;  ///< runs whose last node here left for another endpoint  ///< what a
+                           ///< node started before its run ended hears when it joins
 };
 
 /// What start() could not open, for the user: "--http-port 29477: cannot listen on

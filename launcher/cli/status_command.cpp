@@ -59,9 +59,13 @@ void print_slowest(const proto::StatusRun& run, std::ostream& out) {
 }  // namespace
 
 void print_status_table(const proto::StatusReply& status, std::ostream& out) {
-  if (status.runs.empty()) {
+  if (status.runs.empty() && status.moved_runs.empty()) {
     out << "no runs\n";
     return;
+  }
+  for (const proto::MovedRun& moved : status.moved_runs) {
+    out << "run " << shown(moved.run_id) << ": moved to " << shown(moved.to)
+        << " (its nodes left this daemon for it: ask there, or give --rdzv-fallback)\n";
   }
   for (const proto::StatusRun& run : status.runs) {
     out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", "

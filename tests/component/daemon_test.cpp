@@ -659,6 +659,43 @@ TEST_CASE("a node that leaves is lost for its own reason, the last one to leave 
   CHECK(std::get<proto::StatusReply>(status).runs.empty());
 }
 
+TEST_CASE("a run whose last node left for another endpoint is said to have moved there",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), b(d.daemon.port());
+  a.hello("job", "a", 2, 3);
+  b.hello("job", "b", 2, 3);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  a.send(proto::Leave{"going first", "early:1"});  // others remain: the run has not moved
+  CHECK(a.closed_by_daemon());
+  b.expect<proto::Restart>();
+  b.send(proto::Leave{"following the run to node2:29400", "node2:29400"});
+  CHECK(b.closed_by_daemon());
+  auto moved = [&](const std::string& run_id) {
+    Client watcher(d.daemon.port());
+    watcher.send(proto::StatusRequest{run_id});
+    return watcher.expect<proto::StatusReply>();
+  };
+  proto::StatusReply reply = moved("");
+  CHECK(reply.runs.empty());
+  REQUIRE(reply.moved_runs.size() == 1);
+  CHECK(reply.moved_runs[0].run_id == "job");
+  CHECK(reply.moved_runs[0].to == "node2:29400");
+  CHECK(moved("other").moved_runs.empty());
+  // The run back here: no longer moved.
+  Client c(d.daemon.port());
+  c.hello("job", "c", 1, 3);
+  reply = moved("job");
+  CHECK(reply.runs.size() == 1);
+  CHECK(reply.moved_runs.empty());
+  c.send(proto::Leave{"stopped by SIGTERM"});  // a last node that leaves for nowhere
+  CHECK(c.closed_by_daemon());
+  reply = moved("");
+  CHECK(reply.runs.empty());
+  CHECK(reply.moved_runs.empty());
+}
+
 TEST_CASE("a node that reports unhealthy and then leaves is forgotten, status still answers",
           "[component][daemon]") {
   DaemonThread d;

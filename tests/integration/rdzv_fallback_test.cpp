@@ -506,6 +506,8 @@ TEST_CASE("a node cut off alone goes back to the first endpoint when the network
       ChildOptions{{}, {}, "", "/tmp", "status"}, 10s);
   CHECK(fallback_status.status.success());
   CHECK(contains(fallback_status.out, "\"runs\":[]"));
+  CHECK(contains(fallback_status.out,
+                 "\"moved_runs\":[{\"run_id\":\"heal\",\"to\":\"" + endpoint + "\"}]"));
   for (ChildProcess* node : {&host, &other, &moving}) node->signal(SIGTERM);
   for (ChildProcess* node : {&host, &other, &moving}) {
     auto ended = node->wait(10s);
@@ -555,10 +557,14 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
     CHECK(env_value(env, "WORLD_SIZE") == "3");
     CHECK(env_value(env, "MASTER_ADDR") == cut_off.host_ip);  // the fallback's worker store
   }
-  // The daemon the host still runs at the first endpoint holds nothing of the run.
+  // The daemon the host still runs at the first endpoint holds nothing of the run, and says
+  // where it went.
   RunResult first_status = status_at_first();
   CHECK(first_status.status.success());
-  CHECK(contains(first_status.out, "no runs"));
+  std::string moved_away = "run follow: moved to " + split.fallback +
+                           " (its nodes left this daemon for it: ask there, or give "
+                           "--rdzv-fallback)\n";
+  CHECK(first_status.out == moved_away);
   // A node lost (not the fallback's host), and one started afresh with the same flags: the
   // daemon at the first endpoint answers without the run, which is in a round at the fallback;
   // the new node joins it there instead of starting a second run at the first endpoint.
@@ -574,7 +580,7 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
                                  " (--rdzv-fallback): the daemon at --rdzv-endpoint no longer "
                                  "has it; joining it there"));
   CHECK_FALSE(contains(late.err(), "follows it from"));  // it never formed a run at the first
-  CHECK(contains(status_at_first().out, "no runs"));
+  CHECK(status_at_first().out == moved_away);
   std::vector<ChildProcess*> all{&host, split.others[1 - lost].get(), &late};
   for (ChildProcess* node : all) node->signal(SIGTERM);
   for (ChildProcess* node : all) {

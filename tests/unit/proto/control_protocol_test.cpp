@@ -302,6 +302,29 @@ TEST_CASE("a hello names where its last round ran only after a move and within a
   CHECK_FALSE(decode_message(wrong.dump(), error));
 }
 
+TEST_CASE("a leave says where the node goes, and a status where runs went, only when said",
+          "[unit][proto]") {
+  std::string error;
+  std::string plain = encode_message(Leave{"bye"});
+  CHECK(plain.find("moved_to") == std::string::npos);
+  CHECK(std::get<Leave>(*decode_message(plain, error)).moved_to.empty());
+  CHECK(std::get<Leave>(*decode_message(encode_message(Leave{"bye", "node2:29400"}), error))
+            .moved_to == "node2:29400");
+  CHECK_FALSE(
+      decode_message(encode_message(Leave{"bye", std::string(kMaxEndpointBytes + 1, 'h')}), error));
+  CHECK(error.find("moved_to") != std::string::npos);
+  StatusReply reply{1, {}};
+  CHECK(encode_message(reply).find("moved_runs") == std::string::npos);
+  reply.moved_runs.push_back({"job", "node2:29400"});
+  StatusReply back = std::get<StatusReply>(*decode_message(encode_message(reply), error));
+  REQUIRE(back.moved_runs.size() == 1);
+  CHECK(back.moved_runs[0].run_id == "job");
+  CHECK(back.moved_runs[0].to == "node2:29400");
+  nlohmann::json wrong = nlohmann::json::parse(encode_message(reply));
+  wrong["moved_runs"][0]["to"] = 5;
+  CHECK_FALSE(decode_message(wrong.dump(), error));
+}
+
 TEST_CASE("a status run says after which round it was taken over and from where", "[unit][proto]") {
   std::string error;
   StatusRun run{"j", "running", 4, 0, 0, 2, 3, 0, {}};

@@ -110,3 +110,14 @@ TEST_CASE("cohort status says after which round a run was taken over, and where 
   print_status_table(proto::StatusReply{36035, {moved}}, escaped);
   CHECK(escaped.str().find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("cohort status says where a run whose nodes all left this daemon went",
+          "[unit][launcher]") {
+  proto::StatusReply reply{36035, {}};
+  reply.moved_runs.push_back({"follow", "node2:29400"});
+  std::ostringstream out;
+  print_status_table(reply, out);
+  CHECK(out.str() ==
+        "run follow: moved to node2:29400 (its nodes left this daemon for it: ask there, or give "
+        "--rdzv-fallback)\n");
+}
