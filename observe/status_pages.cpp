@@ -266,6 +266,10 @@ std::string ended_list(const std::vector<std::string>& ended_runs) {
 std::string render_runs_page(const proto::StatusReply& status,
                              const std::vector<std::string>& ended_runs) {
   std::string body = "<h1>cohortd on port " + std::to_string(status.port) + "</h1>\n";
+  for (const proto::MovedRun& gone : status.moved_runs) {
+    body += "<p class=\"moved\">run " + html_escape(gone.run_id) + " moved to " +
+            html_escape(gone.to) + " (its nodes left this daemon for it)</p>\n";
+  }
   if (status.runs.empty()) {
     return page("cohortd", body + "<p>No runs.</p>\n" + ended_list(ended_runs));
   }

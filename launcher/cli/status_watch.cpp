@@ -152,7 +152,10 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
     out += cut("followed the run here from " + moved + " (--rdzv-fallback)", width) + "\n";
   out += "\n";
   if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
-  if (fetched.reply->runs.empty()) return out + "no runs\n";
+  for (const proto::MovedRun& gone : fetched.reply->moved_runs)
+    out += cut(cat("run ", gone.run_id, " moved to ", gone.to), width) + "\n";
+  if (fetched.reply->runs.empty())
+    return fetched.reply->moved_runs.empty() ? out + "no runs\n" : out;
   out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
   if (!query.brief)
     out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";

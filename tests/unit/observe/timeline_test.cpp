@@ -220,3 +220,19 @@ TEST_CASE("the collective a hang was attributed to is a mark of the round and a 
   CHECK(event_line(events[3]).find("hang.attributed  missing: all_reduce #120 on default_pg") !=
         std::string::npos);
 }
+
+TEST_CASE("the runs page says where a run taken over came from and where a run moved to",
+          "[unit][observe]") {
+  cohort::proto::StatusRun run{"job", "running", 4, 0, 1, 1, 2, 0, {}};
+  run.resumed_after = 3;
+  run.moved_from = "gpu-1:29400";
+  cohort::proto::StatusReply status{29400, {run}};
+  status.moved_runs.push_back({"old<i>", "gpu-2:29400"});
+  std::string html = render_runs_page(status, {});
+  CHECK(html.find("<small class=\"resumed\">resumed here after round 3, which ran at "
+                  "gpu-1:29400 (--rdzv-fallback)</small>") != std::string::npos);
+  CHECK(html.find("<p class=\"moved\">run old&lt;i&gt; moved to gpu-2:29400 (its nodes left this "
+                  "daemon for it)</p>") != std::string::npos);
+  status.runs.clear();
+  CHECK(render_runs_page(status, {}).find("moved to gpu-2:29400") != std::string::npos);
+}

@@ -175,3 +175,19 @@ TEST_CASE("a watch asks elsewhere at once, then less and less often, and at once
   slow.found_nothing(t0 + 60000ms);
   CHECK(slow.due(t0 + 120000ms));
 }
+
+TEST_CASE("the watch screen says where a run whose nodes all left went",
+          "[unit][launcher][status]") {
+  StatusQuery query;
+  query.endpoint = "node1:29400";
+  proto::StatusReply reply{29400, {}};
+  reply.moved_runs.push_back({"job", "node2:29400"});
+  std::string screen =
+      watch_screen({reply, 0, ""}, query, std::chrono::milliseconds(2000), "12:00:00", 0);
+  CHECK(screen ==
+        "cohort status --watch  node1:29400  every 2.0 s  12:00:00  (Ctrl-C to stop)\n\n"
+        "run job moved to node2:29400\n");
+  reply.moved_runs.clear();
+  CHECK(watch_screen({reply, 0, ""}, query, std::chrono::milliseconds(2000), "12:00:00", 0)
+            .ends_with("\n\nno runs\n"));
+}
