@@ -126,10 +126,8 @@ std::string event_text(const std::string& name, const nlohmann::json& event) {
   if (name == "round.started") {
     auto members = event.find("members");
     std::string ranks = number_text(event, "world_size");
-    std::string resumed;
-    if (auto after = event.find("resumed_after");
-        after != event.end() && after->is_number_integer())
-      resumed = "; " + resumed_text(after->get<int>(), text_of(event, "moved_from"));
+    std::string resumed = resumed_text(event);
+    if (!resumed.empty()) resumed = "; " + resumed;
     return "round " + number_text(event, "round") + ", " + ranks +
            (ranks == "1" ? " rank: " : " ranks: ") +
            (members == event.end() ? "" : members_text(*members)) + resumed;
@@ -205,6 +203,12 @@ std::string resumed_text(int resumed_after, const std::string& moved_from) {
   std::string after = "resumed here after round " + std::to_string(resumed_after);
   if (moved_from.empty()) return after + " (the daemon restarted)";
   return after + ", which ran at " + moved_from + " (--rdzv-fallback)";
+}
+
+std::string resumed_text(const nlohmann::json& round_started) {
+  auto after = round_started.find("resumed_after");
+  if (after == round_started.end() || !after->is_number_integer()) return {};
+  return resumed_text(after->get<int>(), text_of(round_started, "moved_from"));
 }
 
 std::string event_details_text(const nlohmann::json& event) {

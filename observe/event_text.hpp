@@ -26,6 +26,8 @@ bool is_scale_up(const std::string& reason);
 /// its nodes named no other endpoint; "" when resumed_after < 0 (the run began here). For
 /// round.started's resumed_after and moved_from, and cohort status's line of the same fields.
 std::string resumed_text(int resumed_after, const std::string& moved_from);
+/// The same words from a round.started event's resumed_after and moved_from; "" without them.
+std::string resumed_text(const nlohmann::json& round_started);
 
 /// What the event says, without its time and name: "round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...".
 std::string event_details_text(const nlohmann::json& event);

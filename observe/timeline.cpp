@@ -146,10 +146,7 @@ class TimelineBuilder {
     }
     timeline_.rounds.push_back(std::move(round));
     round_open_ = true;
-    auto after = event.find("resumed_after");
-    if (after != event.end() && after->is_number_integer()) {
-      timeline_.resumed = resumed_text(after->get<int>(), text_of(event, "moved_from"));
-    }
+    if (std::string resumed = resumed_text(event); !resumed.empty()) timeline_.resumed = resumed;
     if (recovering_since_) {
       timeline_.recoveries.push_back({*recovering_since_, t});
       recovering_since_.reset();

@@ -316,7 +316,9 @@ void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto:
   record(session.run_id, "node.left", {{"node", left}, {"reason", reason}});
   apply(run, run.state->node_lost(left, reason, now()));
   run.hosts.erase(left);
-  if (run.state->empty() && run.unhealthy.empty()) run.moved_to = leave.moved_to;  // the last
+  // The run's last node here left for where the run is now: this daemon says so once it is gone.
+  if (run.state->empty() && run.unhealthy.empty() && !leave.moved_to.empty())
+    moved_.moved(session.run_id, leave.moved_to);
   session.close_after(std::nullopt, "left");
 }
 
@@ -359,9 +361,8 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   rdzv::RunConfig config = rdzv::from_wire(hello.config);
   auto [found, created] = runs_.try_emplace(hello.run_id, dump_budget_);
   Run& run = found->second;
-  run.moved_to.clear();  // a node here again: the run has not (or no longer) moved away
+  moved_.forget(hello.run_id);  // a node here again: the run has not (or no longer) moved away
   if (created) {
-    moved_.forget(hello.run_id);
     run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());
     run.state->set_straggler_window(straggler_window());
     log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
@@ -826,7 +827,6 @@ void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty() && it->second.unhealthy.empty()) {
-      if (!it->second.moved_to.empty()) moved_.moved(it->first, it->second.moved_to);
       history_.run_ended(it->first);
       metrics_.forget_run(it->first);
       it = runs_.erase(it);

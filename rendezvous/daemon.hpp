@@ -106,8 +106,6 @@ class RendezvousDaemon {
     /// The node whose agent hosts this daemon (its hello said so; an agent-hosted daemon only):
     /// each round's members hear whether it is one of them (RoundAssigned::host_member).
     std::string host_node;
-    /// The endpoint the run's last node here left for (Leave::moved_to); told once it is gone.
-    std::string moved_to;
     /// After a hang: every member's flight-recorder dumps, and the failure report held for them.
     rdzv::DumpGathering dumps;
     std::unique_ptr<Timer> dumps_deadline;

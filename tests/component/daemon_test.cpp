@@ -636,16 +636,25 @@ TEST_CASE("a hello with a run id that is no plain name, or a tiny heartbeat time
   CHECK(std::get<proto::StatusReply>(asker.status()).runs.empty());
 }
 
+namespace {
+
+// Nodes a and b of run "job" (two nodes, three restarts), once their first round is assigned.
+void join_round_of_two(Client& a, Client& b) {
+  a.hello("job", "a", 2, 3);
+  b.hello("job", "b", 2, 3);
+  a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+}
+
+}  // namespace
+
 // A leave used to close the connection first: the close reported the node lost ("connection
 // closed (left)") and, for the last node, forgot the run while the leave still used it.
 TEST_CASE("a node that leaves is lost for its own reason, the last one to leave ends the run",
           "[component][daemon]") {
   DaemonThread d;
   Client a(d.daemon.port()), b(d.daemon.port());
-  a.hello("job", "a", 2, 3);
-  b.hello("job", "b", 2, 3);
-  a.expect<proto::RoundAssigned>();
-  b.expect<proto::RoundAssigned>();
+  join_round_of_two(a, b);
   a.send(proto::Leave{"its workers finished"});
   CHECK(a.closed_by_daemon());
   auto restart = b.expect<proto::Restart>();
@@ -663,10 +672,7 @@ TEST_CASE("a run whose last node left for another endpoint is said to have moved
           "[component][daemon]") {
   DaemonThread d;
   Client a(d.daemon.port()), b(d.daemon.port());
-  a.hello("job", "a", 2, 3);
-  b.hello("job", "b", 2, 3);
-  a.expect<proto::RoundAssigned>();
-  b.expect<proto::RoundAssigned>();
+  join_round_of_two(a, b);
   a.send(proto::Leave{"going first", "early:1"});  // others remain: the run has not moved
   CHECK(a.closed_by_daemon());
   b.expect<proto::Restart>();
