@@ -174,6 +174,7 @@ MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
   snapshot.control_connections = door_.connections();
   snapshot.store_budget_bytes = store_budget_->limit();
   snapshot.store_budget_used_bytes = store_budget_->used();
+  snapshot.moved_runs = moved_.runs();
   for (const auto& [id, run] : runs_) {
     const rdzv::RunState& state = *run.state;
     snapshot.runs.push_back(
@@ -498,7 +499,7 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent
   if (!history_.has_run(request.run_id)) {
-    return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
+    return session.close_after(proto::Error{no_run_text(request.run_id)}, "unknown run");
   }
   const std::deque<std::string>& lines = history_.lines(request.run_id);
   proto::EventsReply reply{request.run_id, {}, 0};
@@ -556,7 +557,7 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
   door_.proven(session);  // a token holder: not evicted while its answer is sent
   auto found = runs_.find(request.run_id);
   if (found == runs_.end()) {
-    return session.close_after(proto::Error{"no run '" + request.run_id + "'"}, "unknown run");
+    return session.close_after(proto::Error{no_run_text(request.run_id)}, "unknown run");
   }
   Run& run = found->second;
   std::string reason = request.reason.empty() ? "stopped by cohort stop" : request.reason;
@@ -1010,6 +1011,16 @@ proto::StatusReply RendezvousDaemon::brief_status(const std::string& only_run,
   }
   status.moved_runs = moved_runs(only_run);
   return status;
+}
+
+// The answer to a request about run `run_id`, which this daemon does not have: where it went,
+// when its nodes all left for another endpoint.
+std::string RendezvousDaemon::no_run_text(const std::string& run_id) const {
+  std::string text = "no run '" + run_id + "'";
+  auto moved = moved_.runs().find(run_id);
+  if (moved == moved_.runs().end()) return text;
+  return text + " here: it moved to " + moved->second +
+         " (its nodes left this daemon for it: ask there, or give --rdzv-fallback)";
 }
 
 // The runs that moved away from this daemon (all, or `only_run`), where no run of the id is now.

@@ -132,6 +132,7 @@ class RendezvousDaemon {
   void on_status(ControlSession& session, const proto::StatusRequest& request);
   proto::StatusRun run_summary(const std::string& id, const Run& run) const;
   std::vector<proto::MovedRun> moved_runs(const std::string& only_run) const;
+  std::string no_run_text(const std::string& run_id) const;
   proto::StatusReply brief_status(const std::string& only_run,
                                   const std::string& own_node_prefix) const;
   void on_events(ControlSession& session, const proto::EventsRequest& request);

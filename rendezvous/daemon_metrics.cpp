@@ -89,6 +89,12 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
                 run.resumed_after);
   }
 
+  text.family("cohort_run_moved", "gauge",
+              "A run whose nodes all left this daemon for another endpoint (to): 1 while it is "
+              "not back (--rdzv-fallback).");
+  for (const auto& [run, to] : now.moved_runs)
+    text.sample("cohort_run_moved", {{"run", run}, {"to", to}}, 1);
+
   std::map<std::pair<std::string, std::string>, int> by_state;
   for (const auto& node : now.nodes) ++by_state[{node.run, node.state}];
   text.family("cohort_nodes", "gauge", "Nodes of each run, by state.");

@@ -689,6 +689,16 @@ TEST_CASE("a run whose last node left for another endpoint is said to have moved
   CHECK(reply.moved_runs[0].run_id == "job");
   CHECK(reply.moved_runs[0].to == "node2:29400");
   CHECK(moved("other").moved_runs.empty());
+  // A stop, or a question about its events, sent here is told where it went.
+  std::string told =
+      "no run 'job' here: it moved to node2:29400 (its nodes left this daemon for it: ask "
+      "there, or give --rdzv-fallback)";
+  Client stopper(d.daemon.port());
+  stopper.send(proto::StopRunRequest{"job", "", "", "", ""});
+  CHECK(stopper.expect<proto::Error>().message == told);
+  Client stopper_of_other(d.daemon.port());
+  stopper_of_other.send(proto::StopRunRequest{"other", "", "", "", ""});
+  CHECK(stopper_of_other.expect<proto::Error>().message == "no run 'other'");
   // The run back here: no longer moved.
   Client c(d.daemon.port());
   c.hello("job", "c", 1, 3);

@@ -9,9 +9,10 @@
 namespace cohort::test {
 
 // One HTTP request with Python's urllib: the status code, then a newline, then the body. A
-// `bearer` token, if any, goes in the Authorization header.
+// `bearer` token, if any, goes in the Authorization header; made inside network namespace
+// `netns`, if one is named.
 inline std::string http_get(const std::string& url, const std::string& method = "GET",
-                            const std::string& bearer = {}) {
+                            const std::string& bearer = {}, const std::string& netns = {}) {
   std::string script =
       "import sys, urllib.request, urllib.error\n"
       "request = urllib.request.Request(sys.argv[1], method=sys.argv[2])\n"
@@ -21,8 +22,9 @@ inline std::string http_get(const std::string& url, const std::string& method = 
       "except urllib.error.HTTPError as error:\n"
       "    answer = error\n"
       "sys.stdout.write(str(answer.status) + '\\n' + answer.read().decode())\n";
-  RunResult result = run_to_end({kPython, "-c", script, url, method, bearer},
-                                ChildOptions{{}, {}, "", "/tmp", "http"}, 20s);
+  std::vector<std::string> argv{kPython, "-c", script, url, method, bearer};
+  if (!netns.empty()) argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", netns});
+  RunResult result = run_to_end(argv, ChildOptions{{}, {}, "", "/tmp", "http"}, 20s);
   INFO(result.err);
   REQUIRE(result.status.success());
   return result.out;

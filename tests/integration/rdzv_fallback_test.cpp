@@ -6,6 +6,7 @@
 // (and follows the majority when the network heals); a node cut off alone goes back.
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -161,6 +162,7 @@ struct SplitScene {
 /// --rdzv-endpoint, the two others on this side, where the fallback is. Built once round 0 of
 /// the three runs.
 struct HostCutOff : SplitScene {
+  static constexpr const char* kHostHttpPort = "18080";  ///< the host's pages, in its namespace
   std::string endpoint = endpoint_on(cut_off.ns_ip);
   std::string fallback = endpoint_on(cut_off.host_ip);
   std::string run_id;
@@ -172,7 +174,10 @@ struct HostCutOff : SplitScene {
       : run_id(std::move(run_id)), join_timeout(std::move(join_timeout)) {
     ChildOptions options = scratch.options();
     options.name = "rendezvous_host";
-    host = std::make_unique<ChildProcess>(agent_cut_off(node(cut_off.ns_ip)), options);
+    std::vector<std::string> host_argv = agent_cut_off(node(cut_off.ns_ip));
+    host_argv.insert(std::find(host_argv.begin(), host_argv.end(), "run") + 1,
+                     {"--http-port", kHostHttpPort});  // the namespace's own 127.0.0.1
+    host = std::make_unique<ChildProcess>(host_argv, options);
     REQUIRE(wait_until([&] { return contains(host->err(), "now hosts the rendezvous"); }, 10s));
     for (const std::string address : {"127.0.0.2", "127.0.0.3"}) {
       options.name = "node_" + address;
@@ -565,6 +570,23 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
                            " (its nodes left this daemon for it: ask there, or give "
                            "--rdzv-fallback)\n";
   CHECK(first_status.out == moved_away);
+  std::string bearer = read_file(split.token);
+  bearer.pop_back();  // its newline
+  std::string metrics =
+      http_get(std::string("http://127.0.0.1:") + HostCutOff::kHostHttpPort + "/metrics", "GET",
+               bearer, cut_off.ns);
+  CHECK(http_status(metrics) == 200);
+  CHECK(contains(metrics, "cohort_run_moved{run=\"follow\",to=\"" + split.fallback + "\"} 1\n"));
+  // A stop sent there, without --rdzv-fallback, stops nothing and is told where the run went.
+  RunResult stop_at_first =
+      run_to_end({"/usr/sbin/ip", "netns", "exec", cut_off.ns, kCohortBin, "stop",
+                  "--rdzv-endpoint", endpoint, "--token-file", split.token, "--rdzv-id", "follow"},
+                 ChildOptions{{}, {}, "", "/tmp", "stop"}, 10s);
+  CHECK(stop_at_first.status.shell_code() == 3);
+  CHECK(stop_at_first.err == "cohort stop: " + endpoint + ": no run 'follow' here: it moved to " +
+                                 split.fallback +
+                                 " (its nodes left this daemon for it: ask there, or give "
+                                 "--rdzv-fallback)\n");
   // A node lost (not the fallback's host), and one started afresh with the same flags: the
   // daemon at the first endpoint answers without the run, which is in a round at the fallback;
   // the new node joins it there instead of starting a second run at the first endpoint.

@@ -31,6 +31,7 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   MetricsSnapshot now;
   now.runs.push_back({"job", "running", 2, 2, 3, 4, 17});
   now.runs.push_back({"moved", "running", 4, 0, 3, 1, 1, 3, "gpu-1:29400"});
+  now.moved_runs["left"] = "node2:29400";
   now.nodes.push_back({"job", "a:1", "member", 0.25});
   now.nodes.push_back({"job", "b:1", "member", 1.5});
   now.control_connections = 2;
@@ -43,6 +44,9 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   // A run taken over says so; one that began here has no sample.
   CHECK(has_line(text, "cohort_run_resumed_after_round{run=\"moved\",from=\"gpu-1:29400\"} 3"));
   CHECK(text.find("cohort_run_resumed_after_round{run=\"job\"") == std::string::npos);
+  // A run whose nodes all left for another endpoint says where.
+  CHECK(has_line(text, "cohort_run_moved{run=\"left\",to=\"node2:29400\"} 1"));
+  CHECK(text.find("cohort_run_moved{run=\"job\"") == std::string::npos);
   CHECK(has_line(text, "cohort_nodes{run=\"job\",state=\"member\"} 2"));
   CHECK(has_line(text, "cohort_node_heartbeat_age_seconds{run=\"job\",node=\"b:1\"} 1.5"));
   CHECK(has_line(text, "cohort_store_operations{run=\"job\"} 17"));
