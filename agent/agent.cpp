@@ -421,6 +421,7 @@ void Agent::connect() {
 void Agent::move_to_fallback(const std::string& why) {
   std::string left = endpoint_text(fallback_);
   const FallbackEndpoint& next = config_.rendezvous.fallbacks[fallback_++];
+  later_schedule_.reset();
   event(agent_events::rendezvous_moved(event_source(), "fallback", left, endpoint_text(fallback_),
                                        why));
   lost_agent_hosted_ = false;  // the next endpoint has not welcomed this agent yet
@@ -487,27 +488,38 @@ void Agent::watch_endpoints() {
     target.deadline = settings.heartbeat_interval;
     target.running_only = *endpoint > fallback_;
     endpoint_probe_ = std::make_unique<RunProbe>(
-        io_, clock_, target, [this, asked = *endpoint](int live_nodes, const std::string&) {
-          endpoint_answered(asked, live_nodes);
+        io_, clock_, target,
+        [this, asked = *endpoint, asked_at = clock_.now()](const RunProbeAnswer& answer) {
+          endpoint_answered(asked, asked_at, answer);
         });
     endpoint_probe_->start();
   });
 }
 
-// The endpoint to ask now, if any (see watch_endpoints).
+// The endpoint to ask now, if any (see watch_endpoints): the later ones take turns, each when
+// later_schedule_ says it is due.
 std::optional<size_t> Agent::endpoint_to_ask() {
   if (moved_since_round()) return round_endpoint_;
   size_t later = config_.rendezvous.fallbacks.size() - fallback_;  // fallback_ counts up to it
   if (later == 0 || !waits_for_round()) return std::nullopt;
-  return fallback_ + 1 + later_asked_++ % later;
+  for (size_t turn = 0; turn < later; ++turn) {
+    size_t endpoint = fallback_ + 1 + later_asked_++ % later;
+    if (later_schedule_.due(endpoint, clock_.now())) return endpoint;
+  }
+  return std::nullopt;
 }
 
-void Agent::endpoint_answered(size_t endpoint, int live_nodes) {
+void Agent::endpoint_answered(size_t endpoint, SteadyTime asked_at, const RunProbeAnswer& answer) {
   endpoint_probe_.reset();
+  int live_nodes = answer.live_nodes;
   if (live_nodes > 0 && moved_since_round() && endpoint == *round_endpoint_) {
     go_back(live_nodes);
   } else if (live_nodes > 0 && endpoint > fallback_ && waits_for_round()) {
     follow_run(endpoint, live_nodes);
+  } else if (endpoint > fallback_ && answer.heard) {
+    later_schedule_.answered_without_run(endpoint, asked_at);
+  } else if (endpoint > fallback_) {
+    later_schedule_.silent(endpoint);
   }
   watch_endpoints();
 }
@@ -554,6 +566,7 @@ void Agent::switch_endpoint(size_t endpoint, const std::string& leave_reason) {
     client_->close(proto::Leave{leave_reason, to.size() <= proto::kMaxEndpointBytes ? to : ""});
   }
   fallback_ = endpoint;
+  later_schedule_.reset();
   lost_agent_hosted_ = false;
   lost_agent_host_silent_ = false;
   hosts_rendezvous_ = hosted_endpoints_.count(fallback_) > 0;
@@ -624,6 +637,7 @@ void Agent::on_message(proto::ControlMessage message) {
 // host lost before it is no longer news.
 agent::Actions Agent::on_round_assigned(const proto::RoundAssigned& round) {
   round_endpoint_ = fallback_;
+  later_schedule_.reset();  // should the round break, the later endpoints are news again
   host_in_round_ = round.host_member;
   last_round_host_lost_ = false;
   return state_.round_assigned(round);

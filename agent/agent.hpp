@@ -24,6 +24,7 @@
 #include "agent/file_timer_server.hpp"
 #include "agent/gpu_health.hpp"
 #include "agent/health_check.hpp"
+#include "agent/later_endpoint_schedule.hpp"
 #include "agent/log_layout.hpp"
 #include "agent/output_config.hpp"
 #include "agent/progress_deadlines.hpp"
@@ -60,7 +61,7 @@ class Agent {
   bool waits_for_round() const;
   void watch_endpoints();
   std::optional<size_t> endpoint_to_ask();
-  void endpoint_answered(size_t endpoint, int live_nodes);
+  void endpoint_answered(size_t endpoint, SteadyTime asked_at, const RunProbeAnswer& answer);
   void go_back(int live_nodes);
   void follow_run(size_t endpoint, int live_nodes);
   void switch_endpoint(size_t endpoint, const std::string& leave_reason);
@@ -136,7 +137,8 @@ class Agent {
   std::optional<size_t> round_endpoint_;
   std::unique_ptr<Timer> endpoint_timer_ = clock_.make_timer();  ///< the next question
   std::unique_ptr<RunProbe> endpoint_probe_;                     ///< the question in flight
-  size_t later_asked_ = 0;  ///< how many questions went to later endpoints (they take turns)
+  size_t later_asked_ = 0;  ///< how many turns later endpoints had (they take turns)
+  agent::LaterEndpointSchedule later_schedule_{config_.rendezvous.heartbeat_interval};
   std::set<size_t> hosted_endpoints_;  ///< the endpoints whose daemon this process hosts
   bool host_in_round_ = false;         ///< the agent hosting the daemon is a member of this round
   /// That host was a member of this agent's last round and is gone (its daemon refused, or

@@ -1,6 +1,7 @@
 #include "rendezvous/run_probe.hpp"
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/post.hpp>
 
 #include "common/signal_blocking.hpp"
@@ -43,7 +44,7 @@ RunProbe::~RunProbe() {
 
 void RunProbe::start() {
   deadline_->start_after(target_.deadline, [this] {
-    finish(0, cat("no answer within ", format_duration(target_.deadline)));
+    finish({0, cat("no answer within ", format_duration(target_.deadline)), false});
   });
   SignalsBlocked for_the_resolver_thread;  // asio's resolver thread must not take signals
   resolver_.async_resolve(
@@ -51,12 +52,12 @@ void RunProbe::start() {
       [this, alive = alive_](const boost::system::error_code& error,
                              boost::asio::ip::tcp::resolver::results_type results) {
         if (!*alive || finished_) return;
-        if (error) return finish(0, error.message());
+        if (error) return finish({0, error.message(), false});
         boost::asio::async_connect(socket_, results,
                                    [this, alive](const boost::system::error_code& connect_error,
                                                  const boost::asio::ip::tcp::endpoint&) {
                                      if (!*alive || finished_) return;
-                                     if (connect_error) return finish(0, connect_error.message());
+                                     if (connect_error) return connect_failed(connect_error);
                                      on_connected();
                                    });
       });
@@ -69,7 +70,7 @@ void RunProbe::on_connected() {
         if (*alive && !finished_) on_message(std::move(message));
       },
       [this, alive = alive_](ControlSession&, const std::string& reason) {
-        if (*alive && !finished_) finish(0, "the connection closed: " + reason);
+        if (*alive && !finished_) finish({0, "the connection closed: " + reason, true});
       });
   session_->limit_frames(proto::kMaxFirstFrameBytes);  // a challenge is small; a status may not be
   session_->start();
@@ -92,25 +93,31 @@ void RunProbe::on_message(proto::ControlMessage message) {
     if (!target_.token.empty() &&
         !proto::proofs_equal(reply->proof, proto::answer_proof(target_.token, "status", challenge_,
                                                                nonce_, target_.run_id))) {
-      return finish(0, "the answer does not prove that it holds the run's token");
+      return finish({0, "the answer does not prove that it holds the run's token", true});
     }
-    return finish(live_nodes_elsewhere(*reply, target_), "");
+    return finish({live_nodes_elsewhere(*reply, target_), "", true});
   }
-  if (auto* error = std::get_if<proto::Error>(&message)) return finish(0, error->message);
-  finish(0, cat("unexpected \"", proto::message_type(message), "\""));
+  if (auto* error = std::get_if<proto::Error>(&message)) return finish({0, error->message, true});
+  finish({0, cat("unexpected \"", proto::message_type(message), "\""), true});
 }
 
 // Once: the connection is dropped, and `done` runs from the io loop, after this call's handler,
 // so that the owner may destroy the probe in it.
-void RunProbe::finish(int live_nodes, const std::string& problem) {
+// A refused port is the host's answer (nothing listens there); an unreachable host or network is
+// silence, as a cut network gives.
+void RunProbe::connect_failed(const boost::system::error_code& error) {
+  finish({0, error.message(), error == boost::asio::error::connection_refused});
+}
+
+void RunProbe::finish(RunProbeAnswer answer) {
   finished_ = true;
   deadline_->cancel();
   resolver_.cancel();
   boost::system::error_code ignored;
   socket_.close(ignored);
   if (session_) session_->close_now("probed");  // its handlers, maybe running now, stay intact
-  boost::asio::post(io_, [done = std::move(done_), live_nodes, problem, alive = alive_] {
-    if (*alive) done(live_nodes, problem);
+  boost::asio::post(io_, [done = std::move(done_), answer = std::move(answer), alive = alive_] {
+    if (*alive) done(answer);
   });
 }
 

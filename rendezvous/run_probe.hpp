@@ -39,10 +39,18 @@ struct RunProbeTarget {
 /// a daemon that predates brief replies.
 int live_nodes_elsewhere(const proto::StatusReply& reply, const RunProbeTarget& target);
 
+/// What a probe learnt.
+struct RunProbeAnswer {
+  int live_nodes = 0;   ///< as live_nodes_elsewhere counts them; 0 when no proven status came
+  std::string problem;  ///< why none came
+  /// The endpoint's host answered: a status, a refusal, a closed connection or a refused port.
+  /// False when it stayed silent: no answer within the deadline, no route, no address.
+  bool heard = false;
+};
+
 class RunProbe {
  public:
-  /// `live_nodes` as live_nodes_elsewhere counts them; 0 with `problem` when no proven status came.
-  using Done = std::function<void(int live_nodes, const std::string& problem)>;
+  using Done = std::function<void(const RunProbeAnswer& answer)>;
 
   RunProbe(boost::asio::io_context& io, Clock& clock, RunProbeTarget target, Done done);
   ~RunProbe();
@@ -55,7 +63,8 @@ class RunProbe {
  private:
   void on_connected();
   void on_message(proto::ControlMessage message);
-  void finish(int live_nodes, const std::string& problem);
+  void connect_failed(const boost::system::error_code& error);
+  void finish(RunProbeAnswer answer);
 
   boost::asio::io_context& io_;
   RunProbeTarget target_;

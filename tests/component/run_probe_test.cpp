@@ -67,16 +67,13 @@ struct ProbeTest {
     return target;
   }
 
-  struct Answer {
-    int live_nodes = -1;
-    std::string problem;
-  };
+  using Answer = RunProbeAnswer;
   // The probe's one answer (it must come within 5 s).
   Answer ask(const RunProbeTarget& target) {
     std::optional<Answer> answer;
-    RunProbe probe(io, clock, target, [&](int live_nodes, const std::string& problem) {
+    RunProbe probe(io, clock, target, [&](const RunProbeAnswer& got) {
       REQUIRE_FALSE(answer);
-      answer = Answer{live_nodes, problem};
+      answer = got;
     });
     probe.start();
     REQUIRE(test::run_io_until(io, [&] { return answer.has_value(); }));
@@ -95,19 +92,23 @@ TEST_CASE("a probe counts the run's other live nodes at the daemon, proven under
   ProbeTest::Answer answer = test.ask(target);
   CHECK(answer.live_nodes == 1);
   CHECK(answer.problem.empty());
+  CHECK(answer.heard);
   SECTION("the asking agent's own nodes are not counted") {
     target.own_node_id = "other-host:1#";
     CHECK(test.ask(target).live_nodes == 0);
   }
   SECTION("another run's are not") {
     target.run_id = "other-job";
-    CHECK(test.ask(target).live_nodes == 0);
+    answer = test.ask(target);
+    CHECK(answer.live_nodes == 0);
+    CHECK(answer.heard);  // a daemon that has no such run answered
   }
   SECTION("a wrong token gets the daemon's refusal, no count") {
     target.token = "wrong-token-0123456789abcdef0123456789";
     answer = test.ask(target);
     CHECK(answer.live_nodes == 0);
     CHECK_FALSE(answer.problem.empty());
+    CHECK(answer.heard);
   }
   SECTION("a node that left is gone from the count") {
     test.node->close(proto::Leave{"done"});
@@ -125,6 +126,7 @@ TEST_CASE("a probe of a closed port answers at once, of a silent peer at its dea
     ProbeTest::Answer answer = test.ask(target);
     CHECK(answer.live_nodes == 0);
     CHECK_FALSE(answer.problem.empty());
+    CHECK(answer.heard);  // the host answered: nothing listens there
     CHECK(std::chrono::steady_clock::now() - start < 1s);
   }
   SECTION("accepted, never a challenge") {
@@ -138,6 +140,7 @@ TEST_CASE("a probe of a closed port answers at once, of a silent peer at its dea
     auto took = std::chrono::steady_clock::now() - start;
     CHECK(answer.live_nodes == 0);
     CHECK(answer.problem == "no answer within 0.3s");
+    CHECK_FALSE(answer.heard);  // silence, as from a cut network
     CHECK(took >= 300ms);
     CHECK(took < 2s);
   }
@@ -166,6 +169,7 @@ TEST_CASE("a probe of a peer that is no daemon ends at once, whatever its first 
   ProbeTest::Answer answer = test.ask(target);
   CHECK(answer.live_nodes == 0);
   CHECK_FALSE(answer.problem.empty());
+  CHECK(answer.heard);
   CHECK(std::chrono::steady_clock::now() - start < 1s);  // not the deadline: the bytes end it
 }
 

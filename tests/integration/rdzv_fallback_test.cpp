@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "common/free_port.hpp"
 #include "tests/integration/http_support.hpp"
@@ -611,4 +612,76 @@ TEST_CASE("a cut-off host of the rendezvous follows the majority to the fallback
     CHECK(ended->shell_code() == 128 + SIGTERM);
   }
   CHECK(split.scratch.nothing_left());
+}
+
+namespace {
+
+// A peer at a later --rdzv-fallback endpoint that counts the connections it accepted (in
+// `count_file`): `close` closes each at once (a host that answers without the run), `hold` keeps
+// each open and says nothing (silence, as a cut network gives).
+std::unique_ptr<ChildProcess> counting_peer(const Scratch& scratch, const std::string& mode,
+                                            std::string& endpoint, std::string& count_file) {
+  const char* script =
+      "import socket, sys\n"
+      "mode, port_file, count_file = sys.argv[1:]\n"
+      "server = socket.socket()\n"
+      "server.bind(('127.0.0.1', 0))\n"
+      "server.listen(128)\n"
+      "open(port_file + '.tmp', 'w').write(str(server.getsockname()[1]))\n"
+      "import os; os.rename(port_file + '.tmp', port_file)\n"
+      "held, count = [], 0\n"
+      "while True:\n"
+      "    peer, _ = server.accept()\n"
+      "    count += 1\n"
+      "    open(count_file, 'w').write(str(count))\n"
+      "    peer.close() if mode == 'close' else held.append(peer)\n";
+  std::string port_file = scratch.file(mode + "_port");
+  count_file = scratch.file(mode + "_count");
+  ChildOptions options = scratch.options();
+  options.name = mode + "_peer";
+  auto peer = std::make_unique<ChildProcess>(
+      std::vector<std::string>{kPython, "-c", script, mode, port_file, count_file}, options);
+  REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
+  endpoint = "127.0.0.1:" + read_file(port_file);
+  return peer;
+}
+
+int connections_counted(const std::string& count_file) {
+  return file_exists(count_file) ? std::atoi(read_file(count_file).c_str()) : 0;
+}
+
+}  // namespace
+
+// A node waiting for a round asks the later fallbacks whether the run went on there. One whose
+// host answers without the run (a standby daemon, a closed port) is asked 2, 4, 8, 16 intervals
+// apart, so that spares and a large job's waiting agents do not each ask it every interval; one
+// that stays silent (a cut network, whose healing is what the question watches for) is asked at
+// every turn.
+TEST_CASE("a waiting node asks a fallback that answers without the run less and less often",
+          "[integration][multinode][fallback]") {
+  Scratch scratch;
+  std::string closing, closing_count, silent, silent_count;
+  auto closer = counting_peer(scratch, "close", closing, closing_count);
+  auto holder = counting_peer(scratch, "hold", silent, silent_count);
+  std::string endpoint = "127.0.0.1:" + std::to_string(cohort::pick_free_port("127.0.0.1"));
+  FallbackNode node{endpoint, closing + "," + silent, "waiting",
+                    "keep_alive_interval=0.1,heartbeat_timeout=1,join_timeout=60", "127.0.0.1"};
+  std::vector<std::string> flags = node.flags(scratch);
+  *std::find(flags.begin(), flags.end(), "1:3") = "2";  // alone, it waits for a second node
+  auto waiting = scratch.start(flags);
+  INFO(waiting->output());
+  REQUIRE(wait_until([&] { return contains(waiting->err(), "now hosts the rendezvous"); }, 10s));
+  std::this_thread::sleep_for(6s);
+  int closed = connections_counted(closing_count);
+  int held = connections_counted(silent_count);
+  INFO("asked the closing peer " << closed << " times, the silent one " << held << " times");
+  // At every turn: one question each 0.2-0.3 s. Backed off: at 0.1, 0.3, 0.7, 1.5, 3.1, 4.7 s.
+  CHECK(closed >= 3);
+  CHECK(closed <= 10);
+  CHECK(held >= 10);
+  waiting->signal(SIGTERM);
+  auto ended = waiting->wait(10s);
+  REQUIRE(ended);
+  CHECK(ended->shell_code() == 128 + SIGTERM);
+  CHECK(dumps_of_round(scratch, 0) == 0);
 }
