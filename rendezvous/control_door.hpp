@@ -41,6 +41,8 @@ class ControlDoor {
   uint16_t port() const { return accept_loop_.port(); }
   /// Connections the gate counts (proven, strangers and those waiting).
   size_t connections() const { return gate_keeper_.connections(); }
+  /// Connections accepted since the start, refused ones included.
+  uint64_t accepted() const { return next_gate_id_ - 1; }
 
   /// The session said a valid hello (or made a proven request): full-size frames, no deadline,
   /// no longer a stranger.

@@ -172,6 +172,7 @@ boost::system::error_code RendezvousDaemon::open_http() {
 MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
   MetricsSnapshot snapshot;
   snapshot.control_connections = door_.connections();
+  snapshot.control_connections_accepted = door_.accepted();
   snapshot.store_budget_bytes = store_budget_->limit();
   snapshot.store_budget_used_bytes = store_budget_->used();
   snapshot.moved_runs = moved_.runs();

@@ -123,6 +123,9 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
   text.sample("cohort_store_budget_used_bytes", static_cast<double>(now.store_budget_used_bytes));
   text.family("cohort_control_connections", "gauge", "Open control connections (agents, queries).");
   text.sample("cohort_control_connections", static_cast<double>(now.control_connections));
+  counter(text, "cohort_control_connections_accepted_total",
+          "Control connections accepted (agents, queries, strangers; refused ones too).",
+          now.control_connections_accepted);
 
   counter(text, "cohort_events_total", "Events the daemon recorded.", events_);
   counter(text, "cohort_runs_created_total", "Runs created.", runs_created_);

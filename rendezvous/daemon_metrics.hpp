@@ -37,8 +37,9 @@ struct MetricsSnapshot {
   std::vector<Node> nodes;
   std::map<std::string, std::string> moved_runs;  ///< run id -> where its nodes all went
   size_t control_connections = 0;
-  uint64_t store_budget_bytes = 0;       ///< what all the stores may hold together
-  uint64_t store_budget_used_bytes = 0;  ///< what they hold now
+  uint64_t control_connections_accepted = 0;  ///< since the start (agents, queries, strangers)
+  uint64_t store_budget_bytes = 0;            ///< what all the stores may hold together
+  uint64_t store_budget_used_bytes = 0;       ///< what they hold now
 };
 
 class DaemonMetrics {

@@ -38,6 +38,11 @@ TEST_CASE("cohortd --http-port: /metrics passes a strict check and matches the r
   std::string runs = http_get(http.url("/api/runs"));
   CHECK(http_status(runs) == 200);
   cohort::proto::StatusReply status = daemon_status(http.cluster().endpoint());
+  // That question was one more control connection accepted (HTTP requests are not).
+  double accepted = samples["cohort_control_connections_accepted_total"];
+  CHECK(accepted >= 2);
+  nlohmann::json later = checked_metrics(scratch, http_body(http_get(http.url("/metrics"))));
+  CHECK(later["cohort_control_connections_accepted_total"] == accepted + 1);
   std::string error;
   auto from_http = cohort::proto::decode_status_document(http_body(runs), error);
   REQUIRE(from_http);

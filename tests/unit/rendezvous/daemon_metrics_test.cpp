@@ -35,6 +35,7 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   now.nodes.push_back({"job", "a:1", "member", 0.25});
   now.nodes.push_back({"job", "b:1", "member", 1.5});
   now.control_connections = 2;
+  now.control_connections_accepted = 41;
   now.store_budget_bytes = uint64_t{4} << 30;
   now.store_budget_used_bytes = 1500;
   std::string text = metrics.render(now);
@@ -52,6 +53,7 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   CHECK(has_line(text, "cohort_store_operations{run=\"job\"} 17"));
   CHECK(has_line(text, "cohort_store_budget_bytes 4294967296"));
   CHECK(has_line(text, "cohort_store_budget_used_bytes 1500"));
+  CHECK(has_line(text, "cohort_control_connections_accepted_total 41"));
   CHECK(has_line(text, "cohort_rounds_started_total 3"));
   CHECK(has_line(text, "cohort_restarts_total 2"));
   CHECK(has_line(text, "cohort_worker_failures_total 1"));
