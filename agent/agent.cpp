@@ -517,7 +517,8 @@ void Agent::endpoint_answered(size_t endpoint, SteadyTime asked_at, const RunPro
   } else if (live_nodes > 0 && endpoint > fallback_ && waits_for_round()) {
     follow_run(endpoint, live_nodes);
   } else if (endpoint > fallback_ && answer.heard) {
-    later_schedule_.answered_without_run(endpoint, asked_at);
+    later_schedule_.answered_without_run(endpoint, asked_at,
+                                         std::uniform_real_distribution<double>()(chance_));
   } else if (endpoint > fallback_) {
     later_schedule_.silent(endpoint);
   }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -139,6 +140,7 @@ class Agent {
   std::unique_ptr<RunProbe> endpoint_probe_;                     ///< the question in flight
   size_t later_asked_ = 0;  ///< how many turns later endpoints had (they take turns)
   agent::LaterEndpointSchedule later_schedule_{config_.rendezvous.heartbeat_interval};
+  std::minstd_rand chance_{std::random_device()()};  ///< spreads later_schedule_'s waits
   std::set<size_t> hosted_endpoints_;  ///< the endpoints whose daemon this process hosts
   bool host_in_round_ = false;         ///< the agent hosting the daemon is a member of this round
   /// That host was a member of this agent's last round and is gone (its daemon refused, or

@@ -9,10 +9,13 @@ bool LaterEndpointSchedule::due(size_t endpoint, SteadyTime now) const {
   return wait == waits_.end() || now >= wait->second.next;
 }
 
-void LaterEndpointSchedule::answered_without_run(size_t endpoint, SteadyTime asked_at) {
+void LaterEndpointSchedule::answered_without_run(size_t endpoint, SteadyTime asked_at,
+                                                 double spread) {
   auto wait = waits_.try_emplace(endpoint, Wait{interval_, asked_at}).first;
   wait->second.gap = std::min(wait->second.gap * 2, interval_ * kMaxGapIntervals);
-  wait->second.next = asked_at + wait->second.gap;
+  double factor = 0.75 + std::clamp(spread, 0.0, 1.0) / 2;
+  wait->second.next =
+      asked_at + std::chrono::duration_cast<std::chrono::milliseconds>(wait->second.gap * factor);
 }
 
 }  // namespace cohort::agent

@@ -4,7 +4,8 @@
 // intervals, at most kMaxGapIntervals apart: spares, and every agent of a large job waiting for
 // its first round, would otherwise each ask a standby daemon once an interval. One that stayed
 // silent (a cut network, whose healing is what the question watches for) is asked at every turn.
-// Pure (time passed in); owned by the Agent, on its io thread.
+// Each wait is spread over 0.75 to 1.25 times its gap, so that agents that joined together do not
+// keep asking together. Pure (time and chance passed in); owned by the Agent, on its io thread.
 #pragma once
 
 #include <chrono>
@@ -24,8 +25,9 @@ class LaterEndpointSchedule {
   /// `endpoint` may be asked at `now`.
   bool due(size_t endpoint, SteadyTime now) const;
   /// Its host answered the question asked at `asked_at` without the run in a round there: asked
-  /// again 2 intervals after, then 4, 8... (at most kMaxGapIntervals) after each such answer.
-  void answered_without_run(size_t endpoint, SteadyTime asked_at);
+  /// again about 2 intervals after, then 4, 8... (at most kMaxGapIntervals) after each such
+  /// answer; `spread` in [0, 1) places the wait between 0.75 (0) and 1.25 (1) times that gap.
+  void answered_without_run(size_t endpoint, SteadyTime asked_at, double spread = 0.5);
   /// It stayed silent (no answer in time, no route): asked at every turn again.
   void silent(size_t endpoint) { waits_.erase(endpoint); }
   /// A round came, or the agent moved: every endpoint is asked at every turn again.

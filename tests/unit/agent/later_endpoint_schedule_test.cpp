@@ -1,6 +1,6 @@
 // When a waiting agent asks the later --rdzv-fallback endpoints again: at every turn until one
 // answers without the run, then 2, 4, 8, 16 intervals apart; silence and a reset bring it back to
-// every turn.
+// every turn; each wait spread over 0.75 to 1.25 times its gap.
 #include <catch2/catch.hpp>
 
 #include "agent/later_endpoint_schedule.hpp"
@@ -50,4 +50,18 @@ TEST_CASE("silence, or a round or a move, brings an endpoint back to every turn"
     CHECK(schedule.due(1, t0 + 1s));
     CHECK(schedule.due(2, t0 + 1s));
   }
+}
+
+TEST_CASE("each wait is spread over 0.75 to 1.25 times its gap", "[unit][agent][fallback]") {
+  agent::LaterEndpointSchedule schedule(1s);
+  SteadyTime t0{};
+  schedule.answered_without_run(1, t0, 0.0);  // gap 2 s: 1.5 s
+  CHECK_FALSE(schedule.due(1, t0 + 1499ms));
+  CHECK(schedule.due(1, t0 + 1500ms));
+  schedule.answered_without_run(1, t0, 0.75);  // gap 4 s: 4.5 s
+  CHECK_FALSE(schedule.due(1, t0 + 4499ms));
+  CHECK(schedule.due(1, t0 + 4500ms));
+  schedule.answered_without_run(1, t0, 7.0);  // out of range: as 1, gap 8 s: 10 s
+  CHECK_FALSE(schedule.due(1, t0 + 9999ms));
+  CHECK(schedule.due(1, t0 + 10s));
 }
