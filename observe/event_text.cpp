@@ -211,6 +211,11 @@ std::string resumed_text(const nlohmann::json& round_started) {
   return resumed_text(after->get<int>(), text_of(round_started, "moved_from"));
 }
 
+std::string moved_text(const std::string& to) {
+  return "moved to " + to +
+         " (its nodes left this daemon for it: ask there, or give --rdzv-fallback)";
+}
+
 std::string event_details_text(const nlohmann::json& event) {
   if (!event.is_object()) return "";
   std::string name = text_of(event, "event");

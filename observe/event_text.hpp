@@ -28,6 +28,10 @@ bool is_scale_up(const std::string& reason);
 std::string resumed_text(int resumed_after, const std::string& moved_from);
 /// The same words from a round.started event's resumed_after and moved_from; "" without them.
 std::string resumed_text(const nlohmann::json& round_started);
+/// "moved to H (its nodes left this daemon for it: ask there, or give --rdzv-fallback)": what a
+/// daemon that a run's nodes all left for endpoint `to` says of the run (cohort status, and its
+/// refusal of a request about the run).
+std::string moved_text(const std::string& to);
 
 /// What the event says, without its time and name: "round 3, 8 ranks: 127.0.0.2 ranks 0-3, ...".
 std::string event_details_text(const nlohmann::json& event);

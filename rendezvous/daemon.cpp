@@ -7,6 +7,7 @@
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
+#include "observe/event_text.hpp"
 #include "proto/auth.hpp"
 #include "rendezvous/daemon_events.hpp"
 #include "rendezvous/from_wire.hpp"
@@ -1020,8 +1021,7 @@ std::string RendezvousDaemon::no_run_text(const std::string& run_id) const {
   std::string text = "no run '" + run_id + "'";
   auto moved = moved_.runs().find(run_id);
   if (moved == moved_.runs().end()) return text;
-  return text + " here: it moved to " + moved->second +
-         " (its nodes left this daemon for it: ask there, or give --rdzv-fallback)";
+  return text + " here: it " + observe::moved_text(moved->second);
 }
 
 // The runs that moved away from this daemon (all, or `only_run`), where no run of the id is now.

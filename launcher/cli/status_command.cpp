@@ -64,8 +64,7 @@ void print_status_table(const proto::StatusReply& status, std::ostream& out) {
     return;
   }
   for (const proto::MovedRun& moved : status.moved_runs) {
-    out << "run " << shown(moved.run_id) << ": moved to " << shown(moved.to)
-        << " (its nodes left this daemon for it: ask there, or give --rdzv-fallback)\n";
+    out << "run " << shown(moved.run_id) << ": " << shown(observe::moved_text(moved.to)) << "\n";
   }
   for (const proto::StatusRun& run : status.runs) {
     out << "run " << shown(run.run_id) << ": " << shown(run.phase) << ", "
