@@ -269,6 +269,8 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--torchrun-runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120, help="seconds per launch")
+    parser.add_argument("--baseline", metavar="BUILD",
+                        help="another build's cohort launch, measured interleaved too")
     args = parser.parse_args()
     cohort = os.path.abspath(os.path.join(args.build, "bin", "cohort"))
     cohortd = os.path.abspath(os.path.join(args.build, "bin", "cohortd"))
@@ -310,9 +312,14 @@ def main():
         store_port = int(open(port_file).read().strip())
 
         floor_argvs = [hosts.ssh_argv(host, "date +%s%N") for host in HOSTS]
-        cohort_argv = ([cohort, "launch", "-H", ",".join(f"{h}:{SLOTS}" for h in HOSTS),
-                        "-x", "OMP_NUM_THREADS=1"] + hosts.cohort_flags() +
-                       ["--no-python", worker, out_dir])
+        def launch_argv(binary):
+            return ([binary, "launch", "-H", ",".join(f"{h}:{SLOTS}" for h in HOSTS),
+                     "-x", "OMP_NUM_THREADS=1"] + hosts.cohort_flags() +
+                    ["--no-python", worker, out_dir])
+
+        cohort_argv = launch_argv(cohort)
+        baseline_argv = (launch_argv(os.path.abspath(os.path.join(args.baseline, "bin", "cohort")))
+                         if args.baseline else None)
         # What cohort forwards by itself (PYTHON*), and OMP_NUM_THREADS=1 as with -x: ssh
         # sessions get root's login environment, not this one.
         remote_env = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
@@ -328,7 +335,8 @@ def main():
                     f" --no_python {shell_quote(worker)} {shell_quote(out_dir)}")
             return [hosts.ssh_argv(host, line) for host in HOSTS]
 
-        samples = {name: {"running": [], "total": []} for name in ("floor", "cohort", "torchrun")}
+        samples = {name: {"running": [], "total": []}
+                   for name in ("floor", "cohort", "torchrun", "baseline")}
 
         def measure_floor(record=True):
             start_ns, elapsed, outputs = timed_group(floor_argvs, args.timeout, work)
@@ -349,11 +357,15 @@ def main():
         # One untimed round of each first: key loading, page cache, Python's bytecode.
         measure_floor(record=False)
         measure_launch("cohort", [cohort_argv], record=False)
+        if baseline_argv:
+            measure_launch("baseline", [baseline_argv], record=False)
         if args.torchrun_runs > 0:
             measure_launch("torchrun", torchrun_argvs(f"bench{next(run_ids)}"), record=False)
         for i in range(args.runs):
             measure_floor()
             measure_launch("cohort", [cohort_argv])
+            if baseline_argv:
+                measure_launch("baseline", [baseline_argv])
             if i < args.torchrun_runs:
                 measure_launch("torchrun", torchrun_argvs(f"bench{next(run_ids)}"))
             print(f"run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
@@ -382,8 +394,18 @@ def main():
         f, c, t = med["floor"][key], med["cohort"][key], med["torchrun"][key]
         print(f"| {label} | {ms(f)} | {ms(c)} | {ms(t)} | {ratio(c, f)} | {ratio(t, f)} | "
               f"{ratio(t, c)} |")
+    if args.baseline:
+        print()
+        print(f"| measurement (median) | cohort launch | baseline ({args.baseline}) | "
+              "baseline / cohort | cohort / floor | baseline / floor |")
+        print("|---|---|---|---|---|---|")
+        for key, label in (("running", f"start to all {WORKERS} workers running"),
+                           ("total", "start to exit")):
+            f, c, b = med["floor"][key], med["cohort"][key], med["baseline"][key]
+            print(f"| {label} | {ms(c)} | {ms(b)} | {ratio(b, c)} | {ratio(c, f)} | "
+                  f"{ratio(b, f)} |")
     print()
-    print(f"runs: {args.runs} (floor, cohort), {min(args.runs, args.torchrun_runs)} (torchrun), "
+    print(f"runs: {args.runs} (floor, cohort{', baseline' if args.baseline else ''}), {min(args.runs, args.torchrun_runs)} (torchrun), "
           f"interleaved; {len(HOSTS)} sshd on {HOSTS[0]}..{HOSTS[-1]}, {SLOTS} workers each; "
           f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end. "
           f"The floor's first row is to the last remote `date`.")

@@ -123,11 +123,34 @@ void OutputPump::flush_partial() {
   partial_.clear();
 }
 
+void OutputPump::release() {
+  if (!target_.held) return;
+  target_.held = false;
+  if (!dropping_held_ && !held_.empty()) console::write_output(target_.console_fd, held_);
+  held_.clear();
+  held_.shrink_to_fit();
+}
+
+void OutputPump::drop_held() {
+  dropping_held_ = true;
+  held_.clear();
+  held_.shrink_to_fit();
+}
+
 void OutputPump::emit(std::string_view line) {
-  if (target_.console_fd >= 0) {
+  if (!target_.ready_prefix.empty() && line.rfind(target_.ready_prefix, 0) == 0) {
+    std::string_view rest = line.substr(target_.ready_prefix.size());
+    target_.ready_prefix.clear();  // the first one only
+    if (auto ready = std::move(target_.on_ready)) ready(rest);
+    return;
+  }
+  if (target_.console_fd >= 0 && !dropping_held_) {
+    std::string& out = target_.held ? held_ : console_batch_;
+    size_t before = out.size();
     bool prefixed = !target_.prefixed_marker.empty() && line.rfind(target_.prefixed_marker, 0) == 0;
-    if (!prefixed) console_batch_.append(target_.prefix);
-    console_batch_.append(line).push_back('\n');
+    if (!prefixed) out.append(target_.prefix);
+    out.append(line).push_back('\n');
+    if (target_.held && out.size() > kMaxHeldBytes) out.resize(before);
   }
   if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
   if (target_.copy_fd >= 0 &&

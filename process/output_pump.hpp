@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort {
@@ -31,6 +32,12 @@ struct PumpTarget {
   std::vector<std::string> copy_filters;  ///< substrings; a line containing one is copied
   /// Runs for every read that brought output (a sign of life for hang detection); may be empty.
   std::function<void()> on_output;
+  /// When not empty, the first line that starts with this is not output: what follows it goes to
+  /// on_ready (cohort launch: a remote agent's "cohort-ready" line).
+  std::string ready_prefix;
+  std::function<void(std::string_view rest)> on_ready;
+  /// Console lines wait (up to kMaxHeldBytes) until release(); drop_held() forgets them.
+  bool held = false;
 };
 
 class OutputPump : public std::enable_shared_from_this<OutputPump> {
@@ -48,6 +55,11 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   /// (up to console::kMaxQueuedBytes queued), so that its end of file comes soon.
   void read_to_end();
   const std::deque<std::string>& tail() const { return tail_; }
+  /// A held pump's lines reach the console, and every line after them.
+  void release();
+  /// A held pump forgets its lines, and every line after them.
+  void drop_held();
+  static constexpr size_t kMaxHeldBytes = 64 * 1024;
   /// From now on keeps every line (up to kMaxCaptureBytes), not only the tail: what a hung
   /// worker prints while it is stopped (a Python traceback of every thread).
   void start_capture() { capturing_ = true; }
@@ -82,6 +94,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   bool copy_failed_ = false;
   bool capturing_ = false;
   std::string captured_;
+  std::string held_;            ///< console lines waiting for release()
+  bool dropping_held_ = false;  ///< held lines are forgotten
 };
 
 /// Writes all of `data` to `fd`, retrying on EINTR and short writes (and waiting on EAGAIN);

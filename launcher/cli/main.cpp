@@ -169,11 +169,16 @@ void add_status_flags(CLI::App& status, Commands& commands) {
       ->check(number_within(0.2, 3600, "seconds"));
 }
 
+// What --version prints; also the line a launched agent says it is ready with.
+std::string version_text() {
+  return std::string("cohort ") + COHORT_VERSION + " (commit " + COHORT_COMMIT + ", " +
+         COHORT_BUILD_TYPE + " build)";
+}
+
 void declare_commands(CLI::App& app, Commands& commands) {
   app.require_subcommand(1);
   app.allow_extras();  // "cohort run -- script args": after "--" the words land here
-  app.set_version_flag("--version", std::string("cohort ") + COHORT_VERSION + " (commit " +
-                                        COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
+  app.set_version_flag("--version", version_text());
   commands.run = app.add_subcommand("run", "Run the workers of this node (a drop-in for torchrun)");
   commands.run->formatter(std::make_shared<ScriptUsageFormatter>());
   add_run_flags(*commands.run, commands.run_options);
@@ -244,6 +249,7 @@ int stop_command(StopQuery query) {
 
 // Runs the parsed subcommand; its result is the exit code.
 int dispatch(const CLI::App& app, Commands& commands) {
+  commands.run_options.own_version = commands.launch_options.run.own_version = version_text();
   if (commands.run->parsed()) return run_command(*commands.run, commands.run_options);
   if (commands.launch->parsed()) return launch_command(*commands.launch, commands.launch_options);
   if (has_stray_words(app, commands)) return kExitUsage;

@@ -22,6 +22,7 @@
 #include "launcher/tokens/launch_token.hpp"
 #include "launcher/tokens/slurm_token.hpp"
 #include "launcher/tokens/token_source.hpp"
+#include "process/output_pump.hpp"
 #include "rendezvous/daemon.hpp"
 
 extern char** environ;
@@ -207,10 +208,18 @@ TokenResult run_token(const RunOptions& options, const TokenResult& launched,
   return token;
 }
 
+// Under cohort launch: says on stdout that this agent started, then waits for the launch to
+// write the run's token (once every host said so).
+TokenResult launched_token(const RunOptions& options) {
+  write_all(STDOUT_FILENO, ready_line(options.own_version));
+  if (options.token_wait_ms == 0) return read_token_line(STDIN_FILENO);
+  return read_token_line(STDIN_FILENO, std::chrono::milliseconds(options.token_wait_ms));
+}
+
 }  // namespace
 
 int run_command(const CLI::App& app, RunOptions& options) {
-  TokenResult launched = options.under_launch ? read_token_line(STDIN_FILENO) : TokenResult{};
+  TokenResult launched = options.under_launch ? launched_token(options) : TokenResult{};
   if (!launched.error.empty()) {
     std::cerr << "cohort run: " << launched.error << "\n";
     return kExitUsage;

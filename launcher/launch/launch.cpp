@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
@@ -60,7 +61,7 @@ Launch::Launch(boost::asio::io_context& io, Clock& clock, ProcessSpawner& spawne
       clock_(clock),
       spawner_(spawner),
       signals_(io),
-      precheck_timer_(clock.make_timer()),
+      start_timer_(clock.make_timer()),
       teardown_timer_(clock.make_timer()),
       close_timer_(clock.make_timer()),
       hosts_timer_(clock.make_timer()) {
@@ -80,7 +81,7 @@ int Launch::run() {
   }
   if (!srun() && !user_controls_sharing(plan_.ssh.options)) share_connections();
   arm_signals();
-  precheck();
+  if (start_daemon()) start_every_host();
   io_.run();
   block_signals_until_exit();  // the exit code is decided: a late signal must not replace it
   // Without throwing: a master ssh may unlink its socket while the directory is being removed.
@@ -118,65 +119,27 @@ bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTar
 void Launch::maybe_ended(Remote& remote) {
   if (!remote.child.ended()) return;
   close_fd(remote.stdin_fd);
-  if (remote.on_end) remote.on_end(remote);
+  if (started_) return on_host_ended(remote);
+  on_start_ended(remote);
 }
 
-// Every host at once: `ssh HOST COHORT --version` (or srun's step on it) proves the host answers,
-// logs us in without a prompt, and has cohort where the plan says; nothing starts unless all of
-// them pass.
-void Launch::precheck() {
-  std::string line = remote_shell_line({"", {}, {plan_.remote_cohort, "--version"}});
-  checks_left_ = plan_.hosts.size();
-  for (size_t i = 0; i < plan_.hosts.size(); ++i) {
-    auto remote = std::make_unique<Remote>(io_);
-    remote->index = i;
-    remote->name = plan_.hosts[i].name;
-    remote->on_end = [this](Remote& checked) { on_checked(checked); };
-    if (!spawn(*remote, line, PumpTarget{}, PumpTarget{}, SshRole::Master))
-      return finish(kExitInternal);
-    checks_.push_back(std::move(remote));
+bool Launch::start_daemon() {
+  if (!plan_.rdzv_endpoint.empty()) return true;
+  daemon_ = std::make_unique<RendezvousDaemon>(io_, clock_, plan_.daemon);
+  if (auto error = daemon_->start()) {
+    std::cerr << "cohort launch: "
+              << start_failure_text(daemon_->failed_listener(), plan_.daemon, error,
+                                    "cannot host the rendezvous on")
+              << "\n";
+    finish(kExitRendezvous);
+    return false;
   }
-  auto limit = std::chrono::seconds(plan_.ssh.connect_timeout_seconds + 10);
-  precheck_timer_->start_after(limit, [this] {
-    checks_timed_out_ = true;
-    kill_all(checks_);
-  });
-}
-
-void Launch::on_checked(Remote& remote) {
-  const ExitStatus& status = *remote.child.status();
-  int code = status.shell_code();
-  std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
-  if (checks_timed_out_ && status.signaled) {
-    check_problems_.push_back(
-        cat(remote.name, ": no answer within ", plan_.ssh.connect_timeout_seconds + 10, " s"));
-  } else if (code == kSshFailed && !srun()) {
-    any_unreachable_ = true;
-    check_problems_.push_back(
-        cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")"));
-  } else if (code == 127 || code == 126) {
-    check_problems_.push_back(
-        cat(remote.name, ": no cohort at '", plan_.remote_cohort, "' (set --remote-cohort)"));
-  } else if (code != 0) {
-    check_problems_.push_back(cat(remote.name, ": '", plan_.remote_cohort, " --version' ",
-                                  status.describe(), why.empty() ? "" : ": " + why));
-  } else {
-    log::debug(remote.name, ": ", last_line(remote.child, SpawnedChild::Stream::Out));
+  daemon_->on_event = [this](const Event& event) { say_who_is_back(event); };
+  if (plan_.daemon.http_port >= 0) {
+    std::cerr << "cohort launch: /metrics and the timeline pages on http://"
+              << plan_.daemon.http_address << ":" << daemon_->http_port() << "/\n";
   }
-  if (--checks_left_ > 0) return;
-  precheck_timer_->cancel();
-  if (tearing_down_) return finish(128 + first_signal_);
-  if (!check_problems_.empty()) {
-    for (const auto& problem : check_problems_) std::cerr << "cohort launch: " << problem << "\n";
-    std::cerr << "cohort launch: nothing was started\n";
-    if (plan_.scheduler == "Slurm" && any_unreachable_) {
-      std::cerr << "cohort launch: ssh into a Slurm job's nodes needs pam_slurm_adopt on them; "
-                   "without it, start them as the job's steps: --launcher srun (the default "
-                   "inside a Slurm job whose srun is in PATH)\n";
-    }
-    return finish(kExitUnreachable);
-  }
-  start_hosts();
+  return true;
 }
 
 std::string Launch::endpoint() const {
@@ -184,60 +147,157 @@ std::string Launch::endpoint() const {
   return host_port_text(plan_.rdzv_host, daemon_->port());
 }
 
-void Launch::start_hosts() {
-  if (plan_.rdzv_endpoint.empty()) {
-    daemon_ = std::make_unique<RendezvousDaemon>(io_, clock_, plan_.daemon);
-    if (auto error = daemon_->start()) {
-      std::cerr << "cohort launch: "
-                << start_failure_text(daemon_->failed_listener(), plan_.daemon, error,
-                                      "cannot host the rendezvous on")
-                << "\n";
-      return finish(kExitRendezvous);
-    }
-    daemon_->on_event = [this](const Event& event) { say_who_is_back(event); };
-    if (plan_.daemon.http_port >= 0) {
-      std::cerr << "cohort launch: /metrics and the timeline pages on http://"
-                << plan_.daemon.http_address << ":" << daemon_->http_port() << "/\n";
-    }
-  }
-  log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
-            " hosts from ", plan_.hosts_source, ", ",
-            plan_.token.empty() ? "no token" : "token sent over " + transport_name());
-  warn_about_threads();
-  hosts_left_ = plan_.hosts.size();
-  hosts_started_ = clock_.now();
+// Every host at once: its agent's ssh session (or srun step) starts, and the agent says it is
+// ready, then waits for the run's token, which goes to every host only once all of them are
+// ready: each one answered, logged us in without a prompt and has cohort where the plan says.
+// Should one not be ready within ready_limit, nothing starts (the agents end without a token).
+void Launch::start_every_host() {
+  starts_left_ = plan_.hosts.size();
   rejoins_.assign(plan_.hosts.size(), 0);
   returning_.assign(plan_.hosts.size(), false);
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
     rejoin_timers_.push_back(clock_.make_timer());
-    if (!start_host(i, {})) return;
+    if (!start_host(i, {})) return finish(kExitInternal);
   }
+  start_timer_->start_after(ready_limit(plan_), [this] {
+    starts_timed_out_ = true;
+    for (auto& remote : hosts_) {
+      if (!remote->ready) kill(*remote);
+    }
+  });
 }
 
-// Starts host `index`'s agent, counted in hosts_left_ (`launched_ago`: a lost host started again,
-// the job's age); false once the launch has finished because no host is left.
+// Starts host `index`'s agent (`launched_ago`: a lost host started again, the job's age); false
+// when its ssh (or srun) could not be started. Before the run starts, its lines wait for the
+// start and its token for every host's ready line; a host started again gets its token at once.
 bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
   auto remote = std::make_unique<Remote>(io_);
   remote->index = index;
   remote->name = plan_.hosts[index].name;
   remote->started = clock_.now();
-  remote->on_end = [this](Remote& ended) { on_host_ended(ended); };
   std::string address = plan_.hosts[index].address();
   PumpTarget out{STDOUT_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
   PumpTarget err{STDERR_FILENO, -1, "[" + address + "]: ", "[" + address + ":"};
+  out.held = err.held = !started_;
+  out.ready_prefix = std::string(kReadyPrefix);
+  out.on_ready = [this, &host = *remote](std::string_view version) { on_ready(host, version); };
   std::string line = remote_shell_line(remote_command(plan_, index, endpoint(), launched_ago));
   log::debug(remote->name, ": ", line);
   Remote& started = *remote;
   hosts_.push_back(std::move(remote));
-  if (!spawn(started, line, out, err, SshRole::Client)) {
+  // The first session of a host opens the connection that later ones share.
+  if (!spawn(started, line, out, err, started_ ? SshRole::Client : SshRole::Master)) {
+    if (!started_) return false;
     exit_codes_.push_back(kSshFailed);
     if (--hosts_left_ > 0) return true;
     finish(launch_exit_code(exit_codes_));
     return false;
   }
   // The agent's first line: the token, on no command line. A fresh pipe takes it at once.
-  write_all(started.stdin_fd, token_line(plan_.token));
+  if (started_) write_all(started.stdin_fd, token_line(plan_.token));
   return true;
+}
+
+void Launch::on_ready(Remote& remote, std::string_view version) {
+  remote.ready = true;
+  log::debug(remote.name, ": ", version);
+  if (version != plan_.own_version && !remote_versions_warned_) {
+    remote_versions_warned_ = true;
+    log::warn(remote.name, " runs ", version, " (this is ", plan_.own_version,
+              "): every host should run the same cohort");
+  }
+  if (started_) return;
+  --starts_left_;
+  start_when_ready();
+}
+
+// A host's session ended before the run started: before its ready line, why it is not ready.
+void Launch::on_start_ended(Remote& remote) {
+  if (!remote.ready) {
+    --starts_left_;
+    remote.ready = true;  // counted
+    start_problems_.push_back(start_problem(remote));
+  } else if (!tearing_down_ && !aborting_) {
+    start_problems_.push_back(cat(remote.name, ": its agent ended before the run started (",
+                                  transport_name(), " ", remote.child.status()->describe(), ")"));
+  }
+  if (aborting_) {
+    if (std::all_of(hosts_.begin(), hosts_.end(), [](auto& host) { return host->child.ended(); }))
+      finish(abort_exit_);
+    return;
+  }
+  start_when_ready();
+}
+
+std::string Launch::start_problem(const Remote& remote) const {
+  const ExitStatus& status = *remote.child.status();
+  int code = status.shell_code();
+  std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
+  if (starts_timed_out_ && status.signaled) {
+    return cat(remote.name, ": its agent was not ready within ", ready_limit(plan_).count(),
+               " s (no answer, or a cohort other than this version that never says it is)");
+  }
+  if (code == kSshFailed && !srun()) {
+    return cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")");
+  }
+  if (code == 127 || code == 126) {
+    return cat(remote.name, ": no cohort at '", plan_.remote_cohort, "' (set --remote-cohort)");
+  }
+  return cat(remote.name, ": '", plan_.remote_cohort, " run' ended with ", status.describe(),
+             why.empty() ? "" : ": " + why);
+}
+
+// Once every host is ready (or will never be): the run starts, or nothing does.
+void Launch::start_when_ready() {
+  if (starts_left_ > 0) return;
+  start_timer_->cancel();
+  if (tearing_down_) return abort_start(128 + first_signal_);
+  if (!start_problems_.empty()) {
+    for (const auto& problem : start_problems_) std::cerr << "cohort launch: " << problem << "\n";
+    std::cerr << "cohort launch: nothing was started\n";
+    if (plan_.scheduler == "Slurm" && any_unreachable()) {
+      std::cerr << "cohort launch: ssh into a Slurm job's nodes needs pam_slurm_adopt on them; "
+                   "without it, start them as the job's steps: --launcher srun (the default "
+                   "inside a Slurm job whose srun is in PATH)\n";
+    }
+    return abort_start(kExitUnreachable);
+  }
+  started_ = true;
+  log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
+            " hosts from ", plan_.hosts_source, ", ",
+            plan_.token.empty() ? "no token" : "token sent over " + transport_name());
+  warn_about_threads();
+  hosts_left_ = hosts_.size();
+  hosts_started_ = clock_.now();
+  for (auto& remote : hosts_) {
+    for (auto stream : {SpawnedChild::Stream::Out, SpawnedChild::Stream::Err}) {
+      if (const auto& pump = remote->child.pump(stream)) pump->release();
+    }
+    write_all(remote->stdin_fd, token_line(plan_.token));
+  }
+}
+
+bool Launch::any_unreachable() const {
+  return std::any_of(hosts_.begin(), hosts_.end(), [](const auto& remote) {
+    return remote->child.status() && remote->child.status()->shell_code() == kSshFailed;
+  });
+}
+
+// Nothing starts: every agent's stdin closes before its token (it ends at once), its lines are
+// dropped, and the launch ends with `exit_code` once every session has (its ssh is killed after
+// 5 s).
+void Launch::abort_start(int exit_code) {
+  aborting_ = true;
+  abort_exit_ = exit_code;
+  for (auto& remote : hosts_) {
+    for (auto stream : {SpawnedChild::Stream::Out, SpawnedChild::Stream::Err}) {
+      if (const auto& pump = remote->child.pump(stream)) pump->drop_held();
+    }
+    close_fd(remote->stdin_fd);
+  }
+  if (std::all_of(hosts_.begin(), hosts_.end(), [](auto& host) { return host->child.ended(); }))
+    return finish(exit_code);
+  start_timer_->start_after(std::chrono::seconds(5), [this] { kill_all(hosts_); });
 }
 
 // A host lost while the run goes on without it (enough hosts are left) is started again after
@@ -357,9 +417,9 @@ void Launch::on_signal(int signal) {
   ++signals_seen_;
   if (signals_seen_ == 1) {
     first_signal_ = signal;
-    if (hosts_.empty()) {  // still checking the hosts
+    if (!started_) {  // the hosts are not all ready: nothing starts
       tearing_down_ = true;
-      return kill_all(checks_);
+      return kill_all(hosts_);
     }
     return tear_down(128 + signal, "stopped by " + signal_name(signal) + " on the launching host");
   }
@@ -399,10 +459,12 @@ void Launch::close_stdins() {
 // ssh is killed (its connection closes, and the agent stops as on SIGHUP); srun gets SIGTERM, on
 // which it has Slurm kill every process of its step, then ends.
 void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
-  for (auto& remote : remotes) {
-    if (remote->child.pid() > 0 && !remote->child.status())
-      spawner_.signal_process(remote->child.pid(), srun() ? SIGTERM : SIGKILL);
-  }
+  for (auto& remote : remotes) kill(*remote);
+}
+
+void Launch::kill(Remote& remote) {
+  if (remote.child.pid() > 0 && !remote.child.status())
+    spawner_.signal_process(remote.child.pid(), srun() ? SIGTERM : SIGKILL);
 }
 
 bool Launch::srun() const { return plan_.transport == Transport::Srun; }
@@ -418,7 +480,7 @@ void Launch::share_connections() {
 
 // The shared connections end with the launch (`ssh -O exit`, at most 3 s).
 void Launch::close_shared_connections(std::function<void()> done) {
-  if (control_dir_.empty() || checks_.empty()) return done();
+  if (control_dir_.empty() || hosts_.empty()) return done();
   auto left = std::make_shared<size_t>(0);
   auto finish_once = std::make_shared<std::function<void()>>(std::move(done));
   auto one_done = [left, finish_once, this] {
@@ -426,9 +488,11 @@ void Launch::close_shared_connections(std::function<void()> done) {
     close_timer_->cancel();
     if (auto call = std::move(*finish_once)) call();
   };
-  for (const auto& check : checks_) {
+  std::set<std::string> names;
+  for (const auto& host : hosts_) names.insert(host->name);
+  for (const std::string& name : names) {
     SpawnRequest request;
-    std::vector<std::string> argv = ssh_close_master_argv(plan_.ssh, check->name);
+    std::vector<std::string> argv = ssh_close_master_argv(plan_.ssh, name);
     request.executable = program_path_;
     request.args.assign(argv.begin() + 1, argv.end());
     request.env = own_environment();
@@ -449,7 +513,7 @@ void Launch::close_shared_connections(std::function<void()> done) {
 void Launch::finish(int exit_code) {
   if (exit_code_) return;
   exit_code_ = exit_code;
-  precheck_timer_->cancel();
+  start_timer_->cancel();
   teardown_timer_->cancel();
   signals_.cancel();
   if (daemon_) daemon_->stop();

@@ -1,11 +1,11 @@
-// Runs a planned `cohort launch`: checks that every host answers and has cohort, hosts the
-// rendezvous daemon (unless the plan names a running cohortd), starts `cohort run` on every host
-// at once through the system ssh (or as Slurm job steps through srun), copies their lines to this
-// console, starts a host lost over ssh again while the run goes on without it (--host-retries),
-// and tears everything down on Ctrl-C, or when a lost host leaves too few for the run. Each
-// remote agent watches its stdin (the ssh connection, or srun's) and stops its workers when
-// it ends. Children start through the ProcessSpawner, waits run on the Clock. Created by main; io
-// thread only.
+// Runs a planned `cohort launch`: hosts the rendezvous daemon (unless the plan names a running
+// cohortd), starts `cohort run` on every host at once through the system ssh (or as Slurm job
+// steps through srun), one session per host, and lets the run start only once every host's agent
+// said it is ready (nothing starts otherwise); copies their lines to this console, starts a host
+// lost over ssh again while the run goes on without it (--host-retries), and tears everything
+// down on Ctrl-C, or when a lost host leaves too few for the run. Each remote agent watches its
+// stdin (the ssh connection, or srun's) and stops its workers when it ends. Children start
+// through the ProcessSpawner, waits run on the Clock. Created by main; io thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -37,7 +38,8 @@ class Launch {
   int run();
 
  private:
-  /// One ssh process (the pre-check's or the run's) with the pumps of its stdout and stderr.
+  /// One ssh (or srun) process that carries a host's agent, with the pumps of its stdout and
+  /// stderr.
   struct Remote {
     explicit Remote(boost::asio::io_context& io) : child(io) {}
 
@@ -46,6 +48,7 @@ class Launch {
     SpawnedChild child;
     SteadyTime started{};  ///< when its ssh started
     int stdin_fd = -1;     ///< our end of its stdin; closing it tells the remote agent to stop
+    bool ready = false;    ///< its agent said it is ready (or, before the start, it ended)
     std::function<void(Remote&)> on_end;  ///< runs once it exited and both streams ended
   };
 
@@ -54,10 +57,15 @@ class Launch {
   void share_connections();
   void close_shared_connections(std::function<void()> done);
   void maybe_ended(Remote& remote);
-  void precheck();
-  void on_checked(Remote& remote);
-  void start_hosts();
+  bool start_daemon();
+  void start_every_host();
   bool start_host(size_t index, std::chrono::milliseconds launched_ago);
+  void on_ready(Remote& remote, std::string_view version);
+  void on_start_ended(Remote& remote);
+  std::string start_problem(const Remote& remote) const;
+  void start_when_ready();
+  bool any_unreachable() const;
+  void abort_start(int exit_code);
   void rejoin_later(size_t index);
   void say_who_is_back(const Event& event);
   void warn_about_threads() const;
@@ -68,6 +76,7 @@ class Launch {
   void tear_down(int exit_status, const std::string& reason);
   void close_stdins();
   void kill_all(std::vector<std::unique_ptr<Remote>>& remotes);
+  void kill(Remote& remote);
   void finish(int exit_code);
   std::string endpoint() const;
   bool srun() const;                   ///< the hosts are started as Slurm job steps
@@ -80,18 +89,20 @@ class Launch {
   Clock& clock_;
   ProcessSpawner& spawner_;
   boost::asio::signal_set signals_;
-  std::unique_ptr<Timer> precheck_timer_;  ///< the pre-check's time limit
+  std::unique_ptr<Timer> start_timer_;     ///< ready_limit, then the end of a start given up
   std::unique_ptr<Timer> teardown_timer_;  ///< closing the ssh connections, then killing ssh
   std::unique_ptr<Timer> close_timer_;     ///< the time limit of closing shared connections
   std::unique_ptr<Timer> hosts_timer_;     ///< an external daemon: are too few hosts left?
   std::unique_ptr<RendezvousDaemon> daemon_;
-  std::vector<std::unique_ptr<Remote>> checks_;
-  std::vector<std::string> check_problems_;
-  bool any_unreachable_ = false;  ///< a host's ssh failed (255) in the check
-  size_t checks_left_ = 0;
-  bool checks_timed_out_ = false;
-  std::vector<std::unique_ptr<Remote>> hosts_;
-  std::vector<int> exit_codes_;  ///< each host's, in the order they ended
+  std::vector<std::string> start_problems_;  ///< why hosts are not ready
+  size_t starts_left_ = 0;                   ///< hosts neither ready nor ended before the start
+  bool starts_timed_out_ = false;
+  bool started_ = false;   ///< every host was ready: the tokens went out, the run goes on
+  bool aborting_ = false;  ///< nothing starts: waiting for every session to end
+  int abort_exit_ = 0;
+  bool remote_versions_warned_ = false;
+  std::vector<std::unique_ptr<Remote>> hosts_;  ///< every session, hosts started again included
+  std::vector<int> exit_codes_;                 ///< each host's, in the order they ended
   size_t hosts_left_ = 0;
   SteadyTime hosts_started_{};
   std::vector<int> rejoins_;  ///< per host: times it was started again (--host-retries)

@@ -23,7 +23,7 @@ const std::set<std::string> kPlannedRunFlags = {
     "--nnodes",          "--nproc-per-node", "--rdzv-backend",   "--rdzv-endpoint", "--rdzv-id",
     "--local-addr",      "--node-rank",      "--node-rank-hint", "--store-ports",   "--standalone",
     "--under-launch",    "--master-addr",    "--master-port",    "--token-file",    "--http-port",
-    "--launched-ms-ago", "--rdzv-fallback"};
+    "--launched-ms-ago", "--rdzv-fallback",  "--token-wait-ms"};
 
 const std::set<std::string> kLaunchFlags = {
     "--hosts",
@@ -144,7 +144,7 @@ std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
 void reject_single_node_flags(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
   for (const char* flag :
        {"--standalone", "--master-addr", "--master-port", "--node-rank", "--local-addr",
-        "--node-rank-hint", "--under-launch", "--launched-ms-ago"}) {
+        "--node-rank-hint", "--under-launch", "--launched-ms-ago", "--token-wait-ms"}) {
     if (given(app, flag))
       plan.problems.push_back(cat(flag, ": cohort launch sets this for every host itself"));
   }
@@ -399,12 +399,21 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.ssh.connect_timeout_seconds = options.connect_timeout;
   plan.host_retries = plan.transport == Transport::Ssh ? options.host_retries : 0;
   plan.remote_cohort = options.remote_cohort.empty() ? context.own_path : options.remote_cohort;
+  plan.own_version = options.run.own_version;
   plan.working_dir = context.working_dir;
   plan.run_flags = forwarded_run_flags(app);
   plan.command = options.run.command;
   if (per_host_given) plan.nproc_per_node = run.nproc_per_node;
   plan.log_level = log_level_for(options.run);
   return plan;
+}
+
+std::chrono::seconds ready_limit(const LaunchPlan& plan) {
+  return std::chrono::seconds(plan.ssh.connect_timeout_seconds + 10);
+}
+
+std::chrono::milliseconds token_wait(const LaunchPlan& plan) {
+  return ready_limit(plan) + std::chrono::seconds(5);
 }
 
 RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint,
@@ -437,7 +446,9 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
                   address,
                   "--node-rank",
                   std::to_string(index),
-                  "--node-rank-hint"};
+                  "--node-rank-hint",
+                  "--token-wait-ms",
+                  std::to_string(token_wait(plan).count())};
   if (launched_ago.count() > 0) {
     command.argv.push_back("--launched-ms-ago");
     command.argv.push_back(std::to_string(launched_ago.count()));

@@ -61,7 +61,8 @@ struct LaunchPlan {
   SshSettings ssh;
   SrunSettings srun;
   std::string remote_cohort;
-  EnvVars env;  ///< forwarded to every host
+  std::string own_version;  ///< this cohort's --version; each host's agent says its own
+  EnvVars env;              ///< forwarded to every host
   std::string working_dir;
   std::vector<std::string> run_flags;  ///< the user's cohort run flags, forwarded as given
   std::vector<std::string> command;    ///< the training script and its arguments
@@ -88,6 +89,14 @@ void add_launch_flags(CLI::App& app, LaunchOptions& options);
 /// Validates the parsed command line (`app` tells which run flags were given) into a plan.
 LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
                        const LaunchContext& context);
+
+/// How long the launch waits for every host's agent to say it is ready (ssh's connect timeout,
+/// plus 10 s for the login and the agent's start) before it gives up and starts nothing.
+std::chrono::seconds ready_limit(const LaunchPlan& plan);
+
+/// How long each agent waits for its token line: the ready limit and 5 s more, since the launch
+/// writes it only once the last host is ready.
+std::chrono::milliseconds token_wait(const LaunchPlan& plan);
 
 /// The line host `index` runs, given the rendezvous endpoint "host:port" the agents connect to;
 /// `launched_ago` (a lost host started again): how long ago the launch started the job.

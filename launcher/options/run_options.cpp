@@ -192,6 +192,9 @@ void add_cohort_flags(CLI::App& app, RunOptions& o) {
                    "With c10d, take --node-rank as this node's preferred rank"));
   hidden(bool_flag(app, "--under-launch", o.under_launch,
                    "Set by cohort launch on every host: stop when stdin closes"));
+  hidden(flag_option(app, "--token-wait-ms", o.token_wait_ms,
+                     "Set by cohort launch: how long to wait for the token line on stdin")
+             ->check(CLI::Range(int64_t{0}, int64_t{7200000})));
   hidden(flag_option(app, "--launched-ms-ago", o.launched_ms_ago,
                      "Set by cohort launch on a lost host it starts again: the job's age")
              ->check(CLI::Range(int64_t{0}, proto::kMaxAgentAgeMs)));

@@ -75,6 +75,9 @@ struct RunOptions {
   bool insecure = false;            ///< host a rendezvous beyond loopback without a token
   bool raw_output = false;
   bool under_launch = false;  ///< set by cohort launch on every host
+  /// Set by cohort launch: how long to wait for the token line (0: kTokenLineTimeout).
+  int64_t token_wait_ms = 0;
+  std::string own_version;  ///< this binary's --version text (set by main, not a flag)
   /// Set by cohort launch on a lost host it starts again: how long ago it started the job.
   int64_t launched_ms_ago = 0;
   bool in_slurm_step = false;  ///< Slurm signals the workers itself: USR1/USR2 are absorbed

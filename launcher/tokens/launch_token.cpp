@@ -61,6 +61,8 @@ TokenResult launch_token(const std::string& token_file,
   return {proto::random_nonce(32), {}};
 }
 
+std::string ready_line(const std::string& version) { return cat(kReadyPrefix, version, "\n"); }
+
 std::string token_line(const std::string& token) {
   return cat(kPrefix, token.empty() ? std::string(kNone) : to_hex(token), "\n");
 }

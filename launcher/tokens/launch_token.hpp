@@ -1,7 +1,9 @@
-// The token of a run that `cohort launch` starts: the user's (--token-file, COHORT_TOKEN) or a
-// fresh random one, handed to each host's `cohort run --under-launch` as the first line of its
-// ssh session's stdin ("token <hex>\n"), so that it is never on a command line or in an
-// environment, and read back there before anything else. Main thread, at start.
+// The handshake of `cohort launch` with each host's `cohort run --under-launch`, over the one
+// ssh session (or srun step) that carries the agent: the agent first says on stdout that it
+// started ("cohort-ready <its --version>\n"), then waits for the run's token as the first line of
+// its stdin ("token <hex>\n"), which the launch writes once every host said it is ready. The
+// token is the user's (--token-file, COHORT_TOKEN) or a fresh random one, never on a command line
+// or in an environment. Main thread, at start.
 #pragma once
 
 #include <chrono>
@@ -13,8 +15,15 @@
 
 namespace cohort {
 
-/// How long a launched agent waits for its token line before giving up.
+/// How long a launched agent waits for its token line before giving up, unless the launch says
+/// (--token-wait-ms: it waits for every host to be ready first).
 constexpr std::chrono::seconds kTokenLineTimeout{10};
+
+/// What starts the line a launched agent writes first on stdout.
+constexpr std::string_view kReadyPrefix = "cohort-ready ";
+
+/// The agent's first line on stdout: kReadyPrefix, `version` (its --version), a newline.
+std::string ready_line(const std::string& version);
 
 /// The launch's token: the user's as is (`token_file`, else `env`'s COHORT_TOKEN); else, when
 /// the launch hosts the rendezvous itself, 32 fresh random bytes in hex; else (a running cohortd

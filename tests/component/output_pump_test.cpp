@@ -116,3 +116,60 @@ TEST_CASE("a log file that cannot be written (a full disk) leaves the console wh
   CHECK(test_lines(run.console).size() == 200);
   CHECK(run.tail.size() == OutputPump::kTailLines);
 }
+
+namespace {
+
+// A held pump with a ready prefix, fed `text`; `on_ready` gets the pump and the rest of the
+// ready line. Returns the console.
+std::string pump_held(const std::string& text,
+                      const std::function<void(OutputPump&, std::string_view)>& on_ready) {
+  test::TempDir dir;
+  int console_fd = ::open(dir.file("console").c_str(), O_WRONLY | O_CREAT, 0644);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  boost::asio::io_context io;
+  PumpTarget target{console_fd, -1, "> "};
+  target.held = true;
+  target.ready_prefix = "cohort-ready ";
+  std::shared_ptr<OutputPump> pump;
+  target.on_ready = [&](std::string_view rest) { on_ready(*pump, rest); };
+  pump = std::make_shared<OutputPump>(io, fds[0], target);
+  pump->start([] {});
+  std::thread writer([&] {
+    write_all(fds[1], text);
+    ::close(fds[1]);
+  });
+  io.run();
+  writer.join();
+  CHECK(console::drain(std::chrono::seconds(5)));
+  ::close(console_fd);
+  return test::read_file(dir.file("console"));
+}
+
+}  // namespace
+
+TEST_CASE("a held pump hands over its ready line and shows its lines only once released",
+          "[component][agent]") {
+  std::string ready;
+  std::string console = pump_held("banner\ncohort-ready v1 (x)\nafter\ncohort-ready again\n",
+                                  [&](OutputPump& pump, std::string_view rest) {
+                                    ready = rest;
+                                    pump.release();
+                                  });
+  CHECK(ready == "v1 (x)");
+  CHECK(console == "> banner\n> after\n> cohort-ready again\n");  // the first ready line only
+}
+
+TEST_CASE("a held pump that is never released shows nothing and a dropped one forgets what comes",
+          "[component][agent]") {
+  std::string text =
+      "banner\n" + std::string(OutputPump::kMaxHeldBytes, 'x') + "\ncohort-ready v\n";
+  CHECK(pump_held(text, [](OutputPump&, std::string_view) {}).empty());
+  CHECK(pump_held(text + "later\n", [](OutputPump& pump, std::string_view) {
+          pump.drop_held();
+          pump.release();
+        }).empty());
+  // Held past kMaxHeldBytes, the lines that do not fit are left out, not the ones before them.
+  CHECK(pump_held(text + "later\n", [](OutputPump& pump, std::string_view) { pump.release(); }) ==
+        "> banner\n> later\n");
+}

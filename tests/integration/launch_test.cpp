@@ -371,6 +371,42 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
   CHECK(scratch.nothing_left());
 }
 
+// Each host's agent starts in one ssh session, which also proves the host ready: the agent says
+// so, then waits for its token, which the launch sends once every host is ready. A host that
+// cannot start its agent (here an older cohort that refuses a flag) starts nothing anywhere.
+TEST_CASE("launch: one ssh session per host, and nothing starts unless every agent is ready",
+          "[integration][launch]") {
+  require_ssh();
+  Scratch scratch;
+  SshHosts hosts(scratch, 2);
+  std::string refusing = hosts.address(1);
+  SECTION("every host ready") { refusing = "none"; }
+  SECTION("one host's cohort refuses the line") {}
+  std::string wrapper = scratch.file("remote-cohort");
+  write_script(wrapper, "echo \"$1\" >> " + scratch.file("sessions") + "\ncase \" $* \" in *\" " +
+                            "--local-addr " + refusing + " \"*) echo 'cohort run: unknown " +
+                            "--token-wait-ms' >&2; exit 2;; esac\nexec " + kCohortBin +
+                            " \"$@\"\n");
+  RunResult result =
+      launch(scratch, hosts,
+             with({"-H", host_list(hosts, 1), "--remote-cohort", wrapper}, dump_env_worker()));
+  INFO(result.out << result.err);
+  CHECK(read_file(scratch.file("sessions")) == "run\nrun\n");  // no other session
+  if (refusing == "none") {
+    CHECK(result.status == ExitStatus::exited(0));
+    CHECK(entries_starting_with(scratch.path(), "env_").size() == 2);
+  } else {
+    CHECK(result.status == ExitStatus::exited(4));
+    CHECK(contains(result.err,
+                   "cohort launch: " + refusing + ": '" + wrapper +
+                       " run' ended with exit code 2: cohort run: unknown --token-wait-ms"));
+    CHECK(contains(result.err, "cohort launch: nothing was started"));
+    CHECK(entries_starting_with(scratch.path(), "env_").empty());
+    CHECK_FALSE(contains(result.err, "token line"));  // the ready host's agent ended unheard
+  }
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("launch: a worker failure ends every host with the root cause's exit code",
           "[integration][launch]") {
   require_ssh();

@@ -72,6 +72,8 @@ TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and 
                                                 "--node-rank",
                                                 "1",
                                                 "--node-rank-hint",
+                                                "--token-wait-ms",
+                                                "25000",  // --connect-timeout 10 + 10 + 5 s
                                                 "--rdzv-conf",
                                                 "join_timeout=30",
                                                 "--max-restarts",
@@ -344,4 +346,17 @@ TEST_CASE("launch plan: a lost host is started again --host-retries times, as pa
                     "--host-retries: this launch starts its hosts with srun, not ssh"));
   CHECK(has_problem(plan({"-H", "a", "--launched-ms-ago", "5", "x.py"}).plan,
                     "--launched-ms-ago: cohort launch sets this"));
+  CHECK(has_problem(plan({"-H", "a", "--token-wait-ms", "5", "x.py"}).plan,
+                    "--token-wait-ms: cohort launch sets this"));
+}
+
+TEST_CASE("launch plan: each agent waits for its token as long as the launch waits for them all",
+          "[unit][launch]") {
+  LaunchPlan p = plan({"-H", "a,b", "--connect-timeout", "30", "x.py"}).plan;
+  REQUIRE(p.problems.empty());
+  CHECK(ready_limit(p) == std::chrono::seconds(40));
+  std::vector<std::string> argv = remote_command(p, 0, "login:1").argv;
+  auto flag = std::find(argv.begin(), argv.end(), "--token-wait-ms");
+  REQUIRE(flag != argv.end());
+  CHECK(*(flag + 1) == "45000");
 }

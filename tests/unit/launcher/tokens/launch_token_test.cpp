@@ -140,3 +140,8 @@ TEST_CASE("reading the token line waits for it, and says when it does not come",
           std::string::npos);
   }
 }
+
+TEST_CASE("a launched agent's ready line names its version", "[unit][auth]") {
+  CHECK(ready_line("cohort 0.1.0 (commit abc)") == "cohort-ready cohort 0.1.0 (commit abc)\n");
+  CHECK(ready_line("v").rfind(kReadyPrefix, 0) == 0);
+}
