@@ -137,7 +137,7 @@ void Agent::check_health(std::function<void()> proceed) {
 }
 
 void Agent::health_checked(const std::string& problem, const std::function<void()>& proceed) {
-  if (exit_code_) return;
+  if (exit_code_ || state_.end_decided()) return;
   if (!problem.empty()) {  // said once per reason, then at info level
     log::write(problem == unhealthy_ ? log::Level::Info : log::Level::Warn,
                cat(problem, "; this node does not join a round until a check passes (again in ",
@@ -152,9 +152,9 @@ void Agent::health_checked(const std::string& problem, const std::function<void(
     unhealthy_since_ = clock_.now();
   } else if (clock_.now() - *unhealthy_since_ >=
              std::chrono::milliseconds(config_.rendezvous.config.join_timeout_ms)) {
-    log::error("this node stayed unhealthy for the join timeout (",
-               config_.rendezvous.config.join_timeout_ms / 1000.0, " s): ", problem);
-    return finish(kExitRendezvous);
+    return perform(state_.stayed_unhealthy(cat("this node stayed unhealthy for the join timeout (",
+                                               config_.rendezvous.config.join_timeout_ms / 1000.0,
+                                               " s): ", problem)));
   }
   proceed();
 }
@@ -170,7 +170,7 @@ void Agent::join_if_healthy() {
 void Agent::recheck_health_later() {
   health_retry_.expires_after(config_.health.interval);
   health_retry_.async_wait([this](const boost::system::error_code& error) {
-    if (!error && !exit_code_) check_health([this] { join_if_healthy(); });
+    if (!error && !exit_code_ && !state_.end_decided()) check_health([this] { join_if_healthy(); });
   });
 }
 
@@ -851,6 +851,9 @@ void Agent::finish(int exit_code) {
   gpu_health_.reset();
   if (stdin_) stdin_->close();
   group_.reset();
+  // What a health check (or anything else) left behind in a session of its own came to this
+  // subreaper: it ends with the agent, workers or not.
+  reaper_.kill_orphans({keeper_.pid()});
   file_timer_.reset();
   if (progress_timer_) progress_timer_->cancel();
   endpoint_timer_->cancel();

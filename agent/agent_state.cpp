@@ -136,6 +136,11 @@ Actions AgentState::reconnect_due() {
   return {Connect{}};
 }
 
+Actions AgentState::stayed_unhealthy(const std::string& reason) {
+  if (end_decided()) return {};
+  return concat({Disconnect{}}, end(kExitRendezvous, {Say{Level::Error, reason}}, SIGTERM));
+}
+
 Actions AgentState::group_start_failed(const std::string& error) {
   if (phase_ == Phase::Finished) return {};
   return exit_now(kExitInternal, {Say{Level::Error, error}});

@@ -124,6 +124,9 @@ class AgentState {
   Actions error(const proto::Error& error);
   Actions connection_lost(ConnectionLoss kind, const std::string& reason);
   Actions reconnect_due();
+  /// The node's health checks kept failing for the join timeout: it ends (exit 3), its workers
+  /// (of a round the others may have left) stopped with the grace period first.
+  Actions stayed_unhealthy(const std::string& reason);
 
   // The workers of the current round.
   Actions group_start_failed(const std::string& error);
@@ -138,6 +141,8 @@ class AgentState {
   Actions stdin_closed();
 
   Phase phase() const { return phase_; }
+  /// The agent ends once its workers are gone (or has ended).
+  bool end_decided() const { return phase_ == Phase::Ending || phase_ == Phase::Finished; }
   int round() const { return round_; }  ///< the last round assigned, -1 before the first
   /// How many nodes the last round had; 0 before the first.
   int round_nodes() const { return round_ < 0 ? 0 : next_round_.group_world_size; }
@@ -151,7 +156,6 @@ class AgentState {
   enum class Next { StartRound, Rejoin, Reconnect };
 
   bool workers_alive() const;
-  bool end_decided() const { return phase_ == Phase::Ending || phase_ == Phase::Finished; }
   Actions restart_then(Next next);
   Actions end(int exit_code, Actions farewell, int signal);
   Actions workers_gone();

@@ -326,3 +326,48 @@ TEST_CASE("NVML that never answers makes the node unhealthy and does not hold up
   CHECK(status->shell_code() == 130);
   CHECK(scratch.nothing_left());
 }
+
+// The workers of a round the others have left run on while the node reconnects; should its
+// health checks then fail for the join timeout, it ends, and stops them as any end does: SIGTERM
+// and the grace period (they were once killed outright).
+TEST_CASE(
+    "a node unhealthy for the join timeout after its daemon restarted stops its workers gently",
+    "[integration][health]") {
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  std::string sick = scratch.file("sick");
+  std::vector<std::string> flags = health_flags("test ! -e " + sick);
+  flags[1] = "1";                 // --nnodes 1
+  flags[7] += ",join_timeout=3";  // --rdzv-conf
+  auto node = cluster.node("127.0.0.2", flags,
+                           {"--dump-env", scratch.file("env_{RANK}.json"), "--record-signals",
+                            scratch.file("signals_{RANK}"), "--exit-on-signal", "0", "--hang"});
+  REQUIRE(wait_until([&] { return cluster.complete_dumps("env_") == 1; }, 20s));
+  std::ofstream(sick) << "GPU 0 lost\n";
+  cluster.daemon().signal(SIGKILL);
+  REQUIRE(cluster.daemon().wait(10s));
+  cluster.start_daemon();
+  auto status = node->wait(20s);
+  INFO(node->output());
+  REQUIRE(status);
+  CHECK(*status == cohort::ExitStatus::exited(3));
+  CHECK(contains(node->output(), "this node stayed unhealthy for the join timeout (3 s)"));
+  CHECK(read_file(scratch.file("signals_0")) == "15\n");
+  CHECK(cluster.stop_daemon());
+  CHECK(scratch.nothing_left());
+}
+
+// A check that leaves a process behind in a session of its own (setsid): the agent, a
+// subreaper, inherits it, and it ends with the agent even though no worker group ever ran.
+TEST_CASE("what a failing health check left behind ends with the agent", "[integration][health]") {
+  Scratch scratch;
+  RunResult result = scratch.run(
+      {"--standalone", "--rdzv-conf", "join_timeout=2", "--health-check",
+       "setsid sleep 300 & exit 1", "--health-check-interval", "0.3", "--no-python", "/bin/true"},
+      {}, 30s);
+  INFO(result.out << result.err);
+  CHECK(result.status == cohort::ExitStatus::exited(3));
+  CHECK(contains(result.err, "this node stayed unhealthy for the join timeout (2 s)"));
+  CHECK(scratch.nothing_left());
+}

@@ -576,3 +576,24 @@ TEST_CASE("agent: under cohort launch waiting is shown at info level", "[unit][a
   CHECK(find<ShowProgress>(shown)->level == log::Level::Info);
   CHECK(find<ShowProgress>(shown)->line == "cohort: waiting for nodes: 1/2\n");
 }
+
+TEST_CASE("agent: a node unhealthy for the join timeout stops its workers gently, then ends",
+          "[unit][agent]") {
+  Fixture f;
+  SECTION("no workers: at once") {
+    Actions actions = f.state.stayed_unhealthy("unhealthy for 600 s");
+    CHECK(names(actions) == Names{"Disconnect", "Say", "Exit"});
+    CHECK(exit_code(actions) == kExitRendezvous);
+  }
+  SECTION("while the workers run: SIGTERM and the grace period first") {
+    f.run_round();
+    Actions actions = f.state.stayed_unhealthy("unhealthy for 600 s");
+    CHECK(names(actions) == Names{"Disconnect", "StopGroup"});
+    CHECK(std::get<StopGroup>(actions[1]).signal == SIGTERM);
+    CHECK(f.state.end_decided());
+    CHECK(f.state.stayed_unhealthy("again").empty());
+    Actions gone = f.state.group_stopped();
+    CHECK(said(gone) == std::vector<std::string>{"unhealthy for 600 s"});
+    CHECK(exit_code(gone) == kExitRendezvous);
+  }
+}
