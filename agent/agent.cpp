@@ -190,6 +190,8 @@ int Agent::run() {
   } else if (logs_.temporary()) {
     keeper_.remove_when_orphaned(logs_.base_dir());  // an agent killed by SIGKILL leaves none
   }
+  if (logs_.enabled() && !logs_.run_dir().empty())
+    log::info("log directory set to: ", logs_.run_dir());  // torchrun's words
   // NVML loads and reads on a thread while the agent connects (after the keeper's fork: a thread
   // must not be inside the driver when a process forks).
   if (gpu_health_) gpu_health_->read_ahead();

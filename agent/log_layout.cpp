@@ -2,11 +2,14 @@
 
 #include <stdlib.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "common/run_id.hpp"
+#include "common/text.hpp"
 
 namespace cohort {
 namespace fs = std::filesystem;
@@ -27,7 +30,14 @@ LogLayout::LogLayout(std::string base_dir, std::string run_id) : base_dir_(std::
     temporary_ = true;
   }
   // The launcher refuses bad run ids; this keeps any other caller inside base_dir_ too.
-  run_dir_ = base_dir_ + "/" + run_id_path_component(run_id);
+  std::string pattern = base_dir_ + "/" + run_id_path_component(run_id) + "_XXXXXX";
+  std::error_code error;
+  fs::create_directories(base_dir_, error);
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    problem_ = cat("cannot create a log directory in ", base_dir_, ": ", std::strerror(errno));
+    return;
+  }
+  run_dir_ = pattern;
 }
 
 LogLayout::~LogLayout() {
@@ -38,8 +48,10 @@ LogLayout::~LogLayout() {
 
 std::string LogLayout::prepare_attempt(int attempt, int nproc) {
   if (!enabled_) return {};
+  if (run_dir_.empty()) return problem_;
+  std::error_code error;
+  fs::remove_all(attempt_dir(attempt), error);  // an attempt number that came again
   for (int rank = 0; rank < nproc; ++rank) {
-    std::error_code error;
     fs::create_directories(rank_dir(attempt, rank), error);
     if (error)
       return "cannot create log directory " + rank_dir(attempt, rank) + ": " + error.message();

@@ -61,10 +61,7 @@ bool local_setup_ok(const RunOptions& options, const TokenResult& token, Validat
   std::string problem = token.error;
   if (problem.empty())
     problem = open_daemon_problem(validated.daemon, validated.config.rendezvous.fallbacks);
-  if (problem.empty()) {
-    problem = log_dir_problem(validated.config.log_dir,
-                              run_id_path_component(validated.config.env.run_id));
-  }
+  if (problem.empty()) problem = log_dir_problem(validated.config.log_dir);
   if (problem.empty()) return true;
   std::cerr << "cohort run: " << problem << "\n";
   return false;

@@ -27,7 +27,7 @@ std::string probe_error(const std::string& dir) {
 
 }  // namespace
 
-std::string log_dir_problem(const std::string& log_dir, const std::string& run_dir_name) {
+std::string log_dir_problem(const std::string& log_dir) {
   if (log_dir.empty() || log_dir == "/dev/null") return {};
   std::error_code error;
   fs::create_directories(log_dir, error);
@@ -35,12 +35,6 @@ std::string log_dir_problem(const std::string& log_dir, const std::string& run_d
   if (!fs::is_directory(log_dir, error)) return cat("--log-dir ", log_dir, ": not a directory");
   if (std::string failed = probe_error(log_dir); !failed.empty())
     return cat("--log-dir ", log_dir, ": cannot write files there: ", failed);
-  std::string run_dir = log_dir + "/" + run_dir_name;
-  if (!fs::exists(fs::symlink_status(run_dir, error))) return {};
-  if (!fs::is_directory(run_dir, error))
-    return cat("--log-dir ", log_dir, ": ", run_dir, " exists and is not a directory");
-  if (std::string failed = probe_error(run_dir); !failed.empty())
-    return cat("--log-dir ", log_dir, ": cannot write files in ", run_dir, ": ", failed);
   return {};
 }
 

@@ -8,9 +8,9 @@
 
 namespace cohort {
 
-/// Checks that `log_dir` (created if missing) and, if it already exists, `log_dir`/`run_dir_name`
-/// take new files. "/dev/null" (files off) and "" (a temporary directory made by the run) pass.
-/// Returns the problem, starting with "--log-dir", or an empty string.
-std::string log_dir_problem(const std::string& log_dir, const std::string& run_dir_name);
+/// Checks that `log_dir` (created if missing) takes new files: the agent makes its own
+/// <run-id>_<random> directory there. "/dev/null" (files off) and "" (a temporary directory made
+/// by the run) pass. Returns the problem, starting with "--log-dir", or an empty string.
+std::string log_dir_problem(const std::string& log_dir);
 
 }  // namespace cohort

@@ -366,6 +366,13 @@ inline std::vector<std::string> entries_starting_with(const std::string& dir,
   return names;
 }
 
+/// The directory a `cohort run` made for run `run_id` under `log_dir`, torchrun's
+/// <run-id>_<random>: the one such entry there, else "" (none, or several runs of that id).
+inline std::string run_log_dir(const std::string& log_dir, const std::string& run_id) {
+  std::vector<std::string> found = entries_starting_with(log_dir, run_id + "_");
+  return found.size() == 1 ? log_dir + "/" + found[0] : std::string();
+}
+
 /// Fails the test, naming what is missing and how to get it, unless `present`. scripts/setup
 /// installs every prerequisite of the tests (torch, Slurm, sshd, ...), so a missing one is a
 /// failure, never a silent skip.

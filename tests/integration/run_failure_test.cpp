@@ -71,6 +71,35 @@ TEST_CASE("the summary shows the worker's error file and its message",
   CHECK(root["message"]["message"] == "ValueError: loss is nan");
 }
 
+// torchrun's layout, <log-dir>/<run-id>_<random>/...: a run again under the same id (the
+// default static run's "none"), or another node on a filesystem the nodes share, writes files of
+// its own. The second failure, which wrote no error file, once showed the first one's.
+TEST_CASE(
+    "a run again under the same id and --log-dir neither reads nor mixes the last one's files",
+    "[integration][run][failure]") {
+  Scratch scratch;
+  std::string logs = scratch.file("logs");
+  auto fail = [&](std::vector<std::string> worker) {
+    std::vector<std::string> args{"--log-dir",   logs,    "--redirects", "3",
+                                  "--no-python", kWorker, "--stderr",    "the line of this run"};
+    args.insert(args.end(), worker.begin(), worker.end());
+    return scratch.run(args);
+  };
+  RunResult first =
+      fail({"--write-error-file", "ValueError: the first run's error", "--exit-code", "3"});
+  CHECK(first.status.shell_code() == 3);
+  RunResult second = fail({"--exit-code", "4"});
+  INFO(second.out << second.err);
+  CHECK(second.status.shell_code() == 4);
+  CHECK_FALSE(contains(second.err, "the first run's error"));
+  std::vector<std::string> dirs = entries_starting_with(logs, "none_");
+  REQUIRE(dirs.size() == 2);
+  for (const std::string& dir : dirs) {
+    CHECK(read_file(logs + "/" + dir + "/attempt_0/0/stderr.log") == "the line of this run\n");
+  }
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("the summary ends with the failing worker's last stderr lines",
           "[integration][run][failure]") {
   Scratch scratch;

@@ -52,7 +52,7 @@ TEST_CASE("a worker that heartbeats and then wedges is found, named and restarte
   CHECK(contains(result.err, "(last signal: step 4 at "));
   CHECK(contains(result.err, "; hung in File \"" + kHangWorker));
   CHECK(contains(result.err, "in wedged_in_allreduce"));
-  std::string stacks = logs + "/hang/attempt_0/hang-rank1.txt";
+  std::string stacks = run_log_dir(logs, "hang") + "/attempt_0/hang-rank1.txt";
   CHECK(contains(result.err, "; stacks in " + stacks));
   REQUIRE(file_exists(stacks));
   CHECK(contains(read_file(stacks), "in wedged_in_allreduce"));
@@ -124,7 +124,8 @@ TEST_CASE("a hang waits for the NCCL flight recorder's dumps, keeps them and nam
   CHECK(contains(summary, "hang      : rank 1 (local rank 1, pid "));
   CHECK(contains(summary, "in wedged_in_allreduce"));
   for (int rank : {0, 1}) {
-    std::string dump = logs + "/dumps/attempt_0/nccl_trace_rank_" + std::to_string(rank);
+    std::string dump =
+        run_log_dir(logs, "dumps") + "/attempt_0/nccl_trace_rank_" + std::to_string(rank);
     REQUIRE(file_exists(dump));
     CHECK(read_file(dump) == fake_dump(rank));  // written whole, in its two parts
     CHECK(contains(summary, "nccl dump : flight recorder dump of rank " + std::to_string(rank) +
@@ -147,8 +148,9 @@ TEST_CASE("with --hang-dump-timeout 0 a hang asks for the dumps but does not wai
   std::string summary = failure_summary(result.err);
   CHECK(contains(summary, "hang      : rank 1 (local rank 1, pid "));
   CHECK_FALSE(contains(summary, "nccl dump"));
-  CHECK(file_exists(logs + "/nowait/attempt_0/nccl_pipe_rank_1.pipe"));    // it made its pipe
-  CHECK_FALSE(file_exists(logs + "/nowait/attempt_0/nccl_trace_rank_1"));  // stopped before 2 s
+  std::string attempt = run_log_dir(logs, "nowait") + "/attempt_0";
+  CHECK(file_exists(attempt + "/nccl_pipe_rank_1.pipe"));    // it made its pipe
+  CHECK_FALSE(file_exists(attempt + "/nccl_trace_rank_1"));  // stopped before 2 s
   CHECK(scratch.nothing_left());
 }
 

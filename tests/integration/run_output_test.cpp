@@ -107,7 +107,7 @@ TEST_CASE("flag --redirects 3 sends both streams to per-rank files only",
   REQUIRE(result.status.shell_code() == 0);
   for (int local_rank = 0; local_rank < 2; ++local_rank) {
     std::string lr = std::to_string(local_rank);
-    std::string dir = logs + "/job7/attempt_0/" + lr;
+    std::string dir = run_log_dir(logs, "job7") + "/attempt_0/" + lr;
     CHECK(read_file(dir + "/stdout.log") == "out of " + lr + "\n");
     CHECK(read_file(dir + "/stderr.log") == "err of " + lr + "\n");
   }
@@ -126,7 +126,7 @@ TEST_CASE("flag --tee 1 writes stdout to the file and prints it prefixed",
   REQUIRE(result.status.shell_code() == 0);
   for (int local_rank = 0; local_rank < 2; ++local_rank) {
     std::string lr = std::to_string(local_rank);
-    std::string dir = logs + "/teed/attempt_0/" + lr;
+    std::string dir = run_log_dir(logs, "teed") + "/attempt_0/" + lr;
     CHECK(read_file(dir + "/stdout.log") == "out of " + lr + "\n");
     CHECK(read_file(dir + "/stderr.log").empty());  // stderr is not teed: console only
     CHECK(contains(result.out, "[default" + lr + "]:out of " + lr + "\n"));
@@ -182,7 +182,7 @@ TEST_CASE("a full log filesystem is said and the console still gets every line",
   CHECK(contains(teed.out, "[default0]:line 2999 of rank 0\n"));
   CHECK(contains(teed.out, "[default1]:line 2999 of rank 1\n"));
   // Whichever worker's file met the full disk (the other's may have been written whole).
-  CHECK(std::regex_search(teed.err, std::regex("cannot write [^ ]*/small/none/attempt_0/[01]/"
+  CHECK(std::regex_search(teed.err, std::regex("cannot write [^ ]*/small/none_[^/]+/attempt_0/[01]/"
                                                "stdout\\.log: No space left on device; the lines "
                                                "still reach the console, the file misses them")));
   CHECK(scratch.nothing_left());
@@ -197,7 +197,8 @@ TEST_CASE("a worker that fails on a full log filesystem: the summary says why it
   CHECK(redirected.status.shell_code() == 1);
   CHECK(contains(redirected.err, "  note      : the filesystem of "));
   CHECK(contains(redirected.err,
-                 "/none/attempt_0/0 is full (no space left): the worker's output "
+                 "/attempt_0/0 is full (no space left): the worker's output "
                  "files and error file may be cut short or missing"));
+  CHECK(contains(redirected.err, "/none_"));
   CHECK(scratch.nothing_left());
 }

@@ -66,7 +66,8 @@ const std::vector<std::string> kTorchrunVariables{
 // - MASTER_ADDR: torchrun --standalone uses "localhost" (the FQDN with other backends); cohort
 //   uses 127.0.0.1 (--local-addr/--master-addr when given). Both must be set.
 // - TORCHELASTIC_ERROR_FILE: the base directory differs (torchrun: $TMPDIR/torchelastic_*/
-//   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>); both end in attempt_0/<lr>/error.json.
+//   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>_<random>); both end in
+//   attempt_0/<lr>/error.json.
 // - TORCHELASTIC_USE_AGENT_STORE: cohort's workers connect to the run's worker store, which is
 //   up before they start ("True", like PyTorch >= 2.5's torchrun with its shared store);
 //   torchrun 1.13 lets worker rank 0 host the store ("False", cohort's --worker-store rank0).

@@ -68,8 +68,8 @@ TEST_CASE("flag --duplicate-*-filters copy matching lines to the attempt's filte
                                   "other"});
   INFO(result.out << result.err);
   REQUIRE(result.status.shell_code() == 0);
-  std::string out = read_file(logs + "/dup/attempt_0/filtered_stdout.log");
-  std::string err = read_file(logs + "/dup/attempt_0/filtered_stderr.log");
+  std::string out = read_file(run_log_dir(logs, "dup") + "/attempt_0/filtered_stdout.log");
+  std::string err = read_file(run_log_dir(logs, "dup") + "/attempt_0/filtered_stderr.log");
   INFO(out << err);
   CHECK(contains(out, "[default0]:step 0 loss,x=1\n"));
   CHECK(contains(out, "[default1]:step 1 loss,x=1\n"));

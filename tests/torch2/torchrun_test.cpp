@@ -48,7 +48,8 @@ const std::vector<std::string> kTorchrunVariables{
 // - MASTER_ADDR: torchrun 2.6 --standalone says "localhost" (its rendezvous host's name with
 //   other endpoints); cohort 127.0.0.1 (the address it reached the rendezvous by).
 // - TORCHELASTIC_ERROR_FILE: the base directory differs (torchrun: $TMPDIR/torchelastic_*/
-//   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>); both end in attempt_0/<lr>/error.json.
+//   <run id>_<random>; cohort: $TMPDIR/cohort_*/<run id>_<random>); both end in
+//   attempt_0/<lr>/error.json.
 // - TORCHELASTIC_SIGNALS_TO_HANDLE: set by torchrun from 2.9 on (--signals-to-handle), not by
 //   2.6. cohort sets its --signals-to-handle (default SIGTERM,SIGINT,SIGHUP,SIGQUIT).
 // - COHORT_HEARTBEAT_FD (the worker's heartbeat descriptor, a small number) and PYTHONPATH
