@@ -138,8 +138,10 @@ void OutputPump::drop_held() {
 }
 
 void OutputPump::emit(std::string_view line) {
-  if (!target_.ready_prefix.empty() && line.rfind(target_.ready_prefix, 0) == 0) {
-    std::string_view rest = line.substr(target_.ready_prefix.size());
+  // Anywhere in the line: a transport may label it (srun --label: "0: ").
+  size_t ready_at = target_.ready_prefix.empty() ? line.npos : line.find(target_.ready_prefix);
+  if (ready_at != line.npos) {
+    std::string_view rest = line.substr(ready_at + target_.ready_prefix.size());
     target_.ready_prefix.clear();  // the first one only
     if (auto ready = std::move(target_.on_ready)) ready(rest);
     return;

@@ -32,8 +32,8 @@ struct PumpTarget {
   std::vector<std::string> copy_filters;  ///< substrings; a line containing one is copied
   /// Runs for every read that brought output (a sign of life for hang detection); may be empty.
   std::function<void()> on_output;
-  /// When not empty, the first line that starts with this is not output: what follows it goes to
-  /// on_ready (cohort launch: a remote agent's "cohort-ready" line).
+  /// When not empty, the first line that holds this is not output: what follows it goes to
+  /// on_ready (cohort launch: a remote agent's "cohort-ready" line, maybe labelled by srun).
   std::string ready_prefix;
   std::function<void(std::string_view rest)> on_ready;
   /// Console lines wait (up to kMaxHeldBytes) until release(); drop_held() forgets them.

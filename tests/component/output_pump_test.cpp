@@ -151,7 +151,7 @@ std::string pump_held(const std::string& text,
 TEST_CASE("a held pump hands over its ready line and shows its lines only once released",
           "[component][agent]") {
   std::string ready;
-  std::string console = pump_held("banner\ncohort-ready v1 (x)\nafter\ncohort-ready again\n",
+  std::string console = pump_held("banner\n0: cohort-ready v1 (x)\nafter\ncohort-ready again\n",
                                   [&](OutputPump& pump, std::string_view rest) {
                                     ready = rest;
                                     pump.release();
