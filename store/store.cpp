@@ -509,10 +509,13 @@ void Store::register_wait(StoreConnectionId connection, const std::string& key) 
   auto [waiting, created] = waiting_.try_emplace(connection);
   if (created) waiting->second.serial = ++last_wait_serial_;
   waiters_[key].push_back({connection, waiting->second.serial});
+  const uint64_t bytes = entry_bytes(key, 0);
   ++registrations_;
+  registration_bytes_ += bytes;
   ++waiting->second.outstanding;
-  waiting->second.charged += entry_bytes(key, 0);
-  used_bytes_ += entry_bytes(key, 0);
+  waiting->second.outstanding_bytes += bytes;
+  waiting->second.charged += bytes;
+  used_bytes_ += bytes;
 }
 
 Store::Waiting* Store::live_wait(const Registration& registration) {
@@ -524,14 +527,17 @@ Store::Waiting* Store::live_wait(const Registration& registration) {
 void Store::wake(const std::string& key) {
   auto found = waiters_.find(key);
   if (found == waiters_.end()) return;
+  const uint64_t bytes = entry_bytes(key, 0);
   std::vector<Registration> registrations = std::move(found->second);
   waiters_.erase(found);
   registrations_ -= registrations.size();
+  registration_bytes_ -= registrations.size() * bytes;
   for (const Registration& registration : registrations) {
     Waiting* waiting = live_wait(registration);
     if (waiting == nullptr) {
       --stale_;
-    } else if (--waiting->outstanding == 0) {
+      stale_bytes_ -= bytes;
+    } else if (count_down(*waiting, bytes)) {
       release(registration.connection);
     }
   }
@@ -540,6 +546,7 @@ void Store::wake(const std::string& key) {
 void Store::wake_one(const std::string& key) {
   auto found = waiters_.find(key);
   if (found == waiters_.end()) return;
+  const uint64_t bytes = entry_bytes(key, 0);
   auto& registrations = found->second;
   size_t used = 0;
   while (used < registrations.size()) {
@@ -547,13 +554,15 @@ void Store::wake_one(const std::string& key) {
     Waiting* waiting = live_wait(registration);
     if (waiting == nullptr) {
       --stale_;
-    } else if (--waiting->outstanding == 0) {
+      stale_bytes_ -= bytes;
+    } else if (count_down(*waiting, bytes)) {
       release(registration.connection);
       break;
     }
   }
   registrations.erase(registrations.begin(), registrations.begin() + used);
   registrations_ -= used;
+  registration_bytes_ -= used * bytes;
   if (registrations.empty()) waiters_.erase(found);
 }
 
@@ -567,21 +576,41 @@ void Store::drop_registrations(StoreConnectionId connection) {
   auto waiting = waiting_.find(connection);
   if (waiting == waiting_.end()) return;
   stale_ += waiting->second.outstanding;
+  stale_bytes_ += waiting->second.outstanding_bytes;
   erase_waiting(waiting);
-  sweep_stale_registrations();
+  if (stale_registrations_prevail()) sweep_stale_registrations();
 }
 
-// Once stale entries outnumber the live ones (and a few thousand), one pass removes them all: each
-// sweep costs at most twice the stale entries it removes.
-void Store::sweep_stale_registrations() {
+// Counting entries alone would let a connection holding many live registrations on a short key
+// keep stale ones on 64 KiB keys, which the quota no longer counts, by the gigabyte; counting
+// bytes alone would let a wait naming one key 131072 times be rescanned at every wait given up.
+bool Store::stale_registrations_prevail() const {
   constexpr size_t kStaleKept = 4096;
-  if (stale_ <= kStaleKept || stale_ <= registrations_ - stale_) return;
+  constexpr uint64_t kStaleBytesKept = kStaleKept * kStoreEntryOverheadBytes;
+  const size_t live = registrations_ - stale_;
+  const uint64_t live_bytes = registration_bytes_ - stale_bytes_;
+  return (stale_ > kStaleKept && stale_ > live) ||
+         (stale_bytes_ > kStaleBytesKept && stale_bytes_ > live_bytes);
+}
+
+// One pass removes every stale entry. It visits the live ones too, but only once the stale ones
+// outnumber them, or outweigh them in bytes (every entry weighs at least
+// kStoreEntryOverheadBytes): a sweep visits at most one live entry per stale entry it removes, or
+// per kStoreEntryOverheadBytes they held; a constant per key the given-up WAITs sent.
+void Store::sweep_stale_registrations() {
   for (auto key = waiters_.begin(); key != waiters_.end();) {
     std::erase_if(key->second, [&](const Registration& entry) { return !live_wait(entry); });
     key = key->second.empty() ? waiters_.erase(key) : std::next(key);
   }
   registrations_ -= stale_;
+  registration_bytes_ -= stale_bytes_;
   stale_ = 0;
+  stale_bytes_ = 0;
+}
+
+bool Store::count_down(Waiting& waiting, uint64_t bytes) {
+  waiting.outstanding_bytes -= bytes;
+  return --waiting.outstanding == 0;
 }
 
 void Store::erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting) {

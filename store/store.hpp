@@ -68,18 +68,23 @@ class Store {
   size_t waiting_connections() const { return waiting_.size(); }
   /// Registrations kept in the keys' lists, those of waits given up included.
   size_t registration_entries() const { return registrations_; }
+  /// What those registrations take (their keys, kStoreEntryOverheadBytes each), stale included.
+  uint64_t registration_bytes() const { return registration_bytes_; }
 
  private:
   /// A connection's unanswered WAIT (or BARRIER).
   struct Waiting {
-    uint64_t serial = 0;     ///< names this wait in its registrations; unique in the store
-    size_t outstanding = 0;  ///< its registrations still in waiters_
-    uint64_t charged = 0;    ///< what these registrations count against the quota
+    uint64_t serial = 0;             ///< names this wait in its registrations; unique in the store
+    size_t outstanding = 0;          ///< its registrations still in waiters_
+    uint64_t outstanding_bytes = 0;  ///< what they take (they turn stale if it is given up)
+    uint64_t charged = 0;            ///< what all its registrations count against the quota
   };
   /// One key of a wait, in the key's list. Stale once that wait is gone (given up, closed): its
   /// connection then has no Waiting with `serial`. Stale entries are skipped when the key is set
-  /// and swept out once they outnumber the live ones, so that giving up a wait costs nothing per
-  /// key (a WAIT may name one key 131072 times, with thousands of others waiting on it).
+  /// and swept out once they outnumber, or outweigh in bytes, the live ones, so that giving up a
+  /// wait costs nothing per key (a WAIT may name one key 131072 times, with thousands of others
+  /// waiting on it). The quota no longer counts them, but they never take more than the live
+  /// registrations it does count (and a few hundred KiB).
   struct Registration {
     StoreConnectionId connection;
     uint64_t serial;
@@ -114,12 +119,16 @@ class Store {
   /// QUEUE_PUSH's wake: registrations count down in order until one waiter is released.
   void wake_one(const std::string& key);
   void release(StoreConnectionId connection);
+  /// A registration of `waiting`'s, of `bytes`, was counted down: true when it was the last.
+  static bool count_down(Waiting& waiting, uint64_t bytes);
   /// The live wait `registration` belongs to; null when it is stale.
   Waiting* live_wait(const Registration& registration);
   /// Forgets `connection`'s Waiting and what it charged.
   void erase_waiting(std::unordered_map<StoreConnectionId, Waiting>::iterator waiting);
   /// The connection gave up its wait (or closed): its registrations turn stale.
   void drop_registrations(StoreConnectionId connection);
+  /// True once the stale entries outnumber or outweigh the live ones (beyond a few thousand).
+  bool stale_registrations_prevail() const;
   void sweep_stale_registrations();
 
   std::unordered_map<std::string, std::string> values_;
@@ -130,6 +139,8 @@ class Store {
   uint64_t last_wait_serial_ = 0;
   size_t registrations_ = 0;         ///< entries in waiters_, live and stale
   size_t stale_ = 0;                 ///< of them, stale
+  uint64_t registration_bytes_ = 0;  ///< what the entries in waiters_ take, live and stale
+  uint64_t stale_bytes_ = 0;         ///< of it, what the stale ones take
   StoreReplies* replies_ = nullptr;  ///< apply()'s output while it runs
   std::string reply_;                ///< apply()'s reply to the caller, its buffer kept
   StoreLimits limits_;

@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "common/text.hpp"
 #include "store/store.hpp"
 #include "store/tcpstore_codec.hpp"
 #include "tests/support/wire_bytes.hpp"
@@ -317,6 +319,32 @@ TEST_CASE("store: waits given up by the thousand are swept out, and live ones st
   h.set(2, "/live", "v");
   CHECK(h.woken() == Ids{1});
   CHECK(h.store.registration_entries() == 0);
+}
+
+TEST_CASE("store: waits given up on long keys are swept out by their bytes, not only their count",
+          "[unit][store]") {
+  Harness h;
+  // 8,192 live registrations on a 1-byte key: more than the stale entries ever grow to below.
+  CHECK(h.ask(1, req(StoreOp::Wait, std::vector<std::string>(8192, "a"))).empty());
+  const uint64_t live_bytes = h.store.registration_bytes();
+  CHECK(live_bytes == 8192 * (1 + kStoreEntryOverheadBytes));
+  // Another connection gives up waits on 4 KiB keys, 100 at a time: 17 MB of stale entries that
+  // the quota no longer counts, were they kept.
+  uint64_t most_stale_bytes = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<std::string> long_keys;
+    for (int i = 0; i < 100; ++i) {
+      long_keys.push_back(cohort::cat(round, "/", i, std::string(4096, 'k')));
+    }
+    CHECK(h.ask(2, req(StoreOp::Wait, long_keys)).empty());
+    CHECK(h.ask(2, req(StoreOp::GetNumKeys)) == i64(0));
+    most_stale_bytes = std::max(most_stale_bytes, h.store.registration_bytes() - live_bytes);
+  }
+  CHECK(most_stale_bytes <= live_bytes);  // never more than the live ones take
+  CHECK(h.store.used_bytes() == live_bytes);
+  h.set(3, "a", "v");
+  CHECK(h.woken() == Ids{1});
+  CHECK(h.store.used_bytes() == 1 + 1 + kStoreEntryOverheadBytes);  // only "a" = "v"
 }
 
 TEST_CASE("store: CANCEL_WAIT always answers 1", "[unit][rendezvous][store]") {
