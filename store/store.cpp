@@ -240,6 +240,11 @@ StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) 
       uint64_t size = values.back().size();  // SET's value, COMPARE_SET's desired
       if (size > limits_.max_value_bytes) return value_too_large(size);
       growth = growth_to(keys[0], size);
+      if (request.op == StoreOp::Set) break;
+      uint64_t reply = 8 + compare_set_answer(request).size();
+      if (StoreOutcome refused = check_reply(op, reply, growth); refused.close_connection) {
+        return refused;
+      }
       break;
     }
     case StoreOp::Add:
@@ -296,13 +301,14 @@ StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) 
 }
 
 // A reply keeps to max_reply_bytes and, when larger than what a connection may leave unread
-// uncharged, fits in the quota's room: its session charges it there until the client reads it.
-StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes) const {
+// uncharged, fits in the quota's room (beside the request's `growth`): its session charges it
+// there until the client reads it.
+StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth) const {
   if (reply_bytes > limits_.max_reply_bytes) {
     return refuse(
         cat(op, " reply of ", reply_bytes, " bytes, past the limit of ", limits_.max_reply_bytes));
   }
-  uint64_t after = used_bytes_ + held_bytes_ + reply_bytes;
+  uint64_t after = used_bytes_ + held_bytes_ + growth + reply_bytes;
   if (reply_bytes > kStoreUnchargedReplyBytes && after > limits_.quota_bytes) {
     return refuse(cat(op, " reply of ", reply_bytes, " bytes would take the store to ", after,
                       " bytes (", held_bytes_ + reply_bytes,
@@ -311,7 +317,7 @@ StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes) const
                       limits_.quota_bytes));
   }
   const ByteBudget* budget = budget_.budget();
-  if (reply_bytes > kStoreUnchargedReplyBytes && budget && reply_bytes > budget->room()) {
+  if (reply_bytes > kStoreUnchargedReplyBytes && budget && growth + reply_bytes > budget->room()) {
     return refuse(past_budget(cat(op, " reply of ", reply_bytes, " bytes"), reply_bytes));
   }
   return {};
@@ -425,25 +431,21 @@ StoreOutcome Store::apply_barrier(StoreConnectionId connection, StoreRequest& re
 }
 
 // §3: absent + empty expected creates; absent + non-empty expected answers `expected` unchanged;
-// present + equal swaps; present + different answers the current value.
-void Store::apply_compare_set(StoreRequest& request, std::string& reply) {
-  std::string& key = request.keys[0];
+// present + equal swaps; present + different answers the current value. So the answer is
+// `desired` exactly when it is stored.
+const std::string& Store::compare_set_answer(const StoreRequest& request) const {
   const std::string& expected = request.values[0];
+  const std::string& desired = request.values[1];
+  auto found = values_.find(request.keys[0]);
+  if (found == values_.end()) return expected.empty() ? desired : expected;
+  return found->second == expected ? desired : found->second;
+}
+
+void Store::apply_compare_set(StoreRequest& request, std::string& reply) {
+  const std::string& answer = compare_set_answer(request);
+  append_bytes(reply, answer);
   std::string& desired = request.values[1];
-  auto found = values_.find(key);
-  if (found == values_.end()) {
-    if (!expected.empty()) {
-      append_bytes(reply, expected);
-      return;
-    }
-    append_bytes(reply, desired);
-    set_value(key, desired);
-  } else if (found->second == expected) {
-    append_bytes(reply, desired);
-    set_value(key, desired);
-  } else {
-    append_bytes(reply, found->second);
-  }
+  if (&answer == &desired) set_value(request.keys[0], desired);
 }
 
 void Store::apply_wait(StoreConnectionId connection, const StoreRequest& request,

@@ -56,7 +56,8 @@ class Store {
   /// connection closed).
   void release_held(uint64_t bytes);
   /// Replies already made and not yet read: `bytes` more count against the quota, past it or
-  /// not (large replies were checked against its room before they were made; see check_reply).
+  /// not (only large replies are held, and they were checked against its room before they were
+  /// made; see check_reply).
   void hold(uint64_t bytes);
   /// What the connections' requests and replies have charged.
   uint64_t held_bytes() const { return held_bytes_; }
@@ -97,7 +98,8 @@ class Store {
   /// Makes what this store has taken from the budget equal what its quota counts now.
   void settle_budget();
   std::string past_budget(std::string_view what, uint64_t bytes) const;
-  StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes) const;
+  StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth = 0) const;
+  const std::string& compare_set_answer(const StoreRequest& request) const;
   uint64_t growth_to(const std::string& key, uint64_t value_size) const;
   StoreOutcome apply_add(StoreRequest& request, std::string& reply);
   StoreOutcome apply_barrier(StoreConnectionId connection, StoreRequest& request,

@@ -101,12 +101,13 @@ void StoreSession::release_charge() {
   charged_ = 0;
 }
 
-// Unsent replies past kStoreUnchargedReplyBytes count against the store's quota until they are
-// sent: a client that asks for large values and never reads them would otherwise hold them for
-// as long as it likes, on every connection it opens.
+// Unsent replies past kUnchargedUnsentBytes count against the store's quota until they are sent:
+// a client that asks for large values and never reads them would otherwise hold them for as long
+// as it likes, on every connection it opens. Only a reply that Store::check_reply found room for
+// takes a connection there (the session applies nothing past kMaxUnsentBytes), so this charge
+// never takes the store past its quota.
 void StoreSession::hold_unsent(size_t unsent_bytes) {
-  uint64_t due =
-      unsent_bytes > kStoreUnchargedReplyBytes ? unsent_bytes - kStoreUnchargedReplyBytes : 0;
+  uint64_t due = unsent_bytes > kUnchargedUnsentBytes ? unsent_bytes - kUnchargedUnsentBytes : 0;
   if (due <= held_) return;
   service_->hold(due - held_);
   held_ = due;
@@ -115,7 +116,7 @@ void StoreSession::hold_unsent(size_t unsent_bytes) {
 void StoreSession::release_sent() {
   if (held_ == 0) return;
   size_t left = unsent();
-  uint64_t due = left > kStoreUnchargedReplyBytes ? left - kStoreUnchargedReplyBytes : 0;
+  uint64_t due = left > kUnchargedUnsentBytes ? left - kUnchargedUnsentBytes : 0;
   if (due >= held_) return;
   service_->release_held(held_ - due);
   held_ = due;
@@ -206,9 +207,9 @@ size_t StoreSession::read_some(char* buffer, size_t size, error_code& error) {
 }
 
 // Decodes and applies requests. Past kMaxUnsentBytes of unsent replies the rest of the input
-// waits in stash_ (the read buffer is shared), so a client that pipelines requests for large
-// values without reading the replies costs a bounded amount of memory; and what it leaves unread
-// counts against the quota before its next request is applied.
+// waits in stash_ (the read buffer is shared) and reading stops, so a client that pipelines
+// requests without reading the replies holds at most kMaxUnsentBytes and one reply, which counts
+// against the quota (before its next request is applied) when large enough to have been checked.
 void StoreSession::consume(std::string_view bytes) {
   auto self = shared_from_this();
   batching_ = true;

@@ -18,6 +18,7 @@
 #include "common/uring_loop.hpp"
 #include "store/store.hpp"
 #include "store/tcpstore_codec.hpp"
+#include "store/tcpstore_limits.hpp"
 
 namespace cohort {
 
@@ -27,7 +28,10 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
  public:
   /// Unsent reply bytes above which the session stops decoding and reading until the client
   /// catches up.
-  static constexpr size_t kMaxUnsentBytes = 16 * 1024 * 1024;
+  static constexpr size_t kMaxUnsentBytes = kStoreMaxUnsentBytes;
+  /// Unsent reply bytes that never count against the quota: those below the pause, and one reply
+  /// too small for Store::check_reply to check.
+  static constexpr size_t kUnchargedUnsentBytes = kMaxUnsentBytes + kStoreUnchargedReplyBytes;
 
   /// Bytes of the buffer a ring recv fills; a full one is followed by a plain read of the rest.
   static constexpr size_t kRingReadBytes = 1024;

@@ -27,9 +27,13 @@ inline constexpr uint64_t kStoreDefaultBudgetBytes = uint64_t{4} << 30;
 /// prefixes announce is charged before the body is read, until the request completes or its
 /// connection closes.
 inline constexpr uint64_t kStoreUnchargedRequestBytes = kStoreMaxKeyBytes;
-/// Replies a connection may leave unread before the rest counts against the quota, until its
-/// client reads them (one GET of a small value or a few hundred small replies: never charged).
-/// A reply larger than this is refused if it would not fit in the quota's room.
+/// Unsent replies past which a connection's session applies none of its requests (and reads
+/// none) until its client reads: a client that asks and never reads stalls only itself.
+inline constexpr uint64_t kStoreMaxUnsentBytes = 64 * 1024;
+/// A reply larger than this is refused if it would not fit in the quota's room (or the budget's),
+/// and what a connection leaves unread past kStoreMaxUnsentBytes and this (only such a large
+/// reply takes it there) counts against the quota until its client reads it. Smaller replies are
+/// never charged, so they cannot take the store past its quota unchecked.
 inline constexpr uint64_t kStoreUnchargedReplyBytes = 64 * 1024;
 /// What the quota charges for each key and each queue item beyond its bytes (the map entry and
 /// string headers), so that a million empty keys cost what they really take.

@@ -606,6 +606,32 @@ TEST_CASE("store: GET, MULTI_GET and LIST_KEYS replies keep to the reply limit",
   CHECK(h.store.num_keys() == 11);
 }
 
+TEST_CASE("store: a large COMPARE_SET reply must fit in the quota's room, as a GET's must",
+          "[unit][store]") {
+  const uint64_t kib = 1024;
+  StoreLimits limits;
+  limits.quota_bytes = 520 * kib;
+  Harness h(limits);
+  const std::string value(200 * kib, 'v');
+  h.set(1, "/v", value);
+  h.store.hold(150 * kib);  // replies a connection has not read: 350 KiB of 520 taken
+  // A mismatch answers the current value: 200 KiB more to hold, past the quota.
+  CHECK(h.ask(1, req(StoreOp::CompareSet, {"/v"}, {"other", "new"})).empty());
+  CHECK(h.outcome.close_connection);
+  CHECK(h.outcome.reason.find("COMPARE_SET reply of 204808 bytes would take the store to") !=
+        std::string::npos);
+  CHECK(h.store.value("/v") == value);
+  // A new 150 KiB value fits, but not with its 150 KiB answer beside it.
+  const std::string desired(150 * kib, 'd');
+  CHECK(h.ask(1, req(StoreOp::CompareSet, {"/new"}, {"", desired})).empty());
+  CHECK(h.outcome.close_connection);
+  CHECK_FALSE(h.store.value("/new"));
+  h.store.release_held(150 * kib);  // read: room for both again
+  CHECK(h.ask(1, req(StoreOp::CompareSet, {"/v"}, {"other", "new"})) == bytes(value));
+  CHECK(h.ask(1, req(StoreOp::CompareSet, {"/new"}, {"", desired})) == bytes(desired));
+  CHECK(h.store.value("/new") == desired);
+}
+
 TEST_CASE("store: wait registrations count against the quota until answered or dropped",
           "[unit][store]") {
   Harness h(small_limits());
