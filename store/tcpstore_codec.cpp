@@ -312,8 +312,9 @@ bool TcpStoreDecoder::read_field_bytes(std::string_view bytes, size_t& pos,
       fail(cat(op_name(request_.op), " of more than ", kStoreMaxRequestBytes, " bytes"));
       return false;
     }
+    declared_bytes_ += length + kStoreFieldOverheadBytes;
     if (check_declared_) {
-      if (std::string refused = check_declared_(request_bytes_); !refused.empty()) {
+      if (std::string refused = check_declared_(declared_bytes_); !refused.empty()) {
         fail(cat(op_name(request_.op), ": ", refused));
         return false;
       }
@@ -347,6 +348,7 @@ void TcpStoreDecoder::reset() {
   body_left_ = 0;
   items_left_ = 0;
   request_bytes_ = 0;
+  declared_bytes_ = 0;
   recycle(request_.keys);
   recycle(request_.values);
   request_.op = StoreOp::GetNumKeys;

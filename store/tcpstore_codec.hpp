@@ -44,8 +44,9 @@ class TcpStoreDecoder {
   /// `legacy` is the table used for connections that do not start with VALIDATE.
   explicit TcpStoreDecoder(StoreNumbering legacy = StoreNumbering::Legacy113);
 
-  /// Asked with the bytes the current request has declared so far (every length prefix read),
-  /// before each field's body is read; a non-empty answer fails the stream with that reason.
+  /// Asked with the bytes the current request has declared so far (every length prefix read,
+  /// plus kStoreFieldOverheadBytes for each field: what its string takes, however short), before
+  /// each field's body is read; a non-empty answer fails the stream with that reason.
   using DeclaredCheck = std::function<std::string(uint64_t declared_bytes)>;
   void check_declared(DeclaredCheck check) { check_declared_ = std::move(check); }
 
@@ -89,7 +90,8 @@ class TcpStoreDecoder {
   std::array<uint8_t, 8> fixed_{};
   uint64_t body_left_ = 0;
   uint64_t items_left_ = 0;
-  uint64_t request_bytes_ = 0;
+  uint64_t request_bytes_ = 0;   ///< the lengths of its fields (kStoreMaxRequestBytes bounds them)
+  uint64_t declared_bytes_ = 0;  ///< and what their strings take beyond (check_declared_ asks)
   StoreRequest request_;
   std::string error_;
   DeclaredCheck check_declared_;

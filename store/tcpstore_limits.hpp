@@ -22,11 +22,16 @@ inline constexpr uint64_t kStoreDefaultQuotaBytes = uint64_t{1} << 30;
 /// Default budget of all the stores of one process together (ByteBudget, `--store-budget`): a
 /// client that can start runs would otherwise hold a quota per run.
 inline constexpr uint64_t kStoreDefaultBudgetBytes = uint64_t{4} << 30;
+/// What a request still arriving counts for each of its keys and values beyond their bytes: the
+/// 32-byte string the decoder keeps it in, in a list that may have twice the room it uses. A
+/// request of 131072 empty pairs declares no bytes, yet holds 16 MiB until it completes.
+inline constexpr uint64_t kStoreFieldOverheadBytes = 64;
 /// What a request still arriving may declare before its declared bytes count against the quota
 /// (one longest key: a GET goes through even on a full store). Past it, every byte its length
-/// prefixes announce is charged before the body is read, until the request completes or its
-/// connection closes.
-inline constexpr uint64_t kStoreUnchargedRequestBytes = kStoreMaxKeyBytes;
+/// prefixes announce, and kStoreFieldOverheadBytes per field, is charged before the body is
+/// read, until the request completes or its connection closes.
+inline constexpr uint64_t kStoreUnchargedRequestBytes =
+    kStoreMaxKeyBytes + kStoreFieldOverheadBytes;
 /// Unsent replies past which a connection's session applies none of its requests (and reads
 /// none) until its client reads: a client that asks and never reads stalls only itself.
 inline constexpr uint64_t kStoreMaxUnsentBytes = 64 * 1024;

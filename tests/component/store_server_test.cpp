@@ -908,7 +908,9 @@ TEST_CASE("store server: half-sent SETs are charged against the quota before the
     senders.push_back(std::make_unique<RawClient>(server.port()));
     senders.back()->offer(half_sent_set("/big" + std::to_string(i), 8 * kMiB, kMiB));
   }
-  const uint64_t charged = 5 + 8 * kMiB - kStoreUnchargedRequestBytes;  // "/bigN" and its value
+  // "/bigN" and its value, and their strings
+  const uint64_t charged =
+      5 + 8 * kMiB + 2 * kStoreFieldOverheadBytes - kStoreUnchargedRequestBytes;
   CHECK(wait_until([&] { return server.connections() == 2; }, 10s));
   // Each connection charges on its own thread (with an io pool) once it has read its request's
   // head: wait for both.
@@ -960,6 +962,30 @@ TEST_CASE("store server: half-sent MULTI_SETs past the quota are closed, not buf
   size_t after = server.on_io(heap_in_use);
   INFO("heap growth " << (after - before) / kMiB << " MiB");
   CHECK(after < before + 8 * kMiB);  // 160 MiB sent and left unfinished
+  CHECK(server.held_bytes() == 0);
+  CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
+}
+
+TEST_CASE("store server: half-sent MULTI_SETs of empty pairs are charged for their strings",
+          "[component][store]") {
+  StoreServerOptions options;
+  options.limits.quota_bytes = kMiB;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  RawClient other(server.port());
+  other.send(request(StoreOp::Set, {"/mine"}, {"kept"}));
+  CHECK(other.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
+  // Four clients each declare a MULTI_SET of 131072 pairs, send all but the last, empty ones
+  // (2 MiB, declaring no bytes but 16 MiB of strings), and stop.
+  std::string empty_pairs;
+  for (uint64_t pair = 1; pair < kStoreMaxKeysPerRequest; ++pair) empty_pairs += u64(0) + u64(0);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.push_back(std::make_unique<RawClient>(server.port()));
+    clients.back()->offer(u8(10) + u64(kStoreMaxKeysPerRequest) + empty_pairs);
+  }
+  for (auto& client : clients) CHECK(client->closed_by_server());
+  CHECK(wait_until([&] { return server.connections() == 1; }, 10s));
   CHECK(server.held_bytes() == 0);
   CHECK(other.ask(request(StoreOp::Get, {"/mine"}), 12) == bytes("kept"));
 }

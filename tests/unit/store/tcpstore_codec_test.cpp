@@ -380,6 +380,34 @@ TEST_CASE("codec: lengths at the limits are accepted", "[unit][proto][tcpstore]"
   CHECK(watch.bytes() < 64 * 1024);  // the body grows with the bytes, not with the prefix
 }
 
+TEST_CASE("codec: each field declares what its string takes, an empty one too",
+          "[unit][proto][tcpstore]") {
+  std::vector<uint64_t> asked;
+  TcpStoreDecoder decoder;
+  decoder.check_declared([&](uint64_t declared) {
+    asked.push_back(declared);
+    return std::string();
+  });
+  // A 1.13 MULTI_SET of two empty pairs, then "ab" = "cde".
+  std::string wire =
+      hex("0a") + u64(3) + u64(0) + u64(0) + u64(0) + u64(0) + bytes("ab") + bytes("cde");
+  REQUIRE(decoder.feed(wire).status == DecodeStatus::Request);
+  const uint64_t field = kStoreFieldOverheadBytes;
+  CHECK(asked == std::vector<uint64_t>{field, 2 * field, 3 * field, 4 * field, 5 * field + 2,
+                                       6 * field + 5});
+  // So a request of empty fields is refused once they take too much, like one of long fields.
+  TcpStoreDecoder bounded;
+  bounded.check_declared([](uint64_t declared) {
+    return declared > 1000 * kStoreFieldOverheadBytes ? "too much" : "";
+  });
+  std::string empty_pairs = hex("0a") + u64(kStoreMaxKeysPerRequest);
+  for (int pair = 0; pair < 1000; ++pair) empty_pairs += u64(0) + u64(0);
+  DecodeStep step = bounded.feed(empty_pairs);
+  CHECK(step.status == DecodeStatus::Error);
+  CHECK(step.consumed == 1 + 8 + 1000 * 8 + 8);  // the 1001st field was refused
+  CHECK(bounded.error() == "MULTI_SET: too much");
+}
+
 TEST_CASE("codec: reply encoders", "[unit][proto][tcpstore]") {
   std::string out;
   append_u8(out, 3);
