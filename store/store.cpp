@@ -10,6 +10,20 @@
 namespace cohort {
 namespace {
 
+// A client's key as a refusal (and so the daemon's log) shows it: short, and on one line, so that
+// a key cannot forge log lines of its own.
+std::string shown_key(std::string_view key) {
+  std::string shown;
+  for (char c : cut_middle(key, 200)) {
+    if (c == '\n' || c == '\r') {
+      shown += c == '\n' ? "\\n" : "\\r";
+    } else {
+      shown += c;
+    }
+  }
+  return shown;
+}
+
 // The shape the decoder gives each op; a hand-built request of another shape is refused.
 bool well_formed(const StoreRequest& request) {
   size_t keys = request.keys.size();
@@ -377,9 +391,10 @@ StoreOutcome Store::apply_add(StoreRequest& request, std::string& reply) {
   auto found = values_.find(key);
   if (found != values_.end()) {
     auto current = parse_store_counter(found->second);
-    if (!current) return {true, cat("ADD on key '", key, "' whose value is not an integer")};
+    if (!current)
+      return {true, cat("ADD on key '", shown_key(key), "' whose value is not an integer")};
     if (__builtin_add_overflow(*current, request.number, &result)) {
-      return {true, cat("ADD on key '", key, "' overflows")};
+      return {true, cat("ADD on key '", shown_key(key), "' overflows")};
     }
   }
   std::string counter = std::to_string(result);
@@ -416,7 +431,7 @@ StoreOutcome Store::apply_barrier(StoreConnectionId connection, StoreRequest& re
   if (found != values_.end()) {
     auto current = parse_store_counter(found->second);
     if (!current || __builtin_add_overflow(*current, 1, &count)) {
-      return {true, cat("BARRIER on key '", key, "' whose value is not a counter")};
+      return {true, cat("BARRIER on key '", shown_key(key), "' whose value is not a counter")};
     }
   }
   std::string counter = std::to_string(count);

@@ -122,6 +122,14 @@ TEST_CASE("store: ADD follows strtoll and closes on a non-number", "[unit][rende
   h.ask(1, req(StoreOp::Add, {"/max"}, {}, 1));
   CHECK(h.outcome.close_connection);
   CHECK(h.store.value("/max") == "9223372036854775807");
+  // The refusal, which the daemon logs, shows a client's key short and on one line.
+  std::string forged = "/k\ncohort error: forged line\r\n" + std::string(100000, 'x');
+  h.set(1, forged, "abc");
+  h.ask(1, req(StoreOp::Add, {forged}, {}, 1));
+  CHECK(h.outcome.close_connection);
+  CHECK(h.outcome.reason.find('\n') == std::string::npos);
+  CHECK(h.outcome.reason.find("/k\\ncohort error: forged line\\r\\n") != std::string::npos);
+  CHECK(h.outcome.reason.size() < 400);
 }
 
 TEST_CASE("store: the counter parser", "[unit][rendezvous][store]") {
