@@ -123,6 +123,20 @@ void keep_token_off_command_lines(LaunchPlan& plan) {
   }
 }
 
+// How many times a flag was turned on: "--raw-output" once, "-vv" twice; "--raw-output=false"
+// and PET_RAW_OUTPUT=0 (CLI11 counts them as given) not at all.
+int64_t times_on(const CLI::Option& option) {
+  int64_t times = 0;
+  for (const std::string& value : option.results()) {
+    try {
+      times += value.empty() ? 1 : CLI::detail::to_flag_value(value);
+    } catch (const std::exception&) {
+      times += 1;  // CLI11 took it as given
+    }
+  }
+  return times;
+}
+
 // Every run flag the user gave, as given, but those the launch plans itself.
 std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
   std::vector<std::string> flags;
@@ -130,7 +144,7 @@ std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
     std::string name = option->get_name();
     if (option->count() == 0 || kLaunchFlags.count(name) || kPlannedRunFlags.count(name)) continue;
     if (option->get_expected_min() == 0) {  // a flag: repeat it (-vv)
-      for (size_t i = 0; i < option->count(); ++i) flags.push_back(name);
+      for (int64_t i = 0; i < times_on(*option); ++i) flags.push_back(name);
       continue;
     }
     for (const std::string& value : option->results()) {

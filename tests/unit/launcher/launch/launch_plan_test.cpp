@@ -360,3 +360,20 @@ TEST_CASE("launch plan: each agent waits for its token as long as the launch wai
   REQUIRE(flag != argv.end());
   CHECK(*(flag + 1) == "45000");
 }
+
+TEST_CASE("launch plan: a flag turned off is not forwarded, one turned on is", "[unit][launch]") {
+  auto forwarded = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"-H", "a"});
+    args.push_back("x.py");
+    Planned planned = plan(args);
+    REQUIRE(planned.plan.problems.empty());
+    std::vector<std::string> argv = remote_command(planned.plan, 0, "login:1").argv;
+    return std::vector<std::string>(std::find(argv.begin(), argv.end(), "--token-wait-ms") + 2,
+                                    argv.end() - 1);
+  };
+  CHECK(forwarded({"--raw-output=false"}).empty());
+  CHECK(forwarded({"--no-python=0", "--insecure=no"}).empty());
+  CHECK(forwarded({"--raw-output"}) == std::vector<std::string>{"--raw-output"});
+  CHECK(forwarded({"--raw-output=true"}) == std::vector<std::string>{"--raw-output"});
+  CHECK(forwarded({"-v", "-v"}) == std::vector<std::string>{"--verbose", "--verbose"});
+}
