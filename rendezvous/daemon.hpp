@@ -61,6 +61,8 @@ class RendezvousDaemon {
   void cancel_runs(int exit_status, const std::string& reason);
   /// True while a run forms or runs (not once it completed, failed or was stopped).
   bool runs_going() const;
+  /// Run `run_id` ended here: completed, failed or stopped (false before it ever formed).
+  bool run_ended(const std::string& run_id) const { return ended_.has(run_id); }
   /// Called when a run ends (completed or failed) and is forgotten, or an agent's connection
   /// closes, and that leaves the daemon idle (maybe more than once).
   std::function<void()> on_idle;

@@ -28,6 +28,8 @@ class EndedRuns {
   /// an agent started after the end or of unknown age).
   std::vector<proto::ControlMessage> late_join(const std::string& run_id,
                                                std::optional<TimePoint> started) const;
+  /// `run_id` ended here (and is still remembered).
+  bool has(const std::string& run_id) const { return endings_.count(run_id) > 0; }
   size_t size() const { return endings_.size(); }
 
  private:

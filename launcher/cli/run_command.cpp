@@ -52,8 +52,8 @@ std::string open_daemon_problem(const DaemonPlan& plan,
   return {};
 }
 
-// What can only be found on this machine, before joining: the token, a daemon open to other
-// hosts without one, and --log-dir. Returns false after saying what is wrong.
+// What can only be found on this machine with the token, before joining: the token itself, and
+// a daemon open to other hosts without one. Returns false after saying what is wrong.
 bool local_setup_ok(const RunOptions& options, const TokenResult& token, ValidatedRun& validated) {
   validated.config.rendezvous.token = token.token;
   validated.daemon.options.token = token.token;
@@ -61,7 +61,6 @@ bool local_setup_ok(const RunOptions& options, const TokenResult& token, Validat
   std::string problem = token.error;
   if (problem.empty())
     problem = open_daemon_problem(validated.daemon, validated.config.rendezvous.fallbacks);
-  if (problem.empty()) problem = log_dir_problem(validated.config.log_dir);
   if (problem.empty()) return true;
   std::cerr << "cohort run: " << problem << "\n";
   return false;
@@ -216,11 +215,6 @@ TokenResult launched_token(const RunOptions& options) {
 }  // namespace
 
 int run_command(const CLI::App& app, RunOptions& options) {
-  TokenResult launched = options.under_launch ? launched_token(options) : TokenResult{};
-  if (!launched.error.empty()) {
-    std::cerr << "cohort run: " << launched.error << "\n";
-    return kExitUsage;
-  }
   if (std::string error =
           take_command(command_words(*app.get_parent(), app), options, "run", flag_names(app));
       !error.empty()) {
@@ -244,6 +238,17 @@ int run_command(const CLI::App& app, RunOptions& options) {
                 << slurm_origin(slurm, problem) << "\n";
     }
     return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
+  }
+  if (std::string problem = log_dir_problem(validated.config.log_dir); !problem.empty()) {
+    std::cerr << "cohort run: " << problem << "\n";
+    return kExitUsage;
+  }
+  // Under cohort launch, what this node can find wrong by itself is said before it is ready: a
+  // host that cannot run its part keeps every host from starting.
+  TokenResult launched = options.under_launch ? launched_token(options) : TokenResult{};
+  if (!launched.error.empty()) {
+    std::cerr << "cohort run: " << launched.error << "\n";
+    return kExitUsage;
   }
   if (!local_setup_ok(options, run_token(options, launched, machine.env), validated)) {
     return kExitUsage;

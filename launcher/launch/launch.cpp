@@ -162,7 +162,7 @@ void Launch::start_every_host() {
   start_timer_->start_after(ready_limit(plan_), [this] {
     starts_timed_out_ = true;
     for (auto& remote : hosts_) {
-      if (!remote->ready) kill(*remote);
+      if (!remote->ready) give_up(*remote);
     }
   });
 }
@@ -199,6 +199,7 @@ bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
 }
 
 void Launch::on_ready(Remote& remote, std::string_view version) {
+  if (!started_ && (starts_timed_out_ || tearing_down_)) return;  // given up: it is ending
   remote.ready = true;
   log::debug(remote.name, ": ", version);
   if (version != plan_.own_version && !remote_versions_warned_) {
@@ -240,7 +241,8 @@ std::string Launch::start_problem(const Remote& remote) const {
   if (code == kSshFailed && !srun()) {
     return cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")");
   }
-  if (code == 127 || code == 126) {
+  bool cohorts_own = why.rfind("cohort run: ", 0) == 0;  // else the shell's, or env's
+  if ((code == 127 || code == 126) && !cohorts_own) {
     return cat(remote.name, ": no cohort at '", plan_.remote_cohort, "' (set --remote-cohort)");
   }
   return cat(remote.name, ": '", plan_.remote_cohort, " run' ended with ", status.describe(),
@@ -297,7 +299,9 @@ void Launch::abort_start(int exit_code) {
   }
   if (std::all_of(hosts_.begin(), hosts_.end(), [](auto& host) { return host->child.ended(); }))
     return finish(exit_code);
-  start_timer_->start_after(std::chrono::seconds(5), [this] { kill_all(hosts_); });
+  start_timer_->start_after(std::chrono::seconds(5), [this] {
+    for (auto& remote : hosts_) give_up(*remote);
+  });
 }
 
 // A host lost while the run goes on without it (enough hosts are left) is started again after
@@ -393,9 +397,9 @@ void Launch::check_hosts_left(const std::string& host, const std::string& how, b
   if (left == 0 || left >= plan_.min_nodes) return;
   std::string reason = cat(host, how, " and ", left, " hosts are left; --nnodes ", plan_.nnodes,
                            " needs ", plan_.min_nodes);
-  if (lost || (daemon_ && daemon_->runs_going())) {
+  // Not ended is also not begun: a host may end before any other joined.
+  if (lost || (daemon_ && !daemon_->run_ended(plan_.run_id)))
     return tear_down(kExitUnreachable, reason);
-  }
   if (daemon_) return;  // the run has ended: its hosts are ending
   hosts_timer_->start_after(plan_.shutdown_timeout + std::chrono::seconds(5), [this, reason] {
     if (!tearing_down_ && hosts_left_ > 0) tear_down(kExitUnreachable, reason);
@@ -419,7 +423,8 @@ void Launch::on_signal(int signal) {
     first_signal_ = signal;
     if (!started_) {  // the hosts are not all ready: nothing starts
       tearing_down_ = true;
-      return kill_all(hosts_);
+      for (auto& remote : hosts_) give_up(*remote);
+      return;
     }
     return tear_down(128 + signal, "stopped by " + signal_name(signal) + " on the launching host");
   }
@@ -465,6 +470,14 @@ void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
 void Launch::kill(Remote& remote) {
   if (remote.child.pid() > 0 && !remote.child.status())
     spawner_.signal_process(remote.child.pid(), srun() ? SIGTERM : SIGKILL);
+}
+
+// Before the start: its ssh is killed and its lines no longer awaited. A shared connection's
+// master may hold the session's pipes until the remote command ends, which one that hangs (a cd
+// into a dead network mount) never does; `ssh -O exit` ends the master with the launch.
+void Launch::give_up(Remote& remote) {
+  kill(remote);
+  remote.child.close_pumps();
 }
 
 bool Launch::srun() const { return plan_.transport == Transport::Srun; }

@@ -77,6 +77,7 @@ class Launch {
   void close_stdins();
   void kill_all(std::vector<std::unique_ptr<Remote>>& remotes);
   void kill(Remote& remote);
+  void give_up(Remote& remote);
   void finish(int exit_code);
   std::string endpoint() const;
   bool srun() const;                   ///< the hosts are started as Slurm job steps

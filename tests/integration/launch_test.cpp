@@ -373,37 +373,63 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
 
 // Each host's agent starts in one ssh session, which also proves the host ready: the agent says
 // so, then waits for its token, which the launch sends once every host is ready. A host that
-// cannot start its agent (here an older cohort that refuses a flag) starts nothing anywhere.
+// cannot start its agent (an older cohort that refuses a flag), whose agent finds its part
+// missing (the training script), or that hangs before it says it is ready (a cd into a dead
+// network mount), starts nothing anywhere.
 TEST_CASE("launch: one ssh session per host, and nothing starts unless every agent is ready",
           "[integration][launch]") {
   require_ssh();
   Scratch scratch;
   SshHosts hosts(scratch, 2);
-  std::string refusing = hosts.address(1);
-  SECTION("every host ready") { refusing = "none"; }
-  SECTION("one host's cohort refuses the line") {}
-  std::string wrapper = scratch.file("remote-cohort");
-  write_script(wrapper, "echo \"$1\" >> " + scratch.file("sessions") + "\ncase \" $* \" in *\" " +
-                            "--local-addr " + refusing + " \"*) echo 'cohort run: unknown " +
-                            "--token-wait-ms' >&2; exit 2;; esac\nexec " + kCohortBin +
-                            " \"$@\"\n");
-  RunResult result =
-      launch(scratch, hosts,
-             with({"-H", host_list(hosts, 1), "--remote-cohort", wrapper}, dump_env_worker()));
+  const std::string bad = hosts.address(1);
+  // The training program, in a directory that only the good host's PATH has.
+  std::filesystem::create_directories(scratch.file("bin"));
+  write_script(scratch.file("bin/train-here"),
+               std::string("exec ") + kTestWorkerBin + " --dump-env env_${RANK}.json\n");
+  std::string bad_host_does = "";  // the remote line's words, run by the bad host's sh
+  std::string expected;
+  SECTION("every host ready") {}
+  SECTION("one host's cohort refuses the line") {
+    bad_host_does = "echo 'cohort run: unknown --token-wait-ms' >&2; exit 2";
+    expected = ": '" + scratch.file("remote-cohort") +
+               " run' ended with exit code 2: cohort run: unknown --token-wait-ms";
+  }
+  SECTION("one host has no training script") {
+    bad_host_does = std::string("exec ") + kCohortBin + " \"$@\"";
+    expected = ": '" + scratch.file("remote-cohort") +
+               " run' ended with exit code 127: cohort run: --no-python: 'train-here' is not an "
+               "executable file in PATH";
+  }
+  SECTION("one host never says it is ready") {
+    bad_host_does = "exec sleep 60";
+    expected = ": its agent was not ready within 15 s";  // --connect-timeout 5 + 10
+  }
+  write_script(
+      scratch.file("remote-cohort"),
+      "echo \"$1\" >> " + scratch.file("sessions") + "\ncase \" $* \" in *\" " + "--local-addr " +
+          bad + " \"*) " + (bad_host_does.empty() ? ";;" : bad_host_does + ";;") +
+          " esac\nPATH=" + scratch.file("bin") + ":$PATH exec " + kCohortBin + " \"$@\"\n");
+  auto started = std::chrono::steady_clock::now();
+  RunResult result = launch(scratch, hosts,
+                            {"-H", host_list(hosts, 1), "--remote-cohort",
+                             scratch.file("remote-cohort"), "--no-python", "train-here"});
   INFO(result.out << result.err);
   CHECK(read_file(scratch.file("sessions")) == "run\nrun\n");  // no other session
-  if (refusing == "none") {
+  if (expected.empty()) {
     CHECK(result.status == ExitStatus::exited(0));
     CHECK(entries_starting_with(scratch.path(), "env_").size() == 2);
   } else {
     CHECK(result.status == ExitStatus::exited(4));
-    CHECK(contains(result.err,
-                   "cohort launch: " + refusing + ": '" + wrapper +
-                       " run' ended with exit code 2: cohort run: unknown --token-wait-ms"));
+    CHECK(contains(result.err, "cohort launch: " + bad + expected));
     CHECK(contains(result.err, "cohort launch: nothing was started"));
     CHECK(entries_starting_with(scratch.path(), "env_").empty());
     CHECK_FALSE(contains(result.err, "token line"));  // the ready host's agent ended unheard
+    CHECK(std::chrono::steady_clock::now() - started < 30s);
   }
+  // The hung command itself stays on its host, as any ssh leaves a remote command that ignores
+  // its input: this stand-in for one ends here.
+  if (auto hung = run_process(scratch, [](const std::string& line) { return line == "sleep 60 "; }))
+    ::kill(*hung, SIGKILL);
   CHECK(scratch.nothing_left());
 }
 

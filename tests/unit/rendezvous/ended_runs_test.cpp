@@ -26,6 +26,8 @@ TEST_CASE("an agent started before its run was stopped hears the stop, one start
   CHECK(ended.late_join("job", end + 1s).empty());      // a new job under the same id
   CHECK(ended.late_join("job", std::nullopt).empty());  // an older agent that does not say
   CHECK(ended.late_join("other", end - 1s).empty());    // a run that never ended here
+  CHECK(ended.has("job"));
+  CHECK_FALSE(ended.has("other"));
 }
 
 TEST_CASE("a late agent of a completed run is told it came late, then that the run is complete",
