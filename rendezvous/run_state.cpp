@@ -93,6 +93,11 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
       // The member left its round (its agent restarted): everyone regroups.
       set_role(node, Role::Pending);
       actions = restart_members(cat("node ", info.address, " left the round"), now);
+    } else if (node.role == Role::Stopping && phase_ == Phase::Running && !excluded) {
+      // Back from a restart after the round formed without it (its workers were slow to stop):
+      // as pending it would wait for no round at all; like a new node, it scales the run up.
+      node.group_rank = -1;  // no survivor of the running round: its place follows theirs
+      wait_for_scale_up(node, now);
     } else if (node.role == Role::Stopping || node.role == Role::Member) {
       set_role(node, Role::Pending);
     }
@@ -103,14 +108,9 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
     node.last_seen = now;
     node.arrival = arrivals_++;
     node.in_last_round = carried_last_round(info);
-    if (excluded) {
-      node.role = Role::Excluded;
-    } else if (phase_ == Phase::Running) {
-      bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
-      node.role = room ? Role::Waiting : Role::Spare;
-      if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
-    }
-    add_node(std::move(node));
+    if (excluded) node.role = Role::Excluded;
+    Node& added = add_node(std::move(node));
+    if (!excluded && phase_ == Phase::Running) wait_for_scale_up(added, now);
   }
   if (excluded) {  // a restarting member may have been the last one the round waited for
     note_exclusion_end(*exclusions_.excluded_until(info.address));
@@ -251,9 +251,7 @@ Actions RunState::end_exclusions(TimePoint now) {
       set_role(node, Role::Pending);
       continue;
     }
-    bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
-    set_role(node, room ? Role::Waiting : Role::Spare);
-    if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
+    wait_for_scale_up(node, now);
   }
   if (!readmitted) return {};
   if (phase_ == Phase::Forming) return try_close(now, Report::Everyone);
@@ -262,6 +260,14 @@ Actions RunState::end_exclusions(TimePoint now) {
     return restart_members("scale-up: an excluded host's cooldown ended", now, /*scale_up=*/true);
   }
   return {};
+}
+
+// A node that comes to a running round it is no member of waits for a scale-up (the last call
+// after the first such node, or at once when they fill the round), or beyond max as a spare.
+void RunState::wait_for_scale_up(Node& node, TimePoint now) {
+  bool room = count(Role::Member) + count(Role::Waiting) < config_.max_nodes;
+  set_role(node, room ? Role::Waiting : Role::Spare);
+  if (room && !scale_up_deadline_) scale_up_deadline_ = now + config_.last_call;
 }
 
 void RunState::note_exclusion_end(TimePoint end) {
@@ -574,13 +580,13 @@ std::vector<std::string> RunState::all_ids() const {
   return ids;
 }
 
-void RunState::add_node(Node node) {
+RunState::Node& RunState::add_node(Node node) {
   node.seen = seen_.emplace(node.last_seen, node.info.node_id);
   ++role_counts_[static_cast<size_t>(node.role)];
   if (node.role == Role::Member && node.succeeded) ++succeeded_members_;
   if (node.role == Role::Pending && node.in_last_round) ++last_round_pending_;
   std::string id = node.info.node_id;
-  nodes_.emplace(std::move(id), std::move(node));
+  return nodes_.emplace(std::move(id), std::move(node)).first->second;
 }
 
 void RunState::erase_node(std::map<std::string, Node>::iterator node) {

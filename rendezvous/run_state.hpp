@@ -130,6 +130,7 @@ class RunState {
   Actions expire_heartbeats(TimePoint now);
   Actions exclude_host(const std::string& host, TimePoint now);
   Actions end_exclusions(TimePoint now);
+  void wait_for_scale_up(Node& node, TimePoint now);
   void note_exclusion_end(TimePoint end);
   std::string hang_root_cause(TimePoint now) const;
   Actions report_to(const std::string* cause, TimePoint now) const;
@@ -161,7 +162,7 @@ class RunState {
   /// The quorum asks for more nodes than --nnodes' minimum, and why (for messages).
   bool quorum_binds() const;
   std::string quorum_text() const;
-  void add_node(Node node);
+  Node& add_node(Node node);
   void erase_node(std::map<std::string, Node>::iterator node);
   void set_role(Node& node, Role role);
   void set_succeeded(Node& node, bool succeeded);

@@ -637,6 +637,49 @@ Actions fail_b_and_rejoin(Fixture& f) {
 
 }  // namespace
 
+// torchrun puts a node that comes back too late for the round on the wait list: so does cohort,
+// though the node was a member of the round before.
+TEST_CASE("a member back from a restart after the round formed without it scales the run up",
+          "[unit][rendezvous]") {
+  SECTION("at once when it fills the round") {
+    Fixture f(1, 2, 3);
+    f.join("a");
+    REQUIRE(find<StartRound>(f.join("b")));  // round 0: a rank 0, b rank 1
+    REQUIRE(find<RestartMembers>(f.run.worker_failed("b", failure(0), f.now)));
+    f.join("b");  // a's workers are slow to stop: the last call forms round 1 without it
+    std::optional<StartRound> alone = find<StartRound>(f.advance_until_running());
+    REQUIRE(alone);
+    CHECK(member_ids(*alone) == std::vector<std::string>{"b"});
+    std::optional<RestartMembers> restart = find<RestartMembers>(f.join("a"));
+    REQUIRE(restart);
+    CHECK(restart->scale_up);
+    CHECK(restart->node_ids == std::vector<std::string>{"b"});
+    std::optional<StartRound> start = find<StartRound>(f.join("b"));
+    REQUIRE(start);
+    CHECK(start->round == 2);
+    // The survivor of round 1 keeps rank 0; a's rank of round 0 is no claim on it.
+    CHECK(member_ids(*start) == std::vector<std::string>{"b", "a"});
+  }
+  SECTION("after the last call when the round has room for more") {
+    Fixture f(1, 3, 3);
+    f.join("a");
+    f.join("b");
+    REQUIRE(find<StartRound>(f.advance_until_running()));
+    REQUIRE(find<RestartMembers>(f.run.worker_failed("b", failure(0), f.now)));
+    f.join("b");
+    REQUIRE(find<StartRound>(f.advance_until_running()));
+    CHECK(find<RestartMembers>(f.join("a")) == std::nullopt);
+    CHECK(role_of(f.run, "a") == RunState::Role::Waiting);
+    REQUIRE(f.run.next_deadline() == f.now + 1000ms);
+    std::optional<RestartMembers> restart = find<RestartMembers>(f.advance(1000ms));
+    REQUIRE(restart);
+    CHECK(restart->scale_up);
+    std::optional<StartRound> start = find<StartRound>(f.join("b"));
+    REQUIRE(start);
+    CHECK(member_ids(*start) == std::vector<std::string>{"b", "a"});
+  }
+}
+
 TEST_CASE("a host that is the root cause twice is excluded and a spare takes its place",
           "[unit][rendezvous][exclusion]") {
   Fixture f(2, 2, 5);
