@@ -496,6 +496,11 @@ Actions RunState::form_round(TimePoint now) {
   start.round = next_round_++;
   int world_size = 0;
   for (size_t i = 0; i < members; ++i) world_size += pending[i]->info.local_world_size;
+  // Only this round's members count toward the next round's quorum: a node that sits it out (its
+  // workers still stopping, or its host excluded) was at most a member of an older round.
+  for (auto& [id, node] : nodes_) {
+    if (node.role != Role::Pending) set_in_last_round(node, false);
+  }
   int base_rank = 0;
   for (size_t i = 0; i < pending.size(); ++i) {
     Node& node = *pending[i];

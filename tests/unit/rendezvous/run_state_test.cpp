@@ -1008,6 +1008,41 @@ TEST_CASE("with a quorum, survivors of a round form the next one only as a major
   CHECK(find<StartRound>(run.join(rejoining(f, "c", 1, 4), f.config, f.now)).has_value());
 }
 
+// c's workers were slow to stop, so round 1 formed without it; a and b, a majority of round 1,
+// then leave for a fallback daemon. c, a member of round 0 only, must not make x a second one.
+TEST_CASE("with a quorum, a node that sat the last round out does not count toward it",
+          "[unit][rendezvous][quorum]") {
+  Fixture f(1, 4, 3);
+  f.config.fallbacks = "b:29400";
+  RunState run("job", f.config, f.now);
+  auto join = [&](const std::string& id) { return run.join(f.node(id), f.config, f.now); };
+  auto tick = [&](std::initializer_list<const char*> ids) {
+    f.now += 200ms;
+    for (const char* id : ids) run.heartbeat(id, f.now);
+    return run.tick(f.now);
+  };
+  for (const char* id : {"a", "b", "c", "x"}) join(id);
+  REQUIRE(run.phase() == RunState::Phase::Running);
+  REQUIRE(find<RestartMembers>(run.worker_failed("x", failure(0), f.now)));
+  for (const char* id : {"a", "b", "x"}) join(id);
+  std::optional<StartRound> round1;
+  for (int i = 0; i < 10 && !round1; ++i) round1 = find<StartRound>(tick({"a", "b", "c", "x"}));
+  REQUIRE(round1);
+  REQUIRE(member_ids(*round1) == std::vector<std::string>{"a", "b", "x"});
+  join("c");  // back late: a scale-up restarts round 1's members
+  run.node_lost("a", "left for the fallback", f.now);
+  run.node_lost("b", "left for the fallback", f.now);
+  Actions seen = join("x");
+  for (int i = 0; i < 60 && run.phase() == RunState::Phase::Forming; ++i) {
+    Actions more = tick({"c", "x"});
+    seen.insert(seen.end(), more.begin(), more.end());
+  }
+  CHECK(find<StartRound>(seen) == std::nullopt);
+  std::optional<DropNode> drop = find<DropNode>(seen);
+  REQUIRE(drop);
+  CHECK(drop->reason.find("the last round's 3 nodes back, 1 came") != std::string::npos);
+}
+
 TEST_CASE("with a quorum, a minority times out naming the last round",
           "[unit][rendezvous][quorum]") {
   Fixture f(1, 3);
