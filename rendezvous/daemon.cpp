@@ -68,6 +68,8 @@ const char* role_name(rdzv::RunState::Role role) {
       return "spare";
     case rdzv::RunState::Role::Excluded:
       return "excluded";
+    case rdzv::RunState::Role::Unhealthy:
+      return "unhealthy";
   }
   return "?";
 }
@@ -90,12 +92,6 @@ std::vector<boost::asio::ip::address> store_peers(
     if (address.is_loopback()) peers.push_back(boost::asio::ip::address_v4::loopback());
   }
   return peers;
-}
-
-std::vector<std::string> unhealthy_ids(const std::map<std::string, std::string>& unhealthy) {
-  std::vector<std::string> ids;
-  for (const auto& [id, reason] : unhealthy) ids.push_back(id);
-  return ids;
 }
 
 }  // namespace
@@ -187,9 +183,6 @@ MetricsSnapshot RendezvousDaemon::metrics_snapshot() const {
       double age = std::chrono::duration<double>(now() - view.last_seen).count();
       snapshot.nodes.push_back({id, view.info.node_id, role_name(view.role), age});
     }
-    for (const auto& [node_id, reason] : run.unhealthy) {
-      snapshot.nodes.push_back({id, node_id, "unhealthy", 0});
-    }
   }
   return snapshot;
 }
@@ -243,13 +236,12 @@ void RendezvousDaemon::on_message(ControlSession& session, proto::ControlMessage
   schedule();
 }
 
-// The run of the session's node, once its hello made it a member (or parked it unhealthy).
+// The run of the session's node, once its hello made it a node of the run (unhealthy ones too).
 RendezvousDaemon::Run* RendezvousDaemon::member_run(const ControlSession& session) {
   auto found = runs_.find(session.run_id);
   if (session.node_id.empty() || found == runs_.end()) return nullptr;
   Run& run = found->second;
-  bool known = run.state->has_node(session.node_id) || run.unhealthy.count(session.node_id) > 0;
-  return known ? &run : nullptr;
+  return run.state->has_node(session.node_id) ? &run : nullptr;
 }
 
 template <typename Message>
@@ -320,8 +312,7 @@ void RendezvousDaemon::on_member(Run& run, ControlSession& session, const proto:
   apply(run, run.state->node_lost(left, reason, now()));
   run.hosts.erase(left);
   // The run's last node here left for where the run is now: this daemon says so once it is gone.
-  if (run.state->empty() && run.unhealthy.empty() && !leave.moved_to.empty())
-    moved_.moved(session.run_id, leave.moved_to);
+  if (run.state->empty() && !leave.moved_to.empty()) moved_.moved(session.run_id, leave.moved_to);
   session.close_after(std::nullopt, "left");
 }
 
@@ -602,9 +593,7 @@ void RendezvousDaemon::forget_session(ControlSession& session, const std::string
   Run& run = found->second;
   run.sessions.erase(session.node_id);
   run.rank0_ports.erase(session.node_id);
-  if (run.unhealthy.erase(session.node_id) > 0) {
-    record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", reason}});
-  }
+  bool parked = run.unhealthy.erase(session.node_id) > 0;
   if (run.state->has_node(session.node_id)) {
     log::info("rendezvous: node ", session.node_id, " of run ", session.run_id,
               " disconnected: ", reason);
@@ -612,7 +601,10 @@ void RendezvousDaemon::forget_session(ControlSession& session, const std::string
     auto silent = std::chrono::duration_cast<rdzv::Ms>(
         now() - run.state->last_seen(session.node_id).value_or(now()));
     rdzv::RunState::Phase phase = run.state->phase();
-    if (phase == rdzv::RunState::Phase::Completed || phase == rdzv::RunState::Phase::Failed) {
+    if (parked) {  // in no round: its going is no loss to the run
+      record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", reason}});
+    } else if (phase == rdzv::RunState::Phase::Completed ||
+               phase == rdzv::RunState::Phase::Failed) {
       record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", "run ended"}});
     } else {
       record_loss(session.run_id, session.node_id, loss, silent);
@@ -673,7 +665,6 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::StopRun& stop_run) {
                    stopped_by_text(run.stopped_by, run.stopper)};
   ended_.ended(run.state->run_id(), now(), stop);
   send_to(run, stop_run.node_ids, stop);
-  send_to(run, unhealthy_ids(run.unhealthy), stop);
 }
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
@@ -683,7 +674,6 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
   run.store.reset();
   ended_.ended(run.state->run_id(), now(), std::nullopt);
   send_to(run, complete.node_ids, proto::Complete{});
-  send_to(run, unhealthy_ids(run.unhealthy), proto::Complete{});
 }
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::DropNode& dropped) {
@@ -793,6 +783,7 @@ void RendezvousDaemon::send_to(Run& run, const std::vector<std::string>& node_id
 
 void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::string& reason,
                             bool lost) {
+  run.unhealthy.erase(node_id);
   auto found = run.sessions.find(node_id);
   if (found == run.sessions.end()) return;
   std::shared_ptr<ControlSession> session = found->second;
@@ -829,7 +820,7 @@ bool RendezvousDaemon::runs_going() const {
 void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
-    if (it->second.state->empty() && it->second.unhealthy.empty()) {
+    if (it->second.state->empty()) {
       history_.run_ended(it->first);
       metrics_.forget_run(it->first);
       it = runs_.erase(it);
@@ -859,8 +850,9 @@ void RendezvousDaemon::schedule() {
   });
 }
 
-// The node's health check failed: out of the state machine (a member's loss restarts the round
-// without it) until it sends `join`; shown in status, recorded when the reason changes.
+// The node's health check failed: out of every round (a member's loss restarts the round without
+// it) until it sends `join`, but still the run's node (RunState::park_unhealthy); shown in status
+// with the reason, recorded when the reason changes.
 void RendezvousDaemon::park_unhealthy(Run& run, const std::string& node_id,
                                       const std::string& reason) {
   std::string& known = run.unhealthy[node_id];
@@ -870,9 +862,8 @@ void RendezvousDaemon::park_unhealthy(Run& run, const std::string& node_id,
     record(run.state->run_id(), "node.unhealthy", {{"node", node_id}, {"reason", reason}});
   }
   known = reason;
-  if (run.state->has_node(node_id)) {
-    apply(run, run.state->node_lost(node_id, "unhealthy: " + reason, now()));
-  }
+  // Refused (an ended run, other settings): drop() forgets the reason with the node.
+  apply(run, run.state->park_unhealthy(nodes_[node_id], configs_[node_id], reason, now()));
 }
 
 int64_t RendezvousDaemon::event_ms() const {
@@ -1008,7 +999,7 @@ proto::StatusReply RendezvousDaemon::brief_status(const std::string& only_run,
   for (const auto& [id, run] : runs_) {
     if (!only_run.empty() && id != only_run) continue;
     proto::StatusRun& out = status.runs.emplace_back(run_summary(id, run));
-    out.more_nodes = static_cast<int>(run.state->node_count() + run.unhealthy.size());
+    out.more_nodes = static_cast<int>(run.state->node_count());
     out.live_nodes = run.state->live_nodes(now(), own_node_prefix);
   }
   status.moved_runs = moved_runs(only_run);
@@ -1057,21 +1048,11 @@ proto::StatusReply RendezvousDaemon::status(const std::string& only_run) const {
         *node = {view.info.node_id, view.info.address,          role_name(view.role),
                  view.group_rank,   view.info.local_world_size, view.succeeded,
                  age.count()};
+        auto sick = run.unhealthy.find(view.info.node_id);
+        if (sick != run.unhealthy.end()) node->reason = sick->second;
       }
     }
     out.more_nodes += static_cast<int>(state.node_count() - views.size());
-    for (const auto& [node_id, reason] : run.unhealthy) {
-      proto::StatusNode* listed_sick = listed(out);
-      if (listed_sick == nullptr) continue;
-      proto::StatusNode& sick = *listed_sick;
-      sick.node_id = node_id;
-      sick.state = "unhealthy";
-      sick.reason = reason;
-      auto info = nodes_.find(node_id);  // a node is parked only while connected; never assume
-      if (info == nodes_.end()) continue;
-      sick.address = info->second.address;
-      sick.local_world_size = info->second.local_world_size;
-    }
     const rdzv::RunProgress& progress = state.worker_progress();
     if (auto median = progress.median_step_time()) out.median_step_ms = median->count();
     for (const rdzv::SlowRank& slow : progress.slowest()) {

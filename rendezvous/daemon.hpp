@@ -98,7 +98,7 @@ class RendezvousDaemon {
     std::string last_failure;  ///< the latest restart's or stop's reason (cohort status)
     std::string stopped_by;    ///< set when stopped from outside: "cohort stop", "launch"
     std::string stopper;       ///< cohort stop's "user@host", when it said
-    /// Connected nodes whose health check failed: not in the state machine until they join.
+    /// Why each node the state machine holds as unhealthy (parked) failed its health check.
     std::map<std::string, std::string> unhealthy;  ///< node id -> why
     /// node id -> the host name its progress reports or failures gave: events about the node
     /// carry it (the timeline labels nodes by it). Forgotten with the node, once its loss or

@@ -65,7 +65,8 @@ RunState::RunState(std::string run_id, RunConfig config, TimePoint now)
       forming_since_(now),
       exclusions_(config.host_failure_limit, config.host_cooldown) {}
 
-Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint now) {
+// Why a node may not join: the run has ended, or its settings differ; empty when it may.
+Actions RunState::refusal(const NodeInfo& node, const RunConfig& config) const {
   if (phase_ == Phase::Completed || phase_ == Phase::Failed) {
     return {DropNode{node.node_id, cat("run '", run_id_, "' has already finished")}};
   }
@@ -73,6 +74,11 @@ Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint 
     return {
         DropNode{node.node_id, cat("settings disagree with run '", run_id_, "': ", difference)}};
   }
+  return {};
+}
+
+Actions RunState::join(const NodeInfo& node, const RunConfig& config, TimePoint now) {
+  if (Actions refused = refusal(node, config); !refused.empty()) return refused;
   restarts_used_ = std::max(restarts_used_, node.restarts_used);
   next_round_ = std::max(next_round_, node.last_round + 1);
   if (current_round_ < 0) note_carried_round(node);
@@ -93,12 +99,14 @@ Actions RunState::admit(const NodeInfo& info, TimePoint now) {
       // The member left its round (its agent restarted): everyone regroups.
       set_role(node, Role::Pending);
       actions = restart_members(cat("node ", info.address, " left the round"), now);
-    } else if (node.role == Role::Stopping && phase_ == Phase::Running && !excluded) {
-      // Back from a restart after the round formed without it (its workers were slow to stop):
-      // as pending it would wait for no round at all; like a new node, it scales the run up.
-      node.group_rank = -1;  // no survivor of the running round: its place follows theirs
+    } else if ((node.role == Role::Stopping || node.role == Role::Unhealthy) &&
+               phase_ == Phase::Running && !excluded) {
+      // Back (from a restart, or healthy again) after the round formed without it: as pending it
+      // would wait for no round at all; like a new node, it scales the run up, behind the
+      // survivors (form_round took its place).
       wait_for_scale_up(node, now);
-    } else if (node.role == Role::Stopping || node.role == Role::Member) {
+    } else if (node.role == Role::Stopping || node.role == Role::Member ||
+               node.role == Role::Unhealthy) {
       set_role(node, Role::Pending);
     }
     if (excluded) set_role(node, Role::Excluded);
@@ -146,6 +154,40 @@ Actions RunState::node_lost(const std::string& node_id, const std::string& reaso
   std::string address = found->second.info.address;
   erase_node(found);
   carried_.forget(node_id);
+  return left_role(role, node_id, address, reason, now);
+}
+
+Actions RunState::park_unhealthy(const NodeInfo& info, const RunConfig& config,
+                                 const std::string& reason, TimePoint now) {
+  if (Actions refused = refusal(info, config); !refused.empty()) return refused;
+  auto found = nodes_.find(info.node_id);
+  if (found == nodes_.end()) {  // unhealthy from its hello on: it joins later, if ever
+    Node node;
+    node.info = info;
+    node.last_seen = now;
+    node.arrival = arrivals_++;
+    node.role = Role::Unhealthy;
+    node.in_last_round = carried_last_round(info);
+    add_node(std::move(node));
+    return {};
+  }
+  Node& node = found->second;
+  touch(node, now);
+  Role role = node.role;
+  if (role == Role::Unhealthy) return {};  // said again
+  // Kept, with its membership of the last round: a member that fails one check and passes the
+  // next is back for the quorum, as one lost and back would be.
+  set_role(node, Role::Unhealthy);
+  progress_.node_gone(info.node_id);
+  carried_.forget(info.node_id);
+  return left_role(role, info.node_id, node.info.address, "unhealthy: " + reason, now);
+}
+
+// What a node's leaving `role` (lost, or unhealthy) means for the others: a member's restarts
+// them, the last waiting node's calls off the scale-up, and a round being formed may close.
+Actions RunState::left_role(Role role, const std::string& node_id, const std::string& address,
+                            const std::string& reason, TimePoint now) {
+  if (role == Role::Unhealthy) return {};  // in no round, and waited for by none
   if (phase_ == Phase::Running && role == Role::Member) {
     return restart_members(cat("node ", address, " lost: ", reason), now);
   }
@@ -212,9 +254,10 @@ Actions RunState::settle_blame(TimePoint now) {
 // round, its nodes sit out the cooldown (its members once they are back from the restart under
 // way). A run that cannot do without the host keeps it: waiting would only stall the job.
 Actions RunState::exclude_host(const std::string& host, TimePoint now) {
-  int others = 0;
+  int others = 0;  // the nodes that could form a round without the host
   for (const auto& [id, node] : nodes_) {
-    if (node.info.address != host && node.role != Role::Excluded) ++others;
+    bool available = node.role != Role::Excluded && node.role != Role::Unhealthy;
+    if (node.info.address != host && available) ++others;
   }
   std::optional<Exclusion> exclusion =
       exclusions_.failed(host, now, /*can_spare=*/others >= needed_nodes());
@@ -222,6 +265,7 @@ Actions RunState::exclude_host(const std::string& host, TimePoint now) {
   note_exclusion_end(exclusion->until);
   bool spare = false;  // a node of another host that was no member of the failed round
   for (auto& [id, node] : nodes_) {
+    if (node.role == Role::Unhealthy) continue;  // excluded when it joins again, if it is by then
     if (node.info.address == host && node.role != Role::Member && node.role != Role::Stopping)
       set_role(node, Role::Excluded);
     spare = spare || (node.role != Role::Excluded && node.role != Role::Stopping &&
@@ -345,23 +389,31 @@ Actions RunState::tick(TimePoint now) {
   if (exclusions_end_ && now >= *exclusions_end_) add(end_exclusions(now));
   if (phase_ == Phase::Forming) {
     if (short_of_nodes() && now >= forming_since_ + config_.join_timeout) {
-      std::string reason =
-          cat("rendezvous timed out: ", count(Role::Pending), " of at least ", needed_nodes(),
-              " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")",
-              quorum_binds() ? quorum_text() : "");
-      for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
-      nodes_.clear();
-      role_counts_.fill(0);
-      succeeded_members_ = 0;
-      last_round_pending_ = 0;
-      seen_.clear();
-      phase_ = Phase::Failed;
+      add(time_out());
       return actions;
     }
     add(try_close(now, Report::Nobody));
   } else if (phase_ == Phase::Running && scale_up_deadline_ && now >= *scale_up_deadline_) {
     add(restart_members("scale-up: new nodes joined", now, /*scale_up=*/true));
   }
+  return actions;
+}
+
+// Too few nodes joined within the join timeout: the run fails, and every node (an unhealthy one
+// too, which may be why) hears it.
+Actions RunState::time_out() {
+  std::string reason =
+      cat("rendezvous timed out: ", count(Role::Pending), " of at least ", needed_nodes(),
+          " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")",
+          quorum_binds() ? quorum_text() : "", unhealthy_text());
+  Actions actions;
+  for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
+  nodes_.clear();
+  role_counts_.fill(0);
+  succeeded_members_ = 0;
+  last_round_pending_ = 0;
+  seen_.clear();
+  phase_ = Phase::Failed;
   return actions;
 }
 
@@ -496,10 +548,13 @@ Actions RunState::form_round(TimePoint now) {
   start.round = next_round_++;
   int world_size = 0;
   for (size_t i = 0; i < members; ++i) world_size += pending[i]->info.local_world_size;
-  // Only this round's members count toward the next round's quorum: a node that sits it out (its
-  // workers still stopping, or its host excluded) was at most a member of an older round.
+  // Only this round's members count toward the next round's quorum, and only they are survivors
+  // with a place to keep: a node that sits it out (its workers still stopping, its host excluded,
+  // unhealthy) was at most a member of an older round.
   for (auto& [id, node] : nodes_) {
-    if (node.role != Role::Pending) set_in_last_round(node, false);
+    if (node.role == Role::Pending) continue;
+    set_in_last_round(node, false);
+    node.group_rank = -1;
   }
   int base_rank = 0;
   for (size_t i = 0; i < pending.size(); ++i) {
@@ -557,9 +612,9 @@ Actions RunState::report_to(const std::string* cause, TimePoint now) const {
   WaitingStatus status;
   if (!cause) {
     status.node_ids = ids_with({Role::Pending, Role::Waiting, Role::Spare});
-  } else if (auto found = nodes_.find(*cause); found != nodes_.end() &&
-                                               found->second.role != Role::Member &&
-                                               found->second.role != Role::Stopping) {
+  } else if (auto found = nodes_.find(*cause);
+             found != nodes_.end() && found->second.role != Role::Member &&
+             found->second.role != Role::Stopping && found->second.role != Role::Unhealthy) {
     status.node_ids.push_back(*cause);
   }
   status.joined = phase_ == Phase::Forming ? count(Role::Pending) : count(Role::Member);
@@ -651,6 +706,7 @@ int RunState::live_nodes(TimePoint now, std::string_view not_prefixed) const {
   int live = 0;
   for (const auto& [id, node] : nodes_) {
     bool excluded = !not_prefixed.empty() && id.starts_with(not_prefixed);
+    excluded = excluded || node.role == Role::Unhealthy;
     live += !excluded && now - node.last_seen <= config_.heartbeat_timeout;
   }
   return live;
@@ -699,6 +755,14 @@ std::string RunState::quorum_text() const {
   return cat(": with --rdzv-fallback a round needs more than half of the last round's ",
              last_round_nodes_, " nodes back, ", last_round_pending_,
              " came (the others may be training with a fallback rendezvous)");
+}
+
+std::string RunState::unhealthy_text() const {
+  int unhealthy = count(Role::Unhealthy);
+  if (unhealthy == 0) return {};
+  return cat("; ", unhealthy,
+             unhealthy == 1 ? " more node failed its health check"
+                            : " more nodes failed their health checks");
 }
 
 Ms waiting_refresh_interval(size_t waiting_nodes) {

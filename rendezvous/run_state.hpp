@@ -30,7 +30,7 @@ namespace cohort::rdzv {
 class RunState {
  public:
   enum class Phase { Forming, Running, Completed, Failed };
-  enum class Role { Pending, Member, Stopping, Waiting, Spare, Excluded };
+  enum class Role { Pending, Member, Stopping, Waiting, Spare, Excluded, Unhealthy };
 
   struct NodeView {
     NodeInfo info;
@@ -50,6 +50,13 @@ class RunState {
   void heartbeat(const std::string& node_id, TimePoint now);
   /// The node's connection closed, or it left.
   Actions node_lost(const std::string& node_id, const std::string& reason, TimePoint now);
+  /// The node's health check failed (its hello said so, or it said so since): it takes part in no
+  /// round until it joins again (a member's loss restarts the others), but stays the run's node:
+  /// it hears how the run ends, is lost when it falls silent, and when it joins again a member of
+  /// the last round still counts toward the quorum. Refused as a join is (an ended run, settings
+  /// that differ).
+  Actions park_unhealthy(const NodeInfo& node, const RunConfig& config, const std::string& reason,
+                         TimePoint now);
   /// `verdict`: what the round's flight-recorder dumps say of a hang (dump_gathering), if they
   /// were gathered: its line leads the restart reason and the summary, and a culprit rank's host
   /// is the one the failure counts against.
@@ -94,7 +101,8 @@ class RunState {
   std::vector<NodeView> nodes(size_t limit) const;
   size_t node_count() const { return nodes_.size(); }
   /// The nodes heard within the heartbeat timeout, but those whose id starts with `not_prefixed`
-  /// (an asking agent's own; empty: none excluded).
+  /// (an asking agent's own; empty: none excluded) and the unhealthy ones (in no round, they are
+  /// no reason for an agent to follow the run here).
   int live_nodes(TimePoint now, std::string_view not_prefixed) const;
   /// The node's last frame; nullopt for a node the run does not have.
   std::optional<TimePoint> last_seen(const std::string& node_id) const;
@@ -117,7 +125,10 @@ class RunState {
   /// node the event is about (see waiting_status).
   enum class Report { Nobody, Everyone, OnlyCause };
 
+  Actions refusal(const NodeInfo& node, const RunConfig& config) const;
   Actions admit(const NodeInfo& info, TimePoint now);
+  Actions left_role(Role role, const std::string& node_id, const std::string& address,
+                    const std::string& reason, TimePoint now);
   Actions try_close(TimePoint now, Report report, const std::string& cause = {});
   Actions close_round(TimePoint now, Report report, const std::string& cause);
   Actions settle_blame(TimePoint now);
@@ -127,6 +138,7 @@ class RunState {
                             TimePoint now);
   Actions form_round(TimePoint now);
   Actions restart_members(const std::string& reason, TimePoint now, bool scale_up = false);
+  Actions time_out();
   Actions expire_heartbeats(TimePoint now);
   Actions exclude_host(const std::string& host, TimePoint now);
   Actions end_exclusions(TimePoint now);
@@ -162,6 +174,8 @@ class RunState {
   /// The quorum asks for more nodes than --nnodes' minimum, and why (for messages).
   bool quorum_binds() const;
   std::string quorum_text() const;
+  /// The unhealthy nodes, which may be why the round is short (for messages); empty without.
+  std::string unhealthy_text() const;
   Node& add_node(Node node);
   void erase_node(std::map<std::string, Node>::iterator node);
   void set_role(Node& node, Role role);
@@ -173,7 +187,7 @@ class RunState {
   RunConfig config_;
   Phase phase_ = Phase::Forming;
   std::map<std::string, Node> nodes_;
-  std::array<int, 6> role_counts_{};  ///< nodes per Role
+  std::array<int, 7> role_counts_{};  ///< nodes per Role
   int succeeded_members_ = 0;         ///< members whose workers all exited 0
   int last_round_pending_ = 0;        ///< pending nodes that were members of the last round
   std::multimap<TimePoint, std::string> seen_;  ///< every node's last_seen and id, oldest first

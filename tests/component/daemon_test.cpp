@@ -1,5 +1,6 @@
 // The rendezvous daemon on 127.0.0.1:0 with clients speaking the control protocol over real
 // sockets: rounds, a fresh worker store per round, node loss, malformed frames, status.
+#include <poll.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "common/asio_clock.hpp"
+#include "common/fd_wait.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "launcher/cli/status_command.hpp"
@@ -1059,4 +1061,92 @@ TEST_CASE("after a run ended, a node started before the end is told, an older ag
   older.send(crafted_hello("job", "older", "addr-older"));
   older.expect<proto::Welcome>();
   older.expect<proto::RoundAssigned>();
+}
+
+namespace {
+
+// A hello of a node with one worker for run "job" with these settings.
+proto::Hello job_hello(const std::string& node, proto::WireRunConfig config) {
+  proto::Hello hello;
+  hello.run_id = "job";
+  hello.node_id = node;
+  hello.address = "addr-" + node;
+  hello.local_world_size = 1;
+  hello.config = std::move(config);
+  return hello;
+}
+
+// Whether the daemon sends the client something, or closes, within `limit` (5 s). Asked before a
+// receive whose message only a fix brings: asio's blocking read, unlike its socket's receive
+// timeout, waits for ever.
+bool hears_from_daemon(Client& client, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  return wait_for_fd(client.socket.native_handle(), POLLIN, deadline) == FdWait::Ready;
+}
+
+}  // namespace
+
+TEST_CASE("with fallbacks, a member that failed one health check counts for the quorum again",
+          "[component][daemon][health]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), x(d.daemon.port());
+  proto::WireRunConfig config{1, 2, 3, 1000, 2000, 5000};
+  config.fallbacks = "127.0.0.1:1";
+  a.send(job_hello("a", config));
+  x.send(job_hello("x", config));
+  for (Client* client : {&a, &x}) {
+    client->expect<proto::Welcome>();
+    CHECK(client->expect<proto::RoundAssigned>().round == 0);
+  }
+  a.send(proto::WorkerFailed{0, 0, 0, 1, "exit code 1", "hosta", "SUMMARY"});
+  a.expect<proto::Restart>();
+  x.expect<proto::Restart>();
+  a.send(proto::Join{});
+  x.send(proto::Unhealthy{"GPU 0: uncorrectable ECC errors"});
+  x.send(proto::Join{});  // its next check passed
+  // Both members of round 0 are back: a majority, not "1 came" at the join timeout.
+  auto round = a.expect<proto::RoundAssigned>();
+  CHECK(round.round == 1);
+  CHECK(round.group_world_size == 2);
+  CHECK(x.expect<proto::RoundAssigned>().round == 1);
+}
+
+TEST_CASE("a node unhealthy at the join timeout is told with the others, and the id is free again",
+          "[component][daemon][health]") {
+  DaemonThread d;
+  Client a(d.daemon.port()), sick(d.daemon.port());
+  proto::WireRunConfig config{2, 2, 0, 100, 500, 5000};
+  a.send(job_hello("a", config));
+  a.expect<proto::Welcome>();
+  proto::Hello sick_hello = job_hello("sick", config);
+  sick_hello.unhealthy = "GPU 0: uncorrectable ECC errors";
+  sick.send(sick_hello);
+  sick.expect<proto::Welcome>();
+  std::string told = a.expect<proto::Error>().message;
+  CHECK(told.find("rendezvous timed out") == 0);
+  REQUIRE(hears_from_daemon(sick));
+  CHECK(sick.expect<proto::Error>().message == told);
+  CHECK(sick.closed_by_daemon());
+  // The job started again under the same id opens a fresh run.
+  Client again(d.daemon.port());
+  again.send(job_hello("again", config));
+  again.expect<proto::Welcome>();
+  CHECK(again.expect<proto::Waiting>().joined == 1);
+}
+
+TEST_CASE("a node unhealthy from its hello that falls silent is lost like any other",
+          "[component][daemon][health]") {
+  DaemonThread d;
+  Client sick(d.daemon.port());
+  proto::Hello hello = job_hello("sick", {2, 2, 0, 100, 60000, 300});
+  hello.unhealthy = "GPU 0: uncorrectable ECC errors";
+  sick.send(hello);
+  sick.expect<proto::Welcome>();
+  REQUIRE(hears_from_daemon(sick));  // it sends no heartbeat
+  proto::Error lost = sick.expect<proto::Error>();
+  CHECK(lost.message.find("no heartbeat") == 0);
+  CHECK(lost.rejoin);
+  CHECK(sick.closed_by_daemon());
+  Client watcher(d.daemon.port());
+  CHECK(std::get<proto::StatusReply>(watcher.status()).runs.empty());
 }

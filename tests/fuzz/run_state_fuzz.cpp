@@ -1,11 +1,12 @@
 // libFuzzer target: the rendezvous state machine (RunState) and the gathering of a hang's dumps
 // (DumpGathering), driven as the daemon drives them by up to eight agents whose every message the
-// fuzzer chooses: hellos with any settings, joins, failures, progress, hang declarations, dumps,
-// successes, leaves, silences and time. Each message is built, encoded and decoded first, so only
-// what the daemon's decoder lets through reaches the state machine, and the daemon's own checks of
-// a hello come before it. Checks that nothing crashes, overflows (UBSan) or loops, and that:
-// a round's ranks are 0..n-1 with the world size their sum; rounds only grow; an ended run stays
-// ended; and after a tick at t no deadline is left at or before t (the daemon's timer would spin).
+// fuzzer chooses: hellos with any settings, joins, failed health checks, failures, progress, hang
+// declarations, dumps, successes, leaves, silences and time. Each message is built, encoded and
+// decoded first, so only what the daemon's decoder lets through reaches the state machine, and the
+// daemon's own checks of a hello come before it. Checks that nothing crashes, overflows (UBSan) or
+// loops, and that: a round's ranks are 0..n-1 with the world size their sum; rounds only grow; an
+// ended run stays ended; and after a tick at t no deadline is left at or before t (the daemon's
+// timer would spin).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -107,7 +108,7 @@ class Harness {
 
  private:
   void act(int who) {
-    switch (in_.ConsumeIntegralInRange(0, 11)) {
+    switch (in_.ConsumeIntegralInRange(0, 12)) {
       case 0:
       case 1:
         return hello(who);
@@ -129,6 +130,8 @@ class Harness {
       case 9:
         if (state_) apply(state_->cancel(in_.ConsumeIntegralInRange(0, 255), "stopped"));
         return;
+      case 10:
+        return member(who, [&] { unhealthy(who); });
       default:
         return pass_time();
     }
@@ -323,6 +326,11 @@ class Harness {
     if (auto held = dumps_.take_held()) {
       apply(state_->worker_failed(held->first, held->second, now_, &verdict));
     }
+  }
+
+  // Its health check failed: it sits out until its next join.
+  void unhealthy(int who) {
+    apply(state_->park_unhealthy(agents_[who].info, agents_[who].config, "check failed", now_));
   }
 
   void succeeded(int who) {

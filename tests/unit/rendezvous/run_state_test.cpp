@@ -1205,3 +1205,144 @@ TEST_CASE("the fallbacks are part of the run's settings", "[unit][rendezvous][qu
   CHECK(describe_config_difference(mine, run) ==
         "--rdzv-fallback c:29400,b:29400 differs from the run's b:29400,c:29400");
 }
+
+namespace {
+
+// The ids of the nodes the actions drop, in order.
+std::vector<std::string> dropped_ids(const Actions& actions) {
+  std::vector<std::string> ids;
+  for (const auto& action : actions) {
+    if (auto* drop = std::get_if<DropNode>(&action)) ids.push_back(drop->node_id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("a member parked unhealthy restarts the others and scales the run up once it joins",
+          "[unit][rendezvous][health]") {
+  Fixture f(1, 2);
+  f.join("a");
+  REQUIRE(find<StartRound>(f.join("x")));
+  Actions parked = f.run.park_unhealthy(f.node("x"), f.config, "GPU 0 lost", f.now);
+  std::optional<RestartMembers> restart = find<RestartMembers>(parked);
+  REQUIRE(restart);
+  CHECK(restart->node_ids == std::vector<std::string>{"a"});
+  CHECK(restart->reason == "node addr-x lost: unhealthy: GPU 0 lost");
+  CHECK(role_of(f.run, "x") == RunState::Role::Unhealthy);
+  CHECK(f.run.park_unhealthy(f.node("x"), f.config, "GPU 0 lost", f.now).empty());  // again
+  std::optional<StartRound> alone = find<StartRound>(f.join("a"));  // the only one stopping
+  REQUIRE(alone);
+  CHECK(member_ids(*alone) == std::vector<std::string>{"a"});
+  CHECK(f.run.live_nodes(f.now, "") == 1);   // an unhealthy node is no reason to follow the run
+  CHECK(find<RestartMembers>(f.join("x")));  // healthy again: members + waiting reach max
+  std::optional<StartRound> start = find<StartRound>(f.join("a"));
+  REQUIRE(start);
+  CHECK(member_ids(*start) == std::vector<std::string>{"a", "x"});
+}
+
+TEST_CASE("with a quorum, a member parked unhealthy counts toward it again when it joins",
+          "[unit][rendezvous][quorum][health]") {
+  SECTION("parked while the others regroup") {
+    Fixture f(1, 2, 3);
+    f.config.fallbacks = "b:29400";
+    RunState run("job", f.config, f.now);
+    auto join = [&](const std::string& id) { return run.join(f.node(id), f.config, f.now); };
+    join("a");
+    REQUIRE(find<StartRound>(join("x")));
+    REQUIRE(find<RestartMembers>(run.worker_failed("a", failure(0), f.now)));
+    join("a");
+    run.park_unhealthy(f.node("x"), f.config, "GPU 0 lost", f.now);
+    f.now += 200ms;  // past the restart's backoff
+    run.heartbeat("a", f.now);
+    CHECK(find<StartRound>(run.tick(f.now)) == std::nullopt);       // one of two: no majority
+    std::optional<StartRound> start = find<StartRound>(join("x"));  // two of two
+    REQUIRE(start);
+    CHECK(member_ids(*start) == std::vector<std::string>{"a", "x"});
+  }
+  SECTION("not for a round that formed while it was parked") {
+    Fixture f(1, 3, 3);
+    f.config.fallbacks = "b:29400";
+    RunState run("job", f.config, f.now);
+    auto join = [&](const std::string& id) { return run.join(f.node(id), f.config, f.now); };
+    for (const char* id : {"a", "b", "x"}) join(id);
+    REQUIRE(find<RestartMembers>(run.worker_failed("a", failure(0), f.now)));
+    join("a");
+    join("b");
+    run.park_unhealthy(f.node("x"), f.config, "GPU 0 lost", f.now);
+    f.now += 200ms;
+    for (const char* id : {"a", "b", "x"}) run.heartbeat(id, f.now);
+    REQUIRE(find<StartRound>(run.tick(f.now)));  // round 1: a and b
+    REQUIRE(find<RestartMembers>(join("x")));    // scale-up
+    run.node_lost("a", "left for the fallback", f.now);
+    Actions seen = join("b");
+    for (int i = 0; i < 60 && run.phase() == RunState::Phase::Forming; ++i) {
+      f.now += 200ms;
+      for (const char* id : {"b", "x"}) run.heartbeat(id, f.now);
+      Actions more = run.tick(f.now);
+      seen.insert(seen.end(), more.begin(), more.end());
+    }
+    CHECK(find<StartRound>(seen) == std::nullopt);  // x was no member of round 1
+    std::optional<DropNode> drop = find<DropNode>(seen);
+    REQUIRE(drop);
+    CHECK(drop->reason.find("the last round's 2 nodes back, 1 came") != std::string::npos);
+  }
+}
+
+TEST_CASE("an unhealthy node hears how the run ends, and is lost when it falls silent",
+          "[unit][rendezvous][health]") {
+  SECTION("the join timeout drops it with the others") {
+    Fixture f(2, 2);
+    f.join("a");
+    CHECK(f.run.park_unhealthy(f.node("b"), f.config, "GPU 0 lost", f.now).empty());
+    Actions timeout = f.advance(10000ms);
+    CHECK(dropped_ids(timeout) == std::vector<std::string>{"a", "b"});
+    std::optional<DropNode> drop = find<DropNode>(timeout);
+    REQUIRE(drop);
+    CHECK(drop->reason ==
+          "rendezvous timed out: 1 of at least 2 nodes joined within the join timeout (10 s); 1 "
+          "more node failed its health check");
+    CHECK(f.run.empty());
+  }
+  SECTION("a stop names it") {
+    Fixture f(1, 2);
+    f.join("a");
+    f.run.park_unhealthy(f.node("b"), f.config, "GPU 0 lost", f.now);
+    REQUIRE(find<StartRound>(f.advance_until_running()));
+    std::optional<StopRun> stop = find<StopRun>(f.run.worker_failed("a", failure(0), f.now));
+    REQUIRE(stop);
+    CHECK(stop->node_ids == std::vector<std::string>{"a", "b"});
+  }
+  SECTION("a completion names it") {
+    Fixture f(1, 2);
+    f.join("a");
+    f.run.park_unhealthy(f.node("b"), f.config, "GPU 0 lost", f.now);
+    REQUIRE(find<StartRound>(f.advance_until_running()));
+    std::optional<CompleteRun> complete = find<CompleteRun>(f.run.node_succeeded("a", 0, f.now));
+    REQUIRE(complete);
+    CHECK(complete->node_ids == std::vector<std::string>{"a", "b"});
+  }
+  SECTION("silent past the heartbeat timeout, it is lost") {
+    Fixture f(2, 2);
+    f.join("a");
+    f.run.park_unhealthy(f.node("b"), f.config, "GPU 0 lost", f.now);
+    f.now += 3000ms;
+    f.run.heartbeat("a", f.now);
+    Actions actions = f.run.tick(f.now);
+    CHECK(dropped_ids(actions) == std::vector<std::string>{"b"});
+    std::optional<DropNode> drop = find<DropNode>(actions);
+    REQUIRE(drop);
+    CHECK(drop->lost);
+    CHECK_FALSE(f.run.has_node("b"));
+  }
+  SECTION("an ended run refuses it as it refuses a join") {
+    Fixture f(1, 1);
+    REQUIRE(find<StartRound>(f.join("a")));
+    REQUIRE(find<CompleteRun>(f.run.node_succeeded("a", 0, f.now)));
+    std::optional<DropNode> drop =
+        find<DropNode>(f.run.park_unhealthy(f.node("b"), f.config, "GPU 0 lost", f.now));
+    REQUIRE(drop);
+    CHECK(drop->reason == "run 'job' has already finished");
+    CHECK_FALSE(f.run.has_node("b"));
+  }
+}
