@@ -365,7 +365,9 @@ TEST_CASE(
   INFO(node->output());
   REQUIRE(status);
   CHECK(*status == cohort::ExitStatus::exited(3));
-  CHECK(contains(node->output(), "this node stayed unhealthy for the join timeout (3 s)"));
+  // By the agent's own rule, or told by the restarted daemon's join timeout: either way exit 3.
+  CHECK((contains(node->output(), "this node stayed unhealthy for the join timeout (3 s)") ||
+         contains(node->output(), "within the join timeout (3 s); 1 more node failed its health")));
   CHECK(read_file(scratch.file("signals_0")) == "15\n");
   CHECK(cluster.stop_daemon());
   CHECK(scratch.nothing_left());
@@ -381,6 +383,6 @@ TEST_CASE("what a failing health check left behind ends with the agent", "[integ
       {}, 30s);
   INFO(result.out << result.err);
   CHECK(result.status == cohort::ExitStatus::exited(3));
-  CHECK(contains(result.err, "this node stayed unhealthy for the join timeout (2 s)"));
+  CHECK(gave_up_unhealthy(result.err));
   CHECK(scratch.nothing_left());
 }
