@@ -89,6 +89,10 @@ std::string remote_shell_line(const RemoteCommand& command) {
     line = "cd -- " + shell_quote(command.working_dir) + " || exit 2; ";
   line += "exec env";
   for (const auto& [name, value] : command.env) line += " " + shell_quote(name + "=" + value);
+  // env takes any word with '=' for a setting, quoted or not: such a program (a path with '=' in
+  // it) is started through sh instead, whatever the login shell.
+  if (!command.argv.empty() && command.argv[0].find('=') != std::string::npos)
+    line += " /bin/sh -c 'exec \"$0\" \"$@\"'";
   for (const std::string& word : command.argv) line += " " + shell_quote(word);
   return line;
 }

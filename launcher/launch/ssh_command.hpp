@@ -45,7 +45,8 @@ struct RemoteCommand {
   std::vector<std::string> argv;  ///< the program and its arguments
 };
 
-/// "cd -- DIR || exit 2; exec env A=1 B=2 PROGRAM ARGS..." with everything quoted.
+/// "cd -- DIR || exit 2; exec env A=1 B=2 PROGRAM ARGS..." with everything quoted (a PROGRAM
+/// with '=' in it through /bin/sh -c, which env would take for a setting).
 std::string remote_shell_line(const RemoteCommand& command);
 
 }  // namespace cohort

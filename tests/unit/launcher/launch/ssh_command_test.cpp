@@ -50,4 +50,7 @@ TEST_CASE("remote line: cd, then exec env with every word quoted", "[unit][ssh_c
   CHECK(remote_shell_line(command) ==
         "cd -- '/home/a b' || exit 2; exec env X=1 'Y=it'\\''s' /opt/cohort run t.py");
   CHECK(remote_shell_line({"", {}, {"cohort", "--version"}}) == "exec env cohort --version");
+  // env would take a program path with '=' for a setting.
+  CHECK(remote_shell_line({"", {{"A", "1"}}, {"/opt/a=b/cohort", "run"}}) ==
+        "exec env A=1 /bin/sh -c 'exec \"$0\" \"$@\"' /opt/a=b/cohort run");
 }
