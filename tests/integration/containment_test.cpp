@@ -424,12 +424,13 @@ TEST_CASE(
                        "a CPU cgroup with a CFS quota: the cgroup v1 \"cpu\" hierarchy, or a v2"
                        " one where the cpu controller is at the root or an ancestor hands it out");
   Scratch scratch;
-  // The first attempt's worker sleeps past the starvation and records the signals it gets; the
-  // second exits 0.
+  // The first attempt's worker sleeps far past the starvation (the agent stops it once it runs
+  // again, which on a loaded machine may be seconds after the 7 s) and records the signals it
+  // gets; the second exits 0.
   std::string worker = scratch.file("worker.sh");
   write_script(worker, "[ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] || exit 0\nexec " + kWorker +
                            " --record-signals " + scratch.file("signals") + " --ready-file " +
-                           scratch.file("ready") + " --sleep-ms 12000\n");
+                           scratch.file("ready") + " --sleep-ms 30000\n");
   auto cohort = scratch.start({"--standalone", "--nproc-per-node", "1", "--rdzv-conf",
                                "heartbeat_interval=0.2,heartbeat_timeout=3", "--max-restarts", "1",
                                "--no-python", worker});
