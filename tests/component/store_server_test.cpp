@@ -1038,7 +1038,7 @@ TEST_CASE("store server: clients that ask for small values and never read stall 
   RawClient other(server.port());
   other.send(request(StoreOp::Set, {"/v"}, {value}));
   REQUIRE(other.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
-  size_t heap_before = server.on_io(heap_in_use);
+  [[maybe_unused]] size_t heap_before = server.on_io(heap_in_use);
   // Eight clients each ask for the value 300 times (18 MiB of replies) and read none: each
   // session stops applying their requests once a little is unsent, and charges nothing.
   std::string gets;
@@ -1049,7 +1049,7 @@ TEST_CASE("store server: clients that ask for small values and never read stall 
     hoarders.back()->send(gets);
   }
   CHECK_FALSE(wait_until([&] { return server.held_bytes() > 0; }, 1s));
-  size_t heap_after = server.on_io(heap_in_use);
+  [[maybe_unused]] size_t heap_after = server.on_io(heap_in_use);
   // The other clients' writes still fit in the quota and the budget.
   other.send(request(StoreOp::Set, {"/w"}, {std::string(2 * kMiB, 'w')}));
   CHECK(other.ask(request(StoreOp::GetNumKeys), 8) == i64(2));
