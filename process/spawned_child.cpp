@@ -68,6 +68,16 @@ void SpawnedChild::close_pumps() {
   if (err_) err_->close();
 }
 
+void SpawnedChild::release_held_output() {
+  if (out_) out_->release();
+  if (err_) err_->release();
+}
+
+void SpawnedChild::drop_held_output() {
+  if (out_) out_->drop_held();
+  if (err_) err_->drop_held();
+}
+
 void SpawnedChild::close_child_fds() {
   for (int fd : child_fds_) ::close(fd);
   child_fds_.clear();

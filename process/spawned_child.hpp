@@ -50,6 +50,10 @@ class SpawnedChild {
   void never_ran(ExitStatus status) { status_ = status; }
   /// Stops reading the pipes; their end of file follows.
   void close_pumps();
+  /// Held pumps (PumpTarget::held) print what they kept, and every line after it.
+  void release_held_output();
+  /// Held pumps forget what they kept, and every line after it.
+  void drop_held_output();
 
   pid_t pid() const { return pid_; }
   const std::optional<ExitStatus>& status() const { return status_; }

@@ -272,9 +272,7 @@ void Launch::start_when_ready() {
   hosts_left_ = hosts_.size();
   hosts_started_ = clock_.now();
   for (auto& remote : hosts_) {
-    for (auto stream : {SpawnedChild::Stream::Out, SpawnedChild::Stream::Err}) {
-      if (const auto& pump = remote->child.pump(stream)) pump->release();
-    }
+    remote->child.release_held_output();
     write_all(remote->stdin_fd, token_line(plan_.token));
   }
 }
@@ -292,9 +290,7 @@ void Launch::abort_start(int exit_code) {
   aborting_ = true;
   abort_exit_ = exit_code;
   for (auto& remote : hosts_) {
-    for (auto stream : {SpawnedChild::Stream::Out, SpawnedChild::Stream::Err}) {
-      if (const auto& pump = remote->child.pump(stream)) pump->drop_held();
-    }
+    remote->child.drop_held_output();
     close_fd(remote->stdin_fd);
   }
   if (std::all_of(hosts_.begin(), hosts_.end(), [](auto& host) { return host->child.ended(); }))
