@@ -473,9 +473,12 @@ bool Agent::waits_for_round() const {
 // endpoints in turn whether the run runs a round there: its side of a split was the minority,
 // the majority moved on, and the network healed (follow_run). Backwards to a run still forming,
 // forwards only to one in a round: a node never bounces between two endpoints that both wait.
+// The turns are spread (LaterEndpointSchedule::turn_wait): the agents of a large job, welcomed
+// together, do not all ask a standby daemon at once.
 void Agent::watch_endpoints() {
   if (config_.rendezvous.fallbacks.empty() || endpoint_probe_ || exit_code_) return;
-  endpoint_timer_->start_after(config_.rendezvous.heartbeat_interval, [this] {
+  double spread = std::uniform_real_distribution<double>()(chance_);
+  endpoint_timer_->start_after(later_schedule_.turn_wait(spread), [this] {
     std::optional<size_t> endpoint = endpoint_to_ask();
     if (!endpoint) return watch_endpoints();
     const RendezvousSettings& settings = config_.rendezvous;

@@ -4,6 +4,11 @@
 
 namespace cohort::agent {
 
+std::chrono::milliseconds LaterEndpointSchedule::turn_wait(double spread) const {
+  double factor = 0.5 + std::clamp(spread, 0.0, 1.0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(interval_ * factor);
+}
+
 bool LaterEndpointSchedule::due(size_t endpoint, SteadyTime now) const {
   auto wait = waits_.find(endpoint);
   return wait == waits_.end() || now >= wait->second.next;

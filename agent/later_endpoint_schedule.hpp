@@ -4,8 +4,9 @@
 // intervals, at most kMaxGapIntervals apart: spares, and every agent of a large job waiting for
 // its first round, would otherwise each ask a standby daemon once an interval. One that stayed
 // silent (a cut network, whose healing is what the question watches for) is asked at every turn.
-// Each wait is spread over 0.75 to 1.25 times its gap, so that agents that joined together do not
-// keep asking together. Pure (time and chance passed in); owned by the Agent, on its io thread.
+// Each wait is spread over 0.75 to 1.25 times its gap, and each turn over 0.5 to 1.5 intervals, so
+// that agents that joined together do not ask together, not even the first time. Pure (time and
+// chance passed in); owned by the Agent, on its io thread.
 #pragma once
 
 #include <chrono>
@@ -22,6 +23,9 @@ class LaterEndpointSchedule {
 
   explicit LaterEndpointSchedule(std::chrono::milliseconds interval) : interval_(interval) {}
 
+  /// The wait before the next turn: `spread` in [0, 1) places it between 0.5 (0) and 1.5 (1)
+  /// intervals.
+  std::chrono::milliseconds turn_wait(double spread) const;
   /// `endpoint` may be asked at `now`.
   bool due(size_t endpoint, SteadyTime now) const;
   /// Its host answered the question asked at `asked_at` without the run in a round there: asked

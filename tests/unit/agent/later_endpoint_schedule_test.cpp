@@ -1,6 +1,7 @@
 // When a waiting agent asks the later --rdzv-fallback endpoints again: at every turn until one
 // answers without the run, then 2, 4, 8, 16 intervals apart; silence and a reset bring it back to
-// every turn; each wait spread over 0.75 to 1.25 times its gap.
+// every turn; each wait spread over 0.75 to 1.25 times its gap, each turn over 0.5 to 1.5
+// intervals.
 #include <catch2/catch.hpp>
 
 #include "agent/later_endpoint_schedule.hpp"
@@ -64,4 +65,14 @@ TEST_CASE("each wait is spread over 0.75 to 1.25 times its gap", "[unit][agent][
   schedule.answered_without_run(1, t0, 7.0);  // out of range: as 1, gap 8 s: 10 s
   CHECK_FALSE(schedule.due(1, t0 + 9999ms));
   CHECK(schedule.due(1, t0 + 10s));
+}
+
+TEST_CASE("each turn is spread over 0.5 to 1.5 intervals, one interval on average",
+          "[unit][agent][fallback]") {
+  agent::LaterEndpointSchedule schedule(1s);
+  CHECK(schedule.turn_wait(0.0) == 500ms);
+  CHECK(schedule.turn_wait(0.5) == 1s);
+  CHECK(schedule.turn_wait(0.25) == 750ms);
+  CHECK(schedule.turn_wait(-1.0) == 500ms);  // out of range: clamped
+  CHECK(schedule.turn_wait(7.0) == 1500ms);
 }
