@@ -31,6 +31,13 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
   return to_hex(digest, size);
 }
 
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
+  return to_hex(digest, size);
+}
+
 bool proofs_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char difference = 0;
@@ -89,8 +96,10 @@ std::string stop_proof(std::string_view key, std::string_view challenge, std::st
 }
 
 std::string answer_proof(std::string_view key, std::string_view kind, std::string_view challenge,
-                         std::string_view client_nonce, std::string_view run_id) {
-  return hmac_sha256_hex(key, joined({"cohort-answer", kind, challenge, client_nonce, run_id}));
+                         std::string_view client_nonce, std::string_view run_id,
+                         std::string_view answer_digest) {
+  return hmac_sha256_hex(
+      key, joined({"cohort-answer", kind, challenge, client_nonce, run_id, answer_digest}));
 }
 
 std::string derive_run_token(std::string_view daemon_token, std::string_view run_id) {

@@ -38,10 +38,15 @@ std::string events_proof(std::string_view key, std::string_view challenge, std::
 std::string stop_proof(std::string_view key, std::string_view challenge, std::string_view run_id,
                        std::string_view reason, std::string_view by = {});
 
+/// SHA-256 of `data`, as 64 lowercase hex digits.
+std::string sha256_hex(std::string_view data);
+
 /// What the daemon's answer to a status, events or stop request (`kind`: "status", "events",
-/// "stop") proves back: it holds `key` too, answering the tool's nonce on this connection.
+/// "stop") proves back: it holds `key` too, answering the tool's nonce on this connection, and it
+/// said this answer (`answer_digest`: see proto::answer_digest), so that no relay can change it.
 std::string answer_proof(std::string_view key, std::string_view kind, std::string_view challenge,
-                         std::string_view client_nonce, std::string_view run_id);
+                         std::string_view client_nonce, std::string_view run_id,
+                         std::string_view answer_digest);
 
 /// The token of run `run_id` under a daemon's token: whoever holds the daemon's token can hand
 /// a team the token of its run, which proves nothing about any other run.

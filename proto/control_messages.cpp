@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "proto/auth.hpp"
 #include "proto/untrusted_json.hpp"
 
 namespace cohort::proto {
@@ -605,6 +606,20 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// An answer's digest (answer_digest) from its parsed text: the text as its daemon wrote it,
+// since dump() writes keys sorted, and a parsed text is written back as it was.
+void note_answer_digest(ControlMessage& message, const json& in) {
+  std::visit(
+      [&](auto& typed) {
+        if constexpr (requires { typed.digest; }) {
+          json covered = in;
+          covered.erase("proof");
+          typed.digest = sha256_hex(dump(covered));
+        }
+      },
+      message);
+}
+
 // A parsed object with its "type": the message, or nullopt with `error` set.
 std::optional<ControlMessage> decode_object(const json& in, std::string& error) {
   auto type = in.find("type");
@@ -628,6 +643,7 @@ std::optional<ControlMessage> decode_object(const json& in, std::string& error) 
       error = "bad \"" + type->get<std::string>() + "\" message: " + problem;
       return std::nullopt;
     }
+    if (message) note_answer_digest(*message, in);
     return message;
   } catch (const json::exception& failure) {
     error = "bad \"" + type->get<std::string>() + "\" message: " + failure.what();
@@ -638,6 +654,14 @@ std::optional<ControlMessage> decode_object(const json& in, std::string& error) 
 }  // namespace
 
 const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
+
+std::string answer_digest(const ControlMessage& answer) {
+  json covered;
+  std::visit([&](const auto& typed) { covered = typed; }, answer);
+  covered["type"] = message_type(answer);
+  covered.erase("proof");
+  return sha256_hex(dump(covered));
+}
 
 std::string encode_message(const ControlMessage& message) {
   json out;

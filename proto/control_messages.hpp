@@ -322,13 +322,15 @@ struct StatusReply {
   std::vector<StatusRun> runs;
   std::string proof;  ///< answer_proof for the request's client_nonce; left out when empty
   std::vector<MovedRun> moved_runs;  ///< left out when empty
+  std::string digest;                ///< set by decode_message (answer_digest); never sent
 };
 /// The answer to `events`: the run's event lines (without their '\n'), oldest first.
 struct EventsReply {
   std::string run_id;
   std::vector<std::string> events;
-  int dropped = 0;    ///< older events the daemon no longer holds (its history is bounded)
-  std::string proof;  ///< answer_proof for the request's client_nonce; left out when empty
+  int dropped = 0;     ///< older events the daemon no longer holds (its history is bounded)
+  std::string proof;   ///< answer_proof for the request's client_nonce; left out when empty
+  std::string digest;  ///< set by decode_message (answer_digest); never sent
 };
 /// The answer to `stop_run`.
 struct StopRunReply {
@@ -336,6 +338,7 @@ struct StopRunReply {
   bool stopped = false;  ///< false: the run had already ended
   int nodes = 0;         ///< nodes told to stop
   std::string proof;     ///< answer_proof for the request's client_nonce; left out when empty
+  std::string digest;    ///< set by decode_message (answer_digest); never sent
 };
 
 using ControlMessage =
@@ -350,6 +353,12 @@ std::string encode_message(const ControlMessage& message);
 /// missing/mistyped fields, a number that is not an integer (or not a 32-bit one, except the
 /// *_ms durations), or a value outside the bounds above.
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error);
+/// What the proof of an answer (status_reply, events_reply, stop_run_reply) covers besides its
+/// nonces (proto::answer_proof): SHA-256 of the answer's JSON text without its "proof", keys
+/// sorted. The daemon computes it from the answer it sends (its proof still empty);
+/// decode_message sets an answer's `digest` from the text that came, so that a field this build
+/// does not know is covered too.
+std::string answer_digest(const ControlMessage& answer);
 /// "hello", "round", ...: the message's type name.
 const char* message_type(const ControlMessage& message);
 

@@ -446,12 +446,15 @@ std::optional<std::string> RendezvousDaemon::request_key(
   return std::nullopt;
 }
 
-// What an answer proves back to a tool that sent its nonce: that this end holds `key` too.
-std::string RendezvousDaemon::answer_proof(const ControlSession& session, const std::string& key,
-                                           std::string_view kind, const std::string& client_nonce,
-                                           const std::string& run_id) const {
-  if (key.empty() || client_nonce.empty()) return {};
-  return proto::answer_proof(key, kind, session.challenge, client_nonce, run_id);
+// What an answer proves back to a tool that sent its nonce: that this end holds `key` too, and
+// said this answer (its proof is set last).
+template <typename Answer>
+void RendezvousDaemon::prove_answer(const ControlSession& session, const std::string& key,
+                                    std::string_view kind, const std::string& client_nonce,
+                                    const std::string& run_id, Answer& answer) const {
+  if (key.empty() || client_nonce.empty()) return;
+  std::string digest = proto::answer_digest(proto::ControlMessage(answer));
+  answer.proof = proto::answer_proof(key, kind, session.challenge, client_nonce, run_id, digest);
 }
 
 // Every run for the daemon's token; one run (request.run_id) for that run's token too.
@@ -472,7 +475,7 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
   door_.proven(session);  // a token holder: not evicted while its answer is sent
   proto::StatusReply reply = request.brief ? brief_status(request.run_id, request.own_node_prefix)
                                            : status(request.run_id);
-  reply.proof = answer_proof(session, *key, "status", request.client_nonce, request.run_id);
+  prove_answer(session, *key, "status", request.client_nonce, request.run_id, reply);
   answer_query(session, reply, "status sent");
 }
 
@@ -505,7 +508,7 @@ void RendezvousDaemon::on_events(ControlSession& session, const proto::EventsReq
   }
   uint64_t dropped = history_.dropped(request.run_id) + first;
   reply.dropped = static_cast<int>(std::min<uint64_t>(dropped, INT32_MAX));
-  reply.proof = answer_proof(session, *key, "events", request.client_nonce, request.run_id);
+  prove_answer(session, *key, "events", request.client_nonce, request.run_id, reply);
   answer_query(session, reply, "events sent");
 }
 
@@ -549,6 +552,11 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent
   auto found = runs_.find(request.run_id);
+  if (found == runs_.end() && ended_.has(request.run_id)) {  // its nodes have gone since
+    proto::StopRunReply ended{request.run_id, false, 0, ""};
+    prove_answer(session, *key, "stop", request.client_nonce, request.run_id, ended);
+    return session.close_after(ended, "stop answered");
+  }
   if (found == runs_.end()) {
     return session.close_after(proto::Error{no_run_text(request.run_id)}, "unknown run");
   }
@@ -563,10 +571,9 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
     run.stopped_by = "cohort stop";
     run.stopper = request.by;
   }
-  session.close_after(proto::StopRunReply{request.run_id, running, running ? nodes : 0,
-                                          answer_proof(session, *key, "stop", request.client_nonce,
-                                                       request.run_id)},
-                      "stop answered");
+  proto::StopRunReply answer{request.run_id, running, running ? nodes : 0, ""};
+  prove_answer(session, *key, "stop", request.client_nonce, request.run_id, answer);
+  session.close_after(answer, "stop answered");
   apply(run, run.state->cancel(kExitStopped, reason));
   reap_runs();
   schedule();

@@ -144,9 +144,10 @@ class RendezvousDaemon {
   std::optional<std::string> request_key(
       const std::string& proof, const std::string& run_id,
       const std::function<std::string(const std::string& key)>& expected) const;
-  std::string answer_proof(const ControlSession& session, const std::string& key,
-                           std::string_view kind, const std::string& client_nonce,
-                           const std::string& run_id) const;
+  template <typename Answer>
+  void prove_answer(const ControlSession& session, const std::string& key, std::string_view kind,
+                    const std::string& client_nonce, const std::string& run_id,
+                    Answer& answer) const;
   std::optional<std::string> proven_key(const ControlSession& session,
                                         const proto::Hello& hello) const;
   void on_closed(ControlSession& session, const std::string& reason);

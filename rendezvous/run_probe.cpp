@@ -91,8 +91,9 @@ void RunProbe::on_message(proto::ControlMessage message) {
   }
   if (auto* reply = std::get_if<proto::StatusReply>(&message); reply && !challenge_.empty()) {
     if (!target_.token.empty() &&
-        !proto::proofs_equal(reply->proof, proto::answer_proof(target_.token, "status", challenge_,
-                                                               nonce_, target_.run_id))) {
+        !proto::proofs_equal(reply->proof,
+                             proto::answer_proof(target_.token, "status", challenge_, nonce_,
+                                                 target_.run_id, reply->digest))) {
       return finish({0, "the answer does not prove that it holds the run's token", true});
     }
     return finish({live_nodes_elsewhere(*reply, target_), "", true});

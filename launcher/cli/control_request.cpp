@@ -147,12 +147,16 @@ const std::string& AnswerCheck::nonce_for(const std::string& challenge) {
   return nonce_;
 }
 
-std::string AnswerCheck::problem(const std::string& proof) const {
+std::string AnswerCheck::problem(const std::string& proof, const std::string& digest) const {
   if (token_.empty()) return {};
-  if (proto::proofs_equal(proof, proto::answer_proof(token_, kind_, challenge_, nonce_, run_id_)))
-    return {};
-  return "the answer does not prove that the endpoint holds the token: it is not the daemon (or "
-         "it is a cohortd older than this cohort)";
+  if (proof.empty()) {
+    return "the answer proves no token: the endpoint is a cohortd without one (then leave the "
+           "token out: no --token-file, COHORT_TOKEN unset), or no cohortd";
+  }
+  std::string expected = proto::answer_proof(token_, kind_, challenge_, nonce_, run_id_, digest);
+  if (proto::proofs_equal(proof, expected)) return {};
+  return "the answer does not prove that the endpoint holds the token, or it was changed on the "
+         "way: it is not the daemon (or it is a cohortd older than this cohort)";
 }
 
 }  // namespace cohort

@@ -38,8 +38,9 @@ class AnswerCheck {
   AnswerCheck(std::string token, std::string kind, std::string run_id);
   /// The nonce to send with the request (empty without a token); remembers `challenge`.
   const std::string& nonce_for(const std::string& challenge);
-  /// Empty when `proof` holds (always, without a token), else why not.
-  std::string problem(const std::string& proof) const;
+  /// Empty when the answer's `proof` holds for its `digest` (always, without a token), else why
+  /// not.
+  std::string problem(const std::string& proof, const std::string& digest) const;
 
  private:
   std::string token_, kind_, run_id_, nonce_, challenge_;
@@ -67,7 +68,7 @@ template <typename T>
 std::optional<T> proven_answer_as(ControlAnswer& answer, const AnswerCheck& check,
                                   std::string& problem) {
   std::optional<T> reply = answer_as<T>(answer, problem);
-  if (reply && !(problem = check.problem(reply->proof)).empty()) return std::nullopt;
+  if (reply && !(problem = check.problem(reply->proof, reply->digest)).empty()) return std::nullopt;
   return reply;
 }
 

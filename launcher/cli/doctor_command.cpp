@@ -23,6 +23,7 @@
 #include "common/exit_codes.hpp"
 #include "common/fd_wait.hpp"
 #include "common/host_port.hpp"
+#include "common/run_id.hpp"
 #include "common/text.hpp"
 #include "launcher/tokens/slurm_token.hpp"
 #include "launcher/tokens/token_source.hpp"
@@ -40,7 +41,10 @@ void add_doctor_flags(CLI::App& app, DoctorOptions& options) {
                  "host[:port] of a rendezvous daemon to check: reachable, a cohort daemon, the "
                  "token accepted (default: no such check)");
   app.add_option("--token-file", options.token_file,
-                 "The daemon's or a run's token, for --rdzv-endpoint (default: $COHORT_TOKEN)");
+                 "The daemon's token, or with --rdzv-id the run's, for --rdzv-endpoint (default: "
+                 "$COHORT_TOKEN)");
+  app.add_option("--rdzv-id,--rdzv_id", options.run_id,
+                 "The run whose token --token-file holds (a run's token proves that run only)");
   app.add_option("--expect-ranks", options.expect_ranks,
                  "Check RLIMIT_NOFILE against what a daemon for N ranks needs")
       ->capture_default_str();
@@ -344,7 +348,8 @@ CheckResult judge_rendezvous(const std::string& endpoint, const StatusFetch& fet
   const std::string& problem = fetched.problem;
   std::string advice = "is cohortd running there, and reachable from here (firewall, address)?";
   if (problem.find("authentication failed") != std::string::npos) {
-    advice = "give the daemon's (or a run's) token: --token-file or $COHORT_TOKEN";
+    advice =
+        "give the daemon's token, or a run's with its --rdzv-id: --token-file or $COHORT_TOKEN";
   } else if (problem.find("no challenge from") != std::string::npos) {
     advice = "something else answers there: name cohortd's control port (29400 by default)";
   }
@@ -458,11 +463,19 @@ TokenResult doctor_token(const DoctorOptions& options) {
 std::string flag_problem(const DoctorOptions& options) {
   if (options.expect_ranks < 1 || options.expect_ranks > 1000000)
     return "--expect-ranks: expected 1 to 1000000 ranks, got " + cat(options.expect_ranks);
-  if ((options.endpoint_given || !options.endpoint.empty()) &&
-      !parse_host_port(options.endpoint, 29400))
-    return "--rdzv-endpoint: expected host[:port], got \"" + options.endpoint + "\"";
+  if (options.endpoint_given || !options.endpoint.empty()) {
+    auto target = parse_host_port(options.endpoint, 29400);
+    if (!target || target->port == 0)
+      return "--rdzv-endpoint: expected host[:port] (port 1-65535), got \"" + options.endpoint +
+             "\"";
+  }
   if (!options.token_file.empty() && options.endpoint.empty())
     return "--token-file: only with --rdzv-endpoint (the token proven to that daemon)";
+  if (!options.run_id.empty() && options.endpoint.empty())
+    return "--rdzv-id: only with --rdzv-endpoint (the run whose token that daemon is shown)";
+  if (std::string problem = options.run_id.empty() ? "" : run_id_problem(options.run_id);
+      !problem.empty())
+    return "--rdzv-id: " + problem;
   return "";
 }
 
@@ -493,6 +506,7 @@ int run_doctor_command(const DoctorOptions& options) {
     StatusQuery query;
     query.endpoint = options.endpoint;
     query.token = token.token;
+    query.run_id = options.run_id;
     query.timeout_ms = options.timeout_ms;
     checks.push_back(judge_rendezvous(options.endpoint, fetch_status(query), !token.token.empty()));
   }

@@ -32,6 +32,7 @@ struct CheckResult {
 struct DoctorOptions {
   std::string endpoint;  ///< --rdzv-endpoint; empty: no rendezvous check
   std::string token_file;
+  std::string run_id;  ///< --rdzv-id: the run a run's token is proven for; empty: the daemon's
   int expect_ranks = 1024;
   bool expect_ranks_given = false;  ///< set by the caller: --expect-ranks was on the command line
   bool endpoint_given = false;      ///< set by the caller: --rdzv-endpoint was (even empty)

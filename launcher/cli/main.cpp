@@ -5,10 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include "agent/worker_env.hpp"
 #include "cohort_version.hpp"  // generated: the version, commit and build type
 #include "common/exit_codes.hpp"
+#include "common/run_id.hpp"
 #include "launcher/cli/doctor_command.hpp"
 #include "launcher/cli/launch_command.hpp"
 #include "launcher/cli/moved_rendezvous.hpp"
@@ -42,7 +44,20 @@ std::optional<std::string> query_token(const std::string& command, const std::st
   return token.token;
 }
 
+// A run id given to `cohort status` (--rdzv-id, --events) that no run can have.
+bool bad_status_run_id(const StatusQuery& query) {
+  for (const auto& [flag, id] :
+       {std::pair{"--rdzv-id", &query.run_id}, std::pair{"--events", &query.events_run}}) {
+    std::string problem = id->empty() ? "" : run_id_problem(*id);
+    if (problem.empty()) continue;
+    std::cerr << "cohort status: " << flag << ": " << problem << "\n";
+    return true;
+  }
+  return false;
+}
+
 int status_command(StatusQuery query, const std::string& token_file, double watch_seconds) {
+  if (bad_status_run_id(query)) return kExitUsage;
   std::optional<std::string> token = query_token("status", token_file);
   if (!token) return kExitUsage;
   query.token = *token;

@@ -1,5 +1,6 @@
 #include "launcher/cli/status_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -135,6 +136,13 @@ std::string ascii_json(const std::string& text) {
   return parsed.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
 }
 
+// The reply has run `run_id`, or says where it moved.
+bool shows_run(const proto::StatusReply& status, const std::string& run_id) {
+  auto named = [&](const auto& entry) { return entry.run_id == run_id; };
+  return std::any_of(status.runs.begin(), status.runs.end(), named) ||
+         std::any_of(status.moved_runs.begin(), status.moved_runs.end(), named);
+}
+
 }  // namespace
 
 int run_events_command(const StatusQuery& query) {
@@ -169,6 +177,10 @@ int run_status_command(const StatusQuery& query) {
   if (!fetched.reply) {
     std::cerr << "cohort status: " << escape_for_terminal(fetched.problem) << "\n";
     return fetched.exit_code;
+  }
+  if (!query.run_id.empty() && !shows_run(*fetched.reply, query.run_id)) {
+    std::cerr << "cohort status: " << query.endpoint << ": no run '" << query.run_id << "'\n";
+    return kExitRendezvous;
   }
   if (query.json) {
     std::cout << ascii_json(proto::encode_status_document(*fetched.reply)) << "\n";

@@ -8,6 +8,7 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <thread>
+#include <utility>
 
 #include "common/asio_clock.hpp"
 #include "common/fd_wait.hpp"
@@ -447,17 +448,30 @@ TEST_CASE("a status answer proves the token it was asked under, for the tool's n
   Client a(d.daemon.port(), blue);
   a.hello("blue", "a", 1);
   a.expect<proto::RoundAssigned>();
-  auto proof_of = [](const proto::ControlMessage& answer) {
+  std::string digest;  // of the answer as it came
+  auto proof_of = [&](const proto::ControlMessage& answer) {
     REQUIRE(std::holds_alternative<proto::StatusReply>(answer));
+    digest = std::get<proto::StatusReply>(answer).digest;
     return std::get<proto::StatusReply>(answer).proof;
   };
   Client admin(d.daemon.port());
   std::string proof = proof_of(admin.status("", token, "nonce-1"));
-  CHECK(proof == proto::answer_proof(token, "status", admin.challenge, "nonce-1", ""));
+  CHECK(proof == proto::answer_proof(token, "status", admin.challenge, "nonce-1", "", digest));
   Client team(d.daemon.port());
   proof = proof_of(team.status("blue", blue, "nonce-2"));
-  CHECK(proof == proto::answer_proof(blue, "status", team.challenge, "nonce-2", "blue"));
-  CHECK(proof != proto::answer_proof(token, "status", team.challenge, "nonce-2", "blue"));
+  CHECK(proof == proto::answer_proof(blue, "status", team.challenge, "nonce-2", "blue", digest));
+  CHECK(proof != proto::answer_proof(token, "status", team.challenge, "nonce-2", "blue", digest));
+  // The proof covers what the answer says: the same answer with one field changed fails it.
+  Client third(d.daemon.port());
+  proto::StatusReply changed = std::get<proto::StatusReply>(third.status("blue", blue, "nonce-3"));
+  proof = std::exchange(changed.proof, "");
+  REQUIRE(changed.runs.size() == 1);
+  CHECK(proto::answer_digest(changed) == changed.digest);  // as it came, as the daemon wrote it
+  CHECK(proof == proto::answer_proof(blue, "status", third.challenge, "nonce-3", "blue",
+                                     proto::answer_digest(changed)));
+  changed.runs[0].phase = "completed";
+  CHECK(proof != proto::answer_proof(blue, "status", third.challenge, "nonce-3", "blue",
+                                     proto::answer_digest(changed)));
   Client older(d.daemon.port());  // a tool that sends no nonce gets no proof (as before)
   CHECK(proof_of(older.status("blue", blue)).empty());
 }
@@ -1028,8 +1042,10 @@ TEST_CASE("a node's host is forgotten with the node: one that comes back under i
   CHECK(joined[1].find("node-a") == std::string::npos);
 }
 
-TEST_CASE("after a run ended, a node started before the end is told, an older agent opens a run",
-          "[component][daemon]") {
+TEST_CASE(
+    "after a run ended, a stop or a node started before the end is told, an older agent opens a "
+    "run",
+    "[component][daemon]") {
   DaemonThread d;
   {
     Client a(d.daemon.port());
@@ -1045,6 +1061,13 @@ TEST_CASE("after a run ended, a node started before the end is told, an older ag
   };
   REQUIRE(test::wait_until([&] { return runs() == 0; },
                            std::chrono::seconds(5)));  // forgotten once its node left
+  // A stop sent now is told the run had already ended, not that there is no such run.
+  Client stopper(d.daemon.port());
+  stopper.send(proto::StopRunRequest{"job", "", "", "", ""});
+  proto::StopRunReply stopped = stopper.expect<proto::StopRunReply>();
+  CHECK(stopped.run_id == "job");
+  CHECK_FALSE(stopped.stopped);
+  CHECK(stopped.nodes == 0);
 
   Client late(d.daemon.port());
   proto::Hello started_long_ago = crafted_hello("job", "late", "addr-late");

@@ -4,6 +4,7 @@
 // flags' errors and the exit codes.
 #include <sys/stat.h>
 
+#include "proto/auth.hpp"
 #include "tests/integration/multinode_support.hpp"
 
 using namespace cohort::test;
@@ -142,7 +143,24 @@ TEST_CASE("cohort doctor checks a real cohortd: token accepted, wrong token and 
   CHECK(bad.status.shell_code() == 1);
   CHECK(contains(line_of(bad.out, "rendezvous"), "FAIL  rendezvous"));
   CHECK(contains(line_of(bad.out, "rendezvous"), "authentication failed"));
-  CHECK(contains(line_of(bad.out, "rendezvous"), "to fix: give the daemon's (or a run's) token"));
+  CHECK(contains(line_of(bad.out, "rendezvous"),
+                 "to fix: give the daemon's token, or a run's with its --rdzv-id"));
+
+  // A run's token proves that run only: accepted with its --rdzv-id, refused without.
+  std::string cluster_token = read_file(cluster.token_file());
+  cluster_token.erase(cluster_token.find_last_not_of('\n') + 1);
+  std::string team = scratch.file("team_token");
+  std::ofstream(team) << cohort::proto::derive_run_token(cluster_token, "blue") << "\n";
+  ::chmod(team.c_str(), 0600);
+  RunResult run_token = doctor(
+      scratch, {"--rdzv-endpoint", cluster.endpoint(), "--token-file", team, "--rdzv-id", "blue"},
+      env);
+  INFO(run_token.out << run_token.err);
+  CHECK(run_token.status.shell_code() == 0);
+  CHECK(contains(line_of(run_token.out, "rendezvous"), "token accepted, 0 runs"));
+  RunResult no_id =
+      doctor(scratch, {"--rdzv-endpoint", cluster.endpoint(), "--token-file", team}, env);
+  CHECK(no_id.status.shell_code() == 1);
 
   int port = cluster.port();
   REQUIRE(cluster.stop_daemon());
@@ -177,14 +195,25 @@ TEST_CASE("cohort doctor's flags: --expect-ranks against the hard limit, each er
   RunResult endpoint = doctor(scratch, {"--rdzv-endpoint", "127.0.0.1:99999"}, no_nvml);
   CHECK(endpoint.status.shell_code() == 2);
   CHECK(contains(endpoint.err, "--rdzv-endpoint: expected host[:port]"));
+  RunResult port0 = doctor(scratch, {"--rdzv-endpoint", "127.0.0.1:0"}, no_nvml);
+  CHECK(port0.status.shell_code() == 2);
+  CHECK(contains(port0.err, "--rdzv-endpoint: expected host[:port] (port 1-65535)"));
+  RunResult lone_id = doctor(scratch, {"--rdzv-id", "blue"}, no_nvml);
+  CHECK(lone_id.status.shell_code() == 2);
+  CHECK(contains(lone_id.err, "--rdzv-id: only with --rdzv-endpoint"));
+  RunResult bad_id =
+      doctor(scratch, {"--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "a/b"}, no_nvml);
+  CHECK(bad_id.status.shell_code() == 2);
+  CHECK(contains(bad_id.err, "--rdzv-id: "));
   RunResult empty = doctor(scratch, {"--rdzv-endpoint", ""}, no_nvml);
   CHECK(empty.status.shell_code() == 2);
-  CHECK(contains(empty.err, "--rdzv-endpoint: expected host[:port], got \"\""));
+  CHECK(contains(empty.err, "--rdzv-endpoint: expected host[:port] (port 1-65535), got \"\""));
   RunResult unknown = doctor(scratch, {"--gpus"}, no_nvml);
   CHECK(unknown.status.shell_code() == 2);
   CHECK(contains(unknown.err, "cohort doctor"));
   RunResult help = doctor(scratch, {"--help"}, no_nvml);
   CHECK(help.status.shell_code() == 0);
-  for (const char* flag : {"--rdzv-endpoint", "--token-file", "--expect-ranks", "--json"})
+  for (const char* flag :
+       {"--rdzv-endpoint", "--token-file", "--rdzv-id", "--expect-ranks", "--json"})
     CHECK(contains(help.out, flag));
 }

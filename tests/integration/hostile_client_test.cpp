@@ -201,8 +201,9 @@ TEST_CASE("cohortd without a token listens on loopback only, beyond it needs --i
   CHECK(daemon.wait(10s));
 }
 
-TEST_CASE("a run on a daemon with a token: members prove it, strangers are refused",
-          "[integration][security][auth]") {
+TEST_CASE(
+    "a run on a daemon with a token: members prove it, strangers and changed answers are refused",
+    "[integration][security][auth]") {
   Scratch scratch;
   Cluster cluster(scratch);
   cluster.use_token();
@@ -227,6 +228,31 @@ TEST_CASE("a run on a daemon with a token: members prove it, strangers are refus
   CHECK(snoop.status == cohort::ExitStatus::exited(3));
   CHECK(contains(snoop.err, "authentication failed"));
   CHECK(process_alive(read_pid(scratch.file("pid_0"))));
+
+  // A relay that changes the daemon's answers on the way: the tool with the token refuses them,
+  // though the proof inside is the daemon's own; a stop through it still says what it did.
+  std::string relay_port = scratch.file("relay_port");
+  cohort::test::ChildProcess relay(
+      {kPython, std::string(kSourceDir) + "/tests/integration/answer_relay.py", "127.0.0.1",
+       std::to_string(cluster.port()), "\"phase\":\"running\"", "\"phase\":\"stopped\"", "60",
+       relay_port},
+      scratch.options());
+  REQUIRE(wait_until([&] { return file_exists(relay_port); }, 10s));
+  std::string relayed = "127.0.0.1:" + read_file(relay_port);
+  RunResult changed = scratch.run_argv(
+      {kCohortBin, "status", "--rdzv-endpoint", relayed, "--token-file", cluster.token_file()},
+      scratch.options(), 10s);
+  INFO(changed.out << changed.err);
+  CHECK(changed.status == cohort::ExitStatus::exited(3));
+  CHECK(contains(changed.err, "or it was changed on the way"));
+  CHECK_FALSE(contains(changed.out, "stopped"));
+  RunResult straight = scratch.run_argv({kCohortBin, "status", "--rdzv-endpoint",
+                                         cluster.endpoint(), "--token-file", cluster.token_file()},
+                                        scratch.options(), 10s);
+  CHECK(straight.status.success());
+  CHECK(contains(straight.out, "run secret: running"));
+  relay.signal(SIGKILL);
+  relay.wait(5s);
 
   for (auto* node : {a.get(), b.get()}) node->signal(SIGTERM);
   for (auto* node : {a.get(), b.get()}) CHECK(node->wait(10s));

@@ -64,15 +64,22 @@ TEST_CASE("status, events and stop proofs differ for the same challenge and run"
         stop_proof("token", "challenge", "job", "", "mallory@login1"));
 }
 
-TEST_CASE("an answer's proof covers its kind, the challenge, the tool's nonce and the run",
-          "[unit][proto][auth]") {
-  std::string proof = answer_proof("token", "status", "challenge", "nonce", "job");
-  CHECK(proof == answer_proof("token", "status", "challenge", "nonce", "job"));
-  CHECK(proof != answer_proof("token", "stop", "challenge", "nonce", "job"));
-  CHECK(proof != answer_proof("token", "status", "challenge2", "nonce", "job"));
-  CHECK(proof != answer_proof("token", "status", "challenge", "nonce2", "job"));
-  CHECK(proof != answer_proof("token", "status", "challenge", "nonce", "job2"));
-  CHECK(proof != answer_proof("token2", "status", "challenge", "nonce", "job"));
+TEST_CASE(
+    "an answer's proof covers its kind, the challenge, the tool's nonce, the run and the answer",
+    "[unit][proto][auth]") {
+  std::string proof = answer_proof("token", "status", "challenge", "nonce", "job", "digest");
+  CHECK(proof == answer_proof("token", "status", "challenge", "nonce", "job", "digest"));
+  CHECK(proof != answer_proof("token", "stop", "challenge", "nonce", "job", "digest"));
+  CHECK(proof != answer_proof("token", "status", "challenge2", "nonce", "job", "digest"));
+  CHECK(proof != answer_proof("token", "status", "challenge", "nonce2", "job", "digest"));
+  CHECK(proof != answer_proof("token", "status", "challenge", "nonce", "job2", "digest"));
+  CHECK(proof != answer_proof("token2", "status", "challenge", "nonce", "job", "digest"));
+  CHECK(proof != answer_proof("token", "status", "challenge", "nonce", "job", "digest2"));
   // Not any proof a tool itself sends for the same connection.
   CHECK(proof != status_proof("token", "challenge", "job"));
+}
+
+TEST_CASE("sha256_hex is SHA-256 in lowercase hex", "[unit][proto][auth]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
