@@ -149,6 +149,7 @@ std::string event_text(const std::string& name, const nlohmann::json& event) {
     return "after " + counted(event, "rounds", "round") + ", " +
            counted(event, "restarts_used", "restart");
   }
+  if (name == "run.abandoned") return meaningful_line(text_of(event, "reason"));
   if (name == "run.failed" || name == "run.stopped") {
     std::string by = text_of(event, "by"), asked = text_of(event, "requested_by");
     return (by.empty() ? "" : "by " + by + (asked.empty() ? "" : " (" + asked + ")") + ": ") +

@@ -203,13 +203,15 @@ std::string counted(size_t count, const char* one, const char* many) {
   return std::to_string(count) + " " + (count == 1 ? one : many);
 }
 
-// The run's root cause (why it failed or stopped; while it runs or once it completed, its last
-// failure) in one line under the title.
+// The run's root cause (why it failed or stopped; while it runs, once it completed or once its
+// nodes all went, its last failure) in one line under the title.
 std::string root_cause_line(const Timeline& timeline) {
   if (timeline.root_cause.empty()) return "<p id=\"root-cause\">no failures</p>\n";
   bool ended_badly = timeline.outcome == "failed" || timeline.outcome == "stopped";
-  return std::string("<p id=\"root-cause\"><b>") +
-         (ended_badly ? "root cause:" : "last failure (recovered from):") + "</b> " +
+  const char* said = ended_badly                       ? "root cause:"
+                     : timeline.outcome == "abandoned" ? "last failure:"
+                                                       : "last failure (recovered from):";
+  return std::string("<p id=\"root-cause\"><b>") + said + "</b> " +
          html_escape(timeline.root_cause) + "</p>\n";
 }
 

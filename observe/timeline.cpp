@@ -61,6 +61,9 @@ class TimelineBuilder {
       if (!reason.empty()) timeline_.root_cause = reason;
       end(name, t);
     }
+    if (name == "run.abandoned") {  // its nodes went: no failure of its own, the last one stays
+      end(name, t, meaningful_line(text_of(event, "reason")));
+    }
   }
 
   Timeline finish() {
@@ -166,13 +169,14 @@ class TimelineBuilder {
     timeline_.marks.push_back({kind, t, node, std::move(text)});
   }
 
-  void end(const std::string& name, int64_t t) {
+  void end(const std::string& name, int64_t t, const std::string& why = {}) {
     close_round(t);
     ended_ = true;
     timeline_.end_ms = t;
-    timeline_.outcome = name.substr(4);  // "completed", "failed", "stopped"
+    timeline_.outcome = name.substr(4);  // "completed", "failed", "stopped", "abandoned"
     recovering_since_.reset();
-    mark(TimelineMark::Kind::End, t, "", timeline_.outcome);
+    mark(TimelineMark::Kind::End, t, "",
+         why.empty() ? timeline_.outcome : timeline_.outcome + ": " + why);
   }
 
   Timeline timeline_;

@@ -48,7 +48,8 @@ struct Timeline {
   std::vector<TimelineRound> rounds;
   std::vector<TimelineMark> marks;
   std::vector<Recovery> recoveries;
-  std::string outcome;     ///< "running", "completed", "failed" or "stopped"
+  /// "running", "completed", "failed", "stopped" or "abandoned" (its nodes all went first)
+  std::string outcome;
   std::string root_cause;  ///< the last failure's or the end's reason, one line; "" if none
   int scale_ups = 0;       ///< new rounds because nodes joined (no recovery)
   /// The daemon took the run over (its first round.started says so): "resumed here after round

@@ -828,6 +828,7 @@ void RendezvousDaemon::reap_runs() {
   if (applying_ > 0) return;  // a close reported inside apply(): the caller reaps afterwards
   for (auto it = runs_.begin(); it != runs_.end();) {
     if (it->second.state->empty()) {
+      record_abandoned(it->first, it->second);
       history_.run_ended(it->first);
       metrics_.forget_run(it->first);
       it = runs_.erase(it);
@@ -836,6 +837,21 @@ void RendezvousDaemon::reap_runs() {
       ++it;
     }
   }
+}
+
+// The run's nodes all went (lost, left, or moved to another endpoint) before it completed, failed
+// or was stopped: run.abandoned ends its history, so that its page and /metrics say it ended.
+void RendezvousDaemon::record_abandoned(const std::string& id, const Run& run) {
+  rdzv::RunState::Phase phase = run.state->phase();
+  if (phase != rdzv::RunState::Phase::Forming && phase != rdzv::RunState::Phase::Running) return;
+  nlohmann::json fields{{"round", run.state->round()}, {"reason", "its last node left"}};
+  auto moved = moved_.runs().find(id);
+  if (moved != moved_.runs().end()) {
+    fields["reason"] = "its nodes moved to " + moved->second;
+    fields["moved_to"] = moved->second;
+  }
+  log::info("rendezvous: run ", id, " abandoned: ", fields["reason"].get<std::string>());
+  record(id, "run.abandoned", std::move(fields));
 }
 
 void RendezvousDaemon::schedule() {

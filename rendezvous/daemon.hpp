@@ -174,6 +174,8 @@ class RendezvousDaemon {
                const proto::ControlMessage& message);
   void drop(Run& run, const std::string& node_id, const std::string& reason, bool lost);
   void reap_runs();
+  /// A run whose nodes all went while it was forming or running (no end of its own recorded).
+  void record_abandoned(const std::string& id, const Run& run);
   void record(const std::string& run, const char* name, nlohmann::json fields);
   /// The host name the run's node gave (progress, a failure); "" when it gave none yet.
   std::string known_host(const std::string& run, const std::string& node) const;

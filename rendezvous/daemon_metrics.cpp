@@ -57,7 +57,8 @@ void DaemonMetrics::on_event(const nlohmann::json& event) {
     if (event.contains("silent_ms") && event["silent_ms"].is_number())
       detect_seconds_.observe(event["silent_ms"].get<double>() / 1000);
     recovering_since_ms_.emplace(run, t);
-  } else if (name == "run.completed" || name == "run.failed" || name == "run.stopped") {
+  } else if (name == "run.completed" || name == "run.failed" || name == "run.stopped" ||
+             name == "run.abandoned") {
     ++runs_ended_[name.substr(4)];
     recovering_since_ms_.erase(run);
   }
@@ -130,7 +131,7 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
   counter(text, "cohort_events_total", "Events the daemon recorded.", events_);
   counter(text, "cohort_runs_created_total", "Runs created.", runs_created_);
   text.family("cohort_runs_ended_total", "counter", "Runs ended, by outcome.");
-  for (const char* outcome : {"completed", "failed", "stopped"}) {
+  for (const char* outcome : {"completed", "failed", "stopped", "abandoned"}) {
     auto found = runs_ended_.find(outcome);
     text.sample("cohort_runs_ended_total", {{"outcome", outcome}},
                 static_cast<double>(found == runs_ended_.end() ? 0 : found->second));

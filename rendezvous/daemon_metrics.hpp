@@ -63,7 +63,8 @@ class DaemonMetrics {
   uint64_t rounds_started_ = 0;
   uint64_t restarts_ = 0;
   uint64_t worker_failures_ = 0;
-  std::map<std::string, uint64_t> runs_ended_;  ///< by outcome: completed, failed, stopped
+  /// By outcome: completed, failed, stopped, abandoned.
+  std::map<std::string, uint64_t> runs_ended_;
   std::map<std::string, uint64_t> nodes_lost_;  ///< by loss_class
   observe::Histogram detect_seconds_;
   observe::Histogram recover_seconds_;

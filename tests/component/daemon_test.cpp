@@ -875,6 +875,62 @@ TEST_CASE("the daemon's events give a node's host and a failure by its summary's
   }
 }
 
+namespace {
+
+// The run's events once one of them is `name` (at most 5 s), as JSON; the last such event.
+nlohmann::json wait_for_event(const DaemonThread& d, const std::string& run,
+                              const std::string& name, std::vector<std::string>& lines) {
+  nlohmann::json found;
+  cohort::test::wait_until(
+      [&] {
+        lines = events_of(d, run);
+        for (const std::string& line : lines) {
+          nlohmann::json event = nlohmann::json::parse(line, nullptr, false);
+          if (event.is_object() && event.value("event", "") == name) found = event;
+        }
+        return found.is_object();
+      },
+      std::chrono::seconds(5));
+  return found;
+}
+
+}  // namespace
+
+// Such a run was forgotten without an end: its timeline page said "running" for ever.
+TEST_CASE("a run whose nodes all went while it ran records run.abandoned and an ended one does not",
+          "[component][daemon][events]") {
+  DaemonThread d;
+  Client closed(d.daemon.port()), left(d.daemon.port()), moved(d.daemon.port());
+  Client done(d.daemon.port());
+  closed.hello("closed", "a", 1, 3);
+  left.hello("left", "b", 1, 3);
+  moved.hello("moved", "c", 1, 3);
+  done.hello("done", "d", 1, 3);
+  for (Client* client : {&closed, &left, &moved, &done}) client->expect<proto::RoundAssigned>();
+  closed.socket.close();
+  left.send(proto::Leave{"stopped by SIGTERM"});
+  moved.send(proto::Leave{"following the run to node2:29400", "node2:29400"});
+  done.send(proto::NodeSucceeded{0});
+  done.expect<proto::Complete>();
+  done.socket.close();
+  std::vector<std::string> lines;
+  for (const char* run : {"closed", "left"}) {
+    nlohmann::json abandoned = wait_for_event(d, run, "run.abandoned", lines);
+    INFO(cohort::join(lines, "\n"));
+    REQUIRE(abandoned.is_object());
+    CHECK(abandoned["reason"] == "its last node left");
+    CHECK(abandoned["round"] == 0);
+    CHECK_FALSE(abandoned.contains("moved_to"));
+  }
+  nlohmann::json abandoned = wait_for_event(d, "moved", "run.abandoned", lines);
+  REQUIRE(abandoned.is_object());
+  CHECK(abandoned["reason"] == "its nodes moved to node2:29400");
+  CHECK(abandoned["moved_to"] == "node2:29400");
+  CHECK(wait_for_event(d, "done", "node.left", lines).is_object());
+  CHECK(has_event(lines, "\"event\":\"run.completed\""));
+  CHECK_FALSE(has_event(lines, "run.abandoned"));
+}
+
 TEST_CASE("a hello whose node id or address is over 255 bytes is refused, saying so",
           "[component][daemon][security]") {
   DaemonThread d;

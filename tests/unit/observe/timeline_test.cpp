@@ -236,3 +236,25 @@ TEST_CASE("the runs page says where a run taken over came from and where a run m
   status.runs.clear();
   CHECK(render_runs_page(status, {}).find("moved to gpu-2:29400") != std::string::npos);
 }
+
+TEST_CASE("a run whose nodes all went ends at its run.abandoned, not now", "[unit][observe]") {
+  std::vector<json> events = scripted_run();
+  events.resize(8);  // round 1 runs; then its nodes all go
+  events.push_back(event(2600, "node.left", {{"node", "a"}, {"reason", "SIGTERM"}}));
+  events.push_back(event(2601, "run.abandoned", {{"round", 1}, {"reason", "its last node left"}}));
+  Timeline timeline = build_timeline("job", events, 90000);
+  CHECK(timeline.outcome == "abandoned");
+  CHECK(timeline.end_ms == 2601);
+  REQUIRE(timeline.rounds.size() == 2);
+  CHECK(timeline.rounds[1].end_ms == 2601);
+  REQUIRE_FALSE(timeline.marks.empty());
+  CHECK(timeline.marks.back().kind == TimelineMark::Kind::End);
+  CHECK(timeline.marks.back().text == "abandoned: its last node left");
+  // Its last failure stays, not said as recovered from nor as the cause of its end.
+  CHECK(timeline.root_cause == "worker failed");
+  std::string html = render_run_page(timeline, events);
+  CHECK(html.find("<h1>run job: abandoned</h1>") != std::string::npos);
+  CHECK(html.find("<p id=\"root-cause\"><b>last failure:</b> worker failed</p>") !=
+        std::string::npos);
+  CHECK(event_line(events.back()).find("run.abandoned  its last node left") != std::string::npos);
+}

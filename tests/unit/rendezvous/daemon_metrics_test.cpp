@@ -97,3 +97,13 @@ TEST_CASE("a run that goes away is forgotten: a later run of its id times no sta
     metrics.on_event(e);
   CHECK(has_line(metrics.render(MetricsSnapshot{}), "cohort_recover_seconds_count 0"));
 }
+
+TEST_CASE("a run whose nodes all went counts as ended, abandoned", "[unit][rendezvous][metrics]") {
+  DaemonMetrics metrics;
+  for (const json& e : {event(0, "run.created"), event(10, "round.started"),
+                        event(500, "run.abandoned", {{"reason", "its last node left"}})})
+    metrics.on_event(e);
+  std::string text = metrics.render(MetricsSnapshot{});
+  CHECK(has_line(text, "cohort_runs_ended_total{outcome=\"abandoned\"} 1"));
+  CHECK(has_line(text, "cohort_runs_ended_total{outcome=\"completed\"} 0"));
+}
