@@ -42,7 +42,8 @@ class TimelineBuilder {
     }
     if (name == "host.excluded") return exclude(event, t);
     if (name == "node.lost") {
-      recovery_from(t);
+      auto member = event.find("member");  // only a member's loss restarts the round
+      if (member != event.end() && *member == true) recovery_from(t);
       return mark(TimelineMark::Kind::Lost, t, node, "lost: " + text_of(event, "reason"));
     }
     if (name == "hang.detected") {

@@ -1,7 +1,7 @@
 // One run's history, as the timeline page draws it: rounds (who took part, from when to when),
 // marks (failures, losses, hangs, exclusions, restarts, scale-ups), recovery times (from a
-// failure or loss, never from a scale-up), each node's label (its host and address) and the
-// run's root cause, read from the run's events (docs/EVENTS.md). Pure: events and the current
+// failure or a member's loss, never from a scale-up), each node's label (its host and address) and
+// the run's root cause, read from the run's events (docs/EVENTS.md). Pure: events and the current
 // time in, a Timeline out; any thread.
 #pragma once
 
@@ -35,7 +35,7 @@ struct TimelineMark {
 };
 
 struct Recovery {
-  int64_t from_ms = 0;  ///< the restart decided (or the node lost)
+  int64_t from_ms = 0;  ///< the restart decided (or the member of the round lost)
   int64_t to_ms = 0;    ///< the next round started
 };
 

@@ -614,7 +614,7 @@ void RendezvousDaemon::forget_session(ControlSession& session, const std::string
                phase == rdzv::RunState::Phase::Failed) {
       record(session.run_id, "node.left", {{"node", session.node_id}, {"reason", "run ended"}});
     } else {
-      record_loss(session.run_id, session.node_id, loss, silent);
+      record_loss(run, session.node_id, loss, silent);
     }
     apply(run, run.state->node_lost(session.node_id, loss, now()));
   }
@@ -685,7 +685,7 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::DropNode& dropped) {
   if (dropped.lost) {
-    record_loss(run.state->run_id(), dropped.node_id, dropped.reason, dropped.silent);
+    record_loss(run, dropped.node_id, dropped.reason, dropped.silent);
   }
   drop(run, dropped.node_id, dropped.reason, dropped.lost);
 }
@@ -990,9 +990,17 @@ void RendezvousDaemon::record_round(Run& run, const rdzv::StartRound& start) {
   record(state.run_id(), "round.started", std::move(fields));
 }
 
-void RendezvousDaemon::record_loss(const std::string& run, const std::string& node,
-                                   const std::string& reason, rdzv::Ms silent) {
-  record(run, "node.lost", {{"node", node}, {"reason", reason}, {"silent_ms", silent.count()}});
+// A member of the current round is marked so: only its loss restarts the round, and so starts
+// the time to recover (a pending node's or a spare's loss restarts nothing).
+void RendezvousDaemon::record_loss(Run& run, const std::string& node, const std::string& reason,
+                                   rdzv::Ms silent) {
+  nlohmann::json fields{{"node", node}, {"reason", reason}, {"silent_ms", silent.count()}};
+  const std::vector<rdzv::Assignment>& members = run.round_members;
+  if (std::any_of(members.begin(), members.end(),
+                  [&](const rdzv::Assignment& member) { return member.node_id == node; })) {
+    fields["member"] = true;
+  }
+  record(run.state->run_id(), "node.lost", std::move(fields));
 }
 
 // What a status says of a run besides its nodes and ranks.

@@ -180,8 +180,7 @@ class RendezvousDaemon {
   /// The host name the run's node gave (progress, a failure); "" when it gave none yet.
   std::string known_host(const std::string& run, const std::string& node) const;
   void record_round(Run& run, const rdzv::StartRound& start);
-  void record_loss(const std::string& run, const std::string& node, const std::string& reason,
-                   rdzv::Ms silent);
+  void record_loss(Run& run, const std::string& node, const std::string& reason, rdzv::Ms silent);
   int64_t event_ms() const;
   void schedule();
   boost::system::error_code open_http();

@@ -56,7 +56,9 @@ void DaemonMetrics::on_event(const nlohmann::json& event) {
     ++nodes_lost_[loss_class(text_of(event, "reason"))];
     if (event.contains("silent_ms") && event["silent_ms"].is_number())
       detect_seconds_.observe(event["silent_ms"].get<double>() / 1000);
-    recovering_since_ms_.emplace(run, t);
+    // Only a member's loss restarts the round; a pending node's or a spare's restarts nothing.
+    auto member = event.find("member");
+    if (member != event.end() && *member == true) recovering_since_ms_.emplace(run, t);
   } else if (name == "run.completed" || name == "run.failed" || name == "run.stopped" ||
              name == "run.abandoned") {
     ++runs_ended_[name.substr(4)];
@@ -149,7 +151,7 @@ std::string DaemonMetrics::render(const MetricsSnapshot& now) const {
               "From a lost node's last frame to its loss being declared.");
   text.histogram("cohort_loss_detect_seconds", {}, detect_seconds_);
   text.family("cohort_recover_seconds", "histogram",
-              "From a restart decided (or a node lost) to the next round started.");
+              "From a restart decided (or a member of the round lost) to the next round started.");
   text.histogram("cohort_recover_seconds", {}, recover_seconds_);
   return text.text();
 }

@@ -931,6 +931,34 @@ TEST_CASE("a run whose nodes all went while it ran records run.abandoned and an 
   CHECK_FALSE(has_event(lines, "run.abandoned"));
 }
 
+// Every loss started the time to recover: a pending node's loss while the run formed was timed
+// to its first round, a spare's to the next restart.
+TEST_CASE("node.lost says member only for a node of the current round",
+          "[component][daemon][events]") {
+  DaemonThread d;
+  Client pending(d.daemon.port());
+  pending.hello("forming", "p", 2, 3);
+  pending.socket.close();
+  std::vector<std::string> lines;
+  nlohmann::json lost = wait_for_event(d, "forming", "node.lost", lines);
+  REQUIRE(lost.is_object());
+  CHECK_FALSE(lost.contains("member"));
+  Client member(d.daemon.port()), spare(d.daemon.port());
+  member.hello("job", "a", 1, 3);
+  member.expect<proto::RoundAssigned>();
+  spare.hello("job", "s", 1, 3);
+  spare.socket.close();
+  lost = wait_for_event(d, "job", "node.lost", lines);
+  REQUIRE(lost.is_object());
+  CHECK(lost["node"] == "s");
+  CHECK_FALSE(lost.contains("member"));
+  member.socket.close();
+  REQUIRE(wait_for_event(d, "job", "run.abandoned", lines).is_object());
+  lost = wait_for_event(d, "job", "node.lost", lines);  // the last one
+  CHECK(lost["node"] == "a");
+  CHECK(lost["member"] == true);
+}
+
 TEST_CASE("a hello whose node id or address is over 255 bytes is refused, saying so",
           "[component][daemon][security]") {
   DaemonThread d;

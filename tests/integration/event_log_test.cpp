@@ -142,6 +142,7 @@ TEST_CASE("a scripted 3-node run: the event log, status --events and /metrics te
   CHECK(events[8]["node"].get<std::string>().rfind("127.0.0.4:", 0) == 0);
   CHECK(events[8]["reason"].get<std::string>().rfind("connection closed", 0) == 0);
   CHECK(events[8]["silent_ms"].get<int64_t>() >= 0);
+  CHECK(events[8]["member"] == true);  // of round 1: its loss starts the time to recover
   CHECK(events[10]["world_size"] == 4);
   CHECK(events[10]["members"].size() == 2);
   CHECK(events[11]["rounds"] == 3);

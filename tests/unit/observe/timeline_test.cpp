@@ -38,7 +38,7 @@ std::vector<json> scripted_run() {
           event(2001, "restart.decided", {{"reason", "worker failed"}}),
           event(2300, "round.started",
                 {{"round", 1}, {"world_size", 6}, {"members", members({"a", "b", "c"})}}),
-          event(3000, "node.lost", {{"node", "c"}, {"reason", "connection closed"}}),
+          event(3000, "node.lost", {{"node", "c"}, {"reason", "closed"}, {"member", true}}),
           event(3002, "restart.decided", {{"reason", "node lost"}}),
           event(3500, "round.started",
                 {{"round", 2}, {"world_size", 4}, {"members", members({"a", "b"})}}),
@@ -257,4 +257,25 @@ TEST_CASE("a run whose nodes all went ends at its run.abandoned, not now", "[uni
   CHECK(html.find("<p id=\"root-cause\"><b>last failure:</b> worker failed</p>") !=
         std::string::npos);
   CHECK(event_line(events.back()).find("run.abandoned  its last node left") != std::string::npos);
+}
+
+TEST_CASE("the loss of a pending node or a spare starts no recovery", "[unit][observe]") {
+  json one = members({"a"});
+  std::vector<json> events{
+      event(1000, "run.created"),
+      event(1010, "node.joined", {{"node", "a"}}),
+      event(1020, "node.joined", {{"node", "p"}}),
+      event(1030, "node.lost", {{"node", "p"}, {"reason", "connection closed"}}),  // pending
+      event(4300, "round.started", {{"round", 0}, {"world_size", 2}, {"members", one}}),
+      event(5000, "node.joined", {{"node", "s"}}),
+      event(5100, "node.lost", {{"node", "s"}, {"reason", "connection closed"}}),  // a spare
+      event(9000, "worker.failed", {{"node", "a"}, {"rank", 0}, {"status", "exit code 1"}}),
+      event(9001, "restart.decided", {{"reason", "worker failed"}}),
+      event(9100, "round.started", {{"round", 1}, {"world_size", 2}, {"members", one}})};
+  Timeline timeline = build_timeline("job", events, 9500);
+  REQUIRE(timeline.recoveries.size() == 1);
+  CHECK(timeline.recoveries[0].from_ms == 9001);  // the restart, not the spare's loss
+  CHECK(timeline.recoveries[0].to_ms == 9100);
+  CHECK(std::count_if(timeline.marks.begin(), timeline.marks.end(),
+                      [](const auto& mark) { return mark.kind == TimelineMark::Kind::Lost; }) == 2);
 }

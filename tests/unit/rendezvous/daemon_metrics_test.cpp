@@ -25,7 +25,8 @@ TEST_CASE("daemon metrics count the events and time recoveries", "[unit][rendezv
   for (const json& e :
        {event(0, "run.created"), event(10, "round.started"), event(500, "worker.failed"),
         event(501, "restart.decided"), event(801, "round.started"),
-        event(900, "node.lost", {{"reason", "heartbeat timeout"}, {"silent_ms", 3000}}),
+        event(900, "node.lost",
+              {{"reason", "heartbeat timeout"}, {"silent_ms", 3000}, {"member", true}}),
         event(901, "restart.decided"), event(1900, "round.started"), event(2000, "run.completed")})
     metrics.on_event(e);
   MetricsSnapshot now;
@@ -106,4 +107,20 @@ TEST_CASE("a run whose nodes all went counts as ended, abandoned", "[unit][rende
   std::string text = metrics.render(MetricsSnapshot{});
   CHECK(has_line(text, "cohort_runs_ended_total{outcome=\"abandoned\"} 1"));
   CHECK(has_line(text, "cohort_runs_ended_total{outcome=\"completed\"} 0"));
+}
+
+TEST_CASE("the loss of a pending node or a spare times no recovery",
+          "[unit][rendezvous][metrics]") {
+  DaemonMetrics metrics;
+  json lost{{"reason", "connection closed (eof)"}, {"silent_ms", 1}};
+  for (const json& e :
+       {event(0, "run.created"), event(5, "node.lost", lost), event(3300, "round.started"),
+        event(5000, "node.lost", lost), event(9000, "worker.failed"),
+        event(9001, "restart.decided", {{"reason", "worker failed"}}),
+        event(9101, "round.started")})
+    metrics.on_event(e);
+  std::string text = metrics.render(MetricsSnapshot{});
+  CHECK(has_line(text, "cohort_nodes_lost_total{reason=\"connection_closed\"} 2"));
+  CHECK(has_line(text, "cohort_recover_seconds_count 1"));
+  CHECK(has_line(text, "cohort_recover_seconds_sum 0.1"));  // from the restart decided
 }
