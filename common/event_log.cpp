@@ -42,6 +42,11 @@ bool write_all(int fd, const std::string& line) {
 
 }  // namespace
 
+bool is_envelope_key(std::string_view key) {
+  return key == "time" || key == "t_ms" || key == "source" || key == "seq" || key == "run" ||
+         key == "event";
+}
+
 std::string format_event_line(const Event& event, std::string_view source, uint64_t seq,
                               int64_t t_ms) {
   std::string line =
@@ -52,6 +57,7 @@ std::string format_event_line(const Event& event, std::string_view source, uint6
       ",\"event\":" + nlohmann::json(event.name).dump();
   if (event.fields.is_object()) {
     for (const auto& [key, value] : event.fields.items()) {
+      if (is_envelope_key(key)) continue;  // a second "seq" would hide the line's own from readers
       line += ',' + nlohmann::json(key).dump() + ':' +
               value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }

@@ -20,8 +20,12 @@ struct Event {
   nlohmann::json fields = nlohmann::json::object();
 };
 
+/// One of the keys every line starts with (time, t_ms, source, seq, run, event).
+bool is_envelope_key(std::string_view key);
+
 /// The event as one line: time, t_ms, source, seq, run and event first, then its fields (in
-/// their keys' order); ends in '\n'. Strings are JSON-escaped, so no field can break the line.
+/// their keys' order; a field under an envelope key is left out, so that no key comes twice);
+/// ends in '\n'. Strings are JSON-escaped, so no field can break the line.
 std::string format_event_line(const Event& event, std::string_view source, uint64_t seq,
                               int64_t t_ms);
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/event_log.hpp"
 #include "common/text.hpp"
 
 namespace cohort::observe {
@@ -51,16 +52,11 @@ std::string value_text(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-bool is_envelope(const std::string& key) {
-  return key == "time" || key == "t_ms" || key == "source" || key == "seq" || key == "run" ||
-         key == "event";
-}
-
 // key=value for every field but the envelope and those already said.
 std::string other_fields(const nlohmann::json& event, std::initializer_list<const char*> said) {
   std::string text;
   for (const auto& [key, value] : event.items()) {
-    if (is_envelope(key) || std::find(said.begin(), said.end(), key) != said.end()) continue;
+    if (is_envelope_key(key) || std::find(said.begin(), said.end(), key) != said.end()) continue;
     text += (text.empty() ? "" : "  ") + key + "=" + value_text(value);
   }
   return text;

@@ -55,7 +55,7 @@ nlohmann::json hang_attributed_fields(int round, const HangVerdict& verdict) {
   fields["classification"] = divergence_name(group.divergence);
   fields["pg"] = group.pg;
   fields["pg_desc"] = group.pg_desc;
-  fields["seq"] = group.seq;
+  fields["collective_seq"] = group.seq;  // "seq" is the line's own
   fields["op"] = group.op;
   fields["ranks"] = group.ranks;
   fields["culprit_ranks"] = rank_ranges_text(group.culprits);

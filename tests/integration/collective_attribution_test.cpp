@@ -93,7 +93,7 @@ TEST_CASE("a rank that never enqueued the collective is named on both nodes and 
   CHECK(contains(log, R"("classification":"missing")"));
   CHECK(contains(log, R"("culprit_ranks":"1")"));
   CHECK(contains(log, R"("waiting_ranks":"0,2-3")"));
-  CHECK(contains(log, R"("seq":120)"));
+  CHECK(contains(log, R"("collective_seq":120)"));
   CHECK(scratch.nothing_left());
 }
 

@@ -21,6 +21,23 @@ TEST_CASE("an event line has the fixed head, then its fields, and ends in a newl
         "\"seq\":17,\"run\":\"job42\",\"event\":\"round.started\",\"round\":3,\"world_size\":8}\n");
 }
 
+// hang.attributed wrote the collective's "seq" after the line's own: a reader saw only one.
+TEST_CASE("a field under an envelope key is left out so that no key comes twice",
+          "[unit][common][events]") {
+  Event event{"job42", "hang.attributed", {{"seq", 4120}, {"run", "other"}, {"op", "all_reduce"}}};
+  std::string line = format_event_line(event, "daemon", 17, 1795460832345);
+  CHECK(line ==
+        "{\"time\":\"2026-11-23T19:07:12.345Z\",\"t_ms\":1795460832345,\"source\":\"daemon\","
+        "\"seq\":17,\"run\":\"job42\",\"event\":\"hang.attributed\",\"op\":\"all_reduce\"}\n");
+  std::vector<nlohmann::json> parsed = parse_event_lines(line);
+  REQUIRE(parsed.size() == 1);
+  CHECK(parsed[0]["seq"] == 17);
+  CHECK(parsed[0]["run"] == "job42");
+  for (const char* key : {"time", "t_ms", "source", "seq", "run", "event"})
+    CHECK(is_envelope_key(key));
+  CHECK_FALSE(is_envelope_key("collective_seq"));
+}
+
 TEST_CASE("an event's text cannot break its line", "[unit][common][events]") {
   Event event{"r", "worker.failed", {{"summary", "line one\nline \"two\"\x01\xff"}}};
   std::string line = format_event_line(event, "agent", 1, 0);

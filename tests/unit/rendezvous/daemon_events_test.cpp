@@ -53,7 +53,7 @@ TEST_CASE("hang.attributed fields say the primary group's collective and at most
   json fields = rdzv::hang_attributed_fields(1, verdict);
   CHECK(fields["classification"] == "no_dumps");
   CHECK(fields["without_dump"] == "3-5,9");
-  CHECK_FALSE(fields.contains("seq"));
+  CHECK_FALSE(fields.contains("collective_seq"));
   verdict.had_dumps = true;
   CHECK(rdzv::hang_attributed_fields(1, verdict)["classification"] == "none");
 
@@ -75,7 +75,8 @@ TEST_CASE("hang.attributed fields say the primary group's collective and at most
   fields = rdzv::hang_attributed_fields(1, verdict);
   CHECK(fields["round"] == 1);
   CHECK(fields["pg_desc"] == "default_pg");
-  CHECK(fields["seq"] == 4120);
+  CHECK(fields["collective_seq"] == 4120);
+  CHECK_FALSE(fields.contains("seq"));  // the envelope's key: the line's own number
   CHECK(fields["op"] == "all_reduce");
   CHECK(fields["ranks"] == 32);
   CHECK(fields["culprit_ranks"] == "7");
