@@ -8,6 +8,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cctype>
 
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -29,10 +30,10 @@ HttpResponse plain(int status, std::string body) {
 }  // namespace
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
-  const std::string prefix = "Bearer ";
-  if (authorization.size() != prefix.size() + token.size() ||
-      authorization.compare(0, prefix.size(), prefix) != 0) {
-    return false;
+  const std::string prefix = "bearer ";  // the scheme in any case (RFC 7235), then the token
+  if (authorization.size() != prefix.size() + token.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != prefix[i]) return false;
   }
   unsigned char differ = 0;
   for (size_t i = 0; i < token.size(); ++i)

@@ -74,7 +74,8 @@ class HttpServer {
   GateKeeper gate_keeper_;
 };
 
-/// Whether `authorization` (the header's value) is "Bearer TOKEN", compared in constant time.
+/// Whether `authorization` (the header's value) is "Bearer TOKEN", the scheme in any case (RFC
+/// 7235: "bearer", "BEARER"), the token compared exactly and in constant time.
 bool bearer_matches(const std::string& authorization, const std::string& token);
 
 }  // namespace cohort::observe
