@@ -1,5 +1,6 @@
 // cohort's own diagnostics on stderr ("cohort: ..." lines), with a level set once at start from
-// --verbose/--quiet or LOGLEVEL, control characters escaped (escape_for_terminal), written
+// --verbose/--quiet or LOGLEVEL, control characters escaped (escape_for_terminal; line breaks stay,
+// so a caller puts a peer's text, such as a node id, through one_line), written
 // through the console queue (common/console.hpp). spdlog stays inside log.cpp so that headers
 // stay light.
 // init() is called once from main; the write functions are safe from any thread.

@@ -137,6 +137,19 @@ std::string cut_middle(std::string_view text, size_t max_bytes) {
   return cat(text.substr(0, head), mark, text.substr(text.size() - (kept - head)));
 }
 
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      out += c == '\n' ? "\\n" : "\\r";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string escape_for_terminal(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;

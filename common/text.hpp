@@ -50,6 +50,10 @@ std::string substitute(std::string text, std::string_view name, std::string_view
 /// (U+200E/F, U+202A..U+202E, U+2066..U+2069, shown as "\u202e"). Other valid UTF-8 and
 /// backslashes are kept as they are.
 std::string escape_for_terminal(std::string_view text);
+/// Text from elsewhere (an agent's node id or reason, a client's key) on one line: every \n and \r
+/// as a visible "\\n" and "\\r", so that it cannot forge lines of its own in a log that
+/// escape_for_terminal then makes safe; everything else as it is.
+std::string one_line(std::string_view text);
 /// `text` cut to at most `max_bytes` by dropping its middle, marked "[... N bytes cut ...]": the
 /// first quarter and the end stay (a failure summary's root cause is at its end).
 std::string cut_middle(std::string_view text, size_t max_bytes);

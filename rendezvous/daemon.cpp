@@ -7,6 +7,7 @@
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
+#include "common/text.hpp"
 #include "observe/event_text.hpp"
 #include "proto/auth.hpp"
 #include "rendezvous/daemon_events.hpp"
@@ -326,7 +327,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   std::optional<std::string> key = proven_key(session, hello);
   if (!key) {
     log::warn("rendezvous: ", session.remote_address(), " failed to authenticate for run ",
-              hello.run_id);
+              one_line(hello.run_id));
     return session.close_after(proto::Error{hello.proof.empty() ? kTokenNeeded : kWrongToken},
                                "authentication failed");
   }
@@ -346,7 +347,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
     return session.close_after(*cancelled_, "the runs were cancelled");
   }
   if (auto ending = ended_.late_join(hello.run_id, agent_started(hello)); !ending.empty()) {
-    log::info("rendezvous: node ", hello.address, " of run ", hello.run_id,
+    log::info("rendezvous: node ", one_line(hello.address), " of run ", hello.run_id,
               " was started before the run ended and joined only after it: told how it ended");
     session.send(welcome);
     for (size_t i = 0; i + 1 < ending.size(); ++i) session.send(ending[i]);
@@ -359,7 +360,7 @@ void RendezvousDaemon::on_hello(ControlSession& session, const proto::Hello& hel
   if (created) {
     run.state = std::make_unique<rdzv::RunState>(hello.run_id, config, now());
     run.state->set_straggler_window(straggler_window());
-    log::info("rendezvous: run ", hello.run_id, " opened by ", hello.address,
+    log::info("rendezvous: run ", hello.run_id, " opened by ", one_line(hello.address),
               " nnodes=", config.min_nodes, ":", config.max_nodes);
     history_.run_created(hello.run_id);
     record(hello.run_id, "run.created",
@@ -563,7 +564,7 @@ void RendezvousDaemon::on_stop_run(ControlSession& session, const proto::StopRun
   Run& run = found->second;
   std::string reason = request.reason.empty() ? "stopped by cohort stop" : request.reason;
   log::warn("rendezvous: run ", request.run_id, " stopped from ", session.peer,
-            request.by.empty() ? "" : " by " + request.by, ": ", reason);
+            request.by.empty() ? "" : " by " + one_line(request.by), ": ", one_line(reason));
   bool running = run.state->phase() == rdzv::RunState::Phase::Forming ||
                  run.state->phase() == rdzv::RunState::Phase::Running;
   int nodes = static_cast<int>(run.sessions.size());
@@ -602,7 +603,7 @@ void RendezvousDaemon::forget_session(ControlSession& session, const std::string
   run.rank0_ports.erase(session.node_id);
   bool parked = run.unhealthy.erase(session.node_id) > 0;
   if (run.state->has_node(session.node_id)) {
-    log::info("rendezvous: node ", session.node_id, " of run ", session.run_id,
+    log::info("rendezvous: node ", one_line(session.node_id), " of run ", session.run_id,
               " disconnected: ", reason);
     std::string loss = "connection closed (" + reason + ")";
     auto silent = std::chrono::duration_cast<rdzv::Ms>(
@@ -641,7 +642,7 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::StartRound& start) {
 }
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::RestartMembers& restart) {
-  log::info("rendezvous: run ", run.state->run_id(), " restarts: ", restart.reason);
+  log::info("rendezvous: run ", run.state->run_id(), " restarts: ", one_line(restart.reason));
   if (!restart.scale_up) run.last_failure = restart.reason;  // a scale-up is no failure
   const rdzv::RunConfig& config = run.state->config();
   nlohmann::json fields{{"round", run.state->round()},
@@ -656,7 +657,7 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::RestartMembers& restart) 
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::StopRun& stop_run) {
   log::info("rendezvous: run ", run.state->run_id(),
-            run.stopped_by.empty() ? " failed: " : " stopped: ", stop_run.reason);
+            run.stopped_by.empty() ? " failed: " : " stopped: ", one_line(stop_run.reason));
   run.last_failure = stop_run.reason;
   if (run.stopped_by.empty()) {
     record(run.state->run_id(), "run.failed",
@@ -691,12 +692,12 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::DropNode& dropped) {
 }
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::Announce& announce) {
-  log::warn("rendezvous: run ", run.state->run_id(), ": ", announce.text);
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", one_line(announce.text));
   record(run.state->run_id(), "straggler", {{"node", announce.node_id}, {"text", announce.text}});
 }
 
 void RendezvousDaemon::carry_out(Run& run, const rdzv::HostExcluded& excluded) {
-  log::warn("rendezvous: run ", run.state->run_id(), ": ", excluded.text);
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", one_line(excluded.text));
   record(run.state->run_id(), "host.excluded",
          {{"host", excluded.host},
           {"failures", excluded.failures},
@@ -800,7 +801,7 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
   configs_.erase(node_id);
   run.rank0_ports.erase(node_id);
   run.hosts.erase(node_id);  // its loss was recorded: no event names it any more
-  if (lost) log::warn("rendezvous: node ", node_id, " lost: ", reason);
+  if (lost) log::warn("rendezvous: node ", one_line(node_id), " lost: ", one_line(reason));
   session->close_after(proto::Error{reason, lost}, reason);
 }
 
@@ -850,7 +851,7 @@ void RendezvousDaemon::record_abandoned(const std::string& id, const Run& run) {
     fields["reason"] = "its nodes moved to " + moved->second;
     fields["moved_to"] = moved->second;
   }
-  log::info("rendezvous: run ", id, " abandoned: ", fields["reason"].get<std::string>());
+  log::info("rendezvous: run ", id, " abandoned: ", one_line(fields["reason"].get<std::string>()));
   record(id, "run.abandoned", std::move(fields));
 }
 
@@ -880,8 +881,8 @@ void RendezvousDaemon::park_unhealthy(Run& run, const std::string& node_id,
                                       const std::string& reason) {
   std::string& known = run.unhealthy[node_id];
   if (known != reason) {
-    log::warn("rendezvous: node ", node_id, " of run ", run.state->run_id(),
-              " is unhealthy: ", reason);
+    log::warn("rendezvous: node ", one_line(node_id), " of run ", run.state->run_id(),
+              " is unhealthy: ", one_line(reason));
     record(run.state->run_id(), "node.unhealthy", {{"node", node_id}, {"reason", reason}});
   }
   known = reason;
@@ -952,7 +953,7 @@ void RendezvousDaemon::finish_dumps(Run& run) {
   rdzv::HangVerdict verdict = run.dumps.finish();
   record(run.state->run_id(), "hang.attributed",
          rdzv::hang_attributed_fields(round.value_or(-1), verdict));
-  log::warn("rendezvous: run ", run.state->run_id(), ": ", verdict.text);
+  log::warn("rendezvous: run ", run.state->run_id(), ": ", one_line(verdict.text));
   if (auto held = run.dumps.take_held()) {
     apply(run, run.state->worker_failed(held->first, held->second, now(), &verdict));
   }

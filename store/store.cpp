@@ -12,17 +12,7 @@ namespace {
 
 // A client's key as a refusal (and so the daemon's log) shows it: short, and on one line, so that
 // a key cannot forge log lines of its own.
-std::string shown_key(std::string_view key) {
-  std::string shown;
-  for (char c : cut_middle(key, 200)) {
-    if (c == '\n' || c == '\r') {
-      shown += c == '\n' ? "\\n" : "\\r";
-    } else {
-      shown += c;
-    }
-  }
-  return shown;
-}
+std::string shown_key(std::string_view key) { return one_line(cut_middle(key, 200)); }
 
 // The shape the decoder gives each op; a hand-built request of another shape is refused.
 bool well_formed(const StoreRequest& request) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "proto/control_frame.hpp"
+#include "proto/control_messages.hpp"
 #include "tests/integration/multinode_support.hpp"
 #include "tests/integration/siege_support.hpp"
 
@@ -363,4 +364,34 @@ TEST_CASE(
   CHECK(contains(daemon.err(), "rendezvous: accepting connections again;"));
   daemon.signal(SIGTERM);
   CHECK(daemon.wait(10s));
+}
+
+// A line break in a node's id or reason split the daemon's log line, so the rest of it read as a
+// line of the daemon's own (other control bytes were already escaped).
+TEST_CASE("a node id and a reason with line breaks stay on their line of cohortd's log",
+          "[integration][security]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd_log";
+  ChildProcess daemon({kCohortdBin, "--port", "0", "--port-file", scratch.file("port")}, options);
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("port")); }, 10s));
+  int port = std::atoi(read_file(scratch.file("port")).c_str());
+  cohort::proto::Hello hello;
+  hello.run_id = "job";
+  hello.node_id = "n1\ncohortd: forged by the node id\r";
+  hello.address = "127.0.0.1";
+  hello.config = {2, 2, 0, 100, 5000, 5000};
+  hello.unhealthy = "sick\r\ncohortd: forged by the reason";
+  boost::asio::io_context io;
+  ip::tcp::socket socket(io);
+  socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)));
+  std::string frame = cohort::proto::encode_frame(cohort::proto::encode_message(hello));
+  boost::asio::write(socket, boost::asio::buffer(frame));
+  REQUIRE(wait_until([&] { return contains(daemon.err(), "is unhealthy"); }, 10s));
+  std::string err = daemon.err();
+  INFO(err);
+  for (const auto& line : split_lines(err)) CHECK_FALSE(contains(line.substr(0, 20), "forged"));
+  CHECK(contains(err,
+                 "node n1\\ncohortd: forged by the node id\\r of run job is unhealthy: "
+                 "sick\\r\\ncohortd: forged by the reason"));
 }

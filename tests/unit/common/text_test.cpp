@@ -127,3 +127,9 @@ TEST_CASE("split_words splits on runs of any whitespace", "[unit][common]") {
   CHECK(split_words(" \t\n").empty());
   CHECK(split_words("").empty());
 }
+
+TEST_CASE("one_line shows line breaks as \\n and \\r and keeps the rest", "[unit][common]") {
+  CHECK(one_line("node\ncohortd: forged\r\n") == "node\\ncohortd: forged\\r\\n");
+  CHECK(one_line("plain \x1b[2J\t text") == "plain \x1b[2J\t text");  // the log escapes those
+  CHECK(one_line("") == "");
+}
