@@ -188,12 +188,15 @@ TEST_CASE("with a token, an answer that does not prove it is refused", "[compone
     StatusFetch fetched = fetch_status({peer.endpoint(), "", token});
     CHECK_FALSE(fetched.reply);
     CHECK(fetched.exit_code == kExitRendezvous);
-    CHECK(fetched.problem.find("does not prove that the endpoint holds the token") !=
-          std::string::npos);
+    CHECK(fetched.problem.find("the answer proves no token: the endpoint is a cohortd without "
+                               "one") != std::string::npos);
   }
   SECTION("status, a proof made with another token") {
     Announcer peer(made_up_status(std::string(64, 'a')));
-    CHECK_FALSE(fetch_status({peer.endpoint(), "", token}).reply);
+    StatusFetch fetched = fetch_status({peer.endpoint(), "", token});
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.problem.find("does not prove that the endpoint holds the token") !=
+          std::string::npos);
   }
   SECTION("status without a token: shown, as before") {
     Announcer peer(made_up_status(""));
