@@ -80,7 +80,8 @@ Allocation slurm_allocation(const std::string& variable, const std::string& node
     return allocation;
   }
   std::vector<int> tasks(names->size(), 1);
-  if (const std::string* text = find(env, "SLURM_TASKS_PER_NODE")) {
+  const std::string* text = find(env, "SLURM_TASKS_PER_NODE");
+  if (text) {
     auto counted = slurm_tasks(*text, names->size());
     if (!counted) {
       allocation.selection.problems.push_back(
@@ -92,7 +93,7 @@ Allocation slurm_allocation(const std::string& variable, const std::string& node
   }
   Counted counted;
   for (size_t i = 0; i < names->size(); ++i) counted.emplace_back((*names)[i], tasks[i]);
-  allocation.selection = counted_hosts(counted, variable);
+  allocation.selection = counted_hosts(counted, variable, text ? "SLURM_TASKS_PER_NODE" : "");
   return allocation;
 }
 

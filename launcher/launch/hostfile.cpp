@@ -200,15 +200,15 @@ HostSelection parse_host_list(const std::string& text) {
 }
 
 HostSelection counted_hosts(const std::vector<std::pair<std::string, int>>& hosts,
-                            const std::string& origin) {
+                            const std::string& origin, const std::string& slots_origin) {
   HostSelection selection;
   std::map<std::string, size_t> seen;
   for (const auto& [name, slots] : hosts) {
     if (!valid_host_name(name)) {
       selection.problems.push_back(cat(origin, ": '", name, "' is not a host name"));
     } else if (slots < 1 || slots > kMaxSlots) {
-      selection.problems.push_back(
-          cat(origin, ": ", name, " has ", slots, " slots; 1-", kMaxSlots, " are allowed"));
+      selection.problems.push_back(cat(slots_origin.empty() ? origin : slots_origin, ": ", name,
+                                       " has ", slots, " slots; 1-", kMaxSlots, " are allowed"));
     } else if (!add_host(selection, seen, HostSlots{name, slots, true})) {
       selection.problems.push_back(cat(origin, ": host '", name, "' is listed twice"));
     }

@@ -34,9 +34,10 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
 HostSelection parse_host_list(const std::string& text);
 
 /// Hosts and their slot counts from a scheduler's allocation, in order, each name checked as a
-/// hostfile's is; `origin` names the source in problems.
+/// hostfile's is; `origin` names the source in problems, `slots_origin` (when not empty) the
+/// source of the slot counts where another variable gave them (Slurm's SLURM_TASKS_PER_NODE).
 HostSelection counted_hosts(const std::vector<std::pair<std::string, int>>& hosts,
-                            const std::string& origin);
+                            const std::string& origin, const std::string& slots_origin = "");
 
 /// Applies --include (keep only these hosts/slots) or --exclude (drop these hosts/slots), in
 /// DeepSpeed's form "host[:slot,slot]@host2". Unknown hosts, slots out of range and a host left

@@ -62,6 +62,21 @@ TEST_CASE("allocation: Slurm task counts that do not fit the node list are refus
   }
 }
 
+TEST_CASE("allocation: too many slots from Slurm's task counts name SLURM_TASKS_PER_NODE",
+          "[unit][allocation]") {
+  auto allocation = find_allocation(
+      {{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "1,9000"}}, kNoFiles);
+  REQUIRE(allocation);
+  CHECK(allocation->selection.problems ==
+        std::vector<std::string>{"SLURM_TASKS_PER_NODE: n2 has 9000 slots; 1-4096 are allowed"});
+  // A bad name is still the node list's.
+  auto named = find_allocation({{"SLURM_JOB_NODELIST", "n1,-x"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}},
+                               kNoFiles);
+  REQUIRE(named);
+  CHECK(named->selection.problems ==
+        std::vector<std::string>{"SLURM_JOB_NODELIST: '-x' is not a host name"});
+}
+
 TEST_CASE("allocation: a malformed Slurm node list is named", "[unit][allocation]") {
   auto allocation = find_allocation({{"SLURM_JOB_NODELIST", "n[1-"}}, kNoFiles);
   REQUIRE(allocation);
