@@ -34,7 +34,9 @@ SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, cons
     applied.variables[flag] = value->variable;
     return true;
   };
-  take("--nnodes", slurm->nnodes, options.nnodes);
+  // --standalone under an srun of several nodes: an independent one-node run on each, as
+  // torchrun's, so neither the step's node count nor the node's rank in it applies.
+  if (!options.standalone) take("--nnodes", slurm->nnodes, options.nnodes);
   take("--nproc-per-node", slurm->nproc_per_node, options.nproc_per_node);
   bool endpoint_taken = false;
   if (!options.standalone && !given("--rdzv-id"))
@@ -52,7 +54,7 @@ SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, cons
     taken.push_back("--rdzv-backend c10d (a Slurm step)");
   }
   std::string node_rank;
-  if (take("--node-rank", slurm->node_rank, node_rank)) {
+  if (!options.standalone && take("--node-rank", slurm->node_rank, node_rank)) {
     std::optional<int64_t> rank = parse_int(node_rank);
     if (!rank || *rank < INT_MIN || *rank > INT_MAX) {
       applied.problems.push_back(

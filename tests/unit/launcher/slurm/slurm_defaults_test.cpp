@@ -70,6 +70,21 @@ TEST_CASE("flag --standalone and --master-addr keep Slurm's endpoint and run id 
   CHECK(with_master.options.rdzv_id == "slurm-77.0");
 }
 
+// srun -N2 cohort run --standalone: an independent one-node run on each node, as torchrun's.
+TEST_CASE("flag --standalone in a step of several nodes takes neither the node count nor the rank",
+          "[unit][launcher][slurm]") {
+  Applied standalone = apply({"--standalone", "t.py"}, kStep);
+  CHECK(standalone.problems.empty());
+  CHECK(standalone.options.nnodes == "1:1");
+  CHECK(standalone.options.node_rank == 0);
+  CHECK_FALSE(standalone.options.node_rank_hint);
+  CHECK(standalone.options.nproc_per_node == "4");  // the node's own GPUs still
+  for (const std::string& line : standalone.taken) {
+    CHECK(line.rfind("--nnodes", 0) != 0);
+    CHECK(line.rfind("--node-rank", 0) != 0);
+  }
+}
+
 TEST_CASE("a Slurm node list that does not parse is a problem", "[unit][launcher][slurm]") {
   EnvMap env = kStep;
   env["SLURM_JOB_NODELIST"] = "node[1-";
