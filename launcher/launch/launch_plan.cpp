@@ -137,7 +137,8 @@ int64_t times_on(const CLI::Option& option) {
   return times;
 }
 
-// Every run flag the user gave, as given, but those the launch plans itself.
+// Every run flag the user gave, as given (the last value of one given twice), but those the
+// launch plans itself.
 std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
   std::vector<std::string> flags;
   for (const CLI::Option* option : app.get_options()) {
@@ -147,7 +148,7 @@ std::vector<std::string> forwarded_run_flags(const CLI::App& app) {
       for (int64_t i = 0; i < times_on(*option); ++i) flags.push_back(name);
       continue;
     }
-    for (const std::string& value : option->results()) {
+    for (const std::string& value : option->reduced_results()) {  // given twice: the last
       flags.push_back(name);
       flags.push_back(value);
     }

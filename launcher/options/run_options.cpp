@@ -20,11 +20,14 @@ std::string names_of(const std::string& dashed, const std::string& short_name) {
   return short_name.empty() ? names : short_name + "," + names;
 }
 
+// A flag with one value. Given twice, the last one wins, as with torchrun's argparse
+// (`--nproc-per-node=2 --nproc-per-node=1` runs one worker).
 template <typename T>
 CLI::Option* flag_option(CLI::App& app, const std::string& dashed, T& value,
                          const std::string& help, const std::string& short_name = "") {
   return app.add_option(names_of(dashed, short_name), value, help)
       ->envname(pet_name(dashed))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
 }
 

@@ -280,6 +280,18 @@ TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets ea
                     "-N, --npernode: --nproc-per-node by another name"));
 }
 
+TEST_CASE("launch plan: a run flag given twice is the last one, and only it is forwarded",
+          "[unit][launch_plan]") {
+  Planned planned =
+      plan({"-H", "a:2,b:2", "--role", "x", "--role", "y", "--max_restarts=1", "--max-restarts=0",
+            "--nproc-per-node", "2", "--nproc-per-node", "1", "x.py"});
+  const LaunchPlan& p = planned.plan;
+  REQUIRE(p.problems.empty());
+  CHECK(planned.options.run.role == "y");
+  CHECK(p.nproc_per_node == "1");
+  CHECK(p.run_flags == std::vector<std::string>{"--max-restarts", "0", "--role", "y"});
+}
+
 TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, others over ssh",
           "[unit][launch_plan]") {
   EnvVars job{{"SLURM_JOB_ID", "42"},

@@ -51,6 +51,44 @@ TEST_CASE("the script and its arguments are taken as given", "[unit][launcher]")
   CHECK(parsed.options.nnodes == "1:1");  // the script's --nnodes is not cohort's
 }
 
+TEST_CASE("a flag given twice takes its last value, as torchrun's argparse does",
+          "[unit][launcher]") {
+  Parsed parsed = parse({"--nproc_per_node=2", "--nproc_per_node=1", "--max_restarts=1",
+                         "--max-restarts=0", "--role", "a", "--role", "b", "t.py", "--role", "c"});
+  CHECK(parsed.command_error.empty());
+  CHECK(parsed.options.nproc_per_node == "1");
+  CHECK(parsed.options.max_restarts == 0);
+  CHECK(parsed.options.role == "b");
+  CHECK(parsed.options.command == std::vector<std::string>{"t.py", "--role", "c"});
+  RunOptions more = parse({"--rdzv-conf", "join_timeout=5", "--rdzv_conf", "join_timeout=7",
+                           "--shutdown-timeout", "3", "--shutdown-timeout", "4", "--tee", "3", "-t",
+                           "1", "--nnodes=1:2", "--nnodes", "1", "t.py"})
+                        .options;
+  CHECK(more.rdzv_conf == "join_timeout=7");
+  CHECK(more.shutdown_timeout == 4.0);
+  CHECK(more.tee == "1");
+  CHECK(more.nnodes == "1");
+  // A counted flag still counts.
+  CHECK(parse({"-v", "-v", "t.py"}).options.verbose == 2);
+  CHECK(parse({"--standalone", "--standalone", "t.py"}).options.standalone);
+}
+
+TEST_CASE("every flag of cohort run that takes a value takes the last one given",
+          "[unit][launcher]") {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  int checked = 0;
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->get_expected_min() == 0 || option->get_lnames().empty()) continue;  // on/off
+    INFO(option->get_name());
+    CHECK(option->get_expected_max() == 1);
+    CHECK(option->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeLast);
+    ++checked;
+  }
+  CHECK(checked > 30);
+}
+
 TEST_CASE("PET_ variables give defaults that flags override", "[unit][launcher]") {
   test::EnvGuard env;
   env.set("PET_NPROC_PER_NODE", "5");
