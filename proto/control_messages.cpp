@@ -606,22 +606,32 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// An answer's digest (answer_digest) from its parsed text: the text as its daemon wrote it,
-// since dump() writes keys sorted, and a parsed text is written back as it was.
-void note_answer_digest(ControlMessage& message, const json& in) {
+// The digest (answer_digest) of `in`, a message's JSON object: without its "proof", written as
+// the daemon writes it (dump() sorts the keys, and a parsed text is written back as it was).
+std::string digest_without_proof(json& in) {
+  in.erase("proof");
+  return sha256_hex(dump(in));
+}
+
+// An answer's digest, from the text that came (its proof already decoded, so taken out of `in`).
+void note_answer_digest(ControlMessage& message, json& in) {
   std::visit(
       [&](auto& typed) {
-        if constexpr (requires { typed.digest; }) {
-          json covered = in;
-          covered.erase("proof");
-          typed.digest = sha256_hex(dump(covered));
-        }
+        if constexpr (requires { typed.digest; }) typed.digest = digest_without_proof(in);
       },
       message);
 }
 
-// A parsed object with its "type": the message, or nullopt with `error` set.
-std::optional<ControlMessage> decode_object(const json& in, std::string& error) {
+json to_json_object(const ControlMessage& message) {
+  json out;
+  std::visit([&](const auto& typed) { out = typed; }, message);
+  out["type"] = message_type(message);
+  return out;
+}
+
+// A parsed object with its "type": the message, or nullopt with `error` set. An answer's
+// "proof" is taken out of `in` (note_answer_digest).
+std::optional<ControlMessage> decode_object(json& in, std::string& error) {
   auto type = in.find("type");
   if (type == in.end() || !type->is_string()) {
     error = "frame has no \"type\"";
@@ -656,19 +666,11 @@ std::optional<ControlMessage> decode_object(const json& in, std::string& error) 
 const char* message_type(const ControlMessage& message) { return kTypeNames[message.index()]; }
 
 std::string answer_digest(const ControlMessage& answer) {
-  json covered;
-  std::visit([&](const auto& typed) { covered = typed; }, answer);
-  covered["type"] = message_type(answer);
-  covered.erase("proof");
-  return sha256_hex(dump(covered));
+  json covered = to_json_object(answer);
+  return digest_without_proof(covered);
 }
 
-std::string encode_message(const ControlMessage& message) {
-  json out;
-  std::visit([&](const auto& typed) { out = typed; }, message);
-  out["type"] = message_type(message);
-  return dump(out);
-}
+std::string encode_message(const ControlMessage& message) { return dump(to_json_object(message)); }
 
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
   json in = parse_untrusted_json(payload);
