@@ -35,8 +35,10 @@ std::string random_suffix() {
 }
 
 agent::Settings machine_settings(const AgentConfig& config) {
-  return {config.entrypoint_name,  config.host_name,        config.env.run_id, config.under_launch,
-          config.shutdown_timeout, config.absorbed_signals, config.crash_loop};
+  return {config.entrypoint_name,  config.host_name,
+          config.env.run_id,       config.under_launch,
+          config.shutdown_timeout, config.absorbed_signals,
+          config.crash_loop,       config.rendezvous.refused_token_hint};
 }
 
 std::string temp_directory() {

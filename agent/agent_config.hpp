@@ -43,6 +43,10 @@ struct RendezvousSettings {
   std::chrono::milliseconds heartbeat_interval{1000};
   bool rank0_store = false;  ///< --worker-store=rank0: worker rank 0 binds MASTER_PORT
   std::string token;         ///< the run's shared secret; empty: none
+  /// Added to the rendezvous's refusal of the token when the endpoint is one cohort chose (in a
+  /// Slurm step, a port derived from the job and step ids, which another job or step on that
+  /// node may hold): the likely cause and the way out. Empty: the user gave the endpoint.
+  std::string refused_token_hint;
 };
 
 struct AgentConfig {

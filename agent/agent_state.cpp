@@ -106,9 +106,11 @@ Actions AgentState::complete() {
 Actions AgentState::error(const proto::Error& error) {
   if (end_decided()) return {};
   if (!error.rejoin) {
+    std::string hint =
+        error.message.rfind("authentication failed", 0) == 0 ? settings_.refused_token_hint : "";
     return concat(
         {Disconnect{}},
-        end(kExitRendezvous, {Say{Level::Error, "rendezvous: " + error.message}}, SIGTERM));
+        end(kExitRendezvous, {Say{Level::Error, "rendezvous: " + error.message + hint}}, SIGTERM));
   }
   return concat({Say{Level::Warn, cat("the rendezvous dropped this node (", error.message,
                                       "): rejoining as a new node")},

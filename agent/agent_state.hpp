@@ -34,6 +34,9 @@ struct Settings {
   Ms shutdown_timeout{30000};
   std::vector<int> absorbed_signals;  ///< caught, not forwarded (Slurm signals the workers)
   CrashLoopSettings crash_loop;       ///< failures not worth a restart
+  /// Added to the rendezvous's refusal of this node's token when cohort chose the endpoint
+  /// (RendezvousSettings::refused_token_hint); empty: the refusal as it is.
+  std::string refused_token_hint;
 };
 
 // Actions: what the machine decided; the Agent turns them into sockets, processes and output.

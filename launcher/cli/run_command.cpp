@@ -231,6 +231,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
     for (const auto& line : from_env) std::cerr << "cohort run: " << line << "\n";
   }
   ValidatedRun validated = validate_run_options(options, machine);
+  validated.config.rendezvous.refused_token_hint = slurm.refused_token_hint;
   validated.problems.insert(validated.problems.end(), slurm.problems.begin(), slurm.problems.end());
   if (!validated.problems.empty()) {
     for (const auto& problem : validated.problems) {

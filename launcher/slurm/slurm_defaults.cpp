@@ -18,6 +18,14 @@ bool elastic(const std::string& nnodes) {
   return min && max && *min < *max;
 }
 
+// The rendezvous at the port derived from the job and step refused this node's token: the likely
+// cause is another job's rendezvous (another token) on that node and port.
+std::string refused_token_hint(const std::string& endpoint) {
+  return cat(" (", endpoint,
+             " is the endpoint cohort derived from the Slurm job and step: another job or step "
+             "likely holds that port; give this step its own with --rdzv-endpoint HOST:PORT)");
+}
+
 }  // namespace
 
 SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, const EnvMap& env) {
@@ -49,6 +57,7 @@ SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, cons
   if (endpoint_taken && elastic(options.nnodes)) {
     take("--rdzv-fallback", slurm->rdzv_fallback, options.rdzv_fallback);
   }
+  if (endpoint_taken) applied.refused_token_hint = refused_token_hint(options.rdzv_endpoint);
   if (endpoint_taken && !given("--rdzv-backend")) {
     options.rdzv_backend = "c10d";
     taken.push_back("--rdzv-backend c10d (a Slurm step)");

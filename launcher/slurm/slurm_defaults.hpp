@@ -18,6 +18,9 @@ struct SlurmApplied {
   std::vector<std::string> taken;     ///< a line per value taken: "--nnodes 4 from SLURM_...=4"
   std::vector<std::string> problems;  ///< a node list that does not parse, a node id not a number
   std::map<std::string, std::string> variables;  ///< each flag taken -> the variables it came from
+  /// With the endpoint taken from Slurm: what a refusal of the token there adds (another job or
+  /// step may hold the derived port), for RendezvousSettings::refused_token_hint.
+  std::string refused_token_hint;
 };
 
 /// Fills from SLURM_* in `env` what `app` did not get: node count, run id, rendezvous endpoint

@@ -29,9 +29,27 @@ std::optional<SlurmValue> fallback_hosts(const std::string& list, int port,
   return sourced(cat((*hosts)[1], ":", port, ",", (*hosts)[2], ":", port), from);
 }
 
+// splitmix64's finalizer: job ids that differ in any bit (1042, 2042, 1043) land far apart.
+uint64_t mixed(uint64_t value) {
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
+}
+
+// A step id as a number: Slurm's are; any other text is hashed (FNV-1a), never refused.
+uint64_t step_number(const std::string& text) {
+  if (auto number = parse_int(text); number && *number >= 0) return static_cast<uint64_t>(*number);
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
+  return hash;
+}
+
 }  // namespace
 
-int slurm_rendezvous_port(long job_id) { return 29400 + static_cast<int>(job_id % 1000); }
+int slurm_rendezvous_port(uint64_t job_id, uint64_t step_id) {
+  constexpr uint64_t kPorts = kSlurmLastPort - kSlurmFirstPort + 1;
+  return kSlurmFirstPort + static_cast<int>((mixed(job_id) % kPorts + step_id % kPorts) % kPorts);
+}
 
 std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env) {
   auto job = first_of(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
@@ -52,7 +70,8 @@ std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::str
       defaults.problems.push_back(
           cat(list->first, "='", list->second, "' is not a Slurm hostlist cohort can read"));
     } else {
-      int port = slurm_rendezvous_port(static_cast<long>(*job_number));
+      int port =
+          slurm_rendezvous_port(static_cast<uint64_t>(*job_number), step_number(step->second));
       defaults.rdzv_endpoint = sourced(cat(*host, ":", port), *list);
       defaults.rdzv_fallback = fallback_hosts(list->second, port, *list);
     }

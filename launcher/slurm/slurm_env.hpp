@@ -1,9 +1,10 @@
 // Inside a Slurm step (srun), what `cohort run` can take from SLURM_* instead of flags: the node
-// count, a run id, the rendezvous host (first host of the step's node list) and a per-job port,
+// count, a run id, the rendezvous host (first host of the step's node list) and a per-step port,
 // the node-rank hint, and the worker count. Each value says where it came from, for --verbose.
 // Pure; main thread at start.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,8 +33,15 @@ struct SlurmDefaults {
 /// nullopt outside a Slurm step (no SLURM_JOB_ID and SLURM_STEP_ID).
 std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env);
 
-/// The rendezvous port a job uses on its first node: the same on every node of the job, and
-/// different for jobs that share a node (29400 + job id mod 1000).
-int slurm_rendezvous_port(long job_id);
+/// The first and last rendezvous ports a Slurm step may get: below Linux's ephemeral ports
+/// (32768 on), where the kernel picks the ports of outgoing connections.
+constexpr int kSlurmFirstPort = 29400;
+constexpr int kSlurmLastPort = 32399;
+
+/// The rendezvous port a step uses on its first node: the same on every node of the step, from
+/// kSlurmFirstPort to kSlurmLastPort. The job id is hashed and the step id added, so the steps of
+/// one job (up to 3000 at once) never share a port, and two jobs sharing a node do so by chance
+/// only (1 in 3000 for a pair, where ids 1000 apart always did).
+int slurm_rendezvous_port(uint64_t job_id, uint64_t step_id);
 
 }  // namespace cohort

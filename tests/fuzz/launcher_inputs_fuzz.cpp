@@ -91,7 +91,7 @@ void slurm(const std::string& text) {
   if (!defaults || !defaults->rdzv_endpoint) return;
   const std::string& endpoint = defaults->rdzv_endpoint->value;
   auto port = cohort::parse_int(endpoint.substr(endpoint.rfind(':') + 1));
-  require(port && *port > 29400 - 1000 && *port < 29400 + 1000);
+  require(port && *port >= cohort::kSlurmFirstPort && *port <= cohort::kSlurmLastPort);
 }
 
 // A batch job's environment, whose node files (PBS_NODEFILE, LSB_DJOB_HOSTFILE) hold the same

@@ -2,12 +2,18 @@
 // Slurm's own hostlist code as the reference for cohort's, the job scripts of scripts/slurm/
 // training examples/python/train_ddp.py, signals from scancel reaching the workers, a node lost
 // from an elastic job, and a preempted job that resumes from its checkpoint after a requeue.
-// Needs root (network namespace, bind mount) and Slurm: without them each test fails, saying so.
+// Needs root (network namespace, bind mount) and Slurm: without them each test fails, saying so;
+// but for the steps run with a Slurm step's variables only (a derived port another job holds).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <csignal>
 #include <regex>
 #include <thread>
 
 #include "launcher/slurm/hostlist.hpp"
+#include "launcher/slurm/slurm_env.hpp"
 #include "tests/integration/slurm_support.hpp"
 
 using namespace cohort::test;
@@ -125,6 +131,60 @@ TEST_CASE("Slurm's scontrol expands and compresses hostlists as cohort does",
     CHECK(ours + "\n" == scontrol("hostlist", joined));
     CHECK(split_lines(scontrol("hostnames", ours)) == hosts);  // Slurm reads ours back
   }
+}
+
+namespace {
+
+/// True when nothing listens on 127.0.0.1:`port` (this network namespace).
+bool loopback_port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return free;
+}
+
+/// The environment of a one-node step of job `job` on this machine (no Slurm needed).
+std::map<std::string, std::string> one_node_step(uint64_t job, const Scratch& scratch) {
+  return {{"SLURM_JOB_ID", std::to_string(job)},
+          {"SLURM_STEP_ID", "0"},
+          {"SLURM_STEP_NUM_NODES", "1"},
+          {"SLURM_STEP_NODELIST", "localhost"},
+          {"SLURM_NODEID", "0"},
+          {"SLURM_GPUS_ON_NODE", "1"},
+          {"HOME", scratch.path()}};  // the job tokens' secret, ~/.cohort/secret
+}
+
+}  // namespace
+
+// Two jobs sharing a node whose steps got one rendezvous port (job ids 1000 apart did, always):
+// the second's agent finds the port taken and the first's rendezvous refuses its job's token.
+TEST_CASE("a Slurm step refused at its derived port by another job's rendezvous says so",
+          "[integration][slurm]") {
+  Scratch scratch;
+  uint64_t first = 1042;
+  while (!loopback_port_free(cohort::slurm_rendezvous_port(first, 0))) ++first;
+  int port = cohort::slurm_rendezvous_port(first, 0);
+  uint64_t second = first + 1;
+  while (cohort::slurm_rendezvous_port(second, 0) != port) ++second;
+  auto running = scratch.start({"--no-python", kTestWorkerBin, "--ready-file", "ready", "--hang"},
+                               one_node_step(first, scratch));
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("ready")); }, 30s));
+  RunResult refused =
+      scratch.run({"--no-python", kTestWorkerBin}, one_node_step(second, scratch), 30s);
+  INFO(refused.err);
+  CHECK(refused.status.shell_code() == 3);
+  CHECK(contains(refused.err, "authentication failed"));
+  CHECK(contains(refused.err, "localhost:" + std::to_string(port) +
+                                  " is the endpoint cohort derived from the Slurm job and step: "
+                                  "another job or step likely holds that port; give this step "
+                                  "its own with --rdzv-endpoint HOST:PORT"));
+  running->signal(SIGTERM);
+  CHECK(running->wait(30s));
+  CHECK(scratch.nothing_left());
 }
 
 TEST_CASE("one-node.sbatch trains the PyTorch example with one worker per GPU",
@@ -344,7 +404,7 @@ ElasticJob run_elastic(Scratch& scratch, SlurmCluster& cluster, int nodes, bool 
   REQUIRE(training);
   // Every agent sees the nodes' addresses as local; the one that bound the port first hosts the
   // rendezvous.
-  int port = 29400 + std::stoi(run.job) % 1000;
+  int port = cohort::slurm_rendezvous_port(std::stoull(run.job), 0);  // the script's one srun step
   pid_t victim = 0;
   for (int k = 1; k <= nodes; ++k) {
     pid_t agent = cohort_agent(run.job, "node" + std::to_string(k));
@@ -406,7 +466,7 @@ TEST_CASE("elastic.sbatch: the node hosting the rendezvous dies and the others f
   REQUIRE(cluster.ready());
   ElasticJob run = run_elastic(scratch, cluster, 3, /*kill_host=*/true);
   INFO(run.output << cluster.job(run.job));
-  int port = 29400 + std::stoi(run.job) % 1000;
+  int port = cohort::slurm_rendezvous_port(std::stoull(run.job), 0);  // the script's one srun step
   CHECK(contains(run.output, "the rendezvous moves to node2:" + std::to_string(port)));
   check_finished_smaller(run, 6, 4);
   cluster.stop();

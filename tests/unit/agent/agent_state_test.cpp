@@ -507,6 +507,27 @@ TEST_CASE("agent: a refusal by the daemon ends the run with exit code 3", "[unit
   CHECK(exit_code(gone) == kExitRendezvous);
 }
 
+// In a Slurm step the endpoint's port is derived from the job and step: a rendezvous there that
+// refuses the token is most likely another job's, which the refusal alone did not say.
+TEST_CASE("agent: a refused token at an endpoint cohort chose says why and what to give",
+          "[unit][agent]") {
+  Settings hinted = settings(false);
+  hinted.refused_token_hint = " (n1:31239 is the endpoint cohort derived ...)";
+  AgentState state(hinted);
+  state.start();
+  std::string denied = "authentication failed: the proof does not match this rendezvous's token";
+  Actions refused = state.error(proto::Error{denied, false});
+  CHECK(exit_code(refused) == kExitRendezvous);
+  CHECK(said(refused) ==
+        std::vector<std::string>{"rendezvous: " + denied +
+                                 " (n1:31239 is the endpoint cohort derived ...)"});
+  // Other refusals are not about the port.
+  AgentState other(hinted);
+  other.start();
+  CHECK(said(other.error(proto::Error{"run 'x' has already finished", false})) ==
+        std::vector<std::string>{"rendezvous: run 'x' has already finished"});
+}
+
 TEST_CASE("agent: the end of stdin under cohort launch stops like SIGHUP", "[unit][agent]") {
   Fixture f(true);
   f.run_round();

@@ -42,7 +42,7 @@ TEST_CASE("inside a Slurm step, SLURM_* fills what the flags left unset",
   CHECK(options.nnodes == "1:2");  // the command line wins
   CHECK(options.nproc_per_node == "4");
   CHECK(options.rdzv_id == "slurm-77.0");
-  CHECK(options.rdzv_endpoint == "node1:29477");
+  CHECK(options.rdzv_endpoint == "node1:29920");
   CHECK(options.rdzv_backend == "c10d");
   CHECK(options.node_rank == 1);
   CHECK(options.node_rank_hint);
@@ -85,6 +85,15 @@ TEST_CASE("flag --standalone in a step of several nodes takes neither the node c
   }
 }
 
+TEST_CASE("a refused token at Slurm's endpoint names another job or step and --rdzv-endpoint",
+          "[unit][launcher][slurm]") {
+  CHECK(apply({"t.py"}, kStep).slurm.refused_token_hint ==
+        " (node1:29920 is the endpoint cohort derived from the Slurm job and step: another job "
+        "or step likely holds that port; give this step its own with --rdzv-endpoint HOST:PORT)");
+  CHECK(apply({"--rdzv-endpoint", "h:1", "t.py"}, kStep).slurm.refused_token_hint.empty());
+  CHECK(apply({"--standalone", "t.py"}, kStep).slurm.refused_token_hint.empty());
+}
+
 TEST_CASE("a Slurm node list that does not parse is a problem", "[unit][launcher][slurm]") {
   EnvMap env = kStep;
   env["SLURM_JOB_NODELIST"] = "node[1-";
@@ -101,11 +110,11 @@ TEST_CASE("an elastic run of three nodes or more gets the next two hosts as fall
   env["SLURM_JOB_NODELIST"] = "gpu-[07-10]";
   Applied elastic = apply({"--nnodes", "2:4", "t.py"}, env);
   CHECK(elastic.problems.empty());
-  CHECK(elastic.options.rdzv_endpoint == "gpu-07:29477");
-  CHECK(elastic.options.rdzv_fallback == "gpu-08:29477,gpu-09:29477");
+  CHECK(elastic.options.rdzv_endpoint == "gpu-07:29920");
+  CHECK(elastic.options.rdzv_fallback == "gpu-08:29920,gpu-09:29920");
   CHECK(
       std::find(elastic.taken.begin(), elastic.taken.end(),
-                "--rdzv-fallback gpu-08:29477,gpu-09:29477 from SLURM_JOB_NODELIST=gpu-[07-10]") !=
+                "--rdzv-fallback gpu-08:29920,gpu-09:29920 from SLURM_JOB_NODELIST=gpu-[07-10]") !=
       elastic.taken.end());
   // A fixed size cannot go on without a node: nothing to move for.
   CHECK(apply({"t.py"}, env).options.rdzv_fallback.empty());
