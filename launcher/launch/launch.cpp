@@ -95,8 +95,9 @@ bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTar
   Pipe in = make_pipe();
   SpawnRequest request;
   request.executable = program_path_;
-  std::vector<std::string> argv = srun() ? srun_argv(plan_.srun, remote.name, remote_line)
-                                         : ssh_argv(plan_.ssh, remote.name, remote_line, role);
+  std::vector<std::string> argv =
+      srun() ? srun_argv(plan_.srun, remote.name, plan_.hosts[remote.index].slots, remote_line)
+             : ssh_argv(plan_.ssh, remote.name, remote_line, role);
   request.args.assign(argv.begin() + 1, argv.end());
   request.env = own_environment();
   request.stdin_fd = remote.child.for_child(in.read);

@@ -326,6 +326,8 @@ void plan_transport(const CLI::App& app, const LaunchOptions& options, const Lau
       }
     }
     plan.srun.extra_args = split_words(options.launcher_args);
+    // The allocation's hosts have the job's tasks as slots: each step takes all their GPUs.
+    if (plan.scheduler == "Slurm") plan.srun.gpus_per_task = job_gpus_per_task(context.env);
   } else if (given(app, "--launcher-args")) {
     plan.problems.push_back(
         "--launcher-args: words for srun (--launcher srun); ssh takes --ssh-option and "

@@ -29,6 +29,31 @@ std::map<std::string, std::string> launch_env() {
   return {{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}};
 }
 
+// A Slurm job on this machine alone, for a launch whose hosts start as job steps: a fake srun
+// in `bin/` of the scratch writes its words, one a line, to srun_args.PID, then runs the step's
+// `/bin/sh -c LINE` here, as a step on host localhost would.
+std::map<std::string, std::string> fake_slurm_job(const Scratch& scratch,
+                                                  const std::string& tasks_per_node) {
+  std::filesystem::create_directories(scratch.file("bin"));
+  write_script(scratch.file("bin/srun"),
+               "for word in \"$@\"; do printf '%s\\n' \"$word\"; done > " +
+                   scratch.file("srun_args.") + "$$\nshift $(($# - 3))\nexec \"$@\"\n");
+  const char* path = std::getenv("PATH");
+  auto env = launch_env();
+  env["PATH"] = scratch.file("bin") + ":" + (path ? path : "/usr/bin:/bin");
+  env["SLURM_JOB_ID"] = "9003";
+  env["SLURM_JOB_NODELIST"] = "localhost";
+  env["SLURM_TASKS_PER_NODE"] = tasks_per_node;
+  return env;
+}
+
+// The words of the fake srun's one run.
+std::vector<std::string> srun_words(const Scratch& scratch) {
+  std::vector<std::string> files = entries_starting_with(scratch.path(), "srun_args.");
+  REQUIRE(files.size() == 1);
+  return split_lines(read_file(scratch.file(files[0])));
+}
+
 // `cohort launch` with the servers' ssh flags and the scratch's marker and TMPDIR forwarded, so
 // that the leftover check sees every remote process too.
 std::vector<std::string> launch_argv(const SshHosts& hosts, const std::vector<std::string>& args) {
@@ -285,6 +310,29 @@ TEST_CASE("launch: without -H or --hostfile the PBS or Slurm allocation's hosts 
     CHECK(env_value(dump, "WORLD_SIZE") == "3");
     CHECK(env_value(dump, "GROUP_RANK") == (rank < 2 ? "0" : "1"));
     CHECK(env_value(dump, "LOCAL_WORLD_SIZE") == (rank < 2 ? "2" : "1"));
+  }
+  CHECK(scratch.nothing_left());
+}
+
+// sbatch --gpus-per-task=1 --ntasks-per-node=2: the step of one task, which inherits the job's
+// per-task count, showed both of the host's workers one GPU.
+TEST_CASE("launch: a job step of a job with GPUs per task gets the GPUs of all its host's slots",
+          "[integration][launch]") {
+  Scratch scratch;
+  auto env = fake_slurm_job(scratch, "2");
+  env["SLURM_GPUS_PER_TASK"] = "1";
+  RunResult result = scratch.run_argv(with({kCohortBin, "launch", "-v"}, dump_env_worker()),
+                                      scratch.options(env), 60s);
+  INFO(result.out << result.err);
+  REQUIRE(result.status == ExitStatus::exited(0));
+  CHECK(contains(result.err, "token sent over srun"));
+  std::vector<std::string> words = srun_words(scratch);
+  INFO(Catch::Detail::stringify(words));
+  CHECK(std::count(words.begin(), words.end(), "--gres=gpu:2") == 1);
+  CHECK(std::count(words.begin(), words.end(), "--ntasks=1") == 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    EnvDump dump = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(dump, "LOCAL_WORLD_SIZE") == "2");
   }
   CHECK(scratch.nothing_left());
 }

@@ -280,6 +280,20 @@ TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, 
     CHECK(env_value(env, "SLURM_STEP_ID") != "<unset>");     // a step's, not the batch script's
     CHECK(env_value(env, "CUDA_VISIBLE_DEVICES") == "0,1");  // the step has the node's GPUs
   }
+  {  // GPUs per task: each step asks for its node's two tasks' worth, not the one it inherits
+    for (int rank = 0; rank < 4; ++rank)
+      ::unlink(scratch.file("env_" + std::to_string(rank) + ".json").c_str());
+    std::string per_task = cluster.submit(
+        {"--nodes=2", "--ntasks-per-node=2", "--gpus-per-task=1", "--cpus-per-task=2", "--time=4",
+         "--output=launch-%j.out", scratch.file("launch.sbatch")});
+    CHECK(cluster.wait_for_end(per_task, 60s) == "COMPLETED");
+    INFO(read_file(scratch.file("launch-" + per_task + ".out")) << cluster.job(per_task));
+    for (int rank = 0; rank < 4; ++rank) {
+      EnvDump env = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+      CHECK(env_value(env, "SLURM_GPUS_PER_TASK") == "1");
+      CHECK(env_value(env, "CUDA_VISIBLE_DEVICES") == "0,1");
+    }
+  }
 
   {  // a worker's failure is the job's exit code
     std::string failed = submit({"--only-rank", "3", "--exit-code", "7"});

@@ -325,6 +325,25 @@ TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, oth
                     "--launcher-args: words for srun (--launcher srun)"));
 }
 
+TEST_CASE("launch plan: the steps of a job with GPUs per task ask for those of all their slots",
+          "[unit][launch_plan]") {
+  EnvVars job{{"SLURM_JOB_ID", "42"},
+              {"SLURM_JOB_NODELIST", "gpu-[1-2]"},
+              {"SLURM_TASKS_PER_NODE", "2(x2)"},
+              {"SLURM_GPUS_PER_TASK", "1"}};
+  LaunchPlan steps = plan({"x.py"}, job, true).plan;
+  REQUIRE(steps.problems.empty());
+  REQUIRE(steps.transport == Transport::Srun);
+  REQUIRE(steps.srun.gpus_per_task);
+  CHECK(steps.srun.gpus_per_task->count == 1);
+  REQUIRE(steps.hosts.size() == 2);
+  CHECK(srun_argv(steps.srun, steps.hosts[0].name, steps.hosts[0].slots, "line")[9] ==
+        "--gres=gpu:2");
+  // Hosts of the user's own (-H) have the user's slots, not the job's tasks: left alone.
+  CHECK_FALSE(
+      plan({"--launcher", "srun", "-H", "gpu-1:4", "x.py"}, job, true).plan.srun.gpus_per_task);
+}
+
 TEST_CASE("launch plan: a lost host is started again --host-retries times, as part of the job",
           "[unit][launch_plan]") {
   LaunchPlan p = plan({"-H", "a,b,c", "--nnodes", "2:3", "x.py"}).plan;
