@@ -29,12 +29,14 @@ std::string refused_token_hint(const std::string& endpoint) {
 }  // namespace
 
 SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, const EnvMap& env) {
-  std::optional<SlurmDefaults> slurm = slurm_defaults(env);
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  // An explicit --master-port wins: the rendezvous is there, on Slurm's first host.
+  bool port_given = given("--master-port") && options.master_port > 0;
+  std::optional<SlurmDefaults> slurm = slurm_defaults(env, port_given ? options.master_port : 0);
   if (!slurm) return {};
   SlurmApplied applied;
   applied.problems = slurm->problems;
   std::vector<std::string>& taken = applied.taken;
-  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
   auto take = [&](const char* flag, const std::optional<SlurmValue>& value, std::string& field) {
     if (!value || given(flag)) return false;
     field = value->value;
@@ -51,13 +53,15 @@ SlurmApplied apply_slurm_defaults(const CLI::App& app, RunOptions& options, cons
     take("--rdzv-id", slurm->rdzv_id, options.rdzv_id);
   if (!options.standalone && !given("--master-addr")) {
     endpoint_taken = take("--rdzv-endpoint", slurm->rdzv_endpoint, options.rdzv_endpoint);
+    if (endpoint_taken && port_given) taken.back() += " and --master-port";
   }
   // A node list of three or more and an elastic run: the rendezvous can move when its host is
   // lost, to the next hosts, which the others then reach as well.
   if (endpoint_taken && elastic(options.nnodes)) {
     take("--rdzv-fallback", slurm->rdzv_fallback, options.rdzv_fallback);
   }
-  if (endpoint_taken) applied.refused_token_hint = refused_token_hint(options.rdzv_endpoint);
+  if (endpoint_taken && !port_given)
+    applied.refused_token_hint = refused_token_hint(options.rdzv_endpoint);
   if (endpoint_taken && !given("--rdzv-backend")) {
     options.rdzv_backend = "c10d";
     taken.push_back("--rdzv-backend c10d (a Slurm step)");

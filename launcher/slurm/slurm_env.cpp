@@ -51,7 +51,8 @@ int slurm_rendezvous_port(uint64_t job_id, uint64_t step_id) {
   return kSlurmFirstPort + static_cast<int>((mixed(job_id) % kPorts + step_id % kPorts) % kPorts);
 }
 
-std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env) {
+std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env,
+                                            int given_port) {
   auto job = first_of(env, {"SLURM_JOB_ID", "SLURM_JOBID"});
   auto step = first_of(env, {"SLURM_STEP_ID", "SLURM_STEPID"});
   if (!job || !step) return std::nullopt;
@@ -70,8 +71,9 @@ std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::str
       defaults.problems.push_back(
           cat(list->first, "='", list->second, "' is not a Slurm hostlist cohort can read"));
     } else {
-      int port =
-          slurm_rendezvous_port(static_cast<uint64_t>(*job_number), step_number(step->second));
+      int port = given_port > 0 ? given_port
+                                : slurm_rendezvous_port(static_cast<uint64_t>(*job_number),
+                                                        step_number(step->second));
       defaults.rdzv_endpoint = sourced(cat(*host, ":", port), *list);
       defaults.rdzv_fallback = fallback_hosts(list->second, port, *list);
     }

@@ -30,8 +30,10 @@ struct SlurmDefaults {
   std::vector<std::string> problems;  ///< e.g. a node list that does not parse
 };
 
-/// nullopt outside a Slurm step (no SLURM_JOB_ID and SLURM_STEP_ID).
-std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env);
+/// nullopt outside a Slurm step (no SLURM_JOB_ID and SLURM_STEP_ID). `port`: the rendezvous
+/// port to put with the node list's hosts (an explicit --master-port); 0: the derived one.
+std::optional<SlurmDefaults> slurm_defaults(const std::map<std::string, std::string>& env,
+                                            int port = 0);
 
 /// The first and last rendezvous ports a Slurm step may get: below Linux's ephemeral ports
 /// (32768 on), where the kernel picks the ports of outgoing connections.

@@ -94,6 +94,26 @@ TEST_CASE("a refused token at Slurm's endpoint names another job or step and --r
   CHECK(apply({"--standalone", "t.py"}, kStep).slurm.refused_token_hint.empty());
 }
 
+// --master-port was silently replaced by the derived port inside a step.
+TEST_CASE("an explicit --master-port is the rendezvous port on Slurm's first host",
+          "[unit][launcher][slurm]") {
+  Applied static_run = apply({"--rdzv-backend", "static", "--master-port", "29555", "t.py"}, kStep);
+  CHECK(static_run.problems.empty());
+  CHECK(static_run.options.rdzv_endpoint == "node1:29555");
+  CHECK(static_run.options.rdzv_backend == "static");
+  CHECK(std::find(static_run.taken.begin(), static_run.taken.end(),
+                  "--rdzv-endpoint node1:29555 from SLURM_JOB_NODELIST=node[1-2] and "
+                  "--master-port") != static_run.taken.end());
+  CHECK(static_run.slurm.refused_token_hint.empty());  // the port is the user's
+  EnvMap env = kStep;
+  env["SLURM_JOB_NUM_NODES"] = "3";
+  env["SLURM_JOB_NODELIST"] = "n[1-3]";
+  Applied elastic = apply({"--nnodes", "2:3", "--master-port", "29555", "t.py"}, env);
+  CHECK(elastic.options.rdzv_endpoint == "n1:29555");
+  CHECK(elastic.options.rdzv_fallback == "n2:29555,n3:29555");
+  CHECK(elastic.options.rdzv_backend == "c10d");
+}
+
 TEST_CASE("a Slurm node list that does not parse is a problem", "[unit][launcher][slurm]") {
   EnvMap env = kStep;
   env["SLURM_JOB_NODELIST"] = "node[1-";
