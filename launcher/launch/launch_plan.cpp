@@ -471,6 +471,9 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
     command.argv.push_back(std::to_string(launched_ago.count()));
   }
   command.argv.insert(command.argv.end(), plan.run_flags.begin(), plan.run_flags.end());
+  // "--": the host's cohort run drops it and takes the script's words as they are here, a "--"
+  // right after the script and a script named "-x.py" included.
+  command.argv.push_back("--");
   command.argv.insert(command.argv.end(), plan.command.begin(), plan.command.end());
   return command;
 }

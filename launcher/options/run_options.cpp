@@ -229,10 +229,25 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
       "may be shortened\nto an unambiguous prefix (--max-r).");
 }
 
+namespace {
+
+// The script and its arguments without the one "--" that torchrun's argparse drops: the first
+// word, or else the word right after the script (its positional takes a "--" on either side).
+// Any other "--" is the script's own.
+std::vector<std::string> without_separator(std::vector<std::string> words) {
+  if (!words.empty() && words.front() == "--") {
+    words.erase(words.begin());
+  } else if (words.size() > 1 && words[1] == "--") {
+    words.erase(words.begin() + 1);
+  }
+  return words;
+}
+
+}  // namespace
+
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
                          const std::string& command_name, const std::vector<std::string>& flags) {
-  std::vector<std::string> command = remaining;
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  std::vector<std::string> command = without_separator(remaining);
   if (command.empty()) {
     return "missing the training script: cohort " + command_name + " [OPTIONS] SCRIPT [ARGS...]";
   }

@@ -89,9 +89,10 @@ struct RunOptions {
 /// Adds every `cohort run` flag to `app`, bound to `options`.
 void add_run_flags(CLI::App& app, RunOptions& options);
 
-/// Takes the training script and its arguments from what CLI11 left unparsed. Returns an error
-/// message (an unknown flag, with the closest of `flags` when one is close; no script) or an empty
-/// string; `command` names the subcommand in it ("run", "launch").
+/// Takes the training script and its arguments from what CLI11 left unparsed, less the one "--"
+/// that torchrun drops (before the script, else right after it). Returns an error message (an
+/// unknown flag, with the closest of `flags` when one is close; no script) or an empty string;
+/// `command` names the subcommand in it ("run", "launch").
 std::string take_command(const std::vector<std::string>& remaining, RunOptions& options,
                          const std::string& command = "run",
                          const std::vector<std::string>& flags = {});

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/exit_codes.hpp"
+#include "common/text.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;
@@ -80,6 +81,7 @@ TEST_CASE("launch plan: each host runs cohort run with its slots, rank hint and 
                                                 "3",
                                                 "--verbose",
                                                 "--verbose",
+                                                "--",
                                                 "train.py",
                                                 "--lr",
                                                 "0.1"});
@@ -292,6 +294,23 @@ TEST_CASE("launch plan: a run flag given twice is the last one, and only it is f
   CHECK(p.run_flags == std::vector<std::string>{"--max-restarts", "0", "--role", "y"});
 }
 
+TEST_CASE("launch plan: each host's cohort run gets the script's words as they are, after --",
+          "[unit][launch_plan]") {
+  using Words = std::vector<std::string>;
+  for (auto [given, sent] : std::vector<std::pair<Words, Words>>{
+           {{"x.py", "--", "--lr", "1"}, {"--", "x.py", "--lr", "1"}},
+           {{"x.py", "--", "--", "b"}, {"--", "x.py", "--", "b"}},  // the second "--" is x.py's
+           {{"--", "-odd.py", "a"}, {"--", "-odd.py", "a"}}}) {
+    given.insert(given.begin(), {"-H", "a,b"});
+    LaunchPlan p = plan(given).plan;
+    REQUIRE(p.problems.empty());
+    Words argv = remote_command(p, 1, "login:4242").argv;
+    INFO(join(argv, " "));
+    REQUIRE(argv.size() > sent.size());
+    CHECK(Words(argv.end() - static_cast<long>(sent.size()), argv.end()) == sent);
+  }
+}
+
 TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, others over ssh",
           "[unit][launch_plan]") {
   EnvVars job{{"SLURM_JOB_ID", "42"},
@@ -399,8 +418,9 @@ TEST_CASE("launch plan: a flag turned off is not forwarded, one turned on is", "
     Planned planned = plan(args);
     REQUIRE(planned.plan.problems.empty());
     std::vector<std::string> argv = remote_command(planned.plan, 0, "login:1").argv;
+    CHECK(*(argv.end() - 2) == "--");  // then the script
     return std::vector<std::string>(std::find(argv.begin(), argv.end(), "--token-wait-ms") + 2,
-                                    argv.end() - 1);
+                                    argv.end() - 2);
   };
   CHECK(forwarded({"--raw-output=false"}).empty());
   CHECK(forwarded({"--no-python=0", "--insecure=no"}).empty());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "launcher/options/command_words.hpp"
 #include "launcher/options/help_format.hpp"
 #include "tests/support/env_guard.hpp"
 
@@ -87,6 +88,46 @@ TEST_CASE("every flag of cohort run that takes a value takes the last one given"
     ++checked;
   }
   CHECK(checked > 30);
+}
+
+namespace {
+
+// The training command of `cohort run ARGS` as main() takes it: after a "--", CLI11 leaves the
+// words to the top-level command.
+std::vector<std::string> command_of(std::vector<std::string> args) {
+  RunOptions options;
+  CLI::App top;
+  top.allow_extras();
+  CLI::App* run = top.add_subcommand("run");
+  add_run_flags(*run, options);
+  args.insert(args.begin(), {"cohort", "run"});
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  top.parse(static_cast<int>(argv.size()), argv.data());
+  std::string error = take_command(command_words(top, *run), options);
+  INFO(error);
+  CHECK(error.empty());
+  return options.command;
+}
+
+}  // namespace
+
+TEST_CASE("one -- before the script or right after it is dropped, as torchrun drops it",
+          "[unit][launcher]") {
+  using Words = std::vector<std::string>;
+  CHECK(command_of({"--standalone", "ap.py", "--", "--lr", "0.1"}) ==
+        Words{"ap.py", "--lr", "0.1"});
+  CHECK(command_of({"--standalone", "--", "ap.py", "--lr", "0.1"}) ==
+        Words{"ap.py", "--lr", "0.1"});
+  CHECK(command_of({"ap.py", "a", "--", "b"}) == Words{"ap.py", "a", "--", "b"});
+  CHECK(command_of({"ap.py", "--"}) == Words{"ap.py"});
+  CHECK(command_of({"ap.py", "a", "--"}) == Words{"ap.py", "a", "--"});
+  // Only one: a second "--" is the script's.
+  CHECK(command_of({"--", "ap.py", "--", "x"}) == Words{"ap.py", "--", "x"});
+  CHECK(command_of({"ap.py", "--", "--", "x"}) == Words{"ap.py", "--", "x"});
+  // -m: the module stands where the script does.
+  CHECK(command_of({"-m", "mymod", "--", "x"}) == Words{"mymod", "x"});
+  CHECK(command_of({"-m", "--", "mymod", "x"}) == Words{"mymod", "x"});
 }
 
 TEST_CASE("PET_ variables give defaults that flags override", "[unit][launcher]") {
