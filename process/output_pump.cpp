@@ -37,6 +37,7 @@ int write_all(int fd, std::string_view data) {
 OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target)
     : pipe_(io, pipe_read),
       pace_timer_(io),
+      idle_timer_(io),
       pace_bytes_(console::kPaceBytes),
       target_(std::move(target)),
       buffer_(64 * 1024) {}
@@ -52,6 +53,7 @@ void OutputPump::close() {
   boost::system::error_code ignored;
   pipe_.close(ignored);
   pace_timer_.cancel();
+  idle_timer_.cancel();
 }
 
 void OutputPump::read_to_end() {
@@ -60,7 +62,8 @@ void OutputPump::read_to_end() {
 }
 
 void OutputPump::read_more() {
-  if (target_.console_fd >= 0 && console::queued_bytes() > pace_bytes_) return wait_for_console();
+  paced_ = target_.console_fd >= 0 && console::queued_bytes() > pace_bytes_;
+  if (paced_) return wait_for_console();
   pipe_.async_read_some(
       boost::asio::buffer(buffer_),
       [self = shared_from_this()](const boost::system::error_code& error, size_t size) {
@@ -82,6 +85,8 @@ void OutputPump::wait_for_console() {
 
 void OutputPump::finish() {
   flush_partial();
+  std::string* console = console_out();
+  if (after_cr_ && console != nullptr) console->push_back('\n');  // keep the last redraw in sight
   write_out();
   close();
   if (auto done = std::move(on_eof_)) done();
@@ -89,20 +94,54 @@ void OutputPump::finish() {
 
 void OutputPump::consume(const char* data, size_t size) {
   if (target_.on_output) target_.on_output();
+  last_read_ = std::chrono::steady_clock::now();
   std::string_view chunk(data, size);
   for (;;) {
-    size_t newline = chunk.find('\n');
-    if (newline == std::string_view::npos) break;
-    if (partial_.empty()) {  // a whole line in this read: at most the buffer, never past the limit
-      emit(chunk.substr(0, newline));
+    size_t end = chunk.find_first_of("\r\n");
+    if (end == std::string_view::npos) break;
+    char terminator = chunk[end];
+    if (terminator == '\n' && end == 0 && partial_.empty() && after_cr_) {
+      end_carriage_return();
+    } else if (partial_.empty()) {  // a whole line in this read: at most the buffer
+      emit(chunk.substr(0, end), terminator);
     } else {
-      append_partial(chunk.substr(0, newline));
-      emit(partial_);
+      append_partial(chunk.substr(0, end));
+      emit(partial_, terminator);
       partial_.clear();
     }
-    chunk.remove_prefix(newline + 1);
+    chunk.remove_prefix(end + 1);
   }
   append_partial(chunk);
+  write_out();
+  arm_idle_flush();
+}
+
+// Shows the start of a line that still waits for its end (a prompt, print(..., end=""), a
+// progress bar's redraw that its next '\r' would end) once the worker has been silent for
+// kIdleFlush: output that keeps coming, or waits for the console (then the worker may not be
+// silent at all), keeps its lines whole. Not for cohort launch's pumps, which relay a host's
+// lines (already prefixed there): a line that stalls on its way, behind a console that did not
+// read, would be split, and another host's lines put inside it; nor while the line that says
+// a launched agent is ready may be arriving: it must not reach the console.
+void OutputPump::arm_idle_flush() {
+  if (idle_armed_ || partial_.size() <= shown_ || !target_.ready_prefix.empty() ||
+      !target_.prefixed_marker.empty())
+    return;
+  idle_armed_ = true;
+  idle_timer_.expires_at(last_read_ + kIdleFlush);
+  idle_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    self->idle_armed_ = false;
+    if (error || !self->pipe_.is_open() || self->paced_) return;  // a later read arms it again
+    if (std::chrono::steady_clock::now() < self->last_read_ + kIdleFlush)
+      return self->arm_idle_flush();
+    self->show_partial();
+  });
+}
+
+void OutputPump::show_partial() {
+  if (partial_.size() <= shown_) return;
+  show(partial_, "");
+  shown_ = partial_.size();
   write_out();
 }
 
@@ -137,24 +176,23 @@ void OutputPump::drop_held() {
   held_.shrink_to_fit();
 }
 
-void OutputPump::emit(std::string_view line) {
+void OutputPump::emit(std::string_view line, char terminator) {
+  after_cr_ = terminator == '\r' && !line.empty();
+  if (terminator == '\r' && line.empty()) {  // at the line's start already: nothing to redraw
+    if (target_.file_fd >= 0) file_batch_.push_back('\r');
+    return;
+  }
   // Anywhere in the line: a transport may label it (srun --label: "0: ").
   size_t ready_at = target_.ready_prefix.empty() ? line.npos : line.find(target_.ready_prefix);
   if (ready_at != line.npos) {
     std::string_view rest = line.substr(ready_at + target_.ready_prefix.size());
     target_.ready_prefix.clear();  // the first one only
+    after_cr_ = false;
     if (auto ready = std::move(target_.on_ready)) ready(rest);
     return;
   }
-  if (target_.console_fd >= 0 && !dropping_held_) {
-    std::string& out = target_.held ? held_ : console_batch_;
-    size_t before = out.size();
-    bool prefixed = !target_.prefixed_marker.empty() && line.rfind(target_.prefixed_marker, 0) == 0;
-    if (!prefixed) out.append(target_.prefix);
-    out.append(line).push_back('\n');
-    if (target_.held && out.size() > kMaxHeldBytes) out.resize(before);
-  }
-  if (target_.file_fd >= 0) file_batch_.append(line).push_back('\n');
+  show(line, std::string_view(&terminator, 1));
+  shown_ = 0;
   if (target_.copy_fd >= 0 &&
       std::any_of(target_.copy_filters.begin(), target_.copy_filters.end(),
                   [line](const std::string& filter) { return line.find(filter) != line.npos; })) {
@@ -162,8 +200,42 @@ void OutputPump::emit(std::string_view line) {
   }
   if (capturing_ && captured_.size() + line.size() < kMaxCaptureBytes)
     captured_.append(line).push_back('\n');
-  tail_.emplace_back(line.substr(0, 1024));
-  if (tail_.size() > kTailLines) tail_.pop_front();
+  keep_in_tail(line, terminator == '\r');
+}
+
+std::string* OutputPump::console_out() {
+  if (target_.console_fd < 0 || dropping_held_) return nullptr;
+  return target_.held ? &held_ : &console_batch_;
+}
+
+void OutputPump::show(std::string_view line, std::string_view end) {
+  if (std::string* out = console_out()) {
+    size_t before = out->size();
+    const std::string& marker = target_.prefixed_marker;
+    bool prefixed = !marker.empty() && line.rfind(marker, 0) == 0;
+    if (shown_ == 0 && !prefixed) out->append(target_.prefix);
+    out->append(line.substr(shown_)).append(end);
+    if (target_.held && out->size() > kMaxHeldBytes) out->resize(before);
+  }
+  if (target_.file_fd >= 0) file_batch_.append(line.substr(shown_)).append(end);
+}
+
+void OutputPump::end_carriage_return() {
+  after_cr_ = false;
+  tail_open_ = false;  // the last redraw stays, as on a terminal
+  if (std::string* out = console_out()) out->push_back('\n');
+  if (target_.file_fd >= 0) file_batch_.push_back('\n');
+}
+
+// A progress bar's redraws (pieces that a '\r' ended) take one place in the tail: the last.
+void OutputPump::keep_in_tail(std::string_view line, bool redrawn) {
+  if (tail_open_ && !tail_.empty()) {
+    tail_.back() = line.substr(0, 1024);
+  } else {
+    tail_.emplace_back(line.substr(0, 1024));
+    if (tail_.size() > kTailLines) tail_.pop_front();
+  }
+  tail_open_ = redrawn;
 }
 
 void OutputPump::write_out() {

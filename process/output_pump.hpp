@@ -3,13 +3,17 @@
 // --duplicate-*-filters), and keeps the last lines for the failure summary. Console lines go
 // whole through the console queue (common/console.hpp), so lines of different workers never split
 // or interleave, and the pump reads no more while that queue is backed up (the worker then waits
-// in write(), as it would on a console that does not read). Owned by WorkerGroup and Launch; io
+// in write(), as it would on a console that does not read). A '\r' ends a piece of a line as
+// '\n' ends a line (a progress bar redraws live, each piece prefixed), and the start of a line
+// whose worker then stays silent for kIdleFlush is shown as it is, the rest following without a
+// second prefix (not when relaying a launched host's lines). Owned by WorkerGroup and Launch; io
 // thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -44,6 +48,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
  public:
   static constexpr size_t kTailLines = 20;
   static constexpr size_t kMaxLineBytes = 64 * 1024;
+  /// How long the start of a line waits for its end before it is shown as it is.
+  static constexpr std::chrono::milliseconds kIdleFlush{100};
 
   /// Takes ownership of `pipe_read`. `on_eof` runs once the writer side is closed everywhere.
   OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget target);
@@ -73,7 +79,18 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   void consume(const char* data, size_t size);
   void append_partial(std::string_view piece);
   void flush_partial();
-  void emit(std::string_view line);
+  /// A line (or, ended by '\r', a redrawn piece of one) to every output.
+  void emit(std::string_view line, char terminator = '\n');
+  /// What of `line` is not out yet, then `end`, to the console (prefixed at the line's start)
+  /// and the file.
+  void show(std::string_view line, std::string_view end);
+  /// The "\n" of a "\r\n", the piece before it already out.
+  void end_carriage_return();
+  /// Where console output goes now (the held lines, or the batch); nullptr for none.
+  std::string* console_out();
+  void keep_in_tail(std::string_view line, bool redrawn);
+  void arm_idle_flush();
+  void show_partial();
   void write_out();
   /// Writes `batch` to a log file; the first write that fails (a full disk, a quota) is said
   /// once, naming `path`.
@@ -81,11 +98,18 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
 
   boost::asio::posix::stream_descriptor pipe_;
   boost::asio::steady_timer pace_timer_;
-  size_t pace_bytes_;  ///< reads wait while the console queue holds more than this
+  boost::asio::steady_timer idle_timer_;  ///< shows a line's start that waits for its end
+  bool idle_armed_ = false;
+  std::chrono::steady_clock::time_point last_read_;  ///< when output last came
+  bool paced_ = false;  ///< reads wait for the console: the worker may not be silent
+  size_t pace_bytes_;   ///< reads wait while the console queue holds more than this
   PumpTarget target_;
   std::function<void()> on_eof_;
   std::vector<char> buffer_;
   std::string partial_;
+  size_t shown_ = 0;        ///< bytes of partial_ already on the console and in the file
+  bool after_cr_ = false;   ///< the last thing out ended in '\r' (a "\n" may complete it)
+  bool tail_open_ = false;  ///< tail_.back() is a piece a '\r' ended: the next one replaces it
   std::string console_batch_;
   std::string file_batch_;
   std::string copy_batch_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <optional>
 #include <thread>
 
 #include "common/console.hpp"
@@ -172,4 +173,117 @@ TEST_CASE("a held pump that is never released shows nothing and a dropped one fo
   // Held past kMaxHeldBytes, the lines that do not fit are left out, not the ones before them.
   CHECK(pump_held(text + "later\n", [](OutputPump& pump, std::string_view) { pump.release(); }) ==
         "> banner\n> later\n");
+}
+
+namespace {
+
+// One write into the worker's pipe, then how long the worker stays silent, then what the
+// console must come to hold before the next write (nothing: do not wait).
+struct Step {
+  std::string write;
+  std::chrono::milliseconds pause{0};
+  std::optional<std::string> console_after;
+};
+
+struct LiveRun {
+  std::string console;
+  std::string file;
+  std::deque<std::string> tail;
+  std::vector<std::string> missed;  ///< each console_after that did not come within 3 s
+};
+
+// Feeds `steps` into a pump for `target` (its console and file fds made here), from another
+// thread that waits, after each write, for the console to show what it must: a piece of a line
+// has to reach the console while its worker waits, not when the line ends.
+LiveRun pump_live(PumpTarget target, const std::vector<Step>& steps) {
+  test::TempDir dir;
+  target.console_fd = ::open(dir.file("console").c_str(), O_WRONLY | O_CREAT, 0644);
+  target.file_fd = ::open(dir.file("log").c_str(), O_WRONLY | O_CREAT, 0644);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  boost::asio::io_context io;
+  auto pump = std::make_shared<OutputPump>(io, fds[0], target);
+  pump->start([] {});
+  LiveRun run;
+  std::thread writer([&] {
+    for (const Step& step : steps) {
+      write_all(fds[1], step.write);
+      std::this_thread::sleep_for(step.pause);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (step.console_after && test::read_file(dir.file("console")) != *step.console_after) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          run.missed.push_back(*step.console_after);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    ::close(fds[1]);
+  });
+  io.run();
+  writer.join();
+  CHECK(console::drain(std::chrono::seconds(5)));
+  ::close(target.console_fd);
+  ::close(target.file_fd);
+  run.console = test::read_file(dir.file("console"));
+  run.file = test::read_file(dir.file("log"));
+  run.tail = pump->tail();
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("progress bar redraws and a waiting line start reach the console live, prefixed once",
+          "[component][agent]") {
+  PumpTarget target;
+  target.prefix = "[default0]:";
+  std::string bar = "[default0]:progress 0%\r[default0]:progress 50%\r";
+  LiveRun run = pump_live(target, {{"\rprogress 0%", {}, "[default0]:progress 0%"},
+                                   {"\rprogress 50%", {}, bar.substr(0, bar.size() - 1)},
+                                   {"\rprogress 100%\nepoch 1: "},
+                                   {"", {}, bar + "[default0]:progress 100%\n[default0]:epoch 1: "},
+                                   {"done\n"}});
+  CHECK(run.missed.empty());
+  CHECK(run.console == bar + "[default0]:progress 100%\n[default0]:epoch 1: done\n");
+  CHECK(run.file == "\rprogress 0%\rprogress 50%\rprogress 100%\nepoch 1: done\n");
+  // The redraws take one place in the failure summary's tail: the last.
+  CHECK(run.tail == std::deque<std::string>{"progress 100%", "epoch 1: done"});
+}
+
+TEST_CASE("a last redraw stays in sight at end of file and \\r\\n ends one line",
+          "[component][agent]") {
+  PumpTarget target;
+  target.prefix = "> ";
+  LiveRun run = pump_live(target, {{"a\r\nb\r"}, {"\n\r\nx 10%\r"}});
+  CHECK(run.console == "> a\r\n> b\r\n> \n> x 10%\r\n");
+  CHECK(run.file == "a\r\nb\r\n\r\nx 10%\r");
+  CHECK(run.tail == std::deque<std::string>{"a", "b", "", "x 10%"});
+}
+
+TEST_CASE("cohort launch's pumps relay a host's redraws live and its lines whole",
+          "[component][agent]") {
+  PumpTarget target;
+  target.prefix = "[n1]: ";
+  target.prefixed_marker = "[n1:";
+  auto idle = 3 * OutputPump::kIdleFlush;
+  // A line's start waits for its end: it may only be stalled on its way from the host.
+  LiveRun run = pump_live(target, {{"[n1:0]:10%\r[n1:0]:epoch 1: ", idle, "[n1:0]:10%\r"},
+                                   {"done\nbare ", idle, "[n1:0]:10%\r[n1:0]:epoch 1: done\n"},
+                                   {"end\n"}});
+  CHECK(run.missed.empty());
+  CHECK(run.console == "[n1:0]:10%\r[n1:0]:epoch 1: done\n[n1]: bare end\n");
+}
+
+TEST_CASE("a launched agent's ready line is never shown, even when it comes slowly",
+          "[component][agent]") {
+  PumpTarget target;
+  target.prefix = "> ";
+  target.ready_prefix = "cohort-ready ";
+  std::string ready;
+  target.on_ready = [&](std::string_view rest) { ready = rest; };
+  LiveRun run = pump_live(
+      target, {{"banner\ncohort-re", 3 * OutputPump::kIdleFlush, "> banner\n"}, {"ady v1\nlater"}});
+  CHECK(run.missed.empty());
+  CHECK(ready == "v1");
+  CHECK(run.console == "> banner\n> later\n");
 }
