@@ -256,6 +256,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
   }
   log::init(log_level_for(options));
   for (const auto& warning : validated.warnings) log::warn(warning);
+  for (const auto& note : validated.notes) log::info(note);
   join_a_moved_run(validated);
   boost::asio::io_context io;
   AsioClock clock(io);

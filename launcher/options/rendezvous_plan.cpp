@@ -161,8 +161,10 @@ void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,
     plan_fallbacks(options, machine, settings, problems);  // refused: nothing to stand in for
   }
   if (options.standalone) {
-    if (max_nodes > 1)
+    if (settings.config.min_nodes > 1)
       problems.push_back(cat("--standalone: runs on one node; drop --nnodes ", options.nnodes));
+    // --nnodes 1:4: one node, as torchrun's private rendezvous admits no other.
+    settings.config.min_nodes = settings.config.max_nodes = 1;
     return embed_private(options, settings, daemon);
   }
   if (options.rdzv_backend == "static" && options.rdzv_endpoint.empty()) {

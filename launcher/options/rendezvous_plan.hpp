@@ -1,5 +1,6 @@
 // Where `cohort run`'s agent finds the rendezvous daemon and whether it hosts it, by torchrun's
-// rules: --standalone and single-node runs keep a private one; c10d uses --rdzv-endpoint (hosted
+// rules: --standalone (one node, whatever --nnodes' maximum) and single-node runs keep a private
+// one; c10d uses --rdzv-endpoint (hosted
 // here when it names this machine); static uses --master-addr:--master-port with node rank 0 as
 // the host. Pure (the machine is read through RunEnvironment); main thread, at start.
 #pragma once

@@ -415,6 +415,9 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   AgentConfig& config = checked.run.config;
   Problems& problems = checked.run.problems;
   auto [min_nodes, max_nodes] = parse_nnodes(options.nnodes, problems);
+  if (options.standalone && min_nodes == 1 && max_nodes > 1)
+    checked.run.notes.push_back(cat("--standalone: runs on one node; --nnodes ", options.nnodes,
+                                    " taken as 1, as torchrun takes it"));
   check_rendezvous_flags(options, problems);
   config.nproc = resolve_nproc(options.nproc_per_node, machine, problems);
   config.env.local_world_size = config.nproc;

@@ -19,6 +19,7 @@ struct ValidatedRun {
   DaemonPlan daemon;
   std::vector<std::string> problems;  ///< each starts with the flag it is about
   std::vector<std::string> warnings;  ///< accepted, but not (fully) applied; each names its flag
+  std::vector<std::string> notes;     ///< how a flag was taken, said at -v; each names its flag
 };
 
 /// The checks that need neither a rendezvous endpoint nor the training script: every flag's

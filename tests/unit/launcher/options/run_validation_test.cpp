@@ -131,6 +131,20 @@ TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices"
   CHECK(validate({"--nproc-per-node", "3", "t.py"}).config.env.local_world_size == 3);
 }
 
+TEST_CASE("a --standalone run with --nnodes 1:MAX runs one node, as torchrun does",
+          "[unit][launcher]") {
+  ValidatedRun elastic = validate({"--standalone", "--nnodes=1:4", "t.py"});
+  CHECK(elastic.problems.empty());
+  CHECK(elastic.config.rendezvous.config.min_nodes == 1);
+  CHECK(elastic.config.rendezvous.config.max_nodes == 1);  // no other node can reach it
+  CHECK(elastic.daemon.embed == DaemonPlan::Embed::Yes);
+  CHECK(elastic.notes == std::vector<std::string>{"--standalone: runs on one node; --nnodes 1:4 "
+                                                  "taken as 1, as torchrun takes it"});
+  CHECK(validate({"--standalone", "--nnodes=1", "t.py"}).notes.empty());
+  CHECK(validate({"--standalone", "--nnodes=2:4", "t.py"}).problems ==
+        std::vector<std::string>{"--standalone: runs on one node; drop --nnodes 2:4"});
+}
+
 TEST_CASE("flag --standalone makes a random run id", "[unit][launcher]") {
   std::string first = validate({"--standalone", "t.py"}).config.env.run_id;
   std::string second = validate({"--standalone", "t.py"}).config.env.run_id;
