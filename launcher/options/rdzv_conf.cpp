@@ -32,10 +32,13 @@ void check_heartbeat(const RdzvConf& conf, const std::string& origin,
   }
 }
 
+// As torchrun's RendezvousParameters.get_as_bool reads one, in any case.
 std::optional<bool> bool_value(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (text == "1" || text == "true" || text == "yes") return true;
-  if (text == "0" || text == "false" || text == "no") return false;
+  for (const char* yes : {"1", "true", "t", "yes", "y"})
+    if (text == yes) return true;
+  for (const char* no : {"0", "false", "f", "no", "n"})
+    if (text == no) return false;
   return std::nullopt;
 }
 
@@ -78,14 +81,14 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
       if (!max_attempts || *max_attempts < 1 || *max_attempts > 1000) bad("a count from 1 to 1000");
     } else if (key == "is_host") {
       conf.is_host = bool_value(value);
-      if (!conf.is_host) bad("true or false");
+      if (!conf.is_host) bad("1, true, t, yes, y, or 0, false, f, no, n");
     } else if (key == "store_type") {
       if (value != "tcp") bad("tcp (cohort's daemon holds the state; no file store)");
     } else if (key == "close_timeout" || key == "timeout" || key == "read_timeout" ||
                key == "use_libuv" || key == "rank") {
       // torchrun's store and static-backend settings: nothing to tune in cohort's daemon.
-    } else {
-      problems.push_back(cat("--rdzv-conf: unknown key '", key, "'"));
+    } else {  // torchrun passes any key on to its backend, which may read it
+      conf.unknown_keys.push_back(key);
     }
   }
   std::string origin;

@@ -21,10 +21,14 @@ struct RdzvConf {
   std::chrono::milliseconds heartbeat_interval{1'000};
   std::chrono::milliseconds heartbeat_timeout{5'000};
   std::optional<bool> is_host;  ///< force (or forbid) embedding the daemon
+  /// Keys neither cohort nor torchrun's own backends read: accepted, as torchrun does, and
+  /// named in a warning (a typo of a known key shows).
+  std::vector<std::string> unknown_keys;
 };
 
-/// Parses `text`; each problem names --rdzv-conf and the key. keep_alive_interval must be at
-/// least kMinHeartbeatInterval, heartbeat_timeout at least kMinHeartbeatTimeout and twice the
+/// Parses `text`; each problem names --rdzv-conf and the key; an unknown key is no problem (see
+/// RdzvConf::unknown_keys). Booleans (is_host) read as torchrun's do. keep_alive_interval must be
+/// at least kMinHeartbeatInterval, heartbeat_timeout at least kMinHeartbeatTimeout and twice the
 /// interval.
 RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& problems);
 

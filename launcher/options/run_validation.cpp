@@ -441,6 +441,10 @@ CheckedFlags check_flags(const RunOptions& options, const RunEnvironment& machin
   config.under_launch = options.under_launch;
   config.launch_age = std::chrono::milliseconds(options.launched_ms_ago);
   checked.conf = parse_rdzv_conf(options.rdzv_conf, problems);
+  for (const std::string& key : checked.conf.unknown_keys) {
+    checked.run.warnings.push_back(cat("--rdzv-conf: unknown key '", key,
+                                       "' ignored (accepted, as torchrun accepts any key)"));
+  }
   plan_rendezvous_settings(options, min_nodes, max_nodes, checked.conf, config.rendezvous,
                            checked.run.daemon, problems);
   config.event_log = options.event_log;

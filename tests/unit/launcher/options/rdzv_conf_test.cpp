@@ -26,15 +26,33 @@ TEST_CASE("keep_alive_max_attempt sets the timeout from the interval", "[unit][l
   CHECK(conf.heartbeat_timeout == 8s);
 }
 
+TEST_CASE("rdzv-conf takes any key, as torchrun does, and booleans as torchrun reads them",
+          "[unit][launcher]") {
+  std::vector<std::string> problems;
+  RdzvConf conf = parse_rdzv_conf("foo=1,join_timeout=30,jion_timeout=5,read_timeout=60", problems);
+  CHECK(problems.empty());
+  CHECK(conf.unknown_keys == std::vector<std::string>{"foo", "jion_timeout"});
+  CHECK(conf.join_timeout == 30s);
+  for (const char* yes : {"1", "true", "t", "yes", "y", "True", "T", "Y"}) {
+    INFO(yes);
+    CHECK(parse_rdzv_conf(std::string("is_host=") + yes, problems).is_host == true);
+  }
+  for (const char* no : {"0", "false", "f", "no", "n", "FALSE", "F", "N"}) {
+    INFO(no);
+    CHECK(parse_rdzv_conf(std::string("is_host=") + no, problems).is_host == false);
+  }
+  CHECK(problems.empty());
+}
+
 TEST_CASE("bad rdzv-conf entries name the key", "[unit][launcher]") {
   std::vector<std::string> problems;
-  parse_rdzv_conf("join_timeout=-1,bogus=1,is_host=maybe,store_type=file,nokey", problems);
-  REQUIRE(problems.size() == 5);
+  parse_rdzv_conf("join_timeout=-1,is_host=maybe,store_type=file,nokey", problems);
+  REQUIRE(problems.size() == 4);
   CHECK(problems[0].find("--rdzv-conf: join_timeout=-1") == 0);
-  CHECK(problems[1] == "--rdzv-conf: unknown key 'bogus'");
-  CHECK(problems[2].find("is_host=maybe") != std::string::npos);
-  CHECK(problems[3].find("store_type=file") != std::string::npos);
-  CHECK(problems[4].find("'nokey' is not key=value") != std::string::npos);
+  CHECK(problems[1] ==
+        "--rdzv-conf: is_host=maybe: expected 1, true, t, yes, y, or 0, false, f, no, n");
+  CHECK(problems[2].find("store_type=file") != std::string::npos);
+  CHECK(problems[3].find("'nokey' is not key=value") != std::string::npos);
   problems.clear();
   parse_rdzv_conf("keep_alive_interval=5,heartbeat_timeout=2", problems);
   CHECK(problems.size() == 1);

@@ -145,6 +145,13 @@ TEST_CASE("a --standalone run with --nnodes 1:MAX runs one node, as torchrun doe
         std::vector<std::string>{"--standalone: runs on one node; drop --nnodes 2:4"});
 }
 
+TEST_CASE("an unknown rdzv-conf key is accepted with a warning naming it", "[unit][launcher]") {
+  ValidatedRun run = validate({"--standalone", "--rdzv-conf", "foo=1,is_host=t", "t.py"});
+  CHECK(run.problems.empty());
+  CHECK(run.warnings == std::vector<std::string>{"--rdzv-conf: unknown key 'foo' ignored "
+                                                 "(accepted, as torchrun accepts any key)"});
+}
+
 TEST_CASE("flag --standalone makes a random run id", "[unit][launcher]") {
   std::string first = validate({"--standalone", "t.py"}).config.env.run_id;
   std::string second = validate({"--standalone", "t.py"}).config.env.run_id;
