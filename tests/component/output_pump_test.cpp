@@ -233,7 +233,7 @@ LiveRun pump_live(PumpTarget target, const std::vector<Step>& steps) {
 
 }  // namespace
 
-TEST_CASE("progress bar redraws and a waiting line start reach the console live, prefixed once",
+TEST_CASE("progress bar redraws and a waiting line start reach the console live and prefixed once",
           "[component][agent]") {
   PumpTarget target;
   target.prefix = "[default0]:";
@@ -274,7 +274,7 @@ TEST_CASE("cohort launch's pumps relay a host's redraws live and its lines whole
   CHECK(run.console == "[n1:0]:10%\r[n1:0]:epoch 1: done\n[n1]: bare end\n");
 }
 
-TEST_CASE("a launched agent's ready line is never shown, even when it comes slowly",
+TEST_CASE("a launched agent's ready line is never shown even when it comes slowly",
           "[component][agent]") {
   PumpTarget target;
   target.prefix = "> ";

@@ -282,7 +282,7 @@ TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets ea
                     "-N, --npernode: --nproc-per-node by another name"));
 }
 
-TEST_CASE("launch plan: a run flag given twice is the last one, and only it is forwarded",
+TEST_CASE("launch plan: a run flag given twice is the last one and only it is forwarded",
           "[unit][launch_plan]") {
   Planned planned =
       plan({"-H", "a:2,b:2", "--role", "x", "--role", "y", "--max_restarts=1", "--max-restarts=0",
@@ -294,7 +294,7 @@ TEST_CASE("launch plan: a run flag given twice is the last one, and only it is f
   CHECK(p.run_flags == std::vector<std::string>{"--max-restarts", "0", "--role", "y"});
 }
 
-TEST_CASE("launch plan: each host's cohort run gets the script's words as they are, after --",
+TEST_CASE("launch plan: each host's cohort run gets the script's words as they are after --",
           "[unit][launch_plan]") {
   using Words = std::vector<std::string>;
   for (auto [given, sent] : std::vector<std::pair<Words, Words>>{

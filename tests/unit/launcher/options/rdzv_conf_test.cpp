@@ -26,7 +26,7 @@ TEST_CASE("keep_alive_max_attempt sets the timeout from the interval", "[unit][l
   CHECK(conf.heartbeat_timeout == 8s);
 }
 
-TEST_CASE("rdzv-conf takes any key, as torchrun does, and booleans as torchrun reads them",
+TEST_CASE("rdzv-conf takes any key as torchrun does and booleans as torchrun reads them",
           "[unit][launcher]") {
   std::vector<std::string> problems;
   RdzvConf conf = parse_rdzv_conf("foo=1,join_timeout=30,jion_timeout=5,read_timeout=60", problems);

@@ -131,7 +131,7 @@ TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices"
   CHECK(validate({"--nproc-per-node", "3", "t.py"}).config.env.local_world_size == 3);
 }
 
-TEST_CASE("a --standalone run with --nnodes 1:MAX runs one node, as torchrun does",
+TEST_CASE("a --standalone run with --nnodes 1:MAX runs one node as torchrun does",
           "[unit][launcher]") {
   ValidatedRun elastic = validate({"--standalone", "--nnodes=1:4", "t.py"});
   CHECK(elastic.problems.empty());
