@@ -214,6 +214,12 @@ std::string pet_name(const std::string& dashed) {
 }
 
 void add_run_flags(CLI::App& app, RunOptions& o) {
+  // With a callback of its own, a subcommand reads its flags' PET_* variables only when it is
+  // the one given: CLI11 otherwise reads them for every subcommand that has none, so a bad
+  // PET_MAX_RESTARTS failed `cohort launch` and `cohort status` too, and `cohort run
+  // --max-restarts 1` through launch's --max-restarts. A flag given still wins over its variable,
+  // which is then not read at all.
+  app.parse_complete_callback([] {});
   add_size_and_rendezvous_flags(app, o);
   add_worker_flags(app, o);
   add_output_flags(app, o);

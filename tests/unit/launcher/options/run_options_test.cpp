@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 
+#include "launcher/launch/launch_plan.hpp"
 #include "launcher/options/command_words.hpp"
 #include "launcher/options/help_format.hpp"
 #include "tests/support/env_guard.hpp"
@@ -52,7 +53,7 @@ TEST_CASE("the script and its arguments are taken as given", "[unit][launcher]")
   CHECK(parsed.options.nnodes == "1:1");  // the script's --nnodes is not cohort's
 }
 
-TEST_CASE("a flag given twice takes its last value, as torchrun's argparse does",
+TEST_CASE("a flag given twice takes its last value as torchrun's argparse does",
           "[unit][launcher]") {
   Parsed parsed = parse({"--nproc_per_node=2", "--nproc_per_node=1", "--max_restarts=1",
                          "--max-restarts=0", "--role", "a", "--role", "b", "t.py", "--role", "c"});
@@ -112,7 +113,7 @@ std::vector<std::string> command_of(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST_CASE("one -- before the script or right after it is dropped, as torchrun drops it",
+TEST_CASE("one -- before the script or right after it is dropped as torchrun drops it",
           "[unit][launcher]") {
   using Words = std::vector<std::string>;
   CHECK(command_of({"--standalone", "ap.py", "--", "--lr", "0.1"}) ==
@@ -139,6 +140,51 @@ TEST_CASE("PET_ variables give defaults that flags override", "[unit][launcher]"
   CHECK(parse({"--nproc-per-node", "2", "train.py"}).options.nproc_per_node == "2");
   env.set("PET_STANDALONE", "0");
   CHECK_FALSE(parse({"train.py"}).options.standalone);
+}
+
+// Parses `cohort ARGS` with main()'s subcommands that read PET_* (run, launch) and one that
+// does not (status); true when the parse succeeded. `max_restarts`: what the one given got.
+bool parses_with_run_and_launch(std::vector<std::string> args, int& max_restarts) {
+  RunOptions run_options;
+  LaunchOptions launch_options;
+  CLI::App top;
+  top.allow_extras();
+  CLI::App* run = top.add_subcommand("run");
+  add_run_flags(*run, run_options);
+  CLI::App* launch = top.add_subcommand("launch");
+  add_launch_flags(*launch, launch_options);
+  top.add_subcommand("status");
+  args.insert(args.begin(), "cohort");
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  try {
+    top.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& error) {
+    UNSCOPED_INFO(error.what());
+    return false;
+  }
+  max_restarts = run->parsed() ? run_options.max_restarts : launch_options.run.max_restarts;
+  return true;
+}
+
+TEST_CASE("a flag given wins over a bad PET_ value that no other command reads",
+          "[unit][launcher]") {
+  test::EnvGuard env;
+  env.set("PET_MAX_RESTARTS", "abc");
+  int max_restarts = -1;
+  CHECK(parses_with_run_and_launch({"run", "--max_restarts=1", "t.py"}, max_restarts));
+  CHECK(max_restarts == 1);
+  CHECK(parses_with_run_and_launch({"launch", "-H", "a", "--max-restarts", "2", "t.py"},
+                                   max_restarts));
+  CHECK(max_restarts == 2);
+  CHECK(parses_with_run_and_launch({"status"}, max_restarts));
+  // Not given: the variable is the value, and a bad one is an error.
+  CHECK_FALSE(parses_with_run_and_launch({"run", "t.py"}, max_restarts));
+  env.set("PET_MAX_RESTARTS", "3");
+  CHECK(parses_with_run_and_launch({"run", "t.py"}, max_restarts));
+  CHECK(max_restarts == 3);
+  CHECK(parses_with_run_and_launch({"launch", "-H", "a", "t.py"}, max_restarts));
+  CHECK(max_restarts == 3);
 }
 
 // What the parse of `args` (with the environment as it is) says of `problem`'s flag.
