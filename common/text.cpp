@@ -64,6 +64,71 @@ std::vector<std::string> split_words(std::string_view text) {
   }
 }
 
+namespace {
+
+// Inside "...": a backslash escapes only these (and a newline, which it removes).
+bool escapable_in_double_quotes(char c) { return c == '$' || c == '`' || c == '"' || c == '\\'; }
+
+// Appends the quoted text that starts at `at` (just past the opening quote) to `word`; the index
+// just past the closing quote, or npos when there is none.
+size_t take_quoted(std::string_view text, size_t at, char quote, std::string& word) {
+  for (; at < text.size(); ++at) {
+    char c = text[at];
+    if (c == quote) return at + 1;
+    if (quote == '"' && c == '\\' && at + 1 < text.size()) {
+      char next = text[at + 1];
+      if (next == '\n') {
+        ++at;
+        continue;
+      }
+      if (escapable_in_double_quotes(next)) c = text[++at];
+    }
+    word.push_back(c);
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> split_shell_words(std::string_view text,
+                                                          std::string& error) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t at = 0; at < text.size();) {
+    char c = text[at];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      ++at;
+    } else if (c == '\'' || c == '"') {
+      in_word = true;
+      at = take_quoted(text, at + 1, c, word);
+      if (at == std::string_view::npos) {
+        error = cat("a ", c, " is not closed");
+        return std::nullopt;
+      }
+    } else if (c == '\\') {
+      if (at + 1 == text.size()) {
+        error = "a \\ ends the text, with nothing after it to escape";
+        return std::nullopt;
+      }
+      if (text[at + 1] != '\n') {
+        word.push_back(text[at + 1]);
+        in_word = true;
+      }
+      at += 2;
+    } else {
+      word.push_back(c);
+      in_word = true;
+      ++at;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string joined;
   for (size_t i = 0; i < parts.size(); ++i) {

@@ -23,6 +23,11 @@ std::string cat(const Parts&... parts) {
 std::vector<std::string> split(std::string_view text, char separator);
 /// The words of `text`: what lies between runs of whitespace (none for blank text).
 std::vector<std::string> split_words(std::string_view text);
+/// The words a POSIX shell makes of `text`, quotes and backslashes removed ("--comment='two
+/// words'" is one word), without expanding anything ($HOME, *, ~ stay as they are); nullopt with
+/// `error` set ("a ' is not closed") where the shell would wait for more.
+std::optional<std::vector<std::string>> split_shell_words(std::string_view text,
+                                                          std::string& error);
 /// The parts with `separator` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::string_view trim(std::string_view text);

@@ -325,7 +325,14 @@ void plan_transport(const CLI::App& app, const LaunchOptions& options, const Lau
                                     "(--launcher ssh to use ssh)"));
       }
     }
-    plan.srun.extra_args = split_words(options.launcher_args);
+    std::string error;
+    if (auto words = split_shell_words(options.launcher_args, error)) {
+      plan.srun.extra_args = std::move(*words);
+    } else {
+      plan.problems.push_back(cat("--launcher-args: ", error,
+                                  " (the words are split as a shell splits them: quote a word "
+                                  "with spaces, '--comment=two words')"));
+    }
     // The allocation's hosts have the job's tasks as slots: each step takes all their GPUs.
     if (plan.scheduler == "Slurm") plan.srun.gpus_per_task = job_gpus_per_task(context.env);
   } else if (given(app, "--launcher-args")) {
@@ -388,7 +395,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "How the hosts are started: ssh, or srun (job steps; the default inside a Slurm "
                  "job, for its own hosts)");
   app.add_option("--launcher-args", o.launcher_args,
-                 "More words for srun's command line, e.g. '--gres=gpu:8 --mem=0'");
+                 "More words for srun's command line, split as a shell splits them (quotes and "
+                 "backslashes; nothing expanded), e.g. '--gres=gpu:8 --comment=\"two words\"'");
   app.add_option("--rdzv-host", o.rdzv_host,
                  "Address the hosts use to reach this machine's rendezvous daemon (default: "
                  "127.0.0.1 when every host is local, else this host's name)");

@@ -128,6 +128,45 @@ TEST_CASE("split_words splits on runs of any whitespace", "[unit][common]") {
   CHECK(split_words("").empty());
 }
 
+namespace {
+
+using Words = std::vector<std::string>;
+
+// The words of `text` as a shell makes them; a failure as {"error: ..."}.
+Words shell_words(std::string_view text) {
+  std::string error;
+  auto words = split_shell_words(text, error);
+  return words ? *words : Words{"error: " + error};
+}
+
+}  // namespace
+
+TEST_CASE("split_shell_words keeps quoted blanks in one word as sh does", "[unit][common]") {
+  CHECK(shell_words("--comment='two words' --mem=0") == Words{"--comment=two words", "--mem=0"});
+  CHECK(shell_words(R"(--comment="two words")") == Words{"--comment=two words"});
+  CHECK(shell_words(R"(a\ b c)") == Words{"a b", "c"});
+  CHECK(shell_words("  --gres=gpu:8 \t --mem=0  ") == Words{"--gres=gpu:8", "--mem=0"});
+  CHECK(shell_words("''") == Words{""});  // an empty word, as sh gives one
+  CHECK(shell_words("a''b \"\"c") == Words{"ab", "c"});
+  CHECK(shell_words("").empty());
+  CHECK(shell_words(" \n ").empty());
+}
+
+TEST_CASE("split_shell_words escapes as sh does and expands nothing", "[unit][common]") {
+  CHECK(shell_words(R"('a\b' "a\b" "a\"b" "\$x\\")") ==
+        Words{R"(a\b)", R"(a\b)", "a\"b", R"($x\)"});
+  CHECK(shell_words(R"(it\'s "it's" 'say "hi"')") == Words{"it's", "it's", "say \"hi\""});
+  CHECK(shell_words("$HOME ~ *.py `x`") == Words{"$HOME", "~", "*.py", "`x`"});
+  CHECK(shell_words("a\\\nb \"c\\\nd\"") == Words{"ab", "cd"});  // a line continued
+}
+
+TEST_CASE("split_shell_words refuses what sh would wait for", "[unit][common]") {
+  CHECK(shell_words("--comment='two words") == Words{"error: a ' is not closed"});
+  CHECK(shell_words(R"(--comment="two)") == Words{"error: a \" is not closed"});
+  CHECK(shell_words(R"('a' "b\")") == Words{"error: a \" is not closed"});
+  CHECK(shell_words("a \\") == Words{"error: a \\ ends the text, with nothing after it to escape"});
+}
+
 TEST_CASE("one_line shows line breaks as \\n and \\r and keeps the rest", "[unit][common]") {
   CHECK(one_line("node\ncohortd: forged\r\n") == "node\\ncohortd: forged\\r\\n");
   CHECK(one_line("plain \x1b[2J\t text") == "plain \x1b[2J\t text");  // the log escapes those

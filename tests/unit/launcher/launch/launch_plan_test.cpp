@@ -344,6 +344,21 @@ TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, oth
                     "--launcher-args: words for srun (--launcher srun)"));
 }
 
+TEST_CASE("launch plan: --launcher-args are split as a shell splits them", "[unit][launcher]") {
+  EnvVars job{{"SLURM_JOB_ID", "7"}};
+  LaunchPlan quoted = plan({"--launcher", "srun", "-H", "gpu-1", "--launcher-args",
+                            "--comment='two words' --mem=0", "x.py"},
+                           job)
+                          .plan;
+  REQUIRE(quoted.problems.empty());
+  CHECK(quoted.srun.extra_args == std::vector<std::string>{"--comment=two words", "--mem=0"});
+  CHECK(has_problem(
+      plan({"--launcher", "srun", "-H", "gpu-1", "--launcher-args", "--comment='two words", "x.py"},
+           job)
+          .plan,
+      "--launcher-args: a ' is not closed (the words are split as a shell splits"));
+}
+
 TEST_CASE("launch plan: the steps of a job with GPUs per task ask for those of all their slots",
           "[unit][launch_plan]") {
   EnvVars job{{"SLURM_JOB_ID", "42"},
