@@ -8,31 +8,57 @@ namespace cohort {
 
 Admission ConnectionGate::admit(uint64_t id, const std::string& address, Time now) {
   Admission admission;
-  if (connections() >= limits_.max_connections) {
-    if (auto victim = oldest_overdue(now)) {
-      evict(*victim,
-            cat("the oldest connection that has not proven itself, at ", limits_.max_connections,
-                " connections"),
-            admission);
-    } else if (!waiting_.empty()) {
-      evict(waiting_.begin()->first,
-            cat("the oldest connection waiting to be read, at ", limits_.max_connections,
-                " connections"),
-            admission);
-    } else {
-      admission.refusal = cat("too many connections (", limits_.max_connections, ")");
-      return admission;
-    }
+  if (connections() >= limits_.max_connections && !make_room(now, admission)) {
+    admission.refusal = cat("too many connections (", limits_.max_connections, ")");
+    return admission;
   }
-  waiting_.emplace(id, address);
-  std::set<uint64_t>& queue = waiting_by_address_[address];
-  queue.insert(id);
-  if (queue.size() == 1) first_waiting_.emplace(id, address);
+  unlist_next(address);
+  waiting_.emplace(id, Waiting{address});
+  waiting_by_address_[address].unready.insert(id);
+  unready_.insert(id);
+  list_next(address);
   Admission started = pump(now);
   admission.start = std::move(started.start);
   for (uint64_t evicted : started.evict) admission.evict.push_back(evicted);
   if (admission.why.empty()) admission.why = std::move(started.why);
   return admission;
+}
+
+// At the cap on connections: evicts the oldest overdue stranger, else the oldest waiting
+// connection not ready, else the oldest waiting; false when there is none of these.
+bool ConnectionGate::make_room(Time now, Admission& admission) {
+  if (auto victim = oldest_overdue(now)) {
+    evict(*victim,
+          cat("the oldest connection that has not proven itself, at ", limits_.max_connections,
+              " connections"),
+          admission);
+  } else if (!unready_.empty()) {
+    evict(*unready_.begin(),
+          cat("the oldest connection waiting to be read, at ", limits_.max_connections,
+              " connections"),
+          admission);
+  } else if (!waiting_.empty()) {
+    evict(waiting_.begin()->first,
+          cat("the oldest connection waiting to be read (all waiting ones are ready), at ",
+              limits_.max_connections, " connections"),
+          admission);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void ConnectionGate::ready(uint64_t id) {
+  auto found = waiting_.find(id);
+  if (found == waiting_.end() || found->second.ready) return;
+  const std::string address = found->second.address;
+  unlist_next(address);
+  Queue& queue = waiting_by_address_.at(address);
+  queue.unready.erase(id);
+  queue.ready.insert(id);
+  unready_.erase(id);
+  found->second.ready = true;
+  list_next(address);
 }
 
 Admission ConnectionGate::pump(Time now) {
@@ -42,10 +68,11 @@ Admission ConnectionGate::pump(Time now) {
   return admission;
 }
 
-// Starts the oldest waiting connection there is room for, evicting an overdue stranger in its
-// way; false when every waiting connection has only young strangers in its way (or none waits).
+// Starts the oldest ready waiting connection there is room for, else the oldest waiting one,
+// evicting an overdue stranger in its way; false when every waiting connection has only young
+// strangers in its way (or none waits).
 bool ConnectionGate::start_one(Time now, Admission& admission) {
-  for (const auto& [id, address] : first_waiting_) {
+  for (const auto& [unready, id, address] : next_waiting_) {
     auto mine = strangers_by_address_.find(address);
     if (mine != strangers_by_address_.end() &&
         mine->second.size() >= limits_.max_unproven_per_address) {
@@ -126,13 +153,34 @@ void ConnectionGate::forget_stranger(uint64_t id) {
 void ConnectionGate::forget_waiting(uint64_t id) {
   auto found = waiting_.find(id);
   if (found == waiting_.end()) return;
-  auto queue = waiting_by_address_.find(found->second);
-  if (first_waiting_.erase({id, found->second}) > 0 && queue->second.size() > 1) {
-    first_waiting_.emplace(*std::next(queue->second.begin()), found->second);
-  }
-  queue->second.erase(id);
-  if (queue->second.empty()) waiting_by_address_.erase(queue);
+  const std::string address = found->second.address;
+  unlist_next(address);
+  Queue& queue = waiting_by_address_.at(address);
+  queue.ready.erase(id);
+  queue.unready.erase(id);
+  unready_.erase(id);
   waiting_.erase(found);
+  list_next(address);
+}
+
+// Before a change to `address`'s queue: its next connection leaves next_waiting_.
+void ConnectionGate::unlist_next(const std::string& address) {
+  auto queue = waiting_by_address_.find(address);
+  if (queue == waiting_by_address_.end()) return;
+  uint64_t next = queue->second.next();
+  next_waiting_.erase({!waiting_.at(next).ready, next, address});
+}
+
+// After a change to `address`'s queue: its next connection, if any, enters next_waiting_.
+void ConnectionGate::list_next(const std::string& address) {
+  auto queue = waiting_by_address_.find(address);
+  if (queue == waiting_by_address_.end()) return;
+  if (queue->second.empty()) {
+    waiting_by_address_.erase(queue);
+    return;
+  }
+  uint64_t next = queue->second.next();
+  next_waiting_.emplace(!waiting_.at(next).ready, next, address);
 }
 
 }  // namespace cohort

@@ -7,9 +7,11 @@
 // accepted but unread, until one proves itself, closes or turns overdue. So members behind one
 // NAT'd address, which all prove themselves within their grace, are never evicted nor refused
 // however many arrive at once (they start 64 at a time), while silent strangers hold their
-// place for the grace at most once a newcomer needs it. Pure: ids, addresses and times in,
-// decisions out. Owned by the rendezvous daemon and by the HTTP server (one each); their io
-// thread.
+// place for the grace at most once a newcomer needs it. A waiting connection the owner saw (by
+// peeking) has all its proof on the way is ready: ready ones start before the others and, at the
+// cap on connections, are closed after them, so a flood of half-sent requests does not starve
+// whole ones from the same address. Pure: ids, addresses and times in, decisions out. Owned by
+// the rendezvous daemon and by the HTTP server (one each); their io thread.
 #pragma once
 
 #include <chrono>
@@ -19,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -57,6 +60,10 @@ class ConnectionGate {
   /// Starts the waiting connections that room has been made for (since a stranger proved
   /// itself, closed, or turned overdue by `now`), oldest first.
   Admission pump(Time now);
+  /// Waiting connection `id` has sent its whole proof (seen by peeking, not read): it starts
+  /// before every connection not ready, oldest first, and is closed after them at the cap on
+  /// connections. A no-op for one not waiting.
+  void ready(uint64_t id);
   /// When pump() may next start a waiting connection by time alone (the next stranger to turn
   /// overdue), if any connection waits.
   std::optional<Time> next_pump(Time now) const;
@@ -67,6 +74,7 @@ class ConnectionGate {
 
   size_t unproven() const { return strangers_.size(); }
   size_t waiting() const { return waiting_.size(); }
+  size_t ready_waiting() const { return waiting_.size() - unready_.size(); }
   size_t connections() const { return strangers_.size() + proven_.size() + waiting_.size(); }
 
  private:
@@ -74,21 +82,38 @@ class ConnectionGate {
     std::string address;
     Time started;
   };
+  struct Waiting {
+    std::string address;
+    bool ready = false;
+  };
+  /// One address's waiting connections, oldest first; it starts its oldest ready one first.
+  struct Queue {
+    std::set<uint64_t> ready;
+    std::set<uint64_t> unready;
+    bool empty() const { return ready.empty() && unready.empty(); }
+    uint64_t next() const { return ready.empty() ? *unready.begin() : *ready.begin(); }
+  };
+  /// An address's next waiting connection: (not ready, id, address), the ready ones first.
+  using Next = std::tuple<bool, uint64_t, std::string>;
 
   bool overdue(const Stranger& stranger, Time now) const;
   bool start_one(Time now, Admission& admission);
   std::optional<uint64_t> oldest_overdue(Time now) const;
   void forget_stranger(uint64_t id);
   void forget_waiting(uint64_t id);
+  void unlist_next(const std::string& address);
+  void list_next(const std::string& address);
+  bool make_room(Time now, Admission& admission);
   void evict(uint64_t id, std::string why, Admission& admission);
 
   ConnectionLimits limits_;
   std::map<uint64_t, Stranger> strangers_;
   std::set<std::pair<Time, uint64_t>> strangers_by_age_;  ///< oldest started first
   std::map<std::string, std::set<uint64_t>> strangers_by_address_;
-  std::map<uint64_t, std::string> waiting_;  ///< id -> address, oldest first
-  std::map<std::string, std::set<uint64_t>> waiting_by_address_;
-  std::set<std::pair<uint64_t, std::string>> first_waiting_;  ///< each address's oldest waiting
+  std::map<uint64_t, Waiting> waiting_;  ///< oldest first
+  std::map<std::string, Queue> waiting_by_address_;
+  std::set<Next> next_waiting_;  ///< each address's next to start
+  std::set<uint64_t> unready_;   ///< waiting and not ready, oldest first
   std::set<uint64_t> proven_;
 };
 

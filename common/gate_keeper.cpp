@@ -37,6 +37,11 @@ void GateKeeper::proven(uint64_t id) {
   pump();
 }
 
+void GateKeeper::ready(uint64_t id) {
+  gate_.ready(id);
+  pump();
+}
+
 void GateKeeper::closed(uint64_t id) {
   gate_.closed(id);
   pump();

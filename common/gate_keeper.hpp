@@ -36,6 +36,9 @@ class GateKeeper {
   void let_in(Admission admission);
   /// Connection `id` proved itself: never evicted; those waiting for its place may start.
   void proven(uint64_t id);
+  /// Waiting connection `id` has sent its whole proof (the owner peeked): it starts before those
+  /// that have not, at once if there is room.
+  void ready(uint64_t id);
   /// Connection `id` closed: those waiting for its place may start.
   void closed(uint64_t id);
   /// For good: no more evictions or starts (the gate still counts closes).
@@ -44,6 +47,7 @@ class GateKeeper {
   /// Connections the gate counts (proven, strangers and those waiting).
   size_t connections() const { return gate_.connections(); }
   size_t waiting() const { return gate_.waiting(); }
+  size_t ready_waiting() const { return gate_.ready_waiting(); }
 
  private:
   void pump();

@@ -1,6 +1,7 @@
 // ConnectionGate: the caps on strangers (connections that have not proven themselves), per
 // address and in total, and on all connections; the oldest overdue stranger makes room for a
-// newcomer, which waits while only young strangers are in its way.
+// newcomer, which waits while only young strangers are in its way; waiting connections whose
+// proof has all come (ready) start before the rest and are closed after them at the cap.
 #include <catch2/catch.hpp>
 
 #include "common/connection_gate.hpp"
@@ -217,4 +218,103 @@ TEST_CASE("behind one address members all prove themselves while silent stranger
   }
   CHECK(proven.size() == kEach);
   CHECK(strangers_evicted > kEach - 64);
+}
+
+TEST_CASE("a ready waiting connection starts before older ones that are not ready",
+          "[unit][common]") {
+  ConnectionGate gate({1, 10, 100, 1000ms});
+  CHECK(gate.admit(1, "a", t0).start == std::vector<uint64_t>{1});
+  for (uint64_t id : {2, 3, 4}) CHECK(gate.admit(id, "a", t0).start.empty());
+  gate.ready(4);
+  gate.ready(3);
+  gate.ready(3);  // twice: no change
+  gate.ready(1);  // not waiting: a no-op
+  gate.ready(99);
+  CHECK(gate.ready_waiting() == 2);
+  gate.proven(1);
+  CHECK(gate.pump(t0).start == std::vector<uint64_t>{3});  // the oldest ready one
+  gate.proven(3);
+  CHECK(gate.pump(t0).start == std::vector<uint64_t>{4});
+  gate.proven(4);
+  CHECK(gate.pump(t0).start == std::vector<uint64_t>{2});
+  CHECK(gate.waiting() == 0);
+  CHECK(gate.ready_waiting() == 0);
+}
+
+TEST_CASE("past the total cap a ready connection from any address starts first", "[unit][common]") {
+  ConnectionGate gate({5, 1, 100, 1000ms});
+  CHECK(gate.admit(1, "a", t0).start == std::vector<uint64_t>{1});
+  CHECK(gate.admit(2, "b", t0).start.empty());
+  CHECK(gate.admit(3, "c", t0).start.empty());
+  gate.ready(3);
+  Admission later = gate.pump(t0 + 1000ms);  // 1 is overdue: its place goes to 3, not 2
+  CHECK(later.evict == std::vector<uint64_t>{1});
+  CHECK(later.start == std::vector<uint64_t>{3});
+  gate.proven(3);
+  CHECK(gate.pump(t0 + 1000ms).start == std::vector<uint64_t>{2});
+}
+
+TEST_CASE("at the cap on connections the oldest waiting one not ready goes before ready ones",
+          "[unit][common]") {
+  ConnectionGate gate({1, 10, 4, 1000ms});
+  CHECK(gate.admit(1, "a", t0).start == std::vector<uint64_t>{1});
+  for (uint64_t id : {2, 3, 4}) CHECK(gate.admit(id, "a", t0).start.empty());
+  gate.ready(2);
+  Admission fifth = gate.admit(5, "a", t0);
+  CHECK(fifth.evict == std::vector<uint64_t>{3});  // 2 is older, but ready
+  CHECK(fifth.why == "the oldest connection waiting to be read, at 4 connections");
+  gate.ready(4);
+  gate.ready(5);
+  Admission sixth = gate.admit(6, "a", t0);  // every waiting one is ready: the oldest goes
+  CHECK(sixth.evict == std::vector<uint64_t>{2});
+  CHECK(sixth.why ==
+        "the oldest connection waiting to be read (all waiting ones are ready), at 4 connections");
+  CHECK(gate.connections() == 4);
+  CHECK(gate.ready_waiting() == 2);
+}
+
+TEST_CASE("under a flood of half-sent requests from one address each whole one starts in its grace",
+          "[unit][common]") {
+  // The HTTP server's limits. Every 25 ms a half-sent request from one address (never ready,
+  // never proven); every 100 ms a whole one from the same address, ready 1 ms after it arrived
+  // and proven when started. The keeper pumps after each change and at next_pump().
+  ConnectionGate gate({8, 64, 256, 500ms});
+  ConnectionGate::Time now = t0;
+  std::map<uint64_t, ConnectionGate::Time> whole;  // waiting whole requests: since when
+  std::vector<uint64_t> just_arrived;
+  size_t answered = 0;
+  std::chrono::milliseconds longest{0};
+  auto apply = [&](const Admission& admission) {
+    for (uint64_t id : admission.evict) CHECK(whole.count(id) == 0);
+    for (uint64_t id : admission.start) {
+      auto found = whole.find(id);
+      if (found == whole.end()) continue;
+      longest = std::max(
+          longest, std::chrono::duration_cast<std::chrono::milliseconds>(now - found->second));
+      whole.erase(found);
+      gate.proven(id);
+      gate.closed(id);  // answered
+      ++answered;
+    }
+  };
+  uint64_t next = 1;
+  for (int ms = 0; ms < 30000; ++ms, now += 1ms) {
+    for (uint64_t id : just_arrived) gate.ready(id);
+    just_arrived.clear();
+    if (ms % 100 == 0) {
+      whole[next] = now;
+      just_arrived.push_back(next);
+      apply(gate.admit(next++, "a", now));
+    }
+    if (ms % 25 == 0) apply(gate.admit(next++, "a", now));
+    for (Admission admission = gate.pump(now); !admission.start.empty(); admission = gate.pump(now))
+      apply(admission);
+    REQUIRE(gate.connections() <= 256);
+    REQUIRE(gate.unproven() <= 8);
+  }
+  CHECK(answered + whole.size() == 300);
+  CHECK(answered >= 295);
+  CHECK(longest <= 501ms);
+  for (const auto& [id, since] : whole) CHECK(now - since <= 501ms);
+  CHECK(gate.connections() == 256);  // the flood fills the cap; only half-sent ones are closed
 }

@@ -1,6 +1,6 @@
 // GateKeeper: a ConnectionGate's decisions carried out through its owner's callbacks; waiting
 // connections start when a stranger in their way proves itself, closes, or (its timer) turns
-// overdue, and nothing more starts once the keeper is closed.
+// overdue, ready ones before the rest, and nothing more starts once the keeper is closed.
 #include <catch2/catch.hpp>
 
 #include "common/gate_keeper.hpp"
@@ -115,4 +115,16 @@ TEST_CASE("once closed a gate keeper starts nothing and evicts nothing", "[unit]
   CHECK(k.started == std::vector<uint64_t>{1});
   CHECK(k.evicted.empty());
   CHECK(k.keeper.connections() == 1);  // the gate still counts: 2 waits, unstarted
+}
+
+TEST_CASE("a ready waiting connection takes the first place that comes free", "[unit][common]") {
+  Keeper k({1, 10, 100, 1000ms});
+  for (uint64_t id : {1, 2, 3}) CHECK(k.arrive(id, "a").empty());
+  k.keeper.ready(3);  // no room yet: it still waits
+  CHECK(k.started == std::vector<uint64_t>{1});
+  CHECK(k.keeper.ready_waiting() == 1);
+  k.keeper.proven(1);
+  CHECK(k.started == std::vector<uint64_t>{1, 3});
+  k.keeper.closed(3);
+  CHECK(k.started == std::vector<uint64_t>{1, 3, 2});
 }
