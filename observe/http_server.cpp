@@ -1,5 +1,7 @@
 #include "observe/http_server.hpp"
 
+#include <sys/socket.h>
+
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -9,6 +11,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cctype>
+#include <string_view>
 
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -42,8 +45,9 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
 }
 
 // One accepted connection: reads one request, writes one response, closes. Holds itself alive
-// through its handlers' shared_ptr; counts itself at the server's gate (a stranger until its
-// request has come) and its answer's body in the server's pending bytes.
+// through its handlers' shared_ptr (the server's `waiting` holds it until it starts); counts
+// itself at the server's gate (a stranger until its request has come, ready while it waits once
+// its whole header has come) and its answer's body in the server's pending bytes.
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, uint64_t id, std::shared_ptr<Shared> shared)
@@ -57,7 +61,28 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     if (shared_->gate) shared_->gate->closed(id_);
   }
 
+  /// While it waits, unread: peeks each time bytes arrive and tells the gate once the whole
+  /// header has come, so that it starts before half-sent requests. Stops watching once the bytes
+  /// waiting are over the header cap: such a request is never ready.
+  void watch() {
+    if (started_ || shared_->stopped()) return;
+    switch (peek_header()) {
+      case Header::Whole:
+        return shared_->gate->ready(id_);
+      case Header::TooBig:
+        return;
+      case Header::Partial:
+        break;
+    }
+    stream_.socket().async_wait(tcp::socket::wait_read,
+                                [weak = weak_from_this()](beast::error_code error) {
+                                  auto self = weak.lock();
+                                  if (self && !error) self->watch();
+                                });
+  }
+
   void start() {
+    started_ = true;
     stream_.expires_after(shared_->options.timeout);
     http::async_read(stream_, buffer_, parser_,
                      [self = shared_from_this()](beast::error_code error, size_t) {
@@ -97,6 +122,19 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                       [self = shared_from_this()](beast::error_code, size_t) { self->close(); });
   }
 
+  enum class Header { Partial, Whole, TooBig };
+  // What has come of the request so far, read without taking it from the socket.
+  Header peek_header() {
+    char bytes[kMaxHeaderBytes];
+    ssize_t got =
+        ::recv(stream_.socket().native_handle(), bytes, sizeof bytes, MSG_PEEK | MSG_DONTWAIT);
+    if (got <= 0) return Header::Partial;
+    if (std::string_view(bytes, static_cast<size_t>(got)).find("\r\n\r\n") !=
+        std::string_view::npos)
+      return Header::Whole;
+    return static_cast<size_t>(got) == sizeof bytes ? Header::TooBig : Header::Partial;
+  }
+
   // The answer, or a short 503 when it is bigger than one page may be or than what is left of
   // the budget for answers still being sent.
   HttpResponse within_budget(HttpResponse answer) const {
@@ -123,6 +161,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   beast::tcp_stream stream_;
   uint64_t id_;
+  bool started_ = false;  ///< reading (or done): no longer watched
   size_t held_bytes_ = 0;
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;
@@ -164,7 +203,8 @@ void HttpServer::stop() {
 }
 
 // Past a cap the newcomer waits, unread, until a stranger answers, closes or has had its grace;
-// then the oldest such makes room (common/connection_gate.hpp). Refused only at the cap on
+// then the oldest such makes room (common/connection_gate.hpp), for the oldest waiting connection
+// whose whole header has come if any, else for the oldest waiting. Refused only at the cap on
 // connections with no stranger overdue and none waiting.
 void HttpServer::admit(tcp::socket socket, const std::string& peer) {
   Shared& shared = *shared_;
@@ -175,8 +215,10 @@ void HttpServer::admit(tcp::socket socket, const std::string& peer) {
     socket.close(ignored);
     return;
   }
-  shared.waiting[id] = std::make_shared<Connection>(std::move(socket), id, shared_);
+  auto connection = std::make_shared<Connection>(std::move(socket), id, shared_);
+  shared.waiting[id] = connection;
   gate_keeper_.let_in(std::move(admission));
+  if (shared.waiting.count(id) > 0) connection->watch();
 }
 
 // A stranger that makes room for a newcomer, or at the cap on connections one still waiting:

@@ -1,17 +1,20 @@
 // observe::HttpServer on 127.0.0.1:0 with raw sockets: silent connections past the caps make
 // room for newcomers (the oldest go, once their grace is over), and clients that never read their
 // answers hold at most the send budget; past it a request is answered 503 at once, and the
-// non-readers are closed at the answer's deadline.
+// non-readers are closed at the answer's deadline; a request that has all come is served before,
+// and evicted after, a flood of half-sent ones from its own address.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "observe/http_server.hpp"
 
@@ -67,13 +70,13 @@ class Peer {
     REQUIRE(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
   }
-  /// The first `bytes` the server sent (fewer if it closed first, or after 5 s of silence).
-  std::string read_some(size_t bytes) const {
+  /// The first `bytes` the server sent (fewer if it closed first, or after `silence`).
+  std::string read_some(size_t bytes, std::chrono::milliseconds silence = 5s) const {
     std::string got;
     char buffer[4096];
     while (got.size() < bytes) {
       pollfd ready{fd_, POLLIN, 0};
-      if (::poll(&ready, 1, 5000) <= 0) break;
+      if (::poll(&ready, 1, static_cast<int>(silence.count())) <= 0) break;
       ssize_t n = ::recv(fd_, buffer, std::min(sizeof buffer, bytes - got.size()), 0);
       if (n <= 0) break;
       got.append(buffer, static_cast<size_t>(n));
@@ -94,6 +97,68 @@ class Peer {
 
  private:
   int fd_;
+};
+
+// On its own thread, until destroyed (60 s at most): every 25 ms a connection from 127.0.0.1
+// that sends the first line of a request and never the rest. It holds its connections until
+// the server closes them.
+class HalfSentFlood {
+ public:
+  explicit HalfSentFlood(uint16_t port) : thread_([this, port] { run(port); }) {}
+  ~HalfSentFlood() {
+    stop_ = true;
+    thread_.join();
+    for (int fd : held_) ::close(fd);
+  }
+  HalfSentFlood(const HalfSentFlood&) = delete;
+  HalfSentFlood& operator=(const HalfSentFlood&) = delete;
+
+  size_t sent() const { return sent_; }
+
+ private:
+  void run(uint16_t port) {
+    auto until = std::chrono::steady_clock::now() + 60s;
+    while (!stop_ && std::chrono::steady_clock::now() < until) {
+      open_one(port);
+      drop_closed();
+      std::this_thread::sleep_for(25ms);
+    }
+  }
+  void open_one(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    const std::string half = "GET /page HTTP/1.1\r\n";
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
+        ::send(fd, half.data(), half.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(half.size())) {
+      ::close(fd);
+      return;
+    }
+    held_.push_back(fd);
+    ++sent_;
+  }
+  // Closes the connections the server closed (readable: only its close can come).
+  void drop_closed() {
+    std::vector<pollfd> polled;
+    for (int fd : held_) polled.push_back({fd, POLLIN, 0});
+    if (::poll(polled.data(), polled.size(), 0) <= 0) return;
+    held_.clear();
+    for (const pollfd& each : polled) {
+      if (each.revents != 0) {
+        ::close(each.fd);
+      } else {
+        held_.push_back(each.fd);
+      }
+    }
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> sent_{0};
+  std::vector<int> held_;  ///< the flood thread's
+  std::thread thread_;
 };
 
 }  // namespace
@@ -177,4 +242,43 @@ TEST_CASE("HTTP: a page over the page limit is a 503, not a held answer", "[comp
   std::string answer = peer.read_some(4096);
   CHECK(answer.rfind("HTTP/1.1 503", 0) == 0);
   CHECK(answer.find("over the limit of 1048576") != std::string::npos);
+}
+
+TEST_CASE("HTTP: a flood of half-sent requests from one address keeps no whole request waiting",
+          "[component][http]") {
+  // The daemon's limits: 8 strangers per address, each safe for 500 ms. The flood (40 a second)
+  // starts 8 every 500 ms and the rest wait; a whole request from the same address goes before
+  // them, and at the cap on connections they are closed before it.
+  ServerThread s(observe::HttpOptions{}, 10);
+  uint16_t port = s.server.port();
+  HalfSentFlood flood(port);
+  std::this_thread::sleep_for(1s);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {
+    Peer client("127.0.0.1", port);
+    client.get();
+    answered += client.read_some(12, 3s) == "HTTP/1.1 200";
+  }
+  CHECK(answered >= 9);
+  CHECK(flood.sent() >= 40);
+}
+
+TEST_CASE("HTTP: at the cap on connections half-sent requests are closed before a whole one",
+          "[component][http]") {
+  // 16 connections at most and a grace of 2 s: the flood fills the cap within a second, then
+  // each newcomer closes the oldest waiting connection that has not sent its whole request.
+  observe::HttpOptions options;
+  options.limits = {8, 64, 16, 2000ms};
+  ServerThread s(options, 10);
+  uint16_t port = s.server.port();
+  HalfSentFlood flood(port);
+  std::this_thread::sleep_for(1s);
+  int answered = 0;
+  for (int i = 0; i < 3; ++i) {
+    Peer client("127.0.0.1", port);
+    client.get();
+    answered += client.read_some(12, 4s) == "HTTP/1.1 200";
+  }
+  CHECK(answered == 3);
+  CHECK(flood.sent() >= 40);
 }
