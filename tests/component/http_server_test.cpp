@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "observe/http_server.hpp"
+#include "tests/support/half_sent_flood.hpp"
 
 using namespace cohort;
 using namespace std::chrono_literals;
@@ -97,68 +97,6 @@ class Peer {
 
  private:
   int fd_;
-};
-
-// On its own thread, until destroyed (60 s at most): every 25 ms a connection from 127.0.0.1
-// that sends the first line of a request and never the rest. It holds its connections until
-// the server closes them.
-class HalfSentFlood {
- public:
-  explicit HalfSentFlood(uint16_t port) : thread_([this, port] { run(port); }) {}
-  ~HalfSentFlood() {
-    stop_ = true;
-    thread_.join();
-    for (int fd : held_) ::close(fd);
-  }
-  HalfSentFlood(const HalfSentFlood&) = delete;
-  HalfSentFlood& operator=(const HalfSentFlood&) = delete;
-
-  size_t sent() const { return sent_; }
-
- private:
-  void run(uint16_t port) {
-    auto until = std::chrono::steady_clock::now() + 60s;
-    while (!stop_ && std::chrono::steady_clock::now() < until) {
-      open_one(port);
-      drop_closed();
-      std::this_thread::sleep_for(25ms);
-    }
-  }
-  void open_one(uint16_t port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return;
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(port);
-    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    const std::string half = "GET /page HTTP/1.1\r\n";
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 ||
-        ::send(fd, half.data(), half.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(half.size())) {
-      ::close(fd);
-      return;
-    }
-    held_.push_back(fd);
-    ++sent_;
-  }
-  // Closes the connections the server closed (readable: only its close can come).
-  void drop_closed() {
-    std::vector<pollfd> polled;
-    for (int fd : held_) polled.push_back({fd, POLLIN, 0});
-    if (::poll(polled.data(), polled.size(), 0) <= 0) return;
-    held_.clear();
-    for (const pollfd& each : polled) {
-      if (each.revents != 0) {
-        ::close(each.fd);
-      } else {
-        held_.push_back(each.fd);
-      }
-    }
-  }
-
-  std::atomic<bool> stop_{false};
-  std::atomic<size_t> sent_{0};
-  std::vector<int> held_;  ///< the flood thread's
-  std::thread thread_;
 };
 
 }  // namespace
@@ -251,7 +189,7 @@ TEST_CASE("HTTP: a flood of half-sent requests from one address keeps no whole r
   // them, and at the cap on connections they are closed before it.
   ServerThread s(observe::HttpOptions{}, 10);
   uint16_t port = s.server.port();
-  HalfSentFlood flood(port);
+  test::HalfSentFlood flood(port, "GET /page HTTP/1.1\r\n");
   std::this_thread::sleep_for(1s);
   int answered = 0;
   for (int i = 0; i < 10; ++i) {
@@ -271,7 +209,7 @@ TEST_CASE("HTTP: at the cap on connections half-sent requests are closed before 
   options.limits = {8, 64, 16, 2000ms};
   ServerThread s(options, 10);
   uint16_t port = s.server.port();
-  HalfSentFlood flood(port);
+  test::HalfSentFlood flood(port, "GET /page HTTP/1.1\r\n");
   std::this_thread::sleep_for(1s);
   int answered = 0;
   for (int i = 0; i < 3; ++i) {

@@ -1,8 +1,9 @@
 // cohortd's HTTP port against hostile clients, with real sockets: silent connections from one
 // address cannot take every slot, oversized headers, a body, garbage and a request trickled a
 // byte at a time are closed (the trickle at the request deadline, not later), thousands of
-// quick connects are absorbed, and out of descriptors the excess is refused at once; afterwards
-// the daemon still answers /metrics and `cohort status`.
+// quick connects are absorbed, a flood of half-sent requests from one address keeps no whole
+// request from that address waiting, and out of descriptors the excess is refused at once;
+// afterwards the daemon still answers /metrics and `cohort status`.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include "tests/integration/http_support.hpp"
 #include "tests/integration/siege_support.hpp"
+#include "tests/support/half_sent_flood.hpp"
 
 using namespace cohort::test;
 
@@ -149,6 +151,29 @@ TEST_CASE("silent connections from 64 addresses keep no GET out of cohortd's HTT
   for (int i = 0; i < 20; ++i) answered += http_status(http_get(http.url("/metrics"))) == 200;
   CHECK(answered == 20);
   CHECK(siege.reopened() > 0);  // the siege went on: strangers were evicted and came back
+  CHECK(daemon_status(http.cluster().endpoint()).runs.empty());
+  CHECK(http.cluster().stop_daemon());
+}
+
+TEST_CASE(
+    "half-sent requests from one address keep no whole GET from it waiting on cohortd's HTTP port",
+    "[integration][http][hostile]") {
+  Scratch scratch;
+  HttpCluster http(scratch);
+  int port = port_of(http.url(""));
+  // 40 a second from 127.0.0.1, each a request line and no more: 8 start every 500 ms (the
+  // grace), the rest wait, and within seconds they fill the 256 connections.
+  HalfSentFlood flood(static_cast<uint16_t>(port));
+  std::this_thread::sleep_for(1s);
+  int answered = 0;
+  for (int i = 0; i < 10; ++i) {  // a whole GET from the same address goes first
+    Connection client("127.0.0.1", port);
+    client.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::string got;
+    answered += client.closed_within(3s, &got) && got.rfind("HTTP/1.1 200", 0) == 0;
+  }
+  CHECK(answered >= 9);
+  CHECK(flood.sent() >= 40);
   CHECK(daemon_status(http.cluster().endpoint()).runs.empty());
   CHECK(http.cluster().stop_daemon());
 }
