@@ -7,11 +7,11 @@
 // accepted but unread, until one proves itself, closes or turns overdue. So members behind one
 // NAT'd address, which all prove themselves within their grace, are never evicted nor refused
 // however many arrive at once (they start 64 at a time), while silent strangers hold their
-// place for the grace at most once a newcomer needs it. A waiting connection the owner saw (by
-// peeking) has all its proof on the way is ready: ready ones start before the others and, at the
-// cap on connections, are closed after them, so a flood of half-sent requests does not starve
-// whole ones from the same address. Pure: ids, addresses and times in, decisions out. Owned by
-// the rendezvous daemon and by the HTTP server (one each); their io thread.
+// place for the grace at most once a newcomer needs it. A waiting connection whose whole proof
+// the owner saw arrive (by peeking, not reading) is ready: ready ones start before the others and,
+// at the cap on connections, are closed after them, so a flood of half-sent requests does not
+// starve whole ones from the same address. Pure: ids, addresses and times in, decisions out.
+// Owned by the rendezvous daemon and by the HTTP server (one each); their io thread.
 #pragma once
 
 #include <chrono>
@@ -58,7 +58,7 @@ class ConnectionGate {
   /// when its address and the total have room.
   Admission admit(uint64_t id, const std::string& address, Time now);
   /// Starts the waiting connections that room has been made for (since a stranger proved
-  /// itself, closed, or turned overdue by `now`), oldest first.
+  /// itself, closed, or turned overdue by `now`): ready ones first, oldest first within each.
   Admission pump(Time now);
   /// Waiting connection `id` has sent its whole proof (seen by peeking, not read): it starts
   /// before every connection not ready, oldest first, and is closed after them at the cap on

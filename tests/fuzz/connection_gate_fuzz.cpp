@@ -1,10 +1,12 @@
 // libFuzzer target: the connection gate (common/connection_gate.hpp) under connections whose
 // arrivals, addresses, proofs, closes and timing the fuzzer chooses, with small limits, driven as
-// GateKeeper drives it (a pump after every proof and close, and when next_pump() says). Checks,
-// against a model of every connection, that a proven connection (a member) is never evicted, nor
-// a stranger still within its grace; that the caps on strangers per address and in all, and on
-// connections, hold; that no connection waits while there is room for it; and that next_pump()
-// is always later than now (a keeper's timer would otherwise spin).
+// GateKeeper drives it (a pump after every proof, readiness and close, and when next_pump() says).
+// Checks, against a model of every connection, that a proven connection (a member) is never
+// evicted, nor a stranger still within its grace, nor a ready waiting one while one not ready
+// waits; that no waiting connection starts while a ready one from its address waits; that the
+// caps on strangers per address and in all, and on connections, hold; that no connection waits
+// while there is room for it; and that next_pump() is always later than now (a keeper's timer
+// would otherwise spin).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <chrono>
@@ -33,7 +35,8 @@ enum class State { Waiting, Stranger, Proven };
 struct Connection {
   std::string address;
   State state = State::Waiting;
-  Time started{};  // as a stranger
+  bool ready = false;  // while waiting: its proof has all come
+  Time started{};      // as a stranger
 };
 
 class Harness {
@@ -41,7 +44,7 @@ class Harness {
   explicit Harness(FuzzedDataProvider& in) : in_(in), gate_(pick_limits()) {}
 
   void step() {
-    switch (in_.ConsumeIntegralInRange(0, 7)) {
+    switch (in_.ConsumeIntegralInRange(0, 8)) {
       case 0:
       case 1:
       case 2:
@@ -50,6 +53,8 @@ class Harness {
         return prove();
       case 4:
         return close();
+      case 5:
+        return make_ready();
       default:
         return pass_time();
     }
@@ -78,13 +83,21 @@ class Harness {
       return check();
     }
     model_[id] = Connection{address};
-    carry_out(admission);
+    carry_out(admission, id);
   }
 
   void prove() {
     if (auto id = pick(State::Stranger)) {
       gate_.proven(*id);
       model_[*id].state = State::Proven;
+      carry_out(gate_.pump(now_));
+    }
+  }
+
+  void make_ready() {
+    if (auto id = pick(State::Waiting)) {
+      gate_.ready(*id);
+      model_[*id].ready = true;
       carry_out(gate_.pump(now_));
     }
   }
@@ -111,14 +124,17 @@ class Harness {
     carry_out(gate_.pump(now_));  // a close or proof may come first; a pump here is harmless
   }
 
-  // What the keeper does with a decision: close the evicted, start the started.
-  void carry_out(const Admission& admission) {
+  // What the keeper does with a decision: close the evicted, start the started. `newcomer`: the
+  // connection admitted with it (0: none), which arrived after any waiting one was evicted.
+  void carry_out(const Admission& admission, uint64_t newcomer = 0) {
     for (uint64_t id : admission.evict) {
       auto found = model_.find(id);
       require(found != model_.end());
       const Connection& connection = found->second;
       require(connection.state != State::Proven);                          // a member
       require(connection.state == State::Waiting || overdue(connection));  // within its grace
+      if (connection.state == State::Waiting && connection.ready)
+        require(!waits(false, {}, newcomer));
       model_.erase(found);
     }
     for (uint64_t id : admission.start) {
@@ -127,7 +143,22 @@ class Harness {
       found->second.state = State::Stranger;
       found->second.started = now_;
     }
+    for (uint64_t id : admission.start) {
+      const Connection& connection = model_.at(id);
+      if (!connection.ready) require(!waits(true, connection.address));
+    }
     check();
+  }
+
+  // Whether a connection waits that is `ready` (or not), from `address` ("": from anywhere),
+  // other than `besides`.
+  bool waits(bool ready, const std::string& address, uint64_t besides = 0) const {
+    for (const auto& [id, connection] : model_) {
+      if (id != besides && connection.state == State::Waiting && connection.ready == ready &&
+          (address.empty() || connection.address == address))
+        return true;
+    }
+    return false;
   }
 
   void check() {
@@ -138,6 +169,10 @@ class Harness {
       if (connection.state == State::Waiting) ++waiting;
     }
     require(gate_.unproven() == strangers && gate_.waiting() == waiting);
+    size_t ready = 0;
+    for (const auto& [id, connection] : model_)
+      ready += connection.state == State::Waiting && connection.ready;
+    require(gate_.ready_waiting() == ready);
     require(gate_.connections() == model_.size() && model_.size() <= limits_.max_connections);
     require(strangers <= limits_.max_unproven);
     for (const auto& [address, count] : strangers_from) {
