@@ -8,7 +8,7 @@
 // NAT'd address, which all prove themselves within their grace, are never evicted nor refused
 // however many arrive at once (they start 64 at a time), while silent strangers hold their
 // place for the grace at most once a newcomer needs it. A waiting connection whose whole proof
-// the owner saw arrive (by peeking, not reading) is ready: ready ones start before the others and,
+// the owner saw arrive (it still waits its turn) is ready: ready ones start before the others and,
 // at the cap on connections, are closed after them, so a flood of half-sent requests does not
 // starve whole ones from the same address. Pure: ids, addresses and times in, decisions out.
 // Owned by the rendezvous daemon and by the HTTP server (one each); their io thread.
@@ -60,7 +60,7 @@ class ConnectionGate {
   /// Starts the waiting connections that room has been made for (since a stranger proved
   /// itself, closed, or turned overdue by `now`): ready ones first, oldest first within each.
   Admission pump(Time now);
-  /// Waiting connection `id` has sent its whole proof (seen by peeking, not read): it starts
+  /// Waiting connection `id` has sent its whole proof (its owner saw it come): it starts
   /// before every connection not ready, oldest first, and is closed after them at the cap on
   /// connections. A no-op for one not waiting.
   void ready(uint64_t id);

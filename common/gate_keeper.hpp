@@ -36,8 +36,8 @@ class GateKeeper {
   void let_in(Admission admission);
   /// Connection `id` proved itself: never evicted; those waiting for its place may start.
   void proven(uint64_t id);
-  /// Waiting connection `id` has sent its whole proof (the owner peeked): it starts before those
-  /// that have not, at once if there is room.
+  /// Waiting connection `id` has sent its whole proof (its owner saw it come): it starts before
+  /// those that have not, at once if there is room.
   void ready(uint64_t id);
   /// Connection `id` closed: those waiting for its place may start.
   void closed(uint64_t id);

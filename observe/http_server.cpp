@@ -1,7 +1,5 @@
 #include "observe/http_server.hpp"
 
-#include <sys/socket.h>
-
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -61,36 +59,34 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     if (shared_->gate) shared_->gate->closed(id_);
   }
 
-  /// While it waits, unread: peeks each time bytes arrive and tells the gate once the whole
-  /// header has come, so that it starts before half-sent requests. Stops watching once the bytes
-  /// waiting are over the header cap: such a request is never ready.
+  /// While it waits: reads what comes into its buffer (up to the header cap; the parser starts
+  /// from there) and tells the gate once the whole header is in, so that it starts before
+  /// half-sent requests. One whose client shut its side, or that failed, is ready too: once
+  /// started, it closes. A full buffer without the header's end is never ready.
   void watch() {
-    if (started_ || shared_->stopped()) return;
-    switch (peek_header()) {
-      case Header::Whole:
-        return shared_->gate->ready(id_);
-      case Header::TooBig:
-        return;
-      case Header::Partial:
-        break;
-    }
-    stream_.socket().async_wait(tcp::socket::wait_read,
-                                [weak = weak_from_this()](beast::error_code error) {
-                                  auto self = weak.lock();
-                                  if (self && !error) self->watch();
-                                });
+    size_t room = kMaxHeaderBytes - buffer_.size();
+    if (started_ || shared_->stopped() || room == 0) return;
+    watching_ = true;
+    stream_.socket().async_read_some(
+        buffer_.prepare(room), [weak = weak_from_this()](beast::error_code error, size_t got) {
+          auto self = weak.lock();
+          if (!self) return;  // closed while it waited
+          self->watching_ = false;
+          self->buffer_.commit(got);
+          if (self->started_) return self->read_request(std::move(self->kept_for_start_));
+          if (self->shared_->stopped()) return;
+          if (error || self->whole_header()) return self->shared_->gate->ready(self->id_);
+          self->watch();
+        });
   }
 
+  /// Its turn: reads the request (after what watch() read), with the server's deadline.
   void start() {
     started_ = true;
-    stream_.expires_after(shared_->options.timeout);
-    http::async_read(stream_, buffer_, parser_,
-                     [self = shared_from_this()](beast::error_code error, size_t) {
-                       if (error || self->shared_->stopped()) return self->close();
-                       self->shared_->strangers.erase(self->id_);  // its request came
-                       self->shared_->gate->proven(self->id_);
-                       self->respond();
-                     });
+    if (!watching_) return read_request(shared_from_this());
+    kept_for_start_ = shared_from_this();  // the watch holds it weakly: alive until it ends
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
   }
 
   /// Closes at once (evicted to make room for a newcomer).
@@ -122,17 +118,20 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                       [self = shared_from_this()](beast::error_code, size_t) { self->close(); });
   }
 
-  enum class Header { Partial, Whole, TooBig };
-  // What has come of the request so far, read without taking it from the socket.
-  Header peek_header() {
-    char bytes[kMaxHeaderBytes];
-    ssize_t got =
-        ::recv(stream_.socket().native_handle(), bytes, sizeof bytes, MSG_PEEK | MSG_DONTWAIT);
-    if (got <= 0) return Header::Partial;
-    if (std::string_view(bytes, static_cast<size_t>(got)).find("\r\n\r\n") !=
-        std::string_view::npos)
-      return Header::Whole;
-    return static_cast<size_t>(got) == sizeof bytes ? Header::TooBig : Header::Partial;
+  void read_request(std::shared_ptr<Connection> self) {
+    stream_.expires_after(shared_->options.timeout);
+    http::async_read(stream_, buffer_, parser_,
+                     [self = std::move(self)](beast::error_code error, size_t) {
+                       if (error || self->shared_->stopped()) return self->close();
+                       self->shared_->strangers.erase(self->id_);  // its request came
+                       self->shared_->gate->proven(self->id_);
+                       self->respond();
+                     });
+  }
+
+  bool whole_header() const {
+    std::string_view got(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    return got.find("\r\n\r\n") != std::string_view::npos;
   }
 
   // The answer, or a short 503 when it is bigger than one page may be or than what is left of
@@ -161,7 +160,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   beast::tcp_stream stream_;
   uint64_t id_;
-  bool started_ = false;  ///< reading (or done): no longer watched
+  bool started_ = false;                        ///< its turn came: reading its request, or done
+  bool watching_ = false;                       ///< watch()'s read is pending
+  std::shared_ptr<Connection> kept_for_start_;  ///< alive from start() until the watch ends
   size_t held_bytes_ = 0;
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -69,6 +70,15 @@ class Peer {
     std::string request = "GET /page HTTP/1.1\r\nHost: x\r\n\r\n";
     REQUIRE(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
+  }
+  void send(const std::string& text) const {
+    REQUIRE(::send(fd_, text.data(), text.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(text.size()));
+  }
+  /// Sends `text` and shuts this side: the server reads it, then end of file.
+  void send_and_shut(const std::string& text) const {
+    send(text);
+    REQUIRE(::shutdown(fd_, SHUT_WR) == 0);
   }
   /// The first `bytes` the server sent (fewer if it closed first, or after `silence`).
   std::string read_some(size_t bytes, std::chrono::milliseconds silence = 5s) const {
@@ -219,4 +229,31 @@ TEST_CASE("HTTP: at the cap on connections half-sent requests are closed before 
   }
   CHECK(answered == 3);
   CHECK(flood.sent() >= 40);
+}
+
+// CPU time of this whole process (the server's thread, mostly, while the test sleeps).
+std::chrono::nanoseconds process_cpu_time() {
+  timespec now{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+TEST_CASE("HTTP: waiting connections with half a request or a shut side do not spin the io thread",
+          "[component][http]") {
+  // Two silent strangers hold 127.0.0.2's places for 3 s; a third sends half a request and shuts
+  // its side, so its socket stays readable while it waits: it is watched no more. A fourth sends
+  // half a request: it is watched, and wakes the server only when more comes.
+  observe::HttpOptions options;
+  options.limits = {2, 64, 256, 3000ms};
+  ServerThread s(options, 10);
+  uint16_t port = s.server.port();
+  Peer first("127.0.0.2", port), second("127.0.0.2", port);
+  Peer half("127.0.0.2", port), open("127.0.0.2", port);
+  half.send_and_shut("GET /page HTTP/1.1\r\n");
+  open.send("GET /page HTTP/1.1\r\n");  // half a request, unread: waits for more
+  std::this_thread::sleep_for(100ms);
+  auto before = process_cpu_time();
+  std::this_thread::sleep_for(1s);
+  CHECK(process_cpu_time() - before < 100ms);  // a spinning io thread takes the whole second
+  CHECK(half.closed_within(5s));               // started once the grace is over: end of file
 }
