@@ -684,6 +684,14 @@ void RendezvousDaemon::carry_out(Run& run, const rdzv::CompleteRun& complete) {
   send_to(run, complete.node_ids, proto::Complete{});
 }
 
+// Not an ending a late node is told of: the same id may form again (the job started anew).
+void RendezvousDaemon::carry_out(Run& run, const rdzv::FormingTimedOut& timed_out) {
+  log::info("rendezvous: run ", run.state->run_id(), " failed: ", one_line(timed_out.reason));
+  run.last_failure = timed_out.reason;
+  record(run.state->run_id(), "run.failed",
+         {{"reason", timed_out.reason}, {"exit_status", kExitRendezvous}});
+}
+
 void RendezvousDaemon::carry_out(Run& run, const rdzv::DropNode& dropped) {
   if (dropped.lost) {
     record_loss(run, dropped.node_id, dropped.reason, dropped.silent);

@@ -164,6 +164,7 @@ class RendezvousDaemon {
   void carry_out(Run& run, const rdzv::RestartMembers& restart);
   void carry_out(Run& run, const rdzv::StopRun& stop_run);
   void carry_out(Run& run, const rdzv::CompleteRun& complete);
+  void carry_out(Run& run, const rdzv::FormingTimedOut& timed_out);
   void carry_out(Run& run, const rdzv::DropNode& dropped);
   void carry_out(Run& run, const rdzv::Announce& announce);
   void carry_out(Run& run, const rdzv::HostExcluded& excluded);

@@ -112,6 +112,11 @@ struct StopRun {
 struct CompleteRun {
   std::vector<std::string> node_ids;
 };
+/// The run failed before it first formed: too few nodes joined within the join timeout. Recorded
+/// as its failure; each node hears the reason in a DropNode of its own, and the id is free again.
+struct FormingTimedOut {
+  std::string reason;
+};
 /// The node is refused (settings mismatch, run finished, join timeout) or lost (heartbeats):
 /// send it the reason and close its connection.
 struct DropNode {
@@ -136,7 +141,7 @@ struct HostExcluded {
 };
 
 using Action = std::variant<WaitingStatus, StartRound, RestartMembers, StopRun, CompleteRun,
-                            DropNode, Announce, HostExcluded>;
+                            FormingTimedOut, DropNode, Announce, HostExcluded>;
 using Actions = std::vector<Action>;
 
 }  // namespace cohort::rdzv

@@ -406,7 +406,7 @@ Actions RunState::time_out() {
       cat("rendezvous timed out: ", count(Role::Pending), " of at least ", needed_nodes(),
           " nodes joined within the join timeout (", seconds_text(config_.join_timeout), ")",
           quorum_binds() ? quorum_text() : "", unhealthy_text());
-  Actions actions;
+  Actions actions{FormingTimedOut{reason}};
   for (const auto& id : all_ids()) actions.push_back(DropNode{id, reason});
   nodes_.clear();
   role_counts_.fill(0);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/asio_clock.hpp"
+#include "common/exit_codes.hpp"
 #include "common/fd_wait.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -1235,6 +1236,29 @@ TEST_CASE("a node unhealthy at the join timeout is told with the others, and the
   CHECK(sick.expect<proto::Error>().message == told);
   CHECK(sick.closed_by_daemon());
   // The job started again under the same id opens a fresh run.
+  Client again(d.daemon.port());
+  again.send(job_hello("again", config));
+  again.expect<proto::Welcome>();
+  CHECK(again.expect<proto::Waiting>().joined == 1);
+}
+
+// A run that never formed left no ending in the events: its page said "forming" for ever.
+TEST_CASE("a run that times out forming records run.failed and the id opens a fresh run",
+          "[component][daemon][events]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  proto::WireRunConfig config{2, 2, 0, 100, 300, 5000};
+  a.send(job_hello("a", config));
+  a.expect<proto::Welcome>();
+  std::string told = a.expect<proto::Error>().message;
+  REQUIRE(told.find("rendezvous timed out") == 0);
+  std::vector<std::string> lines;
+  nlohmann::json failed = wait_for_event(d, "job", "run.failed", lines);
+  INFO(cohort::join(lines, "\n"));
+  REQUIRE(failed.is_object());
+  CHECK(failed["reason"] == told);
+  CHECK(failed["exit_status"] == kExitRendezvous);
+  CHECK_FALSE(has_event(lines, "run.abandoned"));
   Client again(d.daemon.port());
   again.send(job_hello("again", config));
   again.expect<proto::Welcome>();

@@ -112,10 +112,13 @@ TEST_CASE("a run that never reaches min times out for every node", "[unit][rende
   f.join("b");
   CHECK(f.advance(9999ms).empty());
   Actions actions = f.advance(1ms);
-  REQUIRE(actions.size() == 2);
+  REQUIRE(actions.size() == 3);  // the run's failure, then each node's drop
+  std::optional<FormingTimedOut> failed = find<FormingTimedOut>(actions);
+  REQUIRE(failed);
   std::optional<DropNode> drop = find<DropNode>(actions);
   REQUIRE(drop);
   CHECK(drop->reason.find("2 of at least 3 nodes") != std::string::npos);
+  CHECK(failed->reason == drop->reason);
   CHECK(f.run.phase() == RunState::Phase::Failed);
   CHECK(f.run.empty());
 }
