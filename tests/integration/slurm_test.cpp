@@ -257,6 +257,11 @@ TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, 
   const std::string worker = "--no-python " + std::string(kTestWorkerBin) +
                              " --dump-env env_{RANK}.json --ready-file ready_{RANK}";
   write_script(scratch.file("launch.sbatch"), "exec \"$COHORT\" launch -v " + worker + " \"$@\"\n");
+  // --launcher-args split as a shell splits them: srun gets one word with a blank inside.
+  write_script(scratch.file("launch-args.sbatch"),
+               "exec \"$COHORT\" launch -v --launcher-args \"--export=ALL,COHORT_WORDS='two "
+               "words'\" " +
+                   worker + "\n");
   // Two tasks a node: two workers on each, from SLURM_TASKS_PER_NODE.
   auto submit = [&](const std::vector<std::string>& worker_args) {
     return cluster.submit(concat(concat(fit(2, {"--ntasks-per-node=2", "--output=launch-%j.out"}),
@@ -280,18 +285,20 @@ TEST_CASE("cohort launch in a Slurm job starts each node's agent as a job step, 
     CHECK(env_value(env, "SLURM_STEP_ID") != "<unset>");     // a step's, not the batch script's
     CHECK(env_value(env, "CUDA_VISIBLE_DEVICES") == "0,1");  // the step has the node's GPUs
   }
-  {  // GPUs per task: each step asks for its node's two tasks' worth, not the one it inherits
+  {  // GPUs per task: each step asks for its node's two tasks' worth, not the one it inherits;
+     // and each step's srun takes --launcher-args' quoted words whole
     for (int rank = 0; rank < 4; ++rank)
       ::unlink(scratch.file("env_" + std::to_string(rank) + ".json").c_str());
     std::string per_task = cluster.submit(
         {"--nodes=2", "--ntasks-per-node=2", "--gpus-per-task=1", "--cpus-per-task=2", "--time=4",
-         "--output=launch-%j.out", scratch.file("launch.sbatch")});
+         "--output=launch-%j.out", scratch.file("launch-args.sbatch")});
     CHECK(cluster.wait_for_end(per_task, 60s) == "COMPLETED");
     INFO(read_file(scratch.file("launch-" + per_task + ".out")) << cluster.job(per_task));
     for (int rank = 0; rank < 4; ++rank) {
       EnvDump env = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
       CHECK(env_value(env, "SLURM_GPUS_PER_TASK") == "1");
       CHECK(env_value(env, "CUDA_VISIBLE_DEVICES") == "0,1");
+      CHECK(env_value(env, "COHORT_WORDS") == "two words");
     }
   }
 
