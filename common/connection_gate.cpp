@@ -12,11 +12,11 @@ Admission ConnectionGate::admit(uint64_t id, const std::string& address, Time no
     admission.refusal = cat("too many connections (", limits_.max_connections, ")");
     return admission;
   }
-  unlist_next(address);
-  waiting_.emplace(id, Waiting{address});
-  waiting_by_address_[address].unready.insert(id);
-  unready_.insert(id);
-  list_next(address);
+  change_queue(address, [&](Queue& queue) {
+    waiting_.emplace(id, Waiting{address});
+    queue.unready.insert(id);
+    unready_.insert(id);
+  });
   Admission started = pump(now);
   admission.start = std::move(started.start);
   for (uint64_t evicted : started.evict) admission.evict.push_back(evicted);
@@ -51,14 +51,12 @@ bool ConnectionGate::make_room(Time now, Admission& admission) {
 void ConnectionGate::ready(uint64_t id) {
   auto found = waiting_.find(id);
   if (found == waiting_.end() || found->second.ready) return;
-  const std::string address = found->second.address;
-  unlist_next(address);
-  Queue& queue = waiting_by_address_.at(address);
-  queue.unready.erase(id);
-  queue.ready.insert(id);
-  unready_.erase(id);
-  found->second.ready = true;
-  list_next(address);
+  change_queue(found->second.address, [&](Queue& queue) {
+    queue.unready.erase(id);
+    queue.ready.insert(id);
+    unready_.erase(id);
+    found->second.ready = true;
+  });
 }
 
 Admission ConnectionGate::pump(Time now) {
@@ -153,13 +151,21 @@ void ConnectionGate::forget_stranger(uint64_t id) {
 void ConnectionGate::forget_waiting(uint64_t id) {
   auto found = waiting_.find(id);
   if (found == waiting_.end()) return;
-  const std::string address = found->second.address;
+  const std::string address = found->second.address;  // erased with `found`
+  change_queue(address, [&](Queue& queue) {
+    queue.ready.erase(id);
+    queue.unready.erase(id);
+    unready_.erase(id);
+    waiting_.erase(found);
+  });
+}
+
+// Makes `change` to `address`'s queue of waiting connections (made if missing, dropped once
+// empty), keeping next_waiting_ listing the queue's next connection.
+void ConnectionGate::change_queue(const std::string& address,
+                                  const std::function<void(Queue&)>& change) {
   unlist_next(address);
-  Queue& queue = waiting_by_address_.at(address);
-  queue.ready.erase(id);
-  queue.unready.erase(id);
-  unready_.erase(id);
-  waiting_.erase(found);
+  change(waiting_by_address_[address]);
   list_next(address);
 }
 

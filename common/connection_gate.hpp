@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -101,6 +102,7 @@ class ConnectionGate {
   std::optional<uint64_t> oldest_overdue(Time now) const;
   void forget_stranger(uint64_t id);
   void forget_waiting(uint64_t id);
+  void change_queue(const std::string& address, const std::function<void(Queue&)>& change);
   void unlist_next(const std::string& address);
   void list_next(const std::string& address);
   bool make_room(Time now, Admission& admission);
