@@ -62,10 +62,15 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   /// While it waits: reads what comes into its buffer (up to the header cap; the parser starts
   /// from there) and tells the gate once the whole header is in, so that it starts before
   /// half-sent requests. One whose client shut its side, or that failed, is ready too: once
-  /// started, it closes. A full buffer without the header's end is never ready.
+  /// started, it closes. A full buffer without the header's end can never be served: it is
+  /// closed at once, where it would have held its place until its turn.
   void watch() {
+    if (started_ || shared_->stopped()) return;
     size_t room = kMaxHeaderBytes - buffer_.size();
-    if (started_ || shared_->stopped() || room == 0) return;
+    if (room == 0) {
+      shared_->waiting.erase(id_);  // closes once the caller lets it go
+      return;
+    }
     watching_ = true;
     stream_.socket().async_read_some(
         buffer_.prepare(room), [weak = weak_from_this()](beast::error_code error, size_t got) {

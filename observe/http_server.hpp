@@ -7,7 +7,8 @@
 // such: silent connections cannot keep Prometheus or an admin out, and a client whose request is on
 // its way is not closed for a flood that came after it; 256 connections in all. What a waiting
 // connection sends is read into its buffer (8 KiB at most): once its whole header has come it
-// goes before half-sent ones, and at 256 connections these are closed before it. Answers are
+// goes before half-sent ones, and at 256 connections these are closed before it; one that fills
+// its buffer without the header's end is closed at once. Answers are
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
 // them (past that, 503), so clients that never read cannot pin the daemon's memory. It accepts as
 // the control port does (common/accept_loop.hpp: out of descriptors it refuses pending connections

@@ -2,7 +2,8 @@
 // room for newcomers (the oldest go, once their grace is over), and clients that never read their
 // answers hold at most the send budget; past it a request is answered 503 at once, and the
 // non-readers are closed at the answer's deadline; a request that has all come is served before,
-// and evicted after, a flood of half-sent ones from its own address.
+// and evicted after, a flood of half-sent ones from its own address; a waiting header past the
+// cap is closed at once.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -256,4 +257,20 @@ TEST_CASE("HTTP: waiting connections with half a request or a shut side do not s
   std::this_thread::sleep_for(1s);
   CHECK(process_cpu_time() - before < 100ms);  // a spinning io thread takes the whole second
   CHECK(half.closed_within(5s));               // started once the grace is over: end of file
+}
+
+TEST_CASE("HTTP: a waiting connection that sends a header past the cap is closed at once",
+          "[component][http]") {
+  // Two silent strangers hold 127.0.0.3's places for 3 s; a third, waiting behind them, sends
+  // 9 KiB with no end of header: it can never be served, so it does not wait for its turn.
+  observe::HttpOptions options;
+  options.limits = {2, 64, 256, 3000ms};
+  ServerThread s(options, 10);
+  uint16_t port = s.server.port();
+  Peer first("127.0.0.3", port), second("127.0.0.3", port), oversized("127.0.0.3", port);
+  oversized.send("GET /page HTTP/1.1\r\nX-Long: " + std::string(9000, 'x'));
+  CHECK(oversized.closed_within(1500ms));  // before the strangers' grace ends
+  Peer whole("127.0.0.3", port);           // its place is free again: a request still waits
+  whole.get();
+  CHECK(whole.read_some(12).substr(0, 12) == "HTTP/1.1 200");
 }
