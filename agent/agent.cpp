@@ -632,10 +632,8 @@ void Agent::on_message(proto::ControlMessage message) {
           if (ours && group_->ask_for_dumps()) return;
           // Nothing to ask: what is on disk, at once (nothing once its workers are another
           // round's).
-          if (client_) {
-            client_->send(on_disk_report(
-                typed.round, ours ? group_->dumps_on_disk() : std::vector<FlightRecorderDump>{}));
-          }
+          send_on_disk_report(typed.round,
+                              ours ? group_->dumps_on_disk() : std::vector<FlightRecorderDump>{});
         }
       },
       message);
@@ -705,9 +703,10 @@ void Agent::listen_for_dumps(const RoundInfo& round) {
     if (client_) client_->send(proto::HangDeclared{round, timeout.count()});
   };
   listener.dumps_taken = [this, round, timeout](const std::vector<FlightRecorderDump>& dumps) {
-    if (!client_) return;
-    client_->send(collective_report(round.round, config_.host_name, round.base_rank, config_.nproc,
-                                    dumps, timeout));
+    dump_reports_.make([round = round.round, host = config_.host_name, base = round.base_rank,
+                        ranks = config_.nproc, dumps, timeout] {
+      return collective_report(round, host, base, ranks, dumps, timeout);
+    });
   };
   group_->set_dump_listener(std::move(listener));
 }
@@ -739,14 +738,15 @@ std::chrono::milliseconds Agent::dump_timeout() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(config_.hang.dump_timeout);
 }
 
-// The report of the dumps this node's ranks have on disk for `round`, read without asking; no
-// ranks when `round` is not the current group's.
-proto::Collectives Agent::on_disk_report(int round,
-                                         const std::vector<FlightRecorderDump>& dumps) const {
+// The report of the dumps this node's ranks have on disk for `round`, read without asking (off
+// this thread); no ranks when `round` is not the current group's.
+void Agent::send_on_disk_report(int round, std::vector<FlightRecorderDump> dumps) {
   bool ours = group_ && round == group_round_;
-  return collective_report(round, config_.host_name, ours ? group_base_rank_ : -1,
-                           ours ? config_.nproc : 0, dumps, {},
-                           "no dump on disk (its workers had ended)");
+  dump_reports_.make([round, host = config_.host_name, base = ours ? group_base_rank_ : -1,
+                      ranks = ours ? config_.nproc : 0, dumps = std::move(dumps)] {
+    return collective_report(round, host, base, ranks, dumps, {},
+                             "no dump on disk (its workers had ended)");
+  });
 }
 
 // --report-bindings: each round, since the global ranks may change from one to the next.
@@ -841,7 +841,7 @@ void Agent::report_failure(const agent::ReportFailure& failure) {
     std::vector<FlightRecorderDump> dumps = group_->dumps_on_disk();
     if (!dumps.empty()) {
       client_->send(proto::HangDeclared{group_round_, dump_timeout().count()});
-      client_->send(on_disk_report(group_round_, dumps));
+      send_on_disk_report(group_round_, std::move(dumps));
     }
   }
   client_->send(failure.report);

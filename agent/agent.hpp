@@ -22,6 +22,7 @@
 #include "agent/agent_config.hpp"
 #include "agent/agent_events.hpp"
 #include "agent/agent_state.hpp"
+#include "agent/dump_reports.hpp"
 #include "agent/file_timer_server.hpp"
 #include "agent/gpu_health.hpp"
 #include "agent/health_check.hpp"
@@ -98,7 +99,7 @@ class Agent {
   void send_progress(bool hang);
   void listen_for_dumps(const RoundInfo& round);
   std::chrono::milliseconds dump_timeout() const;
-  proto::Collectives on_disk_report(int round, const std::vector<FlightRecorderDump>& dumps) const;
+  void send_on_disk_report(int round, std::vector<FlightRecorderDump> dumps);
 
   boost::asio::io_context& io_;
   AgentConfig config_;
@@ -157,6 +158,11 @@ class Agent {
   std::optional<SteadyTime> unhealthy_since_;  ///< the first failed check of this spell
   std::string stack_tool_;        ///< eu-stack, when hang detection is on and it is installed
   std::optional<int> exit_code_;  ///< set once, by finish
+  /// Reports of the ranks' flight-recorder dumps, made off this thread, sent as they come; first
+  /// to go, as it calls into the rest.
+  DumpReports dump_reports_{io_, [this](proto::Collectives report) {
+                              if (client_) client_->send(report);
+                            }};
 };
 
 }  // namespace cohort

@@ -2,7 +2,7 @@
 // message the daemon attributes the hang from (which collective, which rank). A rank whose dump
 // is missing, not written in time, too large or not a dump is sent with why; a rank's groups
 // are cut to the few the verdict needs (those with a collective not completed first). Reads the
-// dump files (bounded); the agent's io thread, once a dump wait ends.
+// dump files (bounded); on a thread of the agent's DumpReports, once a dump wait ends.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "observe/collective_progress.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "common/text.hpp"
@@ -202,6 +203,17 @@ RankCollectives collective_progress(const PickleValue& dump) {
   out.groups.reserve(groups.all().size());
   for (auto& [id, progress] : groups.all()) out.groups.push_back(std::move(progress));
   return out;
+}
+
+PickleLimits dump_pickle_limits(size_t input_bytes) {
+  PickleLimits limits;
+  limits.max_values = std::clamp<size_t>(input_bytes, 64 << 10, limits.max_values);
+  limits.max_string_bytes = std::clamp<size_t>(16 * input_bytes, 1 << 20, limits.max_string_bytes);
+  return limits;
+}
+
+RankCollectivesResult read_collective_progress(std::string_view bytes) {
+  return read_collective_progress(bytes, dump_pickle_limits(bytes.size()));
 }
 
 RankCollectivesResult read_collective_progress(std::string_view bytes, const PickleLimits& limits) {

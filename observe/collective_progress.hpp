@@ -32,8 +32,15 @@ struct RankCollectivesResult {
   std::string error;  ///< why the bytes are no dump, when `value` is unset
 };
 
-/// The dump file's bytes read and reduced.
-RankCollectivesResult read_collective_progress(std::string_view bytes,
-                                               const PickleLimits& limits = {});
+/// What a dump of `input_bytes` may unpickle to. PyTorch 2.11's hold about a third of a value
+/// and three bytes of strings per byte of the file; memoized values used over and over can make
+/// a small file unpickle to a tree a thousand times its size, so past one value and 16 bytes of
+/// strings per byte (with a floor for small files) the dump is refused.
+PickleLimits dump_pickle_limits(size_t input_bytes);
+
+/// The dump file's bytes read (within dump_pickle_limits) and reduced.
+RankCollectivesResult read_collective_progress(std::string_view bytes);
+/// The same within `limits`.
+RankCollectivesResult read_collective_progress(std::string_view bytes, const PickleLimits& limits);
 
 }  // namespace cohort::observe

@@ -213,3 +213,24 @@ TEST_CASE("long strings and lists in a dump are capped", "[unit][observe]") {
   CHECK(reduced.first_incomplete->input_sizes[0].size() == kMaxCollectiveItems);
   CHECK(reduced.first_incomplete->input_dtypes.size() == kMaxCollectiveItems);
 }
+
+TEST_CASE("a small dump whose memoized values unpickle to a huge tree is refused",
+          "[unit][observe]") {
+  // A list of 1,000 ints, memoized, then a list of it 3,000 times over: 6 KB that unpickle to 3
+  // million values, each copied into the tree. Within the reader's absolute limits; a thousand
+  // times what a dump of that size holds.
+  std::string bomb("\x80\x02]q\x00(", 6);
+  for (int i = 0; i < 1000; ++i) bomb += "K\x01";
+  bomb += "e0}q\x01X";  // the list memoized, then popped
+  bomb += std::string("\x07\x00\x00\x00", 4) + "entries](";
+  for (int i = 0; i < 3000; ++i) bomb += std::string("h\x00", 2);
+  bomb += "es.";
+  CHECK(read_collective_progress(bomb, PickleLimits{}).value);  // the absolute limits take it
+  RankCollectivesResult scaled = read_collective_progress(bomb);
+  CHECK_FALSE(scaled.value);
+  CHECK_THAT(scaled.error, Catch::Contains("more than 65536 values"));
+  CHECK(dump_pickle_limits(3433).max_values == 65536);  // the floor, for small files
+  CHECK(dump_pickle_limits(size_t{2} << 20).max_values == size_t{2} << 20);
+  CHECK(dump_pickle_limits(size_t{64} << 20).max_string_bytes == size_t{256} << 20);
+  CHECK(read_collective_progress(fixture()).value);  // a real dump reads within them
+}
