@@ -28,6 +28,11 @@ std::string string_field(const nlohmann::json& object, const char* name) {
   return found->is_string() ? found->get<std::string>() : found->dump();
 }
 
+// torchrun's exit code of a worker: its own, or minus the signal that ended it.
+int torchrun_exit_code(const ExitStatus& status) {
+  return status.signaled ? -status.signal : status.code;
+}
+
 }  // namespace
 
 void load_error_file(WorkerFailure& failure) {
@@ -65,7 +70,10 @@ bool write_root_cause_file(const std::string& path, const WorkerFailure& root_ca
          cat("worker rank ", root_cause.rank, " failed: ", root_cause.status.describe())},
         {"extraInfo", {{"py_callstack", ""}, {"timestamp", std::to_string(seconds.count())}}}};
   }
-  document["errorCode"] = root_cause.status.shell_code();
+  // Where torchrun puts it (override_error_code_in_rootcause_data): in the message, and not at
+  // all when the message is a plain string.
+  nlohmann::json& message = document["message"];
+  if (message.is_object()) message["errorCode"] = torchrun_exit_code(root_cause.status);
   std::ofstream out(path, std::ios::trunc);
   out << document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return static_cast<bool>(out);
