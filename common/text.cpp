@@ -184,13 +184,44 @@ std::string format_duration(std::chrono::milliseconds duration) {
   return cat(seconds / 3600, "h", padded(seconds / 60 % 60), "m");
 }
 
-std::string substitute(std::string text, std::string_view name, std::string_view value) {
-  std::string token = "${" + std::string(name) + "}";
-  for (size_t at = text.find(token); at != std::string::npos;
-       at = text.find(token, at + value.size())) {
-    text.replace(at, token.size(), value);
+namespace {
+
+// The identifier `text` starts with, as string.Template reads one: [_a-zA-Z][_a-zA-Z0-9]*.
+std::string_view identifier_at(std::string_view text) {
+  auto letter = [](char c) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)); };
+  if (text.empty() || !letter(text[0])) return {};
+  size_t end = 1;
+  while (end < text.size() &&
+         (letter(text[end]) || std::isdigit(static_cast<unsigned char>(text[end]))))
+    ++end;
+  return text.substr(0, end);
+}
+
+}  // namespace
+
+std::string substitute(std::string_view text, std::string_view name, std::string_view value) {
+  std::string out;
+  size_t at = 0;
+  for (size_t dollar = text.find('$'); dollar != std::string_view::npos;
+       dollar = text.find('$', at)) {
+    out.append(text.substr(at, dollar - at));
+    std::string_view rest = text.substr(dollar + 1);
+    bool braced = rest.starts_with('{');
+    std::string_view id = identifier_at(rest.substr(braced ? 1 : 0));
+    bool closed = !braced || rest.substr(1 + id.size()).starts_with('}');
+    if (rest.starts_with('$')) {
+      out += '$';
+      at = dollar + 2;
+    } else if (!id.empty() && closed && id == name) {
+      out.append(value);
+      at = dollar + 1 + id.size() + (braced ? 2 : 0);
+    } else {  // not ours: kept, and what follows read as text
+      out += '$';
+      at = dollar + 1;
+    }
   }
-  return text;
+  out.append(text.substr(at));
+  return out;
 }
 
 std::string cut_middle(std::string_view text, size_t max_bytes) {

@@ -45,8 +45,10 @@ std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
 /// A duration as a person reads it: "0.4s", "12s", "9m50s", "2h05m" (shorter units dropped once
 /// hours are shown).
 std::string format_duration(std::chrono::milliseconds duration);
-/// Replaces every "${name}" in text with its value.
-std::string substitute(std::string text, std::string_view name, std::string_view value);
+/// `text` as Python's string.Template(text).safe_substitute({name: value}) gives it, which is how
+/// torchrun expands its script's arguments: "$name" and "${name}" become the value, "$$" a "$",
+/// and any other "$" (another name, "${", a lone one) stays as it is.
+std::string substitute(std::string_view text, std::string_view name, std::string_view value);
 /// Text from elsewhere (a worker's output, a peer's message) made safe to print on a terminal:
 /// every byte that a terminal could act on is shown as a visible "\xHH" (ESC as "\x1b", so an
 /// escape sequence prints as inert text): C0 controls except \n and \t (and the \r of "\r\n"),

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/exit_status.hpp"
 #include "common/signal_names.hpp"
@@ -41,4 +44,26 @@ TEST_CASE("text helpers", "[unit][common]") {
   CHECK(parse_double("0.5") == 0.5);
   CHECK_FALSE(parse_double("abc").has_value());
   CHECK(substitute("--out=${local_rank}/${local_rank}", "local_rank", "3") == "--out=3/3");
+}
+
+TEST_CASE("script arguments are expanded as torchrun's string.Template does", "[unit][common]") {
+  // What Python's Template(arg).safe_substitute(local_rank="3") gives for each.
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"$local_rank", "3"},
+      {"out_$local_rank", "out_3"},
+      {"${local_rank}", "3"},
+      {"a$$b", "a$b"},
+      {"$$local_rank", "$local_rank"},
+      {"$local_rank_x", "$local_rank_x"},  // another name
+      {"$LOCAL_RANK", "$LOCAL_RANK"},
+      {"${local_rank", "${local_rank"},
+      {"$", "$"},
+      {"x$", "x$"},
+      {"$HOME/$local_rank.log", "$HOME/3.log"},
+      {"${other}$9$local_rank", "${other}$93"},
+  };
+  for (const auto& [arg, expanded] : cases) {
+    INFO(arg);
+    CHECK(substitute(arg, "local_rank", "3") == expanded);
+  }
 }
