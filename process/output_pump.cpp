@@ -1,5 +1,8 @@
 #include "process/output_pump.hpp"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,14 +76,26 @@ void OutputPump::read_more() {
       });
 }
 
-// A worker whose lines wait for the console is not hung: each look counts as a sign of life.
+// A worker whose lines wait for the console is not hung: each look while its pipe is too full
+// for another write counts as a sign of life. One with room left in its pipe is not held up by
+// the console, so its silence counts as silence.
 void OutputPump::wait_for_console() {
   pace_timer_.expires_after(kConsolePoll);
   pace_timer_.async_wait([self = shared_from_this()](const boost::system::error_code&) {
     if (!self->pipe_.is_open()) return self->finish();
-    if (self->target_.on_output) self->target_.on_output();
+    if (self->target_.on_output && self->writer_may_be_blocked()) self->target_.on_output();
     self->read_more();
   });
+}
+
+// Whether the pipe has less room than one atomic write (PIPE_BUF): a writer may then wait in
+// write(). When the pipe cannot be asked, assumes it may.
+bool OutputPump::writer_may_be_blocked() {
+  int fd = pipe_.native_handle();
+  int unread = 0;
+  int capacity = ::fcntl(fd, F_GETPIPE_SZ);
+  if (capacity <= 0 || ::ioctl(fd, FIONREAD, &unread) != 0) return true;
+  return capacity - unread < PIPE_BUF;
 }
 
 void OutputPump::finish() {
@@ -145,19 +160,22 @@ void OutputPump::show_partial() {
   write_out();
 }
 
-// A line longer than kMaxLineBytes goes out in pieces of that size as it comes.
+// A line longer than kMaxLineBytes goes out in pieces of that size as it comes, the line still
+// whole on the console and in the file: no line end after a piece, no prefix before the next.
 void OutputPump::append_partial(std::string_view piece) {
   while (partial_.size() + piece.size() > kMaxLineBytes) {
     size_t fits = kMaxLineBytes - partial_.size();
     partial_.append(piece.substr(0, fits));
-    flush_partial();
+    emit(partial_, kNoLineEnd);
+    partial_.clear();
     piece.remove_prefix(fits);
   }
   partial_.append(piece);
 }
 
+// At the end of the stream: the last line, though it has no end.
 void OutputPump::flush_partial() {
-  if (partial_.empty()) return;
+  if (partial_.empty() && !continued_) return;
   emit(partial_);
   partial_.clear();
 }
@@ -191,8 +209,9 @@ void OutputPump::emit(std::string_view line, char terminator) {
     if (auto ready = std::move(target_.on_ready)) ready(rest);
     return;
   }
-  show(line, std::string_view(&terminator, 1));
+  show(line, terminator == kNoLineEnd ? std::string_view() : std::string_view(&terminator, 1));
   shown_ = 0;
+  continued_ = terminator == kNoLineEnd;
   if (target_.copy_fd >= 0 &&
       std::any_of(target_.copy_filters.begin(), target_.copy_filters.end(),
                   [line](const std::string& filter) { return line.find(filter) != line.npos; })) {
@@ -213,7 +232,7 @@ void OutputPump::show(std::string_view line, std::string_view end) {
     size_t before = out->size();
     const std::string& marker = target_.prefixed_marker;
     bool prefixed = !marker.empty() && line.rfind(marker, 0) == 0;
-    if (shown_ == 0 && !prefixed) out->append(target_.prefix);
+    if (shown_ == 0 && !continued_ && !prefixed) out->append(target_.prefix);
     out->append(line.substr(shown_)).append(end);
     if (target_.held && out->size() > kMaxHeldBytes) out->resize(before);
   }

@@ -6,7 +6,8 @@
 // in write(), as it would on a console that does not read). A '\r' ends a piece of a line as
 // '\n' ends a line (a progress bar redraws live, each piece prefixed), and the start of a line
 // whose worker then stays silent for kIdleFlush is shown as it is, the rest following without a
-// second prefix (not when relaying a launched host's lines). Owned by WorkerGroup and Launch; io
+// second prefix (not when relaying a launched host's lines); a line over kMaxLineBytes goes out
+// in pieces as it comes, still one line (one prefix, one end). Owned by WorkerGroup and Launch; io
 // thread only.
 #pragma once
 
@@ -80,7 +81,10 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   void append_partial(std::string_view piece);
   void flush_partial();
   /// A line (or, ended by '\r', a redrawn piece of one) to every output.
+  /// A piece of a line longer than kMaxLineBytes: the rest of the line follows.
+  static constexpr char kNoLineEnd = '\0';
   void emit(std::string_view line, char terminator = '\n');
+  bool writer_may_be_blocked();
   /// What of `line` is not out yet, then `end`, to the console (prefixed at the line's start)
   /// and the file.
   void show(std::string_view line, std::string_view end);
@@ -108,6 +112,7 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   std::vector<char> buffer_;
   std::string partial_;
   size_t shown_ = 0;        ///< bytes of partial_ already on the console and in the file
+  bool continued_ = false;  ///< the line's earlier pieces are out (it was over kMaxLineBytes)
   bool after_cr_ = false;   ///< the last thing out ended in '\r' (a "\n" may complete it)
   bool tail_open_ = false;  ///< tail_.back() is a piece a '\r' ended: the next one replaces it
   std::string console_batch_;
