@@ -11,13 +11,23 @@ namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{100};
 
-std::optional<uint64_t> file_size(const std::string& path) {
+}  // namespace
+
+std::optional<FileStamp> file_stamp(const std::string& path) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
-  return static_cast<uint64_t>(info.st_size);
+  if (path.empty() || ::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+    return std::nullopt;
+  return FileStamp{static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino),
+                   static_cast<uint64_t>(info.st_size),
+                   int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec};
 }
 
-}  // namespace
+std::optional<uint64_t> fresh_file_bytes(const std::string& path,
+                                         const std::optional<FileStamp>& before) {
+  std::optional<FileStamp> now = file_stamp(path);
+  if (!now || now == before) return std::nullopt;
+  return now->bytes;
+}
 
 bool request_nccl_dump(const std::string& pipe) {
   struct stat info {};
@@ -40,7 +50,8 @@ void DumpWatcher::start(std::vector<FlightRecorderDump> asked, SteadyDuration ti
 
 void DumpWatcher::look(SteadyTime now) {
   for (size_t i = 0; i < wait_->dumps().size(); ++i) {
-    if (!wait_->dumps()[i].complete) wait_->observe(i, file_size(wait_->dumps()[i].path), now);
+    const FlightRecorderDump& dump = wait_->dumps()[i];
+    if (!dump.complete) wait_->observe(i, fresh_file_bytes(dump.path, dump.before), now);
   }
 }
 

@@ -20,6 +20,13 @@ namespace cohort {
 /// blocks). False when there is no such pipe: the worker made none, nothing was asked.
 bool request_nccl_dump(const std::string& pipe);
 
+/// The stamp of the regular file at `path`; none when there is none.
+std::optional<FileStamp> file_stamp(const std::string& path);
+/// The size of the regular file at `path` when it was written since `before` was taken (its
+/// stamp differs, or there was no file then); none otherwise.
+std::optional<uint64_t> fresh_file_bytes(const std::string& path,
+                                         const std::optional<FileStamp>& before);
+
 class DumpWatcher {
  public:
   using Done = std::function<void(std::vector<FlightRecorderDump>)>;

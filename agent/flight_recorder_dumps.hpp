@@ -17,12 +17,25 @@
 
 namespace cohort {
 
+/// What tells one file's content from another's without reading it. A dump file whose stamp is
+/// the one it had when its worker started is not that worker's dump: an earlier run's, or
+/// another job's on the node (PyTorch's default path is /tmp/nccl_trace_rank_N, and a user may
+/// point every run at one path).
+struct FileStamp {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t bytes = 0;
+  int64_t modified_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
 /// One rank's flight-recorder dump: where PyTorch writes it and what was seen there.
 struct FlightRecorderDump {
   int rank = 0;
   std::string path;
-  std::optional<uint64_t> bytes;  ///< its size when last looked at; none: no file
-  bool complete = false;          ///< its size held for the settle time
+  std::optional<uint64_t> bytes;    ///< its size when last looked at; none: no file
+  bool complete = false;            ///< its size held for the settle time
+  std::optional<FileStamp> before;  ///< the file at `path` when its worker started, if any
 };
 
 /// How long a dump's size must hold before it counts as written.

@@ -34,9 +34,10 @@ struct WorkerGroup::Worker {
   std::string timer_expired;       ///< stopped for an expired FileTimer scope
   SteadyTime hang_declared{};
   SteadyTime started{};
-  bool native_stacks = false;     ///< eu-stack wrote them to plan.hang_file
-  bool aborted = false;           ///< SIGABRT sent
-  bool ended_on_its_own = false;  ///< exited before a hang was declared or the group stopped
+  std::optional<FileStamp> dump_before;  ///< what was at plan.nccl_dump_file before it started
+  bool native_stacks = false;            ///< eu-stack wrote them to plan.hang_file
+  bool aborted = false;                  ///< SIGABRT sent
+  bool ended_on_its_own = false;         ///< exited before a hang was declared or the group stopped
 };
 
 namespace {
@@ -176,6 +177,7 @@ int WorkerGroup::open_stream(Worker& worker, const StreamRoute& route, const Str
 }
 
 void WorkerGroup::start_worker(Worker& worker) {
+  worker.dump_before = file_stamp(worker.plan.nccl_dump_file);
   SpawnRequest& request = worker.plan.request;
   request.container = container_;
   request.stdout_fd = open_stream(worker, worker.plan.out, worker.plan.out_copy, STDOUT_FILENO,
@@ -210,11 +212,9 @@ void WorkerGroup::start_worker(Worker& worker) {
              " pid=", worker.child.pid());
 }
 
-// The size of a dump file; 0 when there is none.
-uint64_t WorkerGroup::dump_file_bytes(const std::string& path) {
-  struct stat info {};
-  if (path.empty() || ::stat(path.c_str(), &info) != 0 || info.st_size <= 0) return 0;
-  return static_cast<uint64_t>(info.st_size);
+// The size of the worker's dump file; 0 when there is none, or none written since it started.
+uint64_t WorkerGroup::dump_file_bytes(const Worker& worker) {
+  return fresh_file_bytes(worker.plan.nccl_dump_file, worker.dump_before).value_or(0);
 }
 
 void WorkerGroup::on_exit(Worker& worker, ExitStatus status) {
@@ -281,8 +281,11 @@ std::vector<pid_t> WorkerGroup::pids() const {
 std::vector<FlightRecorderDump> WorkerGroup::dumps_on_disk() const {
   std::vector<FlightRecorderDump> dumps;
   for (const auto& worker : workers_) {
-    uint64_t bytes = dump_file_bytes(worker->plan.nccl_dump_file);
-    if (bytes > 0) dumps.push_back({worker->plan.rank, worker->plan.nccl_dump_file, bytes, true});
+    uint64_t bytes = dump_file_bytes(*worker);
+    if (bytes > 0) {
+      dumps.push_back(
+          {worker->plan.rank, worker->plan.nccl_dump_file, bytes, true, worker->dump_before});
+    }
   }
   return dumps;
 }
@@ -378,8 +381,8 @@ void WorkerGroup::start_dump_wait() {
   std::vector<FlightRecorderDump> asked;
   for (auto& each : workers_) {
     bool requested = !each->child.status() && request_nccl_dump(each->plan.nccl_dump_pipe);
-    if (requested || dump_file_bytes(each->plan.nccl_dump_file) > 0)
-      asked.push_back({each->plan.rank, each->plan.nccl_dump_file});
+    if (requested || dump_file_bytes(*each) > 0)
+      asked.push_back({each->plan.rank, each->plan.nccl_dump_file, {}, false, each->dump_before});
   }
   SteadyDuration timeout = progress_.settings().dump_timeout;
   if (asked.empty() || timeout <= SteadyDuration::zero()) return dump_wait_ended({});

@@ -127,7 +127,7 @@ class WorkerGroup {
   void declare_hang(Worker& worker);
   void ask_for_dumps(Worker& worker);
   void start_dump_wait();
-  static uint64_t dump_file_bytes(const std::string& path);
+  static uint64_t dump_file_bytes(const Worker& worker);
   void dump_wait_ended(std::vector<FlightRecorderDump> dumps);
   void cut_dump_wait_short();
   void take_stacks(Worker& worker);

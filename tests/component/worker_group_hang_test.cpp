@@ -208,6 +208,36 @@ TEST_CASE("a hang asks each rank with a pipe for its NCCL dump and stops the wor
   CHECK(hang.dumps[0].complete);
 }
 
+TEST_CASE("a dump file left at a rank's path before it started is not its dump",
+          "[worker_group][hang]") {
+  // An earlier run's dump (or another job's, at PyTorch's default /tmp path) is there at start:
+  // neither what is on disk nor the wait takes it; the rank's own, written over it, is taken.
+  HangTest t;
+  test::TempDir dir;
+  { std::ofstream(dir.file("trace_10")) << std::string(5000, 'o'); }
+  { std::ofstream(dir.file("trace_11")) << std::string(6000, 'o'); }
+  DumpPipe pipe(dir.file("pipe_10"));
+  std::vector<pid_t> pids = start_with_pipes(t, dir, /*second_pipe=*/false);
+  CHECK(t.group.dumps_on_disk().empty());
+  t.clock.advance(10s);  // rank 10 is hung: its dump is asked for
+  CHECK(pipe.asked() == "1\n");
+  t.clock.advance(1s);
+  CHECK(t.process_signals(pids[0]).empty());  // the old file's size holds: still waiting
+  { std::ofstream(dir.file("trace_10")) << std::string(3433, 'n'); }
+  t.clock.advance(700ms);
+  CHECK(t.process_signals(pids[0]) == std::vector<int>{SIGABRT});
+  std::vector<FlightRecorderDump> on_disk = t.group.dumps_on_disk();
+  REQUIRE(on_disk.size() == 1);  // rank 11's file is still the old one
+  CHECK(on_disk[0].rank == 10);
+  CHECK(on_disk[0].bytes == 3433u);
+  t.spawner.exit(pids[0], ExitStatus::killed_by(SIGABRT));
+  t.spawner.exit(pids[1], ExitStatus::killed_by(SIGTERM));
+  REQUIRE(test::run_io_until(t.io, [&] { return t.outcome.has_value(); }));
+  const HangReport& hang = *t.outcome->failures.at(0).hang;
+  REQUIRE(hang.dumps.size() == 1);
+  CHECK(hang.dumps[0].bytes == 3433u);
+}
+
 TEST_CASE("the NCCL dump wait ends at --hang-dump-timeout, and 0 does not wait",
           "[worker_group][hang]") {
   HangTest t;
