@@ -133,6 +133,17 @@ std::string last_text(const GroupProgress& group) {
   return text;
 }
 
+// How many ranks the group has, by its members' pg_config (the most any says), or by how many
+// reported it when none says.
+size_t group_size(const std::vector<Member>& members) {
+  size_t size = members.size();
+  for (const Member& member : members) {
+    if (member.progress->size && *member.progress->size > 0)
+      size = std::max(size, static_cast<size_t>(*member.progress->size));
+  }
+  return size;
+}
+
 GroupAttribution judge(const std::string& id, const std::vector<Member>& members,
                        const std::map<int, RankDumpRecords>& dumps, bool some_without_dump) {
   GroupAttribution out;
@@ -215,7 +226,10 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
     return out;
   }
   out.waiting = waiting_at_seq;
-  if (waiting_at_seq.size() == members.size() && !some_without_dump) {
+  // Stuck only when every rank of the group reported it: a rank whose report left the group out
+  // (a report carries a rank's first 8 groups) may be the one that never enqueued it.
+  size_t size = group_size(members);
+  if (waiting_at_seq.size() == members.size() && !some_without_dump && size == members.size()) {
     out.divergence = Divergence::kStuck;
     bool all_started = true;
     for (const Member& member : members) {
@@ -235,6 +249,8 @@ GroupAttribution judge(const std::string& id, const std::vector<Member>& members
   }
   out.text = cat(head, waits);
   if (!others.empty()) out.text += cat("; ", ranks_word(others), " completed it or show no wait");
+  if (size > members.size() && !some_without_dump)  // those are named with the verdict
+    out.text += cat("; ", size - members.size(), " of its ", size, " ranks did not report it");
   return out;
 }
 

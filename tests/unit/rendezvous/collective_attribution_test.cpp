@@ -186,6 +186,33 @@ TEST_CASE("a collective every rank started and none completed is stuck in the ne
         "(no start recorded): stuck in the network or on a GPU");
 }
 
+TEST_CASE("a group that some of its ranks did not report is not called stuck",
+          "[unit][rendezvous]") {
+  // pg "9" has ranks 0 and 1; rank 0 waits in its #5, rank 1's report leaves the group out (a
+  // report carries a rank's first 8 groups). Rank 1 may well never have enqueued #5.
+  DumpGroup waiting;
+  waiting.name = "9";
+  waiting.desc = "pg9";
+  waiting.ranks = "[0, 1]";
+  waiting.pg_id = 9;
+  waiting.last_completed = 4;
+  waiting.last_enqueued = 5;
+  DumpGroup other = waiting;
+  other.name = "3";
+  other.desc = "pg3";
+  other.pg_id = 3;
+  other.last_enqueued = 4;
+  std::map<int, RankDumpFile> files;
+  files[0] = RankDumpFile{"node-a", write_flight_recorder_dump({.groups = {waiting}})};
+  files[1] = RankDumpFile{"node-a", write_flight_recorder_dump({.groups = {other}})};
+  CollectiveAttribution verdict = attribute_dump_files(files);
+  const GroupAttribution& group = primary(verdict);
+  CHECK(group.divergence == Divergence::kUnknown);
+  CHECK(verdict.text ==
+        "all_reduce #5 on pg9 (1 rank): 1 rank enqueued it and waits; 1 of its 2 ranks did not "
+        "report it");
+}
+
 TEST_CASE("of several process groups the one where ranks part ways is named",
           "[unit][rendezvous]") {
   // The world (pg 0) has finished #20 on every rank; tp_group (pg 1, ranks 0-3) waits in
