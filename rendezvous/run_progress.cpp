@@ -133,7 +133,11 @@ std::optional<Ms> RunProgress::median_step_time() const {
     }
   }
   if (times.empty()) return std::nullopt;
-  auto middle = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  // The lower median of an even count: of two ranks the upper one is the slow rank itself, which
+  // no factor above 1 could ever name, and the mean of the two could not from a factor of 2 on
+  // (a rank is less than twice its mean with another). A straggler is then slower than at least
+  // half of the ranks, as with an odd count.
+  auto middle = times.begin() + static_cast<std::ptrdiff_t>((times.size() - 1) / 2);
   std::nth_element(times.begin(), middle, times.end());
   return *middle;
 }

@@ -67,7 +67,8 @@ class RunProgress {
   std::string silent_root_cause(TimePoint now) const;
   /// The node id of that rank's node; empty when none reported.
   std::string silent_root_node() const;
-  /// The median of every rank's step time; nullopt when none reported one.
+  /// The median of every rank's step time (the lower of the middle two of an even count);
+  /// nullopt when none reported one.
   std::optional<Ms> median_step_time() const;
   /// The ranks with the longest step times, slowest first.
   std::vector<SlowRank> slowest(size_t count = kSlowestShown) const;

@@ -3,6 +3,7 @@
 // receipt, the slowest ranks against the median, and stragglers named once they stay slow for
 // the window.
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "rendezvous/run_state.hpp"
 
@@ -39,6 +40,26 @@ struct TwoNodes {
     return run.worker_failed(
         node, FailureReport{0, rank, rank % 2, 134, "signal 6 (SIGABRT)", "node-" + node, "SUM\n"},
         now);
+  }
+};
+
+// One node, "a" (127.0.0.1, host "vm"), of `ranks` ranks, in round 0, stragglers named after 3 s.
+struct OneNode {
+  TimePoint now = TimePoint(std::chrono::hours(1));
+  RunConfig config{1, 1, 0, 1000ms, 10000ms, 3000ms};
+  RunState run{"job", config, now};
+
+  explicit OneNode(int ranks) {
+    run.join(NodeInfo{"a", "127.0.0.1", ranks, std::nullopt, -1, 0}, config, now);
+    REQUIRE(run.phase() == RunState::Phase::Running);
+    run.set_straggler_window(3s);
+  }
+  // A report that lists the ranks still running, by local rank, with their step times (ms), as
+  // the agent sends it: every running rank, with its last step time, each time.
+  Actions report(const std::map<int, int64_t>& step_ms) {
+    ProgressReport report{0, false, 2000ms, 150, "vm", {}};
+    for (const auto& [local, ms] : step_ms) report.ranks.push_back({local, 10ms, 8, Ms(ms)});
+    return run.progress("a", report, now);
   }
 };
 
@@ -138,7 +159,7 @@ TEST_CASE("the slowest ranks against the median step time", "[unit][rendezvous][
   f.report("a", {10, 10}, {5, 5}, {100, 110});
   f.report("b", {10, 10}, {5, 4}, {105, 300});
   const RunProgress& progress = f.run.worker_progress();
-  CHECK(progress.median_step_time() == 110ms);  // the upper median of an even count
+  CHECK(progress.median_step_time() == 105ms);  // the lower median of an even count
   std::vector<SlowRank> slowest = progress.slowest(2);
   REQUIRE(slowest.size() == 2);
   CHECK(slowest[0].rank == 3);
@@ -213,4 +234,27 @@ TEST_CASE("a rank that ended on its own is not the root cause of a later hang",
   CHECK(
       stop->summary ==
       "SUM\nroot cause across nodes: rank 1 on vm (127.0.0.1) stopped making progress at step 4\n");
+}
+
+TEST_CASE("of two ranks the one five times slower is named a straggler against the faster",
+          "[unit][rendezvous][straggler]") {
+  OneNode f(2);
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 250}})));
+  // The median `cohort status` shows is the one stragglers are measured against: of two ranks,
+  // the faster's (the upper one would be the slow rank itself, never above 1.5 x itself).
+  CHECK(f.run.worker_progress().median_step_time() == 50ms);
+  f.now += 3s;
+  std::optional<Announce> line = find<Announce>(f.report({{0, 50}, {1, 250}}));
+  REQUIRE(line);
+  CHECK(line->text ==
+        "rank 1 on vm (127.0.0.1) is a straggler: 0.250 s per step, 5.00 x the run's median "
+        "0.050 s, for 3.000 s (--straggler-factor 1.5)");
+}
+
+TEST_CASE("two ranks at the same pace are no stragglers", "[unit][rendezvous][straggler]") {
+  OneNode f(2);
+  CHECK_FALSE(find<Announce>(f.report({{0, 250}, {1, 250}})));
+  f.now += 5s;
+  CHECK_FALSE(find<Announce>(f.report({{0, 250}, {1, 260}})));
+  CHECK(f.run.worker_progress().median_step_time() == 250ms);
 }
