@@ -18,6 +18,14 @@ std::string ranks_text(int count) { return cat(count, count == 1 ? " rank" : " r
 
 }  // namespace
 
+// `local`'s entry in `kept`, moved there from `known` with what earlier reports said of it, or a
+// fresh one: a rank the report lists twice stays one rank.
+RunProgress::Rank& RunProgress::keep_rank(std::map<int, Rank>& known, std::map<int, Rank>& kept,
+                                          int local) {
+  if (auto earlier = known.extract(local)) return kept.insert(std::move(earlier)).position->second;
+  return kept[local];
+}
+
 void RunProgress::round_started(const std::vector<Assignment>& members) {
   nodes_.clear();
   hang_declared_ = false;
@@ -38,16 +46,20 @@ std::vector<std::string> RunProgress::report(const std::string& node_id,
   if (report.round != round_ || found == nodes_.end()) return {};
   NodeRanks& node = found->second;
   node.host = report.host;
-  // A rank the report leaves out ended on its own (or never started): it waits on nobody and is
-  // no hang's root cause, whatever its last sign of life was in an earlier report.
-  for (auto& [local, known] : node.ranks) known.last_signal.reset();
+  // The agent lists every rank of the node still running, each time with its last step and step
+  // time, whether or not it stepped since: a rank the report leaves out has ended (on its own, or
+  // failed), or never started. It is forgotten whole: it waits on nobody and is no hang's root
+  // cause, whatever its last sign of life was, and its last step time is no longer the run's,
+  // neither a straggler's nor part of the median and the slowest ranks.
+  std::map<int, Rank> running;
   for (const RankReport& rank : report.ranks) {
     if (rank.local_rank < 0 || rank.local_rank >= node.local_world_size) continue;
-    Rank& known = node.ranks[rank.local_rank];
+    Rank& known = keep_rank(node.ranks, running, rank.local_rank);
     known.last_signal = now - rank.silent;
     if (rank.step) known.step = rank.step;
     if (rank.step_time) known.step_time = rank.step_time;
   }
+  node.ranks = std::move(running);
   if (report.hang && !hang_declared_) {
     hang_declared_ = true;
     hang_timeout_ = report.hang_timeout;

@@ -57,7 +57,8 @@ class RunProgress {
   /// A member's report, received at `now`. Returns the stragglers it shows for the first time
   /// (a line each, to log). Reports about another round, or from a non-member, are ignored, and
   /// so are ranks beyond the node's local world size. A report lists every rank of the node
-  /// still running: one it leaves out (it ended on its own) is no longer a hang's root cause.
+  /// still running: one it leaves out (it ended) is forgotten, no longer a hang's root cause nor
+  /// a straggler, nor counted in the median or the slowest ranks.
   std::vector<std::string> report(const std::string& node_id, const ProgressReport& report,
                                   TimePoint now);
   /// A member declared a hang in this round.
@@ -100,6 +101,7 @@ class RunProgress {
   /// The rank whose last sign of life is the earliest of the round.
   std::optional<RankPlace> earliest_silent() const;
   static std::string node_name(const NodeRanks& node);
+  static Rank& keep_rank(std::map<int, Rank>& known, std::map<int, Rank>& kept, int local);
   std::vector<std::string> find_stragglers(NodeRanks& node, double factor, TimePoint now);
   /// median_step_time(), computed again once kMedianRefresh old.
   std::optional<Ms> recent_median(TimePoint now);

@@ -258,3 +258,35 @@ TEST_CASE("two ranks at the same pace are no stragglers", "[unit][rendezvous][st
   CHECK_FALSE(find<Announce>(f.report({{0, 250}, {1, 260}})));
   CHECK(f.run.worker_progress().median_step_time() == 250ms);
 }
+
+TEST_CASE("a slow rank that ended before the window passed is never named a straggler",
+          "[unit][rendezvous][straggler]") {
+  OneNode f(3);
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}, {2, 250}})));  // rank 2: slow from now
+  f.now += 2s;
+  // Rank 2 exited: the agent's reports leave it out from now on.
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}})));
+  f.now += 2s;
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}})));
+  f.now += 10s;
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}})));
+  // Nor does its last step time stay among the run's: not in the median, not the slowest.
+  const RunProgress& progress = f.run.worker_progress();
+  CHECK(progress.median_step_time() == 50ms);
+  std::vector<SlowRank> slowest = progress.slowest();
+  REQUIRE(slowest.size() == 2);
+  CHECK(slowest[0].step_time == 50ms);
+}
+
+TEST_CASE("a rank still reported keeps its slowness from one report to the next",
+          "[unit][rendezvous][straggler]") {
+  OneNode f(4);
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}, {2, 50}, {3, 250}})));
+  f.now += 2s;
+  CHECK_FALSE(find<Announce>(f.report({{0, 50}, {1, 50}, {2, 50}, {3, 250}})));
+  f.now += 1s;
+  // Rank 0 ended; rank 3, listed in every report, has been slow for the whole window.
+  std::optional<Announce> line = find<Announce>(f.report({{1, 50}, {2, 50}, {3, 250}}));
+  REQUIRE(line);
+  CHECK(line->text.find("rank 3 on vm (127.0.0.1) is a straggler: 0.250 s per step, 5.00 x") == 0);
+}
