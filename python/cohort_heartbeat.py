@@ -10,16 +10,30 @@ stacks are taken and it is restarted like a failed worker.
         train_step(batch)
         cohort_heartbeat.beat(step)
 
-Not under cohort (no COHORT_HEARTBEAT_FD), beat() does nothing. Without this module:
+Not under cohort (no COHORT_HEARTBEAT_FD), beat() does nothing, and so it does in a process that
+inherited the variable but not the pipe (a subprocess: Python's closes descriptors above 2 by
+default), whatever file has that descriptor number there. Without this module:
 
     fd = int(os.environ.get("COHORT_HEARTBEAT_FD", "-1"))
     if fd >= 0: os.write(fd, b"step %d\\n" % step)
 """
 
 import os
+import stat
 
 _UNSET = object()
 _fd = _UNSET
+
+
+def _is_pipe(fd):
+    """Whether `fd` is a pipe, as the one cohort gives its workers is.
+
+    The variable outlives the descriptor: a subprocess inherits COHORT_HEARTBEAT_FD but not the
+    pipe, and the number may be a file it opened since, which a heartbeat must not write into."""
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:  # not open
+        return False
 
 
 def _descriptor():
@@ -29,7 +43,7 @@ def _descriptor():
             _fd = int(os.environ.get("COHORT_HEARTBEAT_FD", ""))
         except ValueError:
             _fd = None
-        if _fd is not None and _fd < 0:
+        if _fd is not None and (_fd < 0 or not _is_pipe(_fd)):
             _fd = None
     return _fd
 
@@ -37,7 +51,9 @@ def _descriptor():
 def beat(step=None):
     """Tells the agent this worker is alive (at `step`, when given). Returns True if it was sent.
 
-    Never blocks and never raises: a full pipe or a closed descriptor drops the beat."""
+    Never blocks and never raises: a full pipe or a closed descriptor drops the beat. Does nothing
+    where COHORT_HEARTBEAT_FD names no pipe when first used (a subprocess that inherited the
+    variable but not the pipe)."""
     global _fd
     fd = _descriptor()
     if fd is None:

@@ -23,9 +23,14 @@
                        with the watchdog's error 0.5 s later.
   straggler RANK       every rank beats a step each 50 ms, rank RANK each 250 ms, until the
                        file "stop" appears in the working directory (at most 60 s).
+  subprocess-beats FILE  beats once, then starts a Python subprocess, which inherits
+                       COHORT_HEARTBEAT_FD but not the pipe (subprocess closes descriptors above
+                       2): it puts FILE, with "results" written in it, at that descriptor number
+                       and beats; it prints what beat() returned, the worker what FILE then holds.
 """
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -147,6 +152,22 @@ def straggler(slow_rank):
         step += 1
 
 
+SUBPROCESS_BEATS = r"""
+import os, sys, cohort_heartbeat
+fd = int(os.environ["COHORT_HEARTBEAT_FD"])
+os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+os.write(fd, b"results\n")
+print("subprocess: beat(7) returned", cohort_heartbeat.beat(7), flush=True)
+"""
+
+
+def subprocess_beats(path):
+    assert cohort_heartbeat.beat(0), "no heartbeat descriptor"
+    subprocess.run([sys.executable, "-c", SUBPROCESS_BEATS, path], check=True)
+    with open(path) as results:
+        print(f"{path} holds {results.read()!r}", flush=True)
+
+
 def file_timer():
     import torch.distributed.elastic.timer as timer
 
@@ -186,5 +207,7 @@ if __name__ == "__main__":
         watchdog_dumps(sys.argv[2])
     elif mode == "straggler":
         straggler(int(sys.argv[2]))
+    elif mode == "subprocess-beats":
+        subprocess_beats(sys.argv[2])
     else:
         sys.exit(f"unknown mode {mode}")

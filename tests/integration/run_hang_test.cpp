@@ -2,7 +2,8 @@
 // and then wedges is found within the timeout, named with the function it hung in, and restarted;
 // a worker that only prints and then goes quiet is found too; torchrun's FileTimer pipe is served
 // (a FileTimerClient scope that runs out kills its worker); a hang waits for the NCCL flight
-// recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written). Real cohort,
+// recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written); the shipped
+// module beats nowhere in a subprocess that inherited the variable but not the pipe. Real cohort,
 // real Python and test_worker processes; each run is bounded in time.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -193,6 +194,22 @@ TEST_CASE("a worker silent from the start is found after the first-signal allowa
   double silence = silence_in(summary);
   CHECK(silence >= 1.5);
   CHECK(silence <= 2.5);
+  CHECK(scratch.nothing_left());
+}
+
+// A subprocess inherits COHORT_HEARTBEAT_FD but not the pipe; the number it names there may be
+// a file of its own: the shipped module must see that and beat nowhere.
+TEST_CASE("a subprocess that inherited only the heartbeat variable writes no beat into its file",
+          "[integration][run][hang][heartbeat]") {
+  Scratch scratch;
+  std::string results = scratch.file("results.txt");
+  RunResult result =
+      scratch.run({"--nproc-per-node", "1", kHangWorker, "subprocess-beats", results}, kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  CHECK(contains(result.out, "subprocess: beat(7) returned False"));
+  CHECK(contains(result.out, results + " holds 'results\\n'"));
+  CHECK(read_file(results) == "results\n");
   CHECK(scratch.nothing_left());
 }
 
