@@ -48,17 +48,27 @@ def _descriptor():
     return _fd
 
 
+def _line(step):
+    """The bytes of one beat; None when `step` is no integer (int() refuses it: 'epoch-1', NaN)."""
+    if step is None:
+        return b"\n"
+    try:
+        return b"step %d\n" % int(step)
+    except Exception:  # whatever int() raises for the caller's object: a beat never raises
+        return None
+
+
 def beat(step=None):
     """Tells the agent this worker is alive (at `step`, when given). Returns True if it was sent.
 
-    Never blocks and never raises: a full pipe or a closed descriptor drops the beat. Does nothing
-    where COHORT_HEARTBEAT_FD names no pipe when first used (a subprocess that inherited the
-    variable but not the pipe)."""
+    Never blocks and never raises: a full pipe or a closed descriptor drops the beat, and so does
+    a step that is no integer. Does nothing where COHORT_HEARTBEAT_FD names no pipe when first
+    used (a subprocess that inherited the variable but not the pipe)."""
     global _fd
     fd = _descriptor()
-    if fd is None:
+    line = _line(step)
+    if fd is None or line is None:
         return False
-    line = b"\n" if step is None else b"step %d\n" % int(step)
     try:
         os.write(fd, line)
         return True

@@ -27,6 +27,8 @@
                        COHORT_HEARTBEAT_FD but not the pipe (subprocess closes descriptors above
                        2): it puts FILE, with "results" written in it, at that descriptor number
                        and beats; it prints what beat() returned, the worker what FILE then holds.
+  odd-steps            prints what beat() returns for steps that are no integer, and for one that
+                       is.
 """
 
 import os
@@ -168,6 +170,11 @@ def subprocess_beats(path):
         print(f"{path} holds {results.read()!r}", flush=True)
 
 
+def odd_steps():
+    for step in ("epoch-1", float("nan"), float("inf"), [3], 5):
+        print(f"beat({step!r}) returned {cohort_heartbeat.beat(step)}", flush=True)
+
+
 def file_timer():
     import torch.distributed.elastic.timer as timer
 
@@ -209,5 +216,7 @@ if __name__ == "__main__":
         straggler(int(sys.argv[2]))
     elif mode == "subprocess-beats":
         subprocess_beats(sys.argv[2])
+    elif mode == "odd-steps":
+        odd_steps()
     else:
         sys.exit(f"unknown mode {mode}")

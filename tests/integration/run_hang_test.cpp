@@ -3,8 +3,9 @@
 // a worker that only prints and then goes quiet is found too; torchrun's FileTimer pipe is served
 // (a FileTimerClient scope that runs out kills its worker); a hang waits for the NCCL flight
 // recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written); the shipped
-// module beats nowhere in a subprocess that inherited the variable but not the pipe. Real cohort,
-// real Python and test_worker processes; each run is bounded in time.
+// module beats nowhere in a subprocess that inherited the variable but not the pipe, and drops a
+// step that is no integer. Real cohort, real Python and test_worker processes; each run is
+// bounded in time.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -210,6 +211,19 @@ TEST_CASE("a subprocess that inherited only the heartbeat variable writes no bea
   CHECK(contains(result.out, "subprocess: beat(7) returned False"));
   CHECK(contains(result.out, results + " holds 'results\\n'"));
   CHECK(read_file(results) == "results\n");
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("the heartbeat module drops a step that is no integer and never raises",
+          "[integration][run][hang][heartbeat]") {
+  Scratch scratch;
+  RunResult result = scratch.run({"--nproc-per-node", "1", kHangWorker, "odd-steps"}, kPythonEnv);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  for (const char* dropped : {"'epoch-1'", "nan", "inf", "[3]"}) {
+    CHECK(contains(result.out, std::string("beat(") + dropped + ") returned False"));
+  }
+  CHECK(contains(result.out, "beat(5) returned True"));
   CHECK(scratch.nothing_left());
 }
 
