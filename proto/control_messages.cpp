@@ -6,6 +6,7 @@
 
 #include "proto/auth.hpp"
 #include "proto/untrusted_json.hpp"
+#include "proto/wire_text.hpp"
 
 namespace cohort::proto {
 
@@ -671,6 +672,20 @@ std::string answer_digest(const ControlMessage& answer) {
 }
 
 std::string encode_message(const ControlMessage& message) { return dump(to_json_object(message)); }
+
+// Through dump() itself, so that the text is the one encode_message writes, whatever rule the
+// JSON library follows to replace a bad sequence (one U+FFFD per longest invalid prefix).
+std::string as_sent(std::string_view text) {
+  return json::parse(dump(json(std::string(text)))).get<std::string>();
+}
+
+std::string cut_at_character(std::string text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  text.resize(end);
+  return text;
+}
 
 std::optional<ControlMessage> decode_message(const std::string& payload, std::string& error) {
   json in = parse_untrusted_json(payload);

@@ -13,6 +13,7 @@
 #include "common/text.hpp"
 #include "launcher/cli/control_request.hpp"
 #include "proto/auth.hpp"
+#include "proto/wire_text.hpp"
 
 namespace cohort {
 
@@ -31,6 +32,10 @@ void add_stop_flags(CLI::App& app, StopQuery& query) {
                  "The daemon's or the run's token (default: $COHORT_TOKEN)");
 }
 
+std::string stop_requester_text(std::string_view user, std::string_view host) {
+  return proto::cut_at_character(proto::as_sent(cat(user, "@", host)), proto::kMaxStopByBytes);
+}
+
 std::string stop_requester() {
   std::string user;
   if (const char* name = std::getenv("USER"); name != nullptr) user = name;
@@ -40,8 +45,21 @@ std::string stop_requester() {
   if (user.empty()) user = "uid " + std::to_string(::getuid());
   std::array<char, 256> host{};
   if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  std::string by = user + "@" + (host[0] != '\0' ? host.data() : "unknown host");
-  return by.substr(0, proto::kMaxStopByBytes);
+  return stop_requester_text(user, host[0] != '\0' ? host.data() : "unknown host");
+}
+
+// The proof covers reason and by as the daemon decodes them (as_sent): proven over the bytes
+// given, a reason or login name that is not valid UTF-8 failed with the right token.
+proto::StopRunRequest stop_request(const StopQuery& query, const std::string& challenge,
+                                   const std::string& client_nonce) {
+  proto::StopRunRequest request{
+      query.run_id, proto::as_sent(query.reason), "",
+      proto::cut_at_character(proto::as_sent(query.by), proto::kMaxStopByBytes), client_nonce};
+  if (!query.token.empty()) {
+    request.proof =
+        proto::stop_proof(query.token, challenge, request.run_id, request.reason, request.by);
+  }
+  return request;
 }
 
 int run_stop_command(const StopQuery& query) {
@@ -49,21 +67,16 @@ int run_stop_command(const StopQuery& query) {
     std::cerr << "cohort stop: --rdzv-id: " << problem << "\n";
     return kExitUsage;
   }
-  if (query.reason.size() > proto::kMaxStopReasonBytes) {
-    std::cerr << "cohort stop: --reason: at most " << proto::kMaxStopReasonBytes << " bytes\n";
+  if (proto::as_sent(query.reason).size() > proto::kMaxStopReasonBytes) {
+    std::cerr << "cohort stop: --reason: at most " << proto::kMaxStopReasonBytes
+              << " bytes (as UTF-8, each invalid byte as the 3 of U+FFFD)\n";
     return kExitUsage;
   }
   AnswerCheck check(query.token, "stop", query.run_id);
   ControlAnswer answer = control_request(
       query.endpoint, query.timeout_ms,
       [&](const std::string& challenge) {
-        proto::StopRunRequest request{query.run_id, query.reason, "", query.by,
-                                      check.nonce_for(challenge)};
-        if (!query.token.empty()) {
-          request.proof =
-              proto::stop_proof(query.token, challenge, query.run_id, query.reason, query.by);
-        }
-        return request;
+        return stop_request(query, challenge, check.nonce_for(challenge));
       },
       proto::kMaxFrameBytes);  // a stop's answer is a line; never a status reply's 64 MiB
   std::string problem;

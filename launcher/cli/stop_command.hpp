@@ -5,8 +5,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "launcher/options/cli_fwd.hpp"
+#include "proto/control_messages.hpp"
 
 namespace cohort {
 
@@ -22,9 +24,16 @@ struct StopQuery {
 };
 
 void add_stop_flags(CLI::App& app, StopQuery& query);
-/// "user@host" of this process: the login name ($USER, else the password entry, else the uid)
-/// and the host name, cut to what a stop request carries.
+/// "user@host" as a stop request carries it: invalid UTF-8 replaced as the encoder replaces it,
+/// then cut to kMaxStopByBytes at the start of a character.
+std::string stop_requester_text(std::string_view user, std::string_view host);
+/// stop_requester_text of this process: the login name ($USER, else the password entry, else the
+/// uid) and the host name.
 std::string stop_requester();
+/// The request `query` sends on a connection whose challenge is `challenge`: reason and by as the
+/// daemon will decode them, and the proof (with a token) over exactly those.
+proto::StopRunRequest stop_request(const StopQuery& query, const std::string& challenge,
+                                   const std::string& client_nonce);
 int run_stop_command(const StopQuery& query);
 
 }  // namespace cohort
