@@ -19,6 +19,20 @@ int64_t number_of(const nlohmann::json& event, const char* key, int64_t otherwis
   return found != event.end() && found->is_number() ? found->get<int64_t>() : otherwise;
 }
 
+// "local rank 1 on vm hung at step 120": hang.detected names the node's silent rank by its local
+// rank (the node has no global ranks of its own to say), and the step where the agent knew it.
+std::string hang_text(const nlohmann::json& event) {
+  std::string where = text_of(event, "host");
+  if (where.empty()) where = text_of(event, "node");
+  int64_t rank = number_of(event, "local_rank", -1);
+  std::string text = rank >= 0 ? "local rank " + std::to_string(rank) : "a rank";
+  if (!where.empty()) text += " on " + where;
+  text += " hung";
+  if (int64_t step = number_of(event, "step", -1); step >= 0)
+    text += " at step " + std::to_string(step);
+  return text;
+}
+
 // Builds the timeline event by event; the open round is closed by the next one or the end.
 class TimelineBuilder {
  public:
@@ -46,10 +60,7 @@ class TimelineBuilder {
       if (member != event.end() && *member == true) recovery_from(t);
       return mark(TimelineMark::Kind::Lost, t, node, "lost: " + text_of(event, "reason"));
     }
-    if (name == "hang.detected") {
-      return mark(TimelineMark::Kind::Hang, t, node,
-                  "rank " + std::to_string(number_of(event, "rank", -1)) + " hung");
-    }
+    if (name == "hang.detected") return mark(TimelineMark::Kind::Hang, t, node, hang_text(event));
     if (name == "hang.attributed") {  // the whole round's: which collective, which rank
       return mark(TimelineMark::Kind::Hang, t, "", "collective: " + text_of(event, "text"));
     }

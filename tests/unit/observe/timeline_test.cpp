@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <iterator>
 
 #include "observe/event_text.hpp"
 #include "observe/status_pages.hpp"
@@ -219,6 +220,30 @@ TEST_CASE("the collective a hang was attributed to is a mark of the round and a 
   CHECK(mark->node.empty());  // the round's, not one node's
   CHECK(event_line(events[3]).find("hang.attributed  missing: all_reduce #120 on default_pg") !=
         std::string::npos);
+}
+
+TEST_CASE("a node's hang mark names the silent local rank and its host and step",
+          "[unit][observe][hang]") {
+  std::vector<json> events = scripted_run();
+  events.insert(events.begin() + 5, event(1900, "hang.detected",
+                                          {{"node", "b"},
+                                           {"host", "vm-b"},
+                                           {"round", 0},
+                                           {"local_rank", 1},
+                                           {"step", 120},
+                                           {"silent_ms", 30000}}));
+  events.insert(events.begin() + 6,  // before its first step: no step to say, nor a host
+                event(1950, "hang.detected", {{"node", "c"}, {"round", 0}, {"local_rank", 0}}));
+  Timeline timeline = build_timeline("job", events, 9999);
+  std::vector<TimelineMark> hangs;
+  std::copy_if(timeline.marks.begin(), timeline.marks.end(), std::back_inserter(hangs),
+               [](const auto& mark) { return mark.kind == TimelineMark::Kind::Hang; });
+  REQUIRE(hangs.size() == 2);
+  CHECK(hangs[0].node == "b");
+  CHECK(hangs[0].text == "local rank 1 on vm-b hung at step 120");
+  CHECK(hangs[1].node == "c");
+  CHECK(hangs[1].text == "local rank 0 on c hung");
+  CHECK(render_run_page(timeline, events).find("rank -1") == std::string::npos);
 }
 
 TEST_CASE("the runs page says where a run taken over came from and where a run moved to",
