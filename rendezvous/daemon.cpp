@@ -27,6 +27,11 @@ constexpr const char* kTokenNeeded =
     "authentication failed: this rendezvous needs a token (--token-file or COHORT_TOKEN)";
 constexpr const char* kWrongToken =
     "authentication failed: the proof does not match this rendezvous's token";
+// A status request for every run proves the daemon's token only: a run's token, which is right,
+// fails there too, and its holder must learn to name the run rather than doubt the token.
+constexpr const char* kWrongTokenForAllRuns =
+    "authentication failed: the proof does not match this rendezvous's token (a run's token "
+    "shows only its run: give --rdzv-id RUN)";
 
 // COHORT_STRAGGLER_WINDOW_MS (for tests): how long a straggler must stay slow before it is named.
 rdzv::Ms straggler_window() {
@@ -470,7 +475,8 @@ void RendezvousDaemon::on_status(ControlSession& session, const proto::StatusReq
         return proto::status_proof(token, session.challenge, request.run_id);
       });
   if (!key) {
-    return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : kWrongToken},
+    const char* wrong = request.run_id.empty() ? kWrongTokenForAllRuns : kWrongToken;
+    return session.close_after(proto::Error{request.proof.empty() ? kTokenNeeded : wrong},
                                "authentication failed");
   }
   door_.proven(session);  // a token holder: not evicted while its answer is sent

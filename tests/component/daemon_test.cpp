@@ -441,6 +441,27 @@ TEST_CASE("a run's derived token acts on that run only", "[component][daemon][au
   CHECK(std::holds_alternative<proto::Error>(theirs.status("red", blue)));
 }
 
+TEST_CASE("a run's token asked for every run is told to name its run and not that it is wrong",
+          "[component][daemon][auth]") {
+  const std::string token = "the daemon's token, 32 bytes...";
+  DaemonThread d(token);
+  const std::string blue = proto::derive_run_token(token, "blue");
+  Client a(d.daemon.port(), blue);
+  a.hello("blue", "a", 1);
+  a.expect<proto::RoundAssigned>();
+  Client all(d.daemon.port());
+  auto status = all.status("", blue);
+  REQUIRE(std::holds_alternative<proto::Error>(status));
+  const std::string& message = std::get<proto::Error>(status).message;
+  CHECK(message.find("authentication failed") == 0);
+  CHECK(message.find("a run's token shows only its run: give --rdzv-id RUN") != std::string::npos);
+  // Naming a run keeps the plain refusal: there the run's token was tried and did not match.
+  Client other(d.daemon.port());
+  auto red = other.status("red", blue);
+  REQUIRE(std::holds_alternative<proto::Error>(red));
+  CHECK(std::get<proto::Error>(red).message.find("--rdzv-id") == std::string::npos);
+}
+
 TEST_CASE("a status answer proves the token it was asked under, for the tool's nonce",
           "[component][daemon][auth]") {
   const std::string token = "the daemon's token, 32 bytes...";
