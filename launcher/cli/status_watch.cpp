@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <string_view>
 
 #include "common/exit_codes.hpp"
 #include "common/text.hpp"
@@ -30,8 +31,29 @@ std::string age_text(int64_t ms) {
   return buffer;
 }
 
+// A terminal gives a character one column whatever its bytes (wide CJK and emoji, two, are rare
+// in what the screen shows), so columns are counted as UTF-8 characters: the bytes that do not
+// continue one. What the screen prints has been through escape_for_terminal: valid UTF-8.
+size_t columns(std::string_view text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+// The byte where the column `column` of `text` starts (its size if the text is narrower): a cut
+// there keeps whole characters, where a cut at a byte count could split one.
+size_t column_start(std::string_view text, size_t column) {
+  size_t at = 0;
+  for (size_t seen = 0; at < text.size(); ++at) {
+    if ((static_cast<unsigned char>(text[at]) & 0xc0) == 0x80) continue;
+    if (seen++ == column) return at;
+  }
+  return at;
+}
+
 std::string padded(const std::string& text, size_t width) {
-  return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
+  size_t used = columns(text);
+  return used >= width ? text + " " : text + std::string(width - used, ' ');
 }
 
 // One line of the screen: line breaks as spaces, every byte a terminal could act on made
@@ -40,7 +62,7 @@ std::string cut(const std::string& line, int width) {
   std::string flat = line;
   for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
   flat = escape_for_terminal(flat);
-  return width > 0 && flat.size() > static_cast<size_t>(width) ? flat.substr(0, width) : flat;
+  return width > 0 ? flat.substr(0, column_start(flat, static_cast<size_t>(width))) : flat;
 }
 
 // At most this many lines for a run's last failure; the last of them ends in "..." if cut.
@@ -86,24 +108,26 @@ std::vector<std::string> wrap_text(const std::string& lead, const std::string& t
   std::string flat = text;
   for (char& c : flat) c = (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
   flat = escape_for_terminal(flat);
-  if (width <= 0 || lead.size() + flat.size() <= static_cast<size_t>(width)) return {lead + flat};
   size_t room = static_cast<size_t>(width);
-  std::string indent(lead.size() <= room / 2 ? lead.size() : 2, ' ');
+  if (width <= 0 || columns(lead) + columns(flat) <= room) return {lead + flat};
+  std::string indent(columns(lead) <= room / 2 ? columns(lead) : 2, ' ');
   std::vector<std::string> lines;
   std::string line = lead;
   for (size_t at = 0; at < flat.size();) {
-    size_t left = room > line.size() ? room - line.size() : 1;
-    if (flat.size() - at <= left) {
+    size_t used = columns(line);
+    size_t left = room > used ? room - used : 1;
+    size_t fits = at + column_start(std::string_view(flat).substr(at), left);  // its end
+    if (fits == flat.size()) {
       line += flat.substr(at);
       break;
     }
     // Break at the last space that fits; a word longer than the line is cut.
-    size_t space = flat.rfind(' ', at + left);
-    size_t end = space != std::string::npos && space > at ? space : at + left;
+    size_t space = flat.rfind(' ', fits);
+    size_t end = space != std::string::npos && space > at ? space : fits;
     line += flat.substr(at, end - at);
     for (at = end; at < flat.size() && flat[at] == ' ';) ++at;
     if (at < flat.size() && lines.size() + 1 >= max_lines) {
-      if (line.size() + 3 > room) line.resize(room > 3 ? room - 3 : 0);
+      if (columns(line) + 3 > room) line.resize(column_start(line, room > 3 ? room - 3 : 0));
       while (line.size() > indent.size() && line.back() == ' ') line.pop_back();
       lines.push_back(line + "...");
       return lines;

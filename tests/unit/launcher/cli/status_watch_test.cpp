@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/text.hpp"
+
 using namespace cohort;
 
 namespace {
@@ -127,6 +129,42 @@ TEST_CASE("wrapped text breaks at spaces, cuts long words, and ends in ... past 
   CHECK(wrap_text("> ", "aaa bbb ccc ddd eee fff", 9, 2) ==
         std::vector<std::string>{"> aaa bbb", "  ccc..."});
   CHECK(wrap_text("> ", "a\x1b[2Jb", 0, 1) == std::vector<std::string>{"> a\\x1b[2Jb"});
+}
+
+TEST_CASE("wrapped text counts a character of several bytes as one column and never splits one",
+          "[unit][launcher][status]") {
+  const std::string e = "\xc3\xa9";  // é: two bytes, one column
+  CHECK(wrap_text("> ", e + e + e + " " + e + e + e, 9, 3) ==
+        std::vector<std::string>{"> " + e + e + e + " " + e + e + e});
+  CHECK(wrap_text("> ", e + e + e + " " + e + e + e + " " + e + e + e, 9, 3) ==
+        std::vector<std::string>{"> " + e + e + e + " " + e + e + e, "  " + e + e + e});
+  std::string word;
+  for (int i = 0; i < 12; ++i) word += e;
+  CHECK(wrap_text("> ", word, 6, 5) == std::vector<std::string>{"> " + word.substr(0, 8),
+                                                                "  " + word.substr(8, 8),
+                                                                "  " + word.substr(16)});
+  CHECK(wrap_text("> ", word + " " + word, 9, 1) ==
+        std::vector<std::string>{"> " + word.substr(0, 8) + "..."});
+}
+
+TEST_CASE("the watch screen cuts lines at the terminal's columns between characters",
+          "[unit][launcher][status]") {
+  StatusFetch fetched = one_run();
+  std::string host;
+  for (int i = 0; i < 40; ++i) host += "\xe3\x83\x8e";  // ノ: three bytes, one column
+  fetched.reply->runs[0].nodes[0].address = host;
+  fetched.reply->runs[0].last_failure = "node " + host + " lost";
+  for (int width : {30, 31, 32}) {
+    std::string screen =
+        watch_screen(fetched, StatusQuery{}, std::chrono::milliseconds(500), "x", width);
+    INFO(screen);
+    CHECK(screen.find("  " + host.substr(0, 3 * (width - 2)) + "\n") != std::string::npos);
+    for (size_t start = 0, end; (end = screen.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+      std::string line = screen.substr(start, end - start);
+      CHECK(escape_for_terminal(line) == line);  // whole characters only: nothing to escape
+    }
+  }
 }
 
 TEST_CASE("the watch screen says after which round its daemon took the run over",
