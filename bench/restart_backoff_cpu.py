@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proc_stats  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER = 'echo "failure $$" >&2; exit 1'
+# $$$$: cohort run expands its script's arguments as torchrun does, "$$" to "$".
+WORKER = 'echo "failure $$$$" >&2; exit 1'
 
 
 def one_run(cohortd, cohort, restarts, scratch):

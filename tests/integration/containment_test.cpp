@@ -464,9 +464,10 @@ TEST_CASE("an agent whose keeper a worker killed says so, and its run goes on",
           "[integration][run][containment]") {
   Scratch scratch;
   // The worker kills the agent's other child (its keeper: the only one with one worker), then
-  // runs on past a few of the agent's ticks.
+  // runs on past a few of the agent's ticks. Its $$ is written $$$$: the script's arguments are
+  // expanded as torchrun's string.Template does, "$$" to "$".
   const std::string script =
-      "for p in $(pgrep -P $PPID); do [ \"$p\" != $$ ] && kill -9 \"$p\"; done; sleep 3; exit 0";
+      "for p in $(pgrep -P $PPID); do [ \"$p\" != $$$$ ] && kill -9 \"$p\"; done; sleep 3; exit 0";
   RunResult result =
       scratch.run({"--nproc-per-node", "1", "--no-python", "/bin/sh", "-c", script}, {}, 30s);
   INFO(result.out << result.err);

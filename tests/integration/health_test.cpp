@@ -222,8 +222,9 @@ TEST_CASE("a GPU still held by the previous round's worker keeps the node out un
   std::string failed = scratch.file("failed_once");
   // Round 0's worker "opens" GPU 0 (the double lists its pid) and fails; the driver keeps
   // listing the dead pid until the test clears the state, as it does while it reclaims memory.
+  // ($$$$: the arguments are expanded as torchrun's string.Template does, "$$" to "$".)
   std::string worker = "if [ -e " + failed + " ]; then echo round-1-ran; exit 0; fi; touch " +
-                       failed + "; echo \"process 0 $$\" >> " + state + "; exit 3";
+                       failed + "; echo \"process 0 $$$$\" >> " + state + "; exit 3";
   ChildOptions options = scratch.options(two_fake_gpus(state));
   ChildProcess run(Scratch::cohort_argv({"--standalone", "--max-restarts", "1",
                                          "--gpu-reclaim-timeout", "0.5", "--health-check-interval",
