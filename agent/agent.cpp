@@ -53,6 +53,28 @@ const std::string& python_helper_dir() {
   return dir;
 }
 
+// Ctrl-Z pauses the agent and its workers, unless SIGTSTP was ignored when cohort started (as a
+// shell without job control may leave it): then it stays ignored, workers included.
+bool takes_terminal_stop() {
+  struct sigaction current = {};
+  return ::sigaction(SIGTSTP, nullptr, &current) == 0 && current.sa_handler != SIG_IGN;
+}
+
+// Stops this process as SIGTSTP's default action would (the shell says "Stopped"), and returns
+// once it continues. The kernel discards it in an orphaned process group: then it returns at once.
+void stop_as_by_terminal() {
+  struct sigaction by_default = {};
+  struct sigaction taken = {};
+  by_default.sa_handler = SIG_DFL;
+  ::sigaction(SIGTSTP, &by_default, &taken);
+  ::raise(SIGTSTP);
+  ::sigaction(SIGTSTP, &taken, nullptr);
+}
+
+bool forwards(const std::vector<int>& forwarded, int signal) {
+  return std::find(forwarded.begin(), forwarded.end(), signal) != forwarded.end();
+}
+
 bool is_python(const std::string& executable) {
   return std::filesystem::path(executable).filename().string().rfind("python", 0) == 0;
 }
@@ -94,6 +116,7 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   for (int signal : stop_signals_to_take()) signals_.add(signal);  // SIGHUP: not under nohup
   for (int signal : config_.extra_signals) signals_.add(signal);
   for (int signal : config_.absorbed_signals) signals_.add(signal);
+  if (takes_terminal_stop()) signals_.add(SIGTSTP);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
   hosts_rendezvous_ = config_.hosts_rendezvous;
   if (hosts_rendezvous_) hosted_endpoints_.insert(config_.rendezvous.first_endpoint);
@@ -313,9 +336,33 @@ void Agent::on_timer_expired(const ExpiredTimer& expired) {
 void Agent::arm_signals() {
   signals_.async_wait([this](const boost::system::error_code& error, int signal) {
     if (error) return;
-    perform(state_.signal(signal));
+    if (signal == SIGTSTP && !forwards(config_.extra_signals, SIGTSTP)) {
+      pause_until_continued();
+    } else {
+      perform(state_.signal(signal));
+    }
     arm_signals();
   });
+}
+
+// Ctrl-Z: the workers, in process groups of their own that the terminal does not reach, stop
+// with the agent, and the keeper hears that the silence to come is a pause. After SIGCONT (fg,
+// bg) they continue, and nothing here that measures time counts the pause: the heartbeat to the
+// rendezvous, an embedded daemon's heartbeat timeouts, the hang and FileTimer deadlines.
+void Agent::pause_until_continued() {
+  keeper_.pause();
+  if (group_) group_->pause();
+  log::info("SIGTSTP: stopped, and the workers with it; fg (or SIGCONT) continues");
+  SteadyTime stopped_at = clock_.now();
+  stop_as_by_terminal();  // returns once continued
+  SteadyDuration paused = clock_.now() - stopped_at;
+  keeper_.continue_ticking();
+  if (config_.after_pause) config_.after_pause();
+  if (client_) client_->continue_after_pause();
+  if (file_timer_) file_timer_->postpone(paused);
+  if (group_) group_->continue_after_pause(paused);
+  log::info("continued after ",
+            format_duration(std::chrono::duration_cast<std::chrono::milliseconds>(paused)));
 }
 
 void Agent::watch_stdin() {

@@ -85,6 +85,7 @@ class Agent {
   void start_file_timer();
   void on_timer_expired(const ExpiredTimer& expired);
   void arm_signals();
+  void pause_until_continued();
   void watch_stdin();
   void finish(int exit_code);
   void event(const Event& event);

@@ -71,6 +71,9 @@ struct AgentConfig {
   /// Runs before cohort exits, with a continuation (an embedded daemon lets the other nodes
   /// hear the end of the run first). Empty: exit at once.
   std::function<void(std::function<void()>)> before_exit;
+  /// Runs when the agent continues after Ctrl-Z, before its first heartbeat (an embedded daemon
+  /// was stopped with it, and forgives its nodes the silence). Empty: nothing to do.
+  std::function<void()> after_pause;
   /// Hosts a daemon at a fallback endpoint that names this machine, when the agent moves there,
   /// unless one listens there already (cohort run sets it); true when it did. Empty: host nothing.
   std::function<bool(const FallbackEndpoint&)> host_fallback;

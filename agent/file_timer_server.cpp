@@ -68,6 +68,11 @@ void FileTimerServer::clear() {
   timer_.cancel();
 }
 
+void FileTimerServer::postpone(SteadyDuration paused) {
+  timers_.postpone(std::chrono::duration<double>(paused).count());
+  arm();
+}
+
 void FileTimerServer::read_more() {
   pipe_.async_read_some(
       boost::asio::buffer(buffer_),

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agent/file_timers.hpp"
+#include "common/clock.hpp"
 #include "common/log_throttle.hpp"
 
 namespace cohort {
@@ -37,6 +38,8 @@ class FileTimerServer {
   std::string start();
   /// Forgets every timer (the workers they were for are gone).
   void clear();
+  /// Every timer expires `paused` later (the agent and its workers were stopped that long).
+  void postpone(SteadyDuration paused);
   const std::string& path() const { return path_; }
 
  private:

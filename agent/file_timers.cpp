@@ -52,6 +52,10 @@ bool FileTimers::apply(const TimerRequest& request) {
   return true;
 }
 
+void FileTimers::postpone(double seconds) {
+  for (auto& [key, timer] : timers_) timer.expiration_time += seconds;
+}
+
 std::chrono::milliseconds timer_wait(double expiration, double now) {
   double seconds = expiration - now;
   if (!(seconds > 0)) return std::chrono::milliseconds(0);

@@ -52,6 +52,9 @@ class FileTimers {
   bool apply(const TimerRequest& request);
   /// Forgets every timer (a new round: the old workers are gone).
   void clear() { timers_.clear(); }
+  /// The workers and the agent were stopped together for `seconds` (Ctrl-Z): every timer
+  /// expires that much later, as its worker lost that time too.
+  void postpone(double seconds);
   /// The earliest expiration of a timer that reaps, if any.
   std::optional<double> next_expiration() const;
   /// Per pid with an expired timer that reaps: the first such (by expiration). Their timers are

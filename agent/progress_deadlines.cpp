@@ -27,6 +27,14 @@ void ProgressDeadlines::forget_all() {
   for (ProgressRecord& record : records_) record.watched = false;
 }
 
+void ProgressDeadlines::postpone(SteadyDuration paused) {
+  for (ProgressRecord& record : records_) {
+    if (!record.watched) continue;
+    record.started += paused;
+    if (record.last_signal) *record.last_signal += paused;
+  }
+}
+
 SteadyTime ProgressDeadlines::deadline(const ProgressRecord& record) const {
   if (record.last_signal) return *record.last_signal + settings_.timeout;
   return record.started + settings_.first_timeout;

@@ -43,6 +43,9 @@ class ProgressDeadlines {
   /// No longer watched (it exited, or the group is stopping).
   void forget(size_t worker);
   void forget_all();
+  /// The agent and its workers were stopped together for `paused` (Ctrl-Z): every watched
+  /// worker's time so far moves that much later, so the pause counts as no one's silence.
+  void postpone(SteadyDuration paused);
 
   /// When the next worker runs out of time, if any is watched.
   std::optional<SteadyTime> next_deadline() const;

@@ -485,6 +485,15 @@ void WorkerGroup::forward_signal(int signal) {
   }
 }
 
+void WorkerGroup::pause() { forward_signal(SIGSTOP); }
+
+void WorkerGroup::continue_after_pause(SteadyDuration paused) {
+  forward_signal(SIGCONT);
+  if (progress_frozen_) return;  // a hang was declared: its own timers run to the end
+  progress_.postpone(paused);
+  arm_hang_timer();
+}
+
 WorkerGroup::Worker* WorkerGroup::live_worker(pid_t pid) const {
   for (const auto& worker : workers_) {
     if (worker->child.pid() == pid && !worker->child.status()) return worker.get();

@@ -80,6 +80,11 @@ class WorkerGroup {
   void start(std::vector<WorkerPlan> plans, Done done);
   /// Sends `signal` to every live worker's process group and carries on.
   void forward_signal(int signal);
+  /// Ctrl-Z: stops every live worker's process group (SIGSTOP) until continue_after_pause().
+  void pause();
+  /// Continues the workers (SIGCONT) after the agent was stopped with them for `paused`: their
+  /// hang deadlines move that much later.
+  void continue_after_pause(SteadyDuration paused);
   /// Sends `signal`, then SIGKILL (to the container too) after the grace period. The outcome is
   /// Stopped unless a worker had already failed. A second call kills at once.
   void stop(int signal);

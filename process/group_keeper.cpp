@@ -35,7 +35,8 @@ constexpr std::chrono::seconds kMessagesPatience{1};
 constexpr std::chrono::milliseconds kStarvedRecheck{250};
 
 // The forked keeper. It is a whole process (forked while the agent had one thread), so it may
-// allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "c<cgroup directory>".
+// allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "p" (a pause: no tick
+// is missed until the next one), "c<cgroup directory>", "r<directory>".
 class Keeper {
  public:
   Keeper(int pipe_read, pid_t agent, std::chrono::milliseconds stale_limit)
@@ -49,7 +50,7 @@ class Keeper {
     for (;;) {
       Clock::time_point now = Clock::now();
       Clock::time_point next_judgement = std::max(last_tick + stale_limit_, recheck);
-      if (!stale && now >= next_judgement) {
+      if (!stale && !paused_ && now >= next_judgement) {
         auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick);
         std::string verdict =
             silence_verdict(at_tick, read_process_vitals(agent_), silent, stale_limit_);
@@ -67,7 +68,7 @@ class Keeper {
         next_scan = now + kScanInterval;
       }
       Clock::time_point wake = now + std::chrono::hours(1);
-      if (!stale) wake = std::min(wake, next_judgement);
+      if (!stale && !paused_) wake = std::min(wake, next_judgement);
       if (cgroup_.empty()) wake = std::min(wake, next_scan);
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
       pollfd pipe{pipe_read_, POLLIN, 0};
@@ -109,6 +110,7 @@ class Keeper {
       if (line[0] == '+' && group > 1) groups_.insert(group);
       if (line[0] == '-') groups_.erase(group);
       if (line[0] == 't') ticked = true;
+      paused_ = line[0] == 'p' || (paused_ && line[0] != 't');
       if (line[0] == 'c') {
         cgroup_ = line.substr(1);
         descendants_.clear();  // the cgroups hold them all from now on
@@ -159,6 +161,7 @@ class Keeper {
   int pipe_read_;
   pid_t agent_, self_;
   std::chrono::milliseconds stale_limit_;
+  bool paused_ = false;  ///< since a "p" line, until the next tick
   std::string pending_;
   std::set<pid_t> groups_;
   std::string cgroup_;
@@ -209,6 +212,12 @@ bool GroupKeeper::start(std::chrono::milliseconds stale_limit) {
 
 void GroupKeeper::add(pid_t process_group) { send("+" + std::to_string(process_group) + "\n"); }
 void GroupKeeper::remove(pid_t process_group) { send("-" + std::to_string(process_group) + "\n"); }
+void GroupKeeper::pause() { send("p\n"); }
+
+void GroupKeeper::continue_ticking() {
+  tick_timer_.cancel();
+  tick();
+}
 
 bool GroupKeeper::contain_in(const std::string& cgroup_directory) {
   return send_path('c', cgroup_directory);

@@ -36,6 +36,10 @@ class GroupKeeper {
   bool start(std::chrono::milliseconds stale_limit);
   void add(pid_t process_group);
   void remove(pid_t process_group);
+  /// The agent is about to stop on purpose (Ctrl-Z), its workers with it: no missing tick
+  /// counts until the next one, which continue_ticking() sends at once. Its death still does.
+  void pause();
+  void continue_ticking();
   /// The directory that holds every worker cgroup: killed (cgroup.kill) with the groups, and
   /// removed once the agent is gone. False when the keeper cannot be told.
   bool contain_in(const std::string& cgroup_directory);

@@ -78,6 +78,10 @@ struct WorkerSetup {
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD}) {
       if (signal != SIGHUP || !keep_hangup_ignored) ::signal(signal, SIG_DFL);
     }
+    // The agent's Ctrl-Z handler (its pipe is the agent's) until exec; kept if ignored.
+    struct sigaction terminal_stop {};
+    if (::sigaction(SIGTSTP, nullptr, &terminal_stop) == 0 && terminal_stop.sa_handler != SIG_IGN)
+      ::signal(SIGTSTP, SIG_DFL);
     if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0) return errno;
     int in = request.stdin_fd;
     if (in < 0) in = ::open("/dev/null", O_RDONLY);

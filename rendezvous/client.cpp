@@ -277,6 +277,14 @@ void RendezvousClient::watch_silence() {
                            });
 }
 
+void RendezvousClient::continue_after_pause() {
+  if (closed_ || !connected()) return;
+  last_heard_ = clock_.now();
+  if (!challenge_.empty()) session_->send(proto::Heartbeat{});
+  arm_heartbeat();
+  if (welcomed_) watch_silence();
+}
+
 void RendezvousClient::send(const proto::ControlMessage& message) {
   if (connected() && !challenge_.empty()) session_->send(message);
 }

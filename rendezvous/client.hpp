@@ -59,6 +59,10 @@ class RendezvousClient {
   /// Sent only once this connection's hello is (before it, the next hello carries the news).
   void send(const proto::ControlMessage& message);
   /// Sends `last` if connected, then closes quietly (no loss is reported).
+  /// This process was stopped for a while (Ctrl-Z) and knows it: neither its own silence nor
+  /// the daemon's meanwhile counts; a heartbeat goes out now. A daemon that dropped this agent
+  /// meanwhile has closed the connection, which ends it as ever.
+  void continue_after_pause();
   void close(std::optional<proto::ControlMessage> last = std::nullopt);
   bool connected() const { return session_ && session_->open(); }
   /// The daemon proved itself on this connection (its welcome came).

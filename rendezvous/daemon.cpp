@@ -819,6 +819,12 @@ void RendezvousDaemon::drop(Run& run, const std::string& node_id, const std::str
   session->close_after(proto::Error{reason, lost}, reason);
 }
 
+void RendezvousDaemon::continue_after_pause() {
+  rdzv::TimePoint at = now();
+  for (auto& [id, run] : runs_) run.state->heard_from_everyone(at);
+  schedule();
+}
+
 void RendezvousDaemon::cancel_runs(int exit_status, const std::string& reason) {
   cancelled_ = proto::Stop{exit_status, reason, "", stopped_by_text("launch", "")};
   for (auto& [id, run] : runs_) {

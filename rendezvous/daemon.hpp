@@ -59,6 +59,10 @@ class RendezvousDaemon {
   /// So does every agent that says hello afterwards: one still starting over ssh when the stop
   /// came must not open a new run and train on.
   void cancel_runs(int exit_status, const std::string& reason);
+  /// This process was stopped and has continued (cohort run's Ctrl-Z, the agent in the same
+  /// process): the silence of every node meanwhile was this daemon's own, so none is dropped
+  /// for it; a node really gone is dropped a heartbeat timeout from now.
+  void continue_after_pause();
   /// True while a run forms or runs (not once it completed, failed or was stopped).
   bool runs_going() const;
   /// Run `run_id` ended here: completed, failed or stopped (false before it ever formed).

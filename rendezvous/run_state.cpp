@@ -681,6 +681,10 @@ void RunState::set_succeeded(Node& node, bool succeeded) {
   node.succeeded = succeeded;
 }
 
+void RunState::heard_from_everyone(TimePoint now) {
+  for (auto& [id, node] : nodes_) touch(node, now);
+}
+
 void RunState::touch(Node& node, TimePoint now) {
   node.last_seen = now;
   auto handle = seen_.extract(node.seen);

@@ -73,6 +73,9 @@ class RunState {
   Actions cancel(int exit_status, const std::string& reason);
   /// Deadlines: heartbeat timeouts, last call, join timeout, scale-up, restart backoff.
   Actions tick(TimePoint now);
+  /// The daemon itself was stopped (its agent's Ctrl-Z, in the same process): it heard no one
+  /// meanwhile, through no fault of theirs, so every node counts as heard from at `now`.
+  void heard_from_everyone(TimePoint now);
   /// When tick() next has something to do; after tick(t), always later than t (an executor that
   /// sets its timer here would otherwise be woken at once, again and again).
   std::optional<TimePoint> next_deadline() const;

@@ -273,6 +273,9 @@ int run_command(const CLI::App& app, RunOptions& options) {
     if (daemons.empty()) return done();
     wait_for_daemon(*daemons.back(), io, std::move(done));
   };
+  validated.config.after_pause = [&daemons] {
+    for (auto& daemon : daemons) daemon->continue_after_pause();
+  };
   Agent agent(io, std::move(validated.config));
   return agent.run();
 }

@@ -332,3 +332,87 @@ TEST_CASE("under nohup a hangup stops nothing: cohort and its workers keep SIGHU
   CHECK(all_gone(workers));
   CHECK(scratch.nothing_left());
 }
+
+namespace {
+
+// The state letter of /proc/PID/stat ('T': stopped); empty once it is gone.
+std::string process_state(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
+}
+
+size_t count_occurrences(const std::string& text, const std::string& part) {
+  size_t count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+bool all_stopped(const std::vector<pid_t>& pids) {
+  return wait_until([&] {
+    for (pid_t pid : pids) {
+      if (process_state(pid) != "T") return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("Ctrl-Z (SIGTSTP) stops cohort with its workers and SIGCONT continues the same round",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  // A pause of 4 s is past the heartbeat timeout (1 s), the keeper's stale limit (3 s) and the
+  // hang timeout (1 s): none of them may count it.
+  auto cohort = scratch.start(
+      {"--nproc-per-node", "2", "--hang-timeout", "1", "--rdzv-conf",
+       "heartbeat_interval=0.2,heartbeat_timeout=1", "--no-python", "sh", "-c",
+       "echo $$$$ > " + scratch.file("pid_${local_rank}") +
+           "; i=0; while [ $i -lt 30 ]; do echo tick $i; i=$((i+1)); sleep 0.1; done"});
+  REQUIRE(wait_until([&] { return contains(cohort->output(), "tick 3"); }));
+  std::vector<pid_t> workers = read_pids(scratch, "pid", 2);
+  std::vector<pid_t> stopped = workers;
+  stopped.push_back(cohort->pid());
+
+  cohort->signal(SIGTSTP);
+  CHECK(all_stopped(stopped));
+  std::this_thread::sleep_for(4s);
+  INFO(describe_processes(stopped));
+  CHECK(process_state(cohort->pid()) == "T");
+  for (pid_t worker : workers) CHECK(process_state(worker) == "T");  // not killed by the keeper
+  size_t ticks_while_stopped = count_occurrences(cohort->output(), "tick ");
+  std::this_thread::sleep_for(300ms);
+  CHECK(count_occurrences(cohort->output(), "tick ") == ticks_while_stopped);
+
+  cohort->signal(SIGCONT);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 0);
+  CHECK(count_occurrences(cohort->output(), "tick 29") == 2);  // each worker once: no restart
+  CHECK_FALSE(contains(cohort->err(), "rejoining"));
+  CHECK_FALSE(contains(cohort->err(), "hung"));
+  CHECK_FALSE(contains(cohort->err(), "no sign of life"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("flag --signals-to-handle SIGTSTP: Ctrl-Z goes to the workers and cohort runs on",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  auto cohort = scratch.start(concat({"--nproc-per-node", "1", "--signals-to-handle",
+                                      "SIGTERM,SIGTSTP", "--shutdown-timeout", "20"},
+                                     hanging_worker(scratch, {})));
+  REQUIRE(all_ready(scratch, 1));
+  std::vector<pid_t> workers = read_pids(scratch, "pid", 1);
+  cohort->signal(SIGTSTP);
+  CHECK(all_stopped(workers));  // SIGTSTP's default action, in the worker
+  CHECK(process_state(cohort->pid()) != "T");
+  cohort->signal(SIGTERM);
+  cohort->signal(SIGTERM);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK(all_gone(workers));
+  CHECK(scratch.nothing_left());
+}

@@ -77,6 +77,19 @@ TEST_CASE("FileTimers: acquiring a scope again moves its expiration", "[unit][ag
   CHECK(timers.take_expired(20.0).size() == 1);
 }
 
+TEST_CASE("FileTimers: a pause of the agent and its workers moves every expiration that much",
+          "[unit][agent][timer]") {
+  FileTimers timers;
+  timers.apply({100, "step", 10.0, 9});
+  timers.apply({200, "load", 12.5, 15});
+  timers.postpone(30.0);
+  CHECK(timers.next_expiration() == 40.0);
+  CHECK(timers.take_expired(39.9).empty());
+  std::vector<ExpiredTimer> expired = timers.take_expired(42.5);
+  REQUIRE(expired.size() == 2);
+  CHECK(expired[1].expiration_time == 42.5);
+}
+
 TEST_CASE("FileTimers: a flood of distinct scopes is refused past the cap",
           "[unit][agent][timer]") {
   FileTimers timers;

@@ -58,6 +58,22 @@ TEST_CASE("the worker silent first is the hung one, exited workers are not watch
   CHECK_FALSE(deadlines.first_hung(start + 1h));
 }
 
+TEST_CASE("a pause (Ctrl-Z) is no worker's silence: every deadline moves by it",
+          "[unit][agent][hang]") {
+  SteadyTime start{};
+  ProgressDeadlines deadlines(settings(1s, 10s));
+  for (size_t worker = 0; worker < 3; ++worker) deadlines.started(worker, start);
+  deadlines.signal(0, start + 2s, 7);
+  deadlines.forget(2);
+  deadlines.postpone(60s);
+  CHECK_FALSE(deadlines.first_hung(start + 62s));
+  CHECK(deadlines.next_deadline() == start + 63s);  // worker 0: its last signal, 60 s later
+  CHECK(deadlines.silent_for(0, start + 62500ms) == 500ms);
+  CHECK(deadlines.silent_for(1, start + 65s) == 5s);  // still before its first signal
+  CHECK(deadlines.first_hung(start + 70s) == 0u);
+  CHECK(deadlines.record(0).step == 7);
+}
+
 TEST_CASE("hang detection off: nothing is watched, steps are still kept", "[unit][agent][hang]") {
   ProgressDeadlines deadlines(HangSettings{});
   deadlines.started(0, SteadyTime{});

@@ -210,6 +210,27 @@ TEST_CASE("a silent node is lost after the heartbeat timeout", "[unit][rendezvou
   CHECK_FALSE(f.run.has_node("c"));
 }
 
+TEST_CASE("a daemon stopped with its agent (Ctrl-Z) counts every node heard from when it continues",
+          "[unit][rendezvous]") {
+  Fixture f(2, 3);
+  f.join("a");
+  f.join("b");
+  f.join("c");
+  REQUIRE(f.run.phase() == RunState::Phase::Running);
+  f.now += 10000ms;  // stopped past the heartbeat timeout (3 s)
+  f.run.heard_from_everyone(f.now);
+  CHECK(f.run.tick(f.now).empty());
+  CHECK(f.run.next_deadline() == f.now + 3000ms);
+  f.now += 2000ms;
+  f.run.heartbeat("a", f.now);  // c has really gone: lost a heartbeat timeout after the pause
+  f.run.heartbeat("b", f.now);
+  f.now += 1000ms;
+  std::optional<DropNode> drop = find<DropNode>(f.run.tick(f.now));
+  REQUIRE(drop);
+  CHECK(drop->node_id == "c");
+  CHECK(f.run.has_node("a"));
+}
+
 TEST_CASE(
     "nodes that go silent one after another are each lost at their own time, in id order "
     "when together",
