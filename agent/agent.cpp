@@ -831,6 +831,7 @@ std::vector<WorkerPlan> Agent::plan_workers(const RoundInfo& round) const {
       plan.err_copy = {attempt_dir + "/filtered_stderr.log", config_.output.stderr_filters};
     }
     plan.request.executable = config_.executable;
+    if (!config_.python_worker) plan.request.argv0 = config_.entrypoint_name;  // as torchrun
     for (const auto& arg : config_.args) {
       plan.request.args.push_back(substitute(arg, "local_rank", std::to_string(local_rank)));
     }

@@ -65,7 +65,7 @@ pid_t fork_into_cgroup(int cgroup_dir_fd) {
 
 pid_t fork_exec(const ExecPlan& plan, int cgroup_dir_fd, const ChildSetup& setup,
                 std::error_code& error) {
-  std::vector<std::string> argv_texts{plan.executable};
+  std::vector<std::string> argv_texts{plan.argv0.empty() ? plan.executable : plan.argv0};
   argv_texts.insert(argv_texts.end(), plan.args.begin(), plan.args.end());
   std::vector<std::string> env_texts = plan.env;
   std::vector<char*> argv = c_strings(argv_texts);
@@ -80,7 +80,7 @@ pid_t fork_exec(const ExecPlan& plan, int cgroup_dir_fd, const ChildSetup& setup
   if (pid == 0) {
     ::close(pipe_fds[0]);
     if (int failed = setup(); failed != 0) fail_child(pipe_fds[1], failed);
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execve(plan.executable.c_str(), argv.data(), envp.data());
     fail_child(pipe_fds[1], errno);
   }
   int fork_error = errno;

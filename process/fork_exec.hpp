@@ -25,6 +25,7 @@ struct ExecPlan {
   std::string executable;
   std::vector<std::string> args;  ///< argv[1..]
   std::vector<std::string> env;   ///< "NAME=value"
+  std::string argv0;              ///< empty: `executable`
 };
 
 /// Runs in the child between fork and exec: 0, or the errno that ends the child and that the

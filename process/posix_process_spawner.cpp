@@ -121,8 +121,8 @@ pid_t PosixProcessSpawner::spawn(const SpawnRequest& request, ExitHandler on_exi
   }
   WorkerSetup setup{request, ::getpid(), keep_group ? keeper_->announce_fd() : -1, cgroup_procs_fd,
                     prepare_binding(request.binding)};
-  pid_t pid = fork_exec(ExecPlan{request.executable, request.args, request.env}, cgroup_dir_fd,
-                        setup, error);
+  pid_t pid = fork_exec(ExecPlan{request.executable, request.args, request.env, request.argv0},
+                        cgroup_dir_fd, setup, error);
   for (int fd : {cgroup_dir_fd, cgroup_procs_fd}) {
     if (fd >= 0) ::close(fd);
   }

@@ -19,6 +19,7 @@ namespace cohort {
 
 struct SpawnRequest {
   std::string executable;         ///< absolute or relative path, already resolved
+  std::string argv0;              ///< the program's argv[0]; empty: `executable`
   std::vector<std::string> args;  ///< argv[1..]
   std::vector<std::string> env;   ///< complete environment, "NAME=value"
   std::string working_dir;        ///< empty: the agent's own

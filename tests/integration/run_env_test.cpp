@@ -242,3 +242,14 @@ TEST_CASE(
   CHECK(env_value(env, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == stem);
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("a --no-python worker's argv[0] is the program as given, as torchrun passes it",
+          "[integration][run][env]") {
+  Scratch scratch;
+  // $$$$ is the shell's own $$ (the script's arguments are expanded as torchrun expands them).
+  RunResult result = scratch.run({"--nproc-per-node", "1", "--no-python", "sh", "-c",
+                                  "tr '\\0' ' ' < /proc/$$$$/cmdline > " + scratch.file("argv")});
+  INFO(result.out << result.err);
+  REQUIRE(result.status.shell_code() == 0);
+  CHECK(read_file(scratch.file("argv")).rfind("sh -c tr ", 0) == 0);
+}
