@@ -25,6 +25,28 @@ size_t reduced_dump_bytes(const proto::RankCollectives& dump) {
   return bytes;
 }
 
+// Why no rank's dump could be used, as the ranks' reports said: the reasons, each with its ranks
+// (the first few reasons; a dump refused for its size or shape must not read as none written).
+std::string no_dumps_text(const std::map<int, RankWithoutDump>& without_dump) {
+  constexpr size_t kReasonsShown = 3;
+  std::map<std::string, std::vector<int>> ranks_by_reason;
+  for (const auto& [rank, missing] : without_dump) ranks_by_reason[missing.reason].push_back(rank);
+  if (ranks_by_reason.empty()) {
+    return "no flight-recorder dumps (no NCCL process group, the recorder is off, or none was "
+           "written in time)";
+  }
+  std::vector<std::string> reasons;
+  for (const auto& [reason, ranks] : ranks_by_reason) {
+    if (reasons.size() == kReasonsShown) break;
+    reasons.push_back(
+        cat(ranks.size() == 1 ? "rank " : "ranks ", rank_ranges_text(ranks), ": ", reason));
+  }
+  if (ranks_by_reason.size() > kReasonsShown) {
+    reasons.push_back(cat(ranks_by_reason.size() - kReasonsShown, " other reasons"));
+  }
+  return "no flight-recorder dumps; " + join(reasons, "; ");
+}
+
 }  // namespace
 
 void DumpGathering::start(int round, std::map<std::string, MemberRanks> members,
@@ -117,11 +139,7 @@ HangVerdict DumpGathering::finish() {
     verdict.culprit_nodes = nodes_running(group.culprits);
   }
   verdict.had_dumps = !dumps_.empty();
-  if (dumps_.empty()) {
-    verdict.text =
-        "no flight-recorder dumps (no NCCL process group, the recorder is off, or "
-        "none was written in time)";
-  }
+  if (dumps_.empty()) verdict.text = no_dumps_text(without_dump_);
   verdict_ = std::make_pair(*round_, verdict);
   round_.reset();
   drop_dumps();  // the verdict is what stays

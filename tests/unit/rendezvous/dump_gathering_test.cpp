@@ -129,6 +129,31 @@ TEST_CASE("dump gathering: no dump at all says so", "[unit][rendezvous][hang]") 
   CHECK_FALSE(gathering.take_held());
 }
 
+TEST_CASE("dump gathering: no dump at all gives each reason with its ranks",
+          "[unit][rendezvous][hang]") {
+  DumpGathering gathering;
+  gathering.start(2, two_nodes(), TimePoint{});
+  auto without = [](int rank, const std::string& error) {
+    proto::RankCollectivesReport report;
+    report.rank = rank;
+    report.error = error;
+    return report;
+  };
+  gathering.reported("a", {2,
+                           "node-a",
+                           {without(0, "dump of 70000000 bytes, over the limit"),
+                            without(1, "not a flight-recorder dump: not a pickle")}});
+  gathering.reported("b", {2,
+                           "node-b",
+                           {without(2, "dump of 70000000 bytes, over the limit"),
+                            without(3, "dump of 70000000 bytes, over the limit")}});
+  HangVerdict verdict = gathering.finish();
+  CHECK_FALSE(verdict.had_dumps);
+  CHECK(verdict.text ==
+        "no flight-recorder dumps; ranks 0,2-3: dump of 70000000 bytes, over the limit; rank 1: "
+        "not a flight-recorder dump: not a pickle");
+}
+
 TEST_CASE(
     "dump gathering: past its budget a rank's dump counts as missing, and the verdict keeps "
     "none of them",
