@@ -262,7 +262,9 @@ void WorkerGroup::record_failure(Worker& worker, ExitStatus status) {
 // A worker's first sign of life may move its deadline earlier (the first-signal allowance is
 // longer than the timeout): the timer follows. Later ones only move deadlines later.
 void WorkerGroup::on_progress(Worker& worker, std::optional<int64_t> step) {
-  if (progress_frozen_) return;  // what a stopped worker prints (its traceback) is no progress
+  // What a hung or stopped worker prints (its traceback) is no progress. The others' signals
+  // while a hang's dumps are gathered are: they did not wait on it, and the daemon hears so.
+  if (stopping_ || worker.hang) return;
   SteadyTime now = clock_.now();
   if (step) step_times_.at(worker.index).beat(*step, now);
   if (progress_.signal(worker.index, now, step)) arm_hang_timer();

@@ -134,6 +134,9 @@ TEST_CASE("a hang waits for the NCCL flight recorder's dumps, keeps them and nam
                                 ": " + dump + " (" + std::to_string(fake_dump(rank).size()) +
                                 " bytes)"));
   }
+  // Rank 0 beat on while the dumps were gathered (2 s): it did not wait on rank 1.
+  CHECK(contains(result.err, "stopped making progress at step 4; 1 rank still made progress"));
+  CHECK_FALSE(contains(result.err, "waited on it"));
   CHECK(scratch.nothing_left());
 }
 
