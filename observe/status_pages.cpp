@@ -81,9 +81,10 @@ class Scale {
   int64_t span_;
 };
 
+// A node no event named (none is) goes below the last row.
 int row_of(const Timeline& timeline, const std::string& node) {
-  auto found = std::find(timeline.nodes.begin(), timeline.nodes.end(), node);
-  return static_cast<int>(found - timeline.nodes.begin());
+  auto found = timeline.rows.find(node);
+  return static_cast<int>(found == timeline.rows.end() ? timeline.nodes.size() : found->second);
 }
 
 int row_y(int row) { return kTopMargin + row * kRowHeight; }

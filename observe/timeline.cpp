@@ -87,7 +87,7 @@ class TimelineBuilder {
 
  private:
   void see_node(const std::string& node) {
-    if (std::find(timeline_.nodes.begin(), timeline_.nodes.end(), node) == timeline_.nodes.end())
+    if (timeline_.rows.emplace(node, timeline_.nodes.size()).second)
       timeline_.nodes.push_back(node);
   }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cohort::observe {
@@ -43,7 +44,8 @@ struct Timeline {
   std::string run_id;
   int64_t start_ms = 0;
   int64_t end_ms = 0;
-  std::vector<std::string> nodes;   ///< in order of first appearance
+  std::vector<std::string> nodes;                ///< in order of first appearance
+  std::unordered_map<std::string, size_t> rows;  ///< by node: its index in `nodes`
   std::vector<std::string> labels;  ///< by node: "host (address)", the address, else the id
   std::vector<TimelineRound> rounds;
   std::vector<TimelineMark> marks;

@@ -304,3 +304,27 @@ TEST_CASE("the loss of a pending node or a spare starts no recovery", "[unit][ob
   CHECK(std::count_if(timeline.marks.begin(), timeline.marks.end(),
                       [](const auto& mark) { return mark.kind == TimelineMark::Kind::Lost; }) == 2);
 }
+
+TEST_CASE("a run page of 6,000 nodes puts each node's bars on its own row", "[unit][observe]") {
+  constexpr int kNodes = 6000;
+  std::vector<std::string> names;
+  for (int i = 0; i < kNodes; ++i) names.push_back("node-" + std::to_string(i));
+  std::vector<json> events{event(1000, "run.created")};
+  for (const std::string& name : names)
+    events.push_back(event(1001, "node.joined", {{"node", name}}));
+  events.push_back(event(1100, "round.started",
+                         {{"round", 0}, {"world_size", 2 * kNodes}, {"members", members(names)}}));
+  Timeline timeline = build_timeline("job", events, 5000);
+  REQUIRE(timeline.nodes.size() == kNodes);
+  CHECK(timeline.rows.at("node-4321") == 4321u);
+  std::string html = render_run_page(timeline, events);
+  // Rows are 28 px apart below a 36 px margin; a bar sits 4 px into its row.
+  for (int row : {0, 1, 4321, kNodes - 1}) {
+    INFO("row " << row);
+    std::string bar = "data-node=\"node-" + std::to_string(row) + "\" x=\"";
+    size_t at = html.find(bar);
+    REQUIRE(at != std::string::npos);
+    size_t y = html.find("y=\"", at);
+    CHECK(html.substr(y + 3, html.find('"', y + 3) - y - 3) == std::to_string(36 + row * 28 + 4));
+  }
+}
