@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "proto/auth.hpp"
 #include "proto/untrusted_json.hpp"
 #include "proto/wire_text.hpp"
@@ -682,7 +683,7 @@ std::string as_sent(std::string_view text) {
 std::string cut_at_character(std::string text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   size_t end = max_bytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
+  while (end > 0 && continues_utf8_character(text[end])) --end;
   text.resize(end);
   return text;
 }

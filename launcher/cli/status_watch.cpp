@@ -12,6 +12,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/text.hpp"
+#include "common/utf8.hpp"
 #include "observe/event_text.hpp"
 
 namespace cohort {
@@ -35,9 +36,8 @@ std::string age_text(int64_t ms) {
 // in what the screen shows), so columns are counted as UTF-8 characters: the bytes that do not
 // continue one. What the screen prints has been through escape_for_terminal: valid UTF-8.
 size_t columns(std::string_view text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
-  }));
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return !continues_utf8_character(c); }));
 }
 
 // The byte where the column `column` of `text` starts (its size if the text is narrower): a cut
@@ -45,7 +45,7 @@ size_t columns(std::string_view text) {
 size_t column_start(std::string_view text, size_t column) {
   size_t at = 0;
   for (size_t seen = 0; at < text.size(); ++at) {
-    if ((static_cast<unsigned char>(text[at]) & 0xc0) == 0x80) continue;
+    if (continues_utf8_character(text[at])) continue;
     if (seen++ == column) return at;
   }
   return at;
