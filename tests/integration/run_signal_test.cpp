@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
@@ -39,13 +40,25 @@ std::vector<pid_t> read_pids(const Scratch& scratch, const std::string& stem, in
   return pids;
 }
 
+// Waits until `holds` is true of every pid.
+template <typename Predicate>
+bool all_become(const std::vector<pid_t>& pids, Predicate holds) {
+  return wait_until([&] { return std::all_of(pids.begin(), pids.end(), holds); });
+}
+
 bool all_gone(const std::vector<pid_t>& pids) {
-  return wait_until([&] {
-    for (pid_t pid : pids) {
-      if (process_alive(pid)) return false;
-    }
-    return true;
-  });
+  return all_become(pids, [](pid_t pid) { return !process_alive(pid); });
+}
+
+// The state letter of /proc/PID/stat ('T': stopped); empty once it is gone.
+std::string process_state(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
+}
+
+bool all_stopped(const std::vector<pid_t>& pids) {
+  return all_become(pids, [](pid_t pid) { return process_state(pid) == "T"; });
 }
 
 // Flags of a worker that records its pid and the signals it gets, says when it is ready, hangs.
@@ -335,26 +348,10 @@ TEST_CASE("under nohup a hangup stops nothing: cohort and its workers keep SIGHU
 
 namespace {
 
-// The state letter of /proc/PID/stat ('T': stopped); empty once it is gone.
-std::string process_state(pid_t pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
-}
-
 size_t count_occurrences(const std::string& text, const std::string& part) {
   size_t count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
   return count;
-}
-
-bool all_stopped(const std::vector<pid_t>& pids) {
-  return wait_until([&] {
-    for (pid_t pid : pids) {
-      if (process_state(pid) != "T") return false;
-    }
-    return true;
-  });
 }
 
 }  // namespace
