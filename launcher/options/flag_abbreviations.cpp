@@ -28,6 +28,7 @@ std::vector<const FlagSpec*> candidates(const std::string& prefix,
                                         const std::vector<FlagSpec>& flags) {
   std::vector<const FlagSpec*> found;
   for (const FlagSpec& flag : flags) {
+    if (flag.hidden) continue;  // not torchrun's, nor listed: no prefix of it is ambiguous
     for (const std::string& name : flag.long_names) {
       if (name.rfind(prefix, 0) == 0) {
         found.push_back(&flag);
@@ -72,12 +73,24 @@ std::string expand_long(const std::string& word, const std::vector<FlagSpec>& fl
   return completed(name, *found.front()) + (equals == std::string::npos ? "" : word.substr(equals));
 }
 
+const FlagSpec* short_flag(const std::string& word, const std::vector<FlagSpec>& flags) {
+  for (const FlagSpec& flag : flags) {
+    if (has(flag.short_names, word.substr(0, 2))) return &flag;
+  }
+  return nullptr;
+}
+
 // A short flag word ("-r", "-r3", "-vv"): whether the next word is its value.
 bool short_takes_next(const std::string& word, const std::vector<FlagSpec>& flags) {
-  for (const FlagSpec& flag : flags) {
-    if (has(flag.short_names, word.substr(0, 2))) return flag.takes_value && word.size() == 2;
-  }
-  return false;
+  const FlagSpec* flag = short_flag(word, flags);
+  return flag && flag->takes_value && word.size() == 2;
+}
+
+// "-r=3" as argparse reads it: "-r3" for a short flag that takes a value; else `word` unchanged.
+std::string without_short_equals(const std::string& word, const std::vector<FlagSpec>& flags) {
+  if (word.size() < 4 || word[2] != '=') return word;
+  const FlagSpec* flag = short_flag(word, flags);
+  return flag && flag->takes_value ? word.substr(0, 2) + word.substr(3) : word;
 }
 
 }  // namespace
@@ -94,6 +107,7 @@ ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
       word = expand_long(word, flags, takes_value, result.error);
       if (!result.error.empty()) return result;
     } else {
+      word = without_short_equals(word, flags);
       takes_value = short_takes_next(word, flags);
     }
     if (takes_value) ++i;
@@ -108,6 +122,7 @@ std::vector<FlagSpec> flag_specs(const CLI::App& command) {
     for (const std::string& name : option->get_lnames()) flag.long_names.push_back("--" + name);
     for (const std::string& name : option->get_snames()) flag.short_names.push_back("-" + name);
     flag.takes_value = option->get_expected_min() > 0;
+    flag.hidden = option->get_group().empty();
     if (!flag.long_names.empty() || !flag.short_names.empty()) flags.push_back(std::move(flag));
   }
   return flags;

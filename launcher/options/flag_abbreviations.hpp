@@ -18,6 +18,7 @@ struct FlagSpec {
   std::vector<std::string> long_names;
   std::vector<std::string> short_names;
   bool takes_value = false;
+  bool hidden = false;  ///< cohort's internal flags: only their full names count, no prefix
 };
 
 struct ExpandedWords {
@@ -28,7 +29,8 @@ struct ExpandedWords {
 /// `words` (what follows the command's name) with every abbreviated long flag written out in
 /// full, and mpirun's one-dash long flags (-np, -ppn, -npernode, -host, -hosts, -hostfile,
 /// -machinefile) with two where the command has them, up to the first word that is not a flag
-/// or a flag's value (the script) or "--".
+/// or a flag's value (the script) or "--". A short flag with its value after "=" ("-r=3", as
+/// argparse reads it) is written "-r3".
 ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
                                    const std::vector<FlagSpec>& flags);
 

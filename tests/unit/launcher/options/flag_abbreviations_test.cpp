@@ -47,6 +47,21 @@ TEST_CASE("full names, values and the script are left alone", "[unit][launcher]"
   CHECK(expand({"--nnodes", "2", "t.py"}).error.empty());
 }
 
+TEST_CASE("a short flag's value after '=' is read as argparse reads it", "[unit][launcher]") {
+  CHECK(expand({"-r=3", "-t=1", "t.py"}).words == Words{"-r3", "-t1", "t.py"});
+  CHECK(expand({"-m=3"}).words == Words{"-m=3"});  // -m takes no value: left for CLI11
+  CHECK(expand({"-r", "3", "t.py", "-r=3"}).words == Words{"-r", "3", "t.py", "-r=3"});
+}
+
+TEST_CASE("cohort's hidden internal flags are no candidates for a prefix", "[unit][launcher]") {
+  // --node-rank-hint is cohort's own, hidden: --node_r is torchrun's --node_rank alone.
+  ExpandedWords expanded = expand({"--node_r", "0", "t.py"});
+  INFO(expanded.error);
+  CHECK(expanded.error.empty());
+  CHECK(expanded.words == Words{"--node_rank", "0", "t.py"});
+  CHECK(expand({"--node-rank-hint", "t.py"}).words == Words{"--node-rank-hint", "t.py"});
+}
+
 TEST_CASE("an ambiguous prefix is an error listing the candidates", "[unit][launcher]") {
   ExpandedWords expanded = expand({"--ma", "1", "t.py"});
   INFO(expanded.error);
