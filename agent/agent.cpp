@@ -203,11 +203,23 @@ agent_events::Source Agent::event_source() const {
   return {config_.env.run_id, node_base_id_, config_.host_name};
 }
 
+// --redirects or --tee without --log-dir: torchrun leaves the files in its temporary directory,
+// and so does cohort, which says where they are (torchrun only at info level).
+void Agent::keep_asked_files() {
+  if (!logs_.temporary() || logs_.run_dir().empty()) return;
+  if (!writes_worker_files(config_.output, config_.nproc)) return;
+  logs_.keep();
+  std::string notice = cat("the workers' output files are in ", logs_.run_dir(),
+                           " (kept after the run; --log-dir chooses where)");
+  config_.under_launch ? log::info(notice) : log::warn(notice);
+}
+
 int Agent::run() {
   // A lost host that cohort launch starts again: the agent it lost may still run here, with its
   // workers; it goes first (earlier_agent.hpp). The first start of a host carries no launch age.
   if (config_.under_launch && config_.launch_age.count() > 0)
     stop_earlier_agents(config_.shutdown_timeout + std::chrono::seconds(5));
+  keep_asked_files();
   // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
   if (!keeper_.start(stale_limit)) {

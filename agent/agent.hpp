@@ -83,6 +83,7 @@ class Agent {
   void reconnect_after(std::chrono::milliseconds delay);
   std::chrono::milliseconds connect_deadline();
   void start_file_timer();
+  void keep_asked_files();
   void on_timer_expired(const ExpiredTimer& expired);
   void arm_signals();
   void pause_until_continued();

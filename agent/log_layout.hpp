@@ -3,7 +3,8 @@
 // (--duplicate-*-filters) and attempt_<n>/hang-rank<R>.txt for a hung worker's stacks. The
 // random suffix makes the directory this agent's alone: nodes that share a --log-dir (a network
 // filesystem) and later runs under the same id never write into, or read, one another's files.
-// Without --log-dir it lives in a fresh temporary directory that is removed when the run ends;
+// Without --log-dir it lives in a fresh temporary directory that is removed when the run ends
+// (kept when the workers' output goes to files);
 // "/dev/null" turns files off. The run id is made one safe path component
 // (run_id_path_component), so logs never land outside the base directory. Owned by the agent;
 // io thread only.
@@ -22,8 +23,10 @@ class LogLayout {
   LogLayout& operator=(const LogLayout&) = delete;
 
   bool enabled() const { return enabled_; }
-  /// No --log-dir: the directory is removed when the run ends.
+  /// No --log-dir: the directory is removed when the run ends, unless kept.
   bool temporary() const { return temporary_; }
+  /// The temporary directory stays after the run (files the user asked for are in it).
+  void keep() { temporary_ = false; }
   /// Where the logs go: --log-dir, or the temporary directory.
   const std::string& base_dir() const { return base_dir_; }
   /// Creates attempt_<attempt>/<0..nproc-1>, emptied first should that attempt number come

@@ -42,6 +42,14 @@ StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream)
   return {redirected || teed, shown && (!redirected || teed)};
 }
 
+bool writes_worker_files(const OutputConfig& config, int nproc) {
+  if (!config.stdout_filters.empty() || !config.stderr_filters.empty()) return true;
+  for (int local_rank = 0; local_rank < nproc; ++local_rank) {
+    if ((config.redirects.for_rank(local_rank) | config.tee.for_rank(local_rank)) != 0) return true;
+  }
+  return false;
+}
+
 std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,
                         int rank, const std::string& host_name) {
   std::string prefix = substitute(prefix_template, "role_name", role);

@@ -41,6 +41,10 @@ struct StreamRoute {
 
 StreamRoute route_stream(const OutputConfig& config, int local_rank, int stream);
 
+/// Whether any of `nproc` workers has a stream written to a file (--redirects, --tee) or lines
+/// copied to one (--duplicate-*-filters): files the user asked for.
+bool writes_worker_files(const OutputConfig& config, int nproc);
+
 /// The console prefix of one worker, from the template's ${role_name}, ${local_rank}, ${rank}
 /// and ${hostname}; ${pid} is left for the output pump, which knows the worker's pid.
 std::string line_prefix(const std::string& prefix_template, const std::string& role, int local_rank,

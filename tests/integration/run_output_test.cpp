@@ -171,6 +171,22 @@ TEST_CASE("without --log-dir the temporary log directory is removed",
   CHECK(entries_starting_with(scratch.tmp(), "cohort_").empty());
 }
 
+TEST_CASE("without --log-dir the files --redirects and --tee ask for are kept, and said where",
+          "[integration][run][output]") {
+  Scratch scratch;
+  RunResult result =
+      scratch.run({"--nproc-per-node", "2", "--redirects", "0:1", "--rdzv-id", "kept",
+                   "--no-python", kWorker, "--print", "out of ${local_rank}"});
+  INFO(result.out << result.err);
+  REQUIRE(result.status.shell_code() == 0);
+  std::vector<std::string> temporary = entries_starting_with(scratch.tmp(), "cohort_");
+  REQUIRE(temporary.size() == 1);
+  std::string run_dir = run_log_dir(scratch.tmp() + "/" + temporary[0], "kept");
+  CHECK(read_file(run_dir + "/attempt_0/0/stdout.log") == "out of 0\n");
+  CHECK(contains(result.err, "the workers' output files are in " + run_dir + " (kept"));
+  CHECK(result.out == "[default1]:out of 1\n");
+}
+
 TEST_CASE("a full log filesystem is said and the console still gets every line",
           "[integration][run][output]") {
   Scratch scratch;
