@@ -166,7 +166,7 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
   if (phase_ != Phase::Running) return workers_gone();
   if (failures.empty()) return group_stopped();
   for (WorkerFailure& failure : failures)
-    failure.startup_failure = crash_loop_.startup_failure(failure);
+    failure.startup_failure = !failure.after_stop && crash_loop_.startup_failure(failure);
   const WorkerFailure& root = failures[root_cause_index(failures)];
   std::string final_reason = crash_loop_.judge(root);
   sent_summary_ = format_failure_summary(settings_.entrypoint_name, settings_.host_name, failures);

@@ -104,6 +104,10 @@ void append_entry(std::ostringstream& out, size_t index, const std::string& host
   } else {
     out << "  traceback : <none: the worker wrote no error file>\n";
   }
+  if (failure.after_stop) {
+    out << "  note      : it exited with this code after cohort asked it to stop: maybe a "
+           "failure of its own, maybe its way of stopping\n";
+  }
   if (!failure.files_cut.empty()) out << "  note      : " << failure.files_cut << "\n";
   append_hang(out, failure);
   if (stderr_repeats_traceback(failure)) {

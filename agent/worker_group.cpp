@@ -577,9 +577,13 @@ void WorkerGroup::finish() {
     if (failure.hang) save_stacks(worker, failure);
     (failure.after_stop ? outcome.after_stop : outcome.failures).push_back(std::move(failure));
   }
-  if (!outcome.failures.empty())
+  if (!outcome.failures.empty()) {
     outcome.kind = GroupOutcome::Kind::Failed;
-  else if (stopping_)
+    // Every worker that failed is listed, as torchrun lists them: those that exited with a code
+    // of their own after the stop too (marked so), after the root cause.
+    outcome.failures.insert(outcome.failures.end(), outcome.after_stop.begin(),
+                            outcome.after_stop.end());
+  } else if (stopping_)
     outcome.kind = GroupOutcome::Kind::Stopped;
   boost::asio::post(
       io_, [done = std::move(done_), outcome = std::move(outcome), alive = alive_]() mutable {

@@ -60,7 +60,9 @@ struct WorkerPlan {
 struct GroupOutcome {
   enum class Kind { Succeeded, Failed, Stopped };
   Kind kind = Kind::Succeeded;
-  std::vector<WorkerFailure> failures;  ///< workers that failed on their own, first failure first
+  /// Workers that failed on their own, first failure first; when there are any, followed by
+  /// those of `after_stop`.
+  std::vector<WorkerFailure> failures;
   /// Workers that exited with a failing code of their own after cohort asked them to stop: not a
   /// failure of this round, but maybe the same one another node's report restarted it for.
   std::vector<WorkerFailure> after_stop;

@@ -306,3 +306,28 @@ TEST_CASE("a failing worker stops the others", "[integration][run][failure]") {
   CHECK_FALSE(contains(summary, rank_line(0, 0)));  // stopped, not failed
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("a worker that fails with a code of its own after the stop is listed among the failures",
+          "[integration][run][failure]") {
+  Scratch scratch;
+  // Rank 0 fails once rank 1 ignores SIGTERM; rank 1 shrugs off the SIGTERM that follows and
+  // fails 0.5 s later, with a code of its own (two ranks that hit the same bug nearly together).
+  std::string ready = scratch.file("trap_set");
+  RunResult result =
+      scratch.run({"--nproc-per-node", "2", "--shutdown-timeout", "20", "--no-python", "sh", "-c",
+                   "if [ ${local_rank} = 0 ]; then while [ ! -e " + ready +
+                       " ]; do sleep 0.01; done; exit 10; fi; trap '' TERM; touch " + ready +
+                       "; sleep 0.5; exit 11"});
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 10);
+  std::string summary = failure_summary(result.err);
+  size_t root = summary.find("Root Cause (first observed failure):");
+  REQUIRE(root != std::string::npos);
+  std::string others = summary.substr(0, root);
+  CHECK_FALSE(contains(others, "<NO_OTHER_FAILURES>"));
+  CHECK(contains(others, rank_line(1, 1)));
+  CHECK(contains(others, "exitcode  : 11"));
+  CHECK(contains(others, "it exited with this code after cohort asked it to stop"));
+  CHECK(contains(summary.substr(root), "exitcode  : 10"));
+  CHECK(scratch.nothing_left());
+}

@@ -54,6 +54,20 @@ TEST_CASE("the root cause is the earliest failure", "[unit][agent]") {
   CHECK(others.find("host      : node7") != std::string::npos);
 }
 
+TEST_CASE("a failure after the stop is listed among the others and said to be one",
+          "[unit][agent]") {
+  WorkerFailure later = failure(1, ExitStatus::exited(11), 20);
+  later.after_stop = true;
+  std::vector<WorkerFailure> failures{failure(0, ExitStatus::exited(10), 10), later};
+  std::string text = format_failure_summary("train.py", "h", failures);
+  size_t root = text.find("Root Cause (first observed failure):");
+  REQUIRE(root != std::string::npos);
+  CHECK(text.substr(0, root).find("exitcode  : 11 (pid: 1001)\n") != std::string::npos);
+  CHECK(text.substr(0, root).find("  note      : it exited with this code after cohort asked it "
+                                  "to stop") != std::string::npos);
+  CHECK(text.substr(root).find("note") == std::string::npos);
+}
+
 TEST_CASE("a single failure says there are no others and shows its stderr", "[unit][agent]") {
   WorkerFailure only = failure(3, ExitStatus::exited(7), 5);
   only.stderr_tail = {"Traceback (most recent call last):", "ValueError: boom"};
