@@ -365,6 +365,7 @@ void Agent::pause_until_continued() {
   keeper_.pause();
   if (group_) group_->pause();
   log::info("SIGTSTP: stopped, and the workers with it; fg (or SIGCONT) continues");
+  console::drain(std::chrono::milliseconds(100));  // the line above, before the terminal's prompt
   SteadyTime stopped_at = clock_.now();
   stop_as_by_terminal();  // returns once continued
   SteadyDuration paused = clock_.now() - stopped_at;

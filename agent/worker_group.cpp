@@ -481,6 +481,9 @@ void WorkerGroup::save_stacks(const Worker& worker, WorkerFailure& failure) cons
 }
 
 void WorkerGroup::forward_signal(int signal) {
+  if (signal == SIGTSTP || signal == SIGSTOP || signal == SIGTTIN || signal == SIGTTOU)
+    workers_may_be_stopped_ = true;
+  if (signal == SIGCONT) workers_may_be_stopped_ = false;
   for (auto& worker : workers_) {
     if (!worker->child.status() && worker->child.pid() > 0)
       spawner_.signal_group(worker->child.pid(), signal);
@@ -491,6 +494,10 @@ void WorkerGroup::pause() { forward_signal(SIGSTOP); }
 
 void WorkerGroup::continue_after_pause(SteadyDuration paused) {
   forward_signal(SIGCONT);
+  if (grace_deadline_) {  // stopping: the workers get the rest of their grace period
+    *grace_deadline_ += paused;
+    arm_grace_timer();
+  }
   if (progress_frozen_) return;  // a hang was declared: its own timers run to the end
   progress_.postpone(paused);
   arm_hang_timer();
@@ -523,7 +530,15 @@ void WorkerGroup::stop(int signal) {
   }
   stopping_ = true;
   forward_signal(signal);
-  grace_timer_->start_after(grace_, [this] {
+  // A worker stopped by a forwarded SIGTSTP takes its signal only once continued (as a shell's
+  // kill does for a stopped job).
+  if (workers_may_be_stopped_) forward_signal(SIGCONT);
+  grace_deadline_ = clock_.now() + grace_;
+  arm_grace_timer();
+}
+
+void WorkerGroup::arm_grace_timer() {
+  grace_timer_->start_at(*grace_deadline_, [this] {
     log::warn("workers did not stop within the shutdown timeout: sending SIGKILL");
     kill_all();
   });
@@ -543,6 +558,7 @@ void WorkerGroup::maybe_finish() {
   }
   if (!all_exited) return;
   grace_timer_->cancel();
+  grace_deadline_.reset();
   if (!container_killed_) {
     // What the workers left running (a daemon in its own session, say) ends with them, and with
     // it the pipes it still held.

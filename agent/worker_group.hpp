@@ -130,6 +130,7 @@ class WorkerGroup {
   void record_failure(Worker& worker, ExitStatus status);
   void on_progress(Worker& worker, std::optional<int64_t> step);
   void arm_hang_timer();
+  void arm_grace_timer();
   void on_hang_timer();
   void declare_hang(Worker& worker);
   void ask_for_dumps(Worker& worker);
@@ -153,6 +154,8 @@ class WorkerGroup {
   std::vector<StepTimes> step_times_;  ///< by worker index
   std::unique_ptr<Timer> hang_timer_;  ///< at the earliest deadline; after a hang, the abort wait
   std::unique_ptr<Timer> grace_timer_;
+  std::optional<SteadyTime> grace_deadline_;  ///< while stopping: when the workers get SIGKILL
+  bool workers_may_be_stopped_ = false;       ///< a stop signal was forwarded, no SIGCONT since
   std::unique_ptr<Timer> drain_timer_;
   DumpWatcher dump_watcher_;
   Worker* dump_waiter_ = nullptr;  ///< the hung worker whose stacks wait for the NCCL dumps

@@ -27,6 +27,18 @@ SignalsBlocked::SignalsBlocked() {
 
 SignalsBlocked::~SignalsBlocked() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
 
+void unblock_signals_in_child() {
+  for (int signal = 1; signal < NSIG; ++signal) {
+    struct sigaction current = {};
+    if (::sigaction(signal, nullptr, &current) != 0) continue;  // none, or one glibc keeps
+    if (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) continue;
+    ::signal(signal, SIG_DFL);
+  }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 void block_signals_until_exit() {
   sigset_t signals = asynchronous_signals();
   ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);

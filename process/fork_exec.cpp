@@ -10,6 +10,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "common/signal_blocking.hpp"
+
 namespace cohort {
 
 namespace {
@@ -76,14 +78,20 @@ pid_t fork_exec(const ExecPlan& plan, int cgroup_dir_fd, const ChildSetup& setup
     error = std::error_code(errno, std::system_category());
     return -1;
   }
-  pid_t pid = fork_into_cgroup(cgroup_dir_fd);
-  if (pid == 0) {
-    ::close(pipe_fds[0]);
-    if (int failed = setup(); failed != 0) fail_child(pipe_fds[1], failed);
-    ::execve(plan.executable.c_str(), argv.data(), envp.data());
-    fail_child(pipe_fds[1], errno);
+  pid_t pid;
+  int fork_error;
+  {
+    SignalsBlocked blocked;  // none of the parent's handlers may run in the child (a Ctrl-C there)
+    pid = fork_into_cgroup(cgroup_dir_fd);
+    if (pid == 0) {
+      ::close(pipe_fds[0]);
+      if (int failed = setup(); failed != 0) fail_child(pipe_fds[1], failed);
+      unblock_signals_in_child();
+      ::execve(plan.executable.c_str(), argv.data(), envp.data());
+      fail_child(pipe_fds[1], errno);
+    }
+    fork_error = errno;
   }
-  int fork_error = errno;
   ::close(pipe_fds[1]);
   if (pid < 0) {
     ::close(pipe_fds[0]);

@@ -30,6 +30,8 @@ struct ExecPlan {
 
 /// Runs in the child between fork and exec: 0, or the errno that ends the child and that the
 /// parent reports. Must use no heap and no lock (other threads may have held them at the fork).
+/// It runs with every asynchronous signal blocked; after it, each signal the parent caught goes
+/// back to its default action and all are unblocked (unblock_signals_in_child), just before exec.
 using ChildSetup = std::function<int()>;
 
 /// Starts `plan` in a new child (born in the cgroup of `cgroup_dir_fd` when >= 0) after `setup`

@@ -19,6 +19,7 @@
 
 #include "common/console.hpp"
 #include "common/log.hpp"
+#include "common/signal_blocking.hpp"
 #include "process/agent_silence.hpp"
 #include "process/process_tree.hpp"
 #include "process/worker_cgroups.hpp"
@@ -169,6 +170,24 @@ class Keeper {
   std::map<pid_t, uint64_t> descendants_;  ///< pid: start time, as last seen
 };
 
+// The forked keeper's start, with every signal blocked since the fork: it leaves the agent's
+// process group and descriptors, ignores what a terminal or a user would send the job, takes back
+// SIGCHLD's (and any other caught signal's) default, then runs until the agent is gone.
+[[noreturn]] void run_keeper(const int fds[2], pid_t agent, std::chrono::milliseconds stale_limit) {
+  ::close(fds[1]);
+  // Keep nothing of the agent's open (sockets, other pipes); stderr stays for diagnostics.
+  for (int fd = 3; fd < 1024; ++fd) {
+    if (fd != fds[0]) ::close(fd);
+  }
+  ::setpgid(0, 0);  // a terminal's Ctrl-C goes to the agent, which decides what happens
+  // Not stopped by a terminal either (its stderr may be one, in the background).
+  for (int signal :
+       {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
+    ::signal(signal, SIG_IGN);
+  unblock_signals_in_child();
+  Keeper(fds[0], agent, stale_limit).run();
+}
+
 }  // namespace
 
 GroupKeeper::~GroupKeeper() {
@@ -181,27 +200,16 @@ bool GroupKeeper::start(std::chrono::milliseconds stale_limit) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return false;
   pid_t agent = ::getpid();
-  pid_t pid = ::fork();
+  pid_t pid;
+  {
+    SignalsBlocked blocked;  // the agent's handlers must not run in the keeper (a Ctrl-Z there)
+    pid = ::fork();
+    if (pid == 0) run_keeper(fds, agent, stale_limit);
+  }
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
     return false;
-  }
-  if (pid == 0) {
-    ::close(fds[1]);
-    // Keep nothing of the agent's open (sockets, other pipes); stderr stays for diagnostics.
-    for (int fd = 3; fd < 1024; ++fd) {
-      if (fd != fds[0]) ::close(fd);
-    }
-    ::setpgid(0, 0);  // a terminal's Ctrl-C goes to the agent, which decides what happens
-    // Not stopped by a terminal either (its stderr may be one, in the background).
-    for (int signal :
-         {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
-      ::signal(signal, SIG_IGN);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    Keeper(fds[0], agent, stale_limit).run();
   }
   ::close(fds[0]);
   pipe_write_ = fds[1];

@@ -69,19 +69,13 @@ struct WorkerSetup {
       if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return errno;
       if (::getppid() != parent_pid) ::_exit(127);  // the parent died before prctl took effect
     }
-    // Signals the agent ignores or blocks must not stay so in the worker, but for nohup's
-    // ignored SIGHUP, which the user asked for the whole job.
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Signals the agent ignores must not stay so in the worker, but for nohup's ignored SIGHUP,
+    // which the user asked for the whole job. (fork_exec then puts back every caught signal's
+    // default and unblocks them all.)
     bool keep_hangup_ignored = hangup_ignored();
     for (int signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGCHLD}) {
       if (signal != SIGHUP || !keep_hangup_ignored) ::signal(signal, SIG_DFL);
     }
-    // The agent's Ctrl-Z handler (its pipe is the agent's) until exec; kept if ignored.
-    struct sigaction terminal_stop {};
-    if (::sigaction(SIGTSTP, nullptr, &terminal_stop) == 0 && terminal_stop.sa_handler != SIG_IGN)
-      ::signal(SIGTSTP, SIG_DFL);
     if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0) return errno;
     int in = request.stdin_fd;
     if (in < 0) in = ::open("/dev/null", O_RDONLY);

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/signal_blocking.hpp"
 #include "common/text.hpp"
 #include "process/fork_exec.hpp"
 
@@ -79,6 +80,7 @@ bool write_text(const std::string& path, std::string_view text) {
 // kernel can, else joining it by a write to its cgroup.procs. 0 when it could, else the errno it
 // met; `at_birth` says which way worked.
 int probe_join(const std::string& probe, bool& at_birth) {
+  SignalsBlocked blocked;  // no handler of the agent's runs in the child before it exits
   int directory = ::open(probe.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (directory < 0) return errno;
   pid_t pid = fork_into_cgroup(directory);

@@ -398,18 +398,47 @@ TEST_CASE("flag --signals-to-handle SIGTSTP: Ctrl-Z goes to the workers and coho
   Scratch scratch;
   auto cohort = scratch.start(concat({"--nproc-per-node", "1", "--signals-to-handle",
                                       "SIGTERM,SIGTSTP", "--shutdown-timeout", "20"},
-                                     hanging_worker(scratch, {})));
+                                     hanging_worker(scratch, {"--exit-on-signal", "0"})));
   REQUIRE(all_ready(scratch, 1));
   std::vector<pid_t> workers = read_pids(scratch, "pid", 1);
   cohort->signal(SIGTSTP);
   CHECK(all_stopped(workers));  // SIGTSTP's default action, in the worker
   CHECK(process_state(cohort->pid()) != "T");
+  // The stop's SIGTERM reaches the stopped worker at once: cohort continues it (SIGCONT), as a
+  // shell's kill does, instead of SIGKILLing it after --shutdown-timeout.
   cohort->signal(SIGTERM);
+  auto status = cohort->wait(10s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK(read_file(scratch.file("signals_0")) == std::to_string(SIGTERM) + "\n");
+  CHECK_FALSE(contains(cohort->err(), "did not stop within the shutdown timeout"));
+  CHECK(all_gone(workers));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("Ctrl-Z while the workers stop: the pause is not taken from their shutdown timeout",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  // Each worker needs 1 s to stop once told (its TERM trap); --shutdown-timeout 3; cohort is
+  // paused for 4 s in between. Before the pause was forgiven, fg SIGKILLed them at once.
+  auto cohort = scratch.start(
+      {"--nproc-per-node", "2", "--shutdown-timeout", "3", "--no-python", "sh", "-c",
+       "trap 'sleep 1; touch " + scratch.file("clean_${local_rank}") + "; exit 0' TERM; touch " +
+           scratch.file("ready_${local_rank}") + "; while :; do sleep 0.05; done"});
+  REQUIRE(all_ready(scratch, 2));
   cohort->signal(SIGTERM);
+  REQUIRE(wait_until([&] { return contains(cohort->err(), "received SIGTERM"); }));
+  cohort->signal(SIGTSTP);
+  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
+  std::this_thread::sleep_for(4s);
+  cohort->signal(SIGCONT);
   auto status = cohort->wait(30s);
   INFO(cohort->output());
   REQUIRE(status.has_value());
   CHECK(status->shell_code() == 143);
-  CHECK(all_gone(workers));
+  CHECK_FALSE(contains(cohort->err(), "did not stop within the shutdown timeout"));
+  for (int local_rank = 0; local_rank < 2; ++local_rank)
+    CHECK(file_exists(numbered(scratch, "clean", local_rank)));
   CHECK(scratch.nothing_left());
 }

@@ -101,3 +101,48 @@ TEST_CASE("fork_into_cgroup starts the child in the cgroup it is given", "[unit]
   CHECK(child_cgroup == (own == "/" ? "" : own) + "/" + name);
   CHECK(remove_cgroup(directory));
 }
+
+namespace {
+
+void count_signal(int) {}
+
+}  // namespace
+
+TEST_CASE(
+    "fork_exec's child sets up with every signal blocked, and the program starts with none "
+    "blocked and none of the parent's handlers",
+    "[unit][process]") {
+  // A handler of the parent's that ran in the child before exec would act for the parent (asio's
+  // writes to the parent's signal pipe: one Ctrl-Z stopped cohort twice).
+  struct sigaction handled = {}, previous_usr1 = {}, previous_pipe = {};
+  handled.sa_handler = count_signal;
+  REQUIRE(::sigaction(SIGUSR1, &handled, &previous_usr1) == 0);
+  struct sigaction ignored = {};
+  ignored.sa_handler = SIG_IGN;
+  REQUIRE(::sigaction(SIGPIPE, &ignored, &previous_pipe) == 0);
+  std::error_code error;
+  // SigBlk and SigCgt are hex masks; bit 9 of SigIgn (value 0x1000) is SIGPIPE's, left ignored.
+  pid_t pid = fork_exec(
+      ExecPlan{"/bin/sh",
+               {"-c",
+                "s=$(cat /proc/self/status); "  // cat's own: it catches nothing itself
+                "echo \"$s\" | grep -q '^SigBlk:[[:space:]]*0*$' && "
+                "echo \"$s\" | grep -q '^SigCgt:[[:space:]]*0*$' && "
+                "echo \"$s\" | grep '^SigIgn:' | grep -q '1000$'"},
+               {}},
+      -1,
+      [] {
+        sigset_t current;
+        ::sigprocmask(SIG_BLOCK, nullptr, &current);
+        return ::sigismember(&current, SIGINT) && ::sigismember(&current, SIGTSTP) ? 0 : EINVAL;
+      },
+      error);
+  ::sigaction(SIGUSR1, &previous_usr1, nullptr);
+  ::sigaction(SIGPIPE, &previous_pipe, nullptr);
+  INFO(error.message());
+  REQUIRE_FALSE(error);
+  CHECK(wait_for(pid) == 0);
+  sigset_t after;
+  ::sigprocmask(SIG_BLOCK, nullptr, &after);
+  CHECK_FALSE(::sigismember(&after, SIGINT));  // the parent's own mask is back
+}
