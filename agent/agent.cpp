@@ -53,13 +53,6 @@ const std::string& python_helper_dir() {
   return dir;
 }
 
-// Ctrl-Z pauses the agent and its workers, unless SIGTSTP was ignored when cohort started (as a
-// shell without job control may leave it): then it stays ignored, workers included.
-bool takes_terminal_stop() {
-  struct sigaction current = {};
-  return ::sigaction(SIGTSTP, nullptr, &current) == 0 && current.sa_handler != SIG_IGN;
-}
-
 // Stops this process as SIGTSTP's default action would (the shell says "Stopped"), and returns
 // once it continues. The kernel discards it in an orphaned process group: then it returns at once.
 void stop_as_by_terminal() {
@@ -116,7 +109,9 @@ Agent::Agent(boost::asio::io_context& io, AgentConfig config)
   for (int signal : stop_signals_to_take()) signals_.add(signal);  // SIGHUP: not under nohup
   for (int signal : config_.extra_signals) signals_.add(signal);
   for (int signal : config_.absorbed_signals) signals_.add(signal);
-  if (takes_terminal_stop()) signals_.add(SIGTSTP);
+  // Ctrl-Z pauses the agent and its workers, unless SIGTSTP was ignored when cohort started (as
+  // a shell without job control may leave it): then it stays ignored, workers included.
+  if (!signal_ignored(SIGTSTP)) signals_.add(SIGTSTP);
   node_base_id_ = cat(config_.rendezvous.address, ":", ::getpid(), ":", random_suffix());
   hosts_rendezvous_ = config_.hosts_rendezvous;
   if (hosts_rendezvous_) hosted_endpoints_.insert(config_.rendezvous.first_endpoint);

@@ -4,9 +4,9 @@
 
 namespace cohort {
 
-bool hangup_ignored() {
+bool signal_ignored(int signal) {
   struct sigaction current {};
-  return ::sigaction(SIGHUP, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+  return ::sigaction(signal, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
 }
 
 std::vector<int> stop_signals_to_take() {

@@ -6,6 +6,7 @@
 // Pure reads of the process's dispositions; the child-side check is async-signal-safe.
 #pragma once
 
+#include <csignal>
 #include <vector>
 
 namespace cohort {
@@ -14,8 +15,12 @@ namespace cohort {
 /// them is installed (at the start of the process), so that "ignored" means inherited.
 std::vector<int> stop_signals_to_take();
 
+/// True when `signal` is ignored in this process now (read at start: ignored since its start).
+/// Async-signal-safe.
+bool signal_ignored(int signal);
+
 /// True when SIGHUP is ignored in this process. Async-signal-safe: a forked child asks it
 /// before resetting its signals, to keep nohup's ignore for the program it executes.
-bool hangup_ignored();
+inline bool hangup_ignored() { return signal_ignored(SIGHUP); }
 
 }  // namespace cohort

@@ -346,16 +346,6 @@ TEST_CASE("under nohup a hangup stops nothing: cohort and its workers keep SIGHU
   CHECK(scratch.nothing_left());
 }
 
-namespace {
-
-size_t count_occurrences(const std::string& text, const std::string& part) {
-  size_t count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
-  return count;
-}
-
-}  // namespace
-
 TEST_CASE("Ctrl-Z (SIGTSTP) stops cohort with its workers and SIGCONT continues the same round",
           "[integration][run][signals]") {
   Scratch scratch;
@@ -377,16 +367,16 @@ TEST_CASE("Ctrl-Z (SIGTSTP) stops cohort with its workers and SIGCONT continues 
   INFO(describe_processes(stopped));
   CHECK(process_state(cohort->pid()) == "T");
   for (pid_t worker : workers) CHECK(process_state(worker) == "T");  // not killed by the keeper
-  size_t ticks_while_stopped = count_occurrences(cohort->output(), "tick ");
+  size_t ticks_while_stopped = occurrences(cohort->output(), "tick ");
   std::this_thread::sleep_for(300ms);
-  CHECK(count_occurrences(cohort->output(), "tick ") == ticks_while_stopped);
+  CHECK(occurrences(cohort->output(), "tick ") == ticks_while_stopped);
 
   cohort->signal(SIGCONT);
   auto status = cohort->wait(30s);
   INFO(cohort->output());
   REQUIRE(status.has_value());
   CHECK(status->shell_code() == 0);
-  CHECK(count_occurrences(cohort->output(), "tick 29") == 2);  // each worker once: no restart
+  CHECK(occurrences(cohort->output(), "tick 29") == 2);  // each worker once: no restart
   CHECK_FALSE(contains(cohort->err(), "rejoining"));
   CHECK_FALSE(contains(cohort->err(), "hung"));
   CHECK_FALSE(contains(cohort->err(), "no sign of life"));

@@ -23,12 +23,6 @@ std::string host_name() {
   return name;
 }
 
-size_t occurrences(const std::string& text, const std::string& part) {
-  size_t count = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
-  return count;
-}
-
 }  // namespace
 
 TEST_CASE("flag --log-line-prefix-template fills in ${hostname} and the worker's ${pid}",
