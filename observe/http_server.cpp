@@ -43,7 +43,8 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
 }
 
 // One accepted connection: reads one request, writes one response, closes. Holds itself alive
-// through its handlers' shared_ptr (the server's `waiting` holds it until it starts); counts
+// through its handlers' shared_ptr (the server's `waiting` holds it until it starts, `starting`
+// from then until its watch ends: never itself, so that stop() lets every one go); counts
 // itself at the server's gate (a stranger until its request has come, ready while it waits once
 // its whole header has come) and its answer's body in the server's pending bytes.
 class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
@@ -78,7 +79,10 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
           if (!self) return;  // closed while it waited
           self->watching_ = false;
           self->buffer_.commit(got);
-          if (self->started_) return self->read_request(std::move(self->kept_for_start_));
+          if (self->started_) {
+            self->shared_->starting.erase(self->id_);  // `self` holds it now
+            return self->read_request(self);
+          }
           if (self->shared_->stopped()) return;
           if (error || self->whole_header()) return self->shared_->gate->ready(self->id_);
           self->watch();
@@ -89,7 +93,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   void start() {
     started_ = true;
     if (!watching_) return read_request(shared_from_this());
-    kept_for_start_ = shared_from_this();  // the watch holds it weakly: alive until it ends
+    shared_->starting[id_] = shared_from_this();  // the watch holds it weakly
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
   }
@@ -165,9 +169,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   beast::tcp_stream stream_;
   uint64_t id_;
-  bool started_ = false;                        ///< its turn came: reading its request, or done
-  bool watching_ = false;                       ///< watch()'s read is pending
-  std::shared_ptr<Connection> kept_for_start_;  ///< alive from start() until the watch ends
+  bool started_ = false;   ///< its turn came: reading its request, or done
+  bool watching_ = false;  ///< watch()'s read is pending
   size_t held_bytes_ = 0;
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;
@@ -206,6 +209,7 @@ void HttpServer::stop() {
   accept_loop_.close();
   gate_keeper_.close();
   shared_->waiting.clear();  // never read: closed as they go
+  shared_->starting.clear();
 }
 
 // Past a cap the newcomer waits, unread, until a stranger answers, closes or has had its grace;

@@ -61,10 +61,11 @@ class HttpServer {
     HttpOptions options;
     HttpHandler handler;
     uint64_t next_id = 1;
-    std::map<uint64_t, std::weak_ptr<Connection>> strangers;  ///< by gate id: still reading
-    std::map<uint64_t, std::shared_ptr<Connection>> waiting;  ///< by gate id: not read yet
-    size_t pending_bytes = 0;                                 ///< the bodies of answers being sent
-    GateKeeper* gate = nullptr;                               ///< the server's; none after stop()
+    std::map<uint64_t, std::weak_ptr<Connection>> strangers;   ///< by gate id: still reading
+    std::map<uint64_t, std::shared_ptr<Connection>> waiting;   ///< by gate id: not read yet
+    std::map<uint64_t, std::shared_ptr<Connection>> starting;  ///< let in, its watch not ended
+    size_t pending_bytes = 0;                                  ///< the bodies of answers being sent
+    GateKeeper* gate = nullptr;                                ///< the server's; none after stop()
     bool stopped() const { return gate == nullptr; }
   };
   void admit(boost::asio::ip::tcp::socket socket, const std::string& peer);

@@ -3,7 +3,7 @@
 // answers hold at most the send budget; past it a request is answered 503 at once, and the
 // non-readers are closed at the answer's deadline; a request that has all come is served before,
 // and evicted after, a flood of half-sent ones from its own address; a waiting header past the
-// cap is closed at once.
+// cap is closed at once; once the server and its io_context are gone, no connection is left open.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -273,4 +273,28 @@ TEST_CASE("HTTP: a waiting connection that sends a header past the cap is closed
   Peer whole("127.0.0.3", port);           // its place is free again: a request still waits
   whole.get();
   CHECK(whole.read_some(12).substr(0, 12) == "HTTP/1.1 200");
+}
+
+TEST_CASE("HTTP: a connection let in while it was watched is closed when the server goes",
+          "[component][http]") {
+  // One stranger per address: `second` waits, watched, until `first`'s request comes; the gate
+  // then lets it in at once, and the handler stops the io before the watch has ended. Destroying
+  // the server and its io_context must close `second`: nothing may keep it alive.
+  observe::HttpOptions options;
+  options.limits = {1, 64, 256, 60000ms};
+  auto io = std::make_unique<boost::asio::io_context>();
+  auto server =
+      std::make_unique<observe::HttpServer>(*io, options, [raw = io.get()](const std::string&) {
+        raw->stop();
+        return observe::HttpResponse{200, "text/plain", "stopped"};
+      });
+  REQUIRE_FALSE(server->start());
+  std::thread thread([raw = io.get()] { raw->run(); });
+  Peer first("127.0.0.6", server->port()), second("127.0.0.6", server->port());
+  std::this_thread::sleep_for(200ms);  // both accepted: `second` waits for `first`'s place
+  first.get();
+  thread.join();
+  server.reset();
+  io.reset();
+  CHECK(second.closed_within(2s));
 }
