@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <string_view>
 
 namespace cohort {
 namespace {
@@ -13,6 +14,20 @@ bool has(const std::vector<std::string>& names, const std::string& name) {
 // mpirun's and mpiexec's long flags written with one dash ("-np 8", "-hostfile hf").
 const std::vector<std::string> kSingleDashFlags = {"-np",    "-ppn",      "-npernode",   "-host",
                                                    "-hosts", "-hostfile", "-machinefile"};
+
+// torchrun's flags (2.x up to current main), each between spaces: a command torchrun accepts
+// means the same to cohort, whatever flags cohort adds.
+constexpr std::string_view kTorchrunFlags =
+    " nnodes nproc-per-node rdzv-backend rdzv-endpoint rdzv-id rdzv-conf standalone"
+    " max-restarts monitor-interval start-method event-log-handler role module no-python"
+    " run-path log-dir redirects tee local-ranks-filter duplicate-stdout-filters"
+    " duplicate-stderr-filters node-rank master-addr master-port local-addr logs-specs"
+    " numa-binding signals-to-handle shutdown-timeout virtual-local-rank"
+    " log-line-prefix-template ";
+
+bool is_torchrun_flag(const std::string& dashed) {
+  return kTorchrunFlags.find(" " + dashed.substr(2) + " ") != std::string_view::npos;
+}
 
 // "-np" as "--np" when the command has a flag of that long name; else `word` unchanged.
 std::string with_two_dashes(const std::string& word, const std::vector<FlagSpec>& flags) {
@@ -37,6 +52,14 @@ std::vector<const FlagSpec*> candidates(const std::string& prefix,
     }
   }
   return found;
+}
+
+// Of several candidates, torchrun's flag when it is the only one of torchrun's (argparse, which
+// knows no others, would take it); else all of them, an ambiguity.
+std::vector<const FlagSpec*> torchrun_first(std::vector<const FlagSpec*> found) {
+  auto is_torchrun = [](const FlagSpec* flag) { return flag->torchrun; };
+  if (std::count_if(found.begin(), found.end(), is_torchrun) != 1) return found;
+  return {*std::find_if(found.begin(), found.end(), is_torchrun)};
 }
 
 // The long name of `flag` that `prefix` abbreviates (the spelling the user chose).
@@ -66,7 +89,7 @@ std::string expand_long(const std::string& word, const std::vector<FlagSpec>& fl
   for (const FlagSpec& flag : flags) {
     if (has(flag.long_names, name)) found = {&flag};
   }
-  if (found.empty()) found = candidates(name, flags);
+  if (found.empty()) found = torchrun_first(candidates(name, flags));
   if (found.size() > 1) error = ambiguity(name, found);
   if (found.size() != 1) return word;
   takes_value = found.front()->takes_value && equals == std::string::npos;
@@ -123,6 +146,7 @@ std::vector<FlagSpec> flag_specs(const CLI::App& command) {
     for (const std::string& name : option->get_snames()) flag.short_names.push_back("-" + name);
     flag.takes_value = option->get_expected_min() > 0;
     flag.hidden = option->get_group().empty();
+    flag.torchrun = !flag.long_names.empty() && is_torchrun_flag(flag.long_names.front());
     if (!flag.long_names.empty() || !flag.short_names.empty()) flags.push_back(std::move(flag));
   }
   return flags;

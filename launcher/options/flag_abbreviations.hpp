@@ -1,8 +1,9 @@
 // argparse's abbreviations, as torchrun accepts them: a long flag may be shortened to any prefix
 // that names one flag (--max-r for --max-restarts, --master_p for --master_port); a prefix that
-// names several is an error that lists them. Rewrites a command's words before CLI11 parses
-// them, up to the training script. Pure functions (one reads a CLI11 command's flags); main
-// thread at start.
+// names several is an error that lists them, unless only one of those is torchrun's own (--max is
+// --max-restarts, as under torchrun, not cohort's --max-same-failures too). Rewrites a command's
+// words before CLI11 parses them, up to the training script. Pure functions (one reads a CLI11
+// command's flags); main thread at start.
 #pragma once
 
 #include <string>
@@ -18,7 +19,8 @@ struct FlagSpec {
   std::vector<std::string> long_names;
   std::vector<std::string> short_names;
   bool takes_value = false;
-  bool hidden = false;  ///< cohort's internal flags: only their full names count, no prefix
+  bool hidden = false;    ///< cohort's internal flags: only their full names count, no prefix
+  bool torchrun = false;  ///< one of torchrun's flags: wins a prefix that names cohort's own too
 };
 
 struct ExpandedWords {
@@ -34,7 +36,7 @@ struct ExpandedWords {
 ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
                                    const std::vector<FlagSpec>& flags);
 
-/// The flags of a CLI11 command.
+/// The flags of a CLI11 command, torchrun's marked as such.
 std::vector<FlagSpec> flag_specs(const CLI::App& command);
 
 }  // namespace cohort

@@ -148,11 +148,13 @@ TEST_CASE("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 makes worker rank 0 host the sto
   CHECK(env_value(load_env(scratch.file("env.json")), "TORCHELASTIC_USE_AGENT_STORE") == "False");
 }
 
-TEST_CASE("flags may be abbreviated as argparse allows, an ambiguous prefix is an error",
-          "[integration][run][torchrun]") {
+TEST_CASE(
+    "flags may be abbreviated as argparse allows, an ambiguous prefix is an error, torchrun's flag "
+    "wins",
+    "[integration][run][torchrun]") {
   Scratch scratch;
-  RunResult ok = scratch.run(
-      {"--nproc", "2", "--max_r", "0", "--no-python", kWorker, "--dump-env", "env.json"});
+  RunResult ok =
+      scratch.run({"--nproc", "2", "--max", "0", "--no-python", kWorker, "--dump-env", "env.json"});
   INFO(ok.out << ok.err);
   REQUIRE(ok.status.shell_code() == 0);
   CHECK(env_value(load_env(scratch.file("env.json")), "LOCAL_WORLD_SIZE") == "2");

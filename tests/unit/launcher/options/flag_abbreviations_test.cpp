@@ -1,6 +1,7 @@
 #include "launcher/options/flag_abbreviations.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "launcher/launch/launch_plan.hpp"
@@ -72,6 +73,29 @@ TEST_CASE("an ambiguous prefix is an error listing the candidates", "[unit][laun
   CHECK(expand({"--rdzv", "x", "t.py"}).error.find("--rdzv-endpoint") != std::string::npos);
   // --log matches --log-dir and --log-line-prefix-template (and --logs-specs).
   CHECK_FALSE(expand({"--log", "x", "t.py"}).error.empty());
+}
+
+TEST_CASE("a prefix of one torchrun flag and cohort's own is torchrun's, as under torchrun",
+          "[unit][launcher]") {
+  // torchrun reads --max as --max-restarts; cohort adds --max-same-failures.
+  CHECK(expand({"--max", "1", "t.py"}).words == Words{"--max-restarts", "1", "t.py"});
+  CHECK(expand({"--max_", "1", "t.py"}).words == Words{"--max_restarts", "1", "t.py"});
+  CHECK(expand({"--no-", "/bin/true"}).words == Words{"--no-python", "/bin/true"});
+  CHECK_FALSE(expand({"--no", "/bin/true"}).error.empty());  // --node-rank too: as torchrun
+  CHECK(expand({"--max-s", "2", "t.py"}).words == Words{"--max-same-failures", "2", "t.py"});
+  // Two of cohort's own, and none of torchrun's: still ambiguous.
+  CHECK_FALSE(expand({"--hea", "x", "t.py"}).error.empty());
+}
+
+TEST_CASE("each of torchrun's 31 flags is a flag of cohort run, marked as torchrun's",
+          "[unit][launcher]") {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  std::vector<FlagSpec> flags = flag_specs(app);
+  auto marked =
+      std::count_if(flags.begin(), flags.end(), [](const FlagSpec& f) { return f.torchrun; });
+  CHECK(marked == 31);  // a misspelt name in the list would mark one fewer
 }
 
 TEST_CASE("mpirun's one-dash long flags get two where the command has them", "[unit][launcher]") {
