@@ -68,6 +68,10 @@ void DumpWatcher::poll() {
   done(std::move(found));
 }
 
+void DumpWatcher::postpone(SteadyDuration paused) {
+  if (wait_) wait_->postpone(paused);
+}
+
 std::vector<FlightRecorderDump> DumpWatcher::cut_short() {
   if (!wait_) return {};
   timer_->cancel();

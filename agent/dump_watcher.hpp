@@ -39,6 +39,8 @@ class DumpWatcher {
   /// with what was found. Nothing asked: `done` runs at once.
   void start(std::vector<FlightRecorderDump> asked, SteadyDuration timeout, Done done);
   bool waiting() const { return wait_.has_value(); }
+  /// Ctrl-Z paused the node: the wait goes on for what was left of it.
+  void postpone(SteadyDuration paused);
   /// Ends a wait early (the group stops): one last look, and what was found; `done` never runs.
   std::vector<FlightRecorderDump> cut_short();
 

@@ -33,6 +33,11 @@ bool DumpWait::finished(SteadyTime now) const {
   return true;
 }
 
+void DumpWait::postpone(SteadyDuration paused) {
+  deadline_ += paused;
+  for (SteadyTime& since : same_since_) since += paused;
+}
+
 std::string dump_line(const FlightRecorderDump& dump, std::chrono::milliseconds waited, bool kept) {
   std::string rank = "rank " + std::to_string(dump.rank);
   if (!dump.bytes || *dump.bytes == 0)

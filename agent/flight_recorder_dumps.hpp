@@ -50,6 +50,9 @@ class DumpWait {
   void observe(size_t index, std::optional<uint64_t> bytes, SteadyTime now);
   /// Every dump is complete, or the deadline has come.
   bool finished(SteadyTime now) const;
+  /// A pause (Ctrl-Z) of the whole node, ranks included: neither the deadline nor a dump's
+  /// settling counts it.
+  void postpone(SteadyDuration paused);
   SteadyTime deadline() const { return deadline_; }
   const std::vector<FlightRecorderDump>& dumps() const { return dumps_; }
 

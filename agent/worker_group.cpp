@@ -439,7 +439,7 @@ bool WorkerGroup::take_native_stacks(Worker& worker) {
   ::close(fd);
   if (tool < 0) return false;
   worker.native_stacks = true;
-  hang_timer_->start_after(kAbortWait, [this, hung] { abort_hung(*hung); });
+  after_abort_wait([this, hung] { abort_hung(*hung); });
   return true;
 }
 
@@ -450,7 +450,31 @@ void WorkerGroup::abort_hung(Worker& worker) {
   worker.aborted = true;
   spawner_.signal_process(worker.child.pid(), SIGABRT);
   pid_t group = worker.child.pid();
-  hang_timer_->start_after(kAbortWait, [this, group] { spawner_.signal_group(group, SIGKILL); });
+  after_abort_wait([this, group] { spawner_.signal_group(group, SIGKILL); });
+}
+
+// The hung worker's next step, kAbortWait from now, on the hang timer; remembered, so that a
+// pause can move it.
+void WorkerGroup::after_abort_wait(Timer::Callback step) {
+  hang_step_at_ = clock_.now() + kAbortWait;
+  hang_step_ = std::move(step);
+  arm_hang_step();
+}
+
+void WorkerGroup::arm_hang_step() {
+  hang_timer_->start_at(*hang_step_at_, [this] {
+    hang_step_at_.reset();
+    std::exchange(hang_step_, nullptr)();
+  });
+}
+
+// Ctrl-Z during a hang's handling: the waits for the dumps and for the hung worker to go get
+// what was left of them (the ranks were stopped too, and could not write or print meanwhile).
+void WorkerGroup::postpone_hang(SteadyDuration paused) {
+  dump_watcher_.postpone(paused);
+  if (!hang_step_at_) return;
+  *hang_step_at_ += paused;
+  arm_hang_step();
 }
 
 // Saves what the hung worker printed once stopped (its traceback) next to its logs, and quotes
@@ -498,7 +522,7 @@ void WorkerGroup::continue_after_pause(SteadyDuration paused) {
     *grace_deadline_ += paused;
     arm_grace_timer();
   }
-  if (progress_frozen_) return;  // a hang was declared: its own timers run to the end
+  if (progress_frozen_) return postpone_hang(paused);  // a hang was declared, or the group stops
   progress_.postpone(paused);
   arm_hang_timer();
 }
@@ -522,6 +546,7 @@ bool WorkerGroup::expire_timer(pid_t pid, int signal, const std::string& why) {
 
 void WorkerGroup::stop(int signal) {
   hang_timer_->cancel();  // no more hangs to find, nor a hung worker's abort to wait for
+  hang_step_at_.reset();
   cut_dump_wait_short();
   progress_frozen_ = true;
   if (stopping_ || signal == SIGKILL) {

@@ -141,6 +141,9 @@ class WorkerGroup {
   void take_stacks(Worker& worker);
   bool take_native_stacks(Worker& worker);
   void abort_hung(Worker& worker);
+  void after_abort_wait(Timer::Callback step);
+  void arm_hang_step();
+  void postpone_hang(SteadyDuration paused);
   void save_stacks(const Worker& worker, WorkerFailure& failure) const;
   void kill_all();
   void maybe_finish();
@@ -153,6 +156,8 @@ class WorkerGroup {
   ProgressDeadlines progress_;
   std::vector<StepTimes> step_times_;  ///< by worker index
   std::unique_ptr<Timer> hang_timer_;  ///< at the earliest deadline; after a hang, the abort wait
+  std::optional<SteadyTime> hang_step_at_;  ///< after a hang: when the hung worker's next step is
+  Timer::Callback hang_step_;               ///< due (SIGABRT once its stacks are taken, SIGKILL)
   std::unique_ptr<Timer> grace_timer_;
   std::optional<SteadyTime> grace_deadline_;  ///< while stopping: when the workers get SIGKILL
   bool workers_may_be_stopped_ = false;       ///< a stop signal was forwarded, no SIGCONT since

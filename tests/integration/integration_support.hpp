@@ -231,6 +231,13 @@ inline bool in_signal_mask(pid_t pid, const std::string& field, int signal) {
   return in_signal_mask("/proc/" + std::to_string(pid) + "/status", field, signal);
 }
 
+/// The state letter of /proc/PID/stat ('T': stopped); empty once it is gone.
+inline std::string process_state(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
+}
+
 /// "pid state ppid pgid cmdline" of each process, for a failing check's message.
 inline std::string describe_processes(const std::vector<pid_t>& pids) {
   std::string text;

@@ -2,7 +2,8 @@
 // and then wedges is found within the timeout, named with the function it hung in, and restarted;
 // a worker that only prints and then goes quiet is found too; torchrun's FileTimer pipe is served
 // (a FileTimerClient scope that runs out kills its worker); a hang waits for the NCCL flight
-// recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written); the shipped
+// recorder's dumps (a fake worker that writes its dump 2 s after its pipe is written), and a pause
+// (Ctrl-Z) is taken neither from that wait nor from the hung worker's time to go; the shipped
 // module beats nowhere in a subprocess that inherited the variable but not the pipe, and drops a
 // step that is no integer. Real cohort, real Python and test_worker processes; each run is
 // bounded in time.
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <map>
 #include <regex>
+#include <thread>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -137,6 +139,58 @@ TEST_CASE("a hang waits for the NCCL flight recorder's dumps, keeps them and nam
   // Rank 0 beat on while the dumps were gathered (2 s): it did not wait on rank 1.
   CHECK(contains(result.err, "stopped making progress at step 4; 1 rank still made progress"));
   CHECK_FALSE(contains(result.err, "waited on it"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("Ctrl-Z during a hang's wait for the dumps: the pause is not taken from the wait",
+          "[integration][run][hang][signals]") {
+  Scratch scratch;
+  std::string logs = scratch.file("logs");
+  // Each rank writes its dump 2 s after it is asked, the wait is 3 s, and cohort is paused for
+  // 4 s once it asks. Before the pause was forgiven, fg ended the wait with no dump.
+  auto cohort =
+      scratch.start({"--nproc-per-node", "2", "--hang-timeout", "1", "--hang-dump-timeout", "3",
+                     "--log-dir", logs, "--rdzv-id", "paused", kHangWorker, "flight-recorder", "1"},
+                    kPythonEnv);
+  REQUIRE(wait_until([&] { return contains(cohort->err(), "taking its stacks"); }, 30s));
+  cohort->signal(SIGTSTP);  // the dumps were asked for in the same turn as that line
+  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
+  std::this_thread::sleep_for(4s);
+  cohort->signal(SIGCONT);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 128 + SIGABRT);
+  for (int rank : {0, 1}) {
+    std::string dump =
+        run_log_dir(logs, "paused") + "/attempt_0/nccl_trace_rank_" + std::to_string(rank);
+    CHECK(read_file(dump) == fake_dump(rank));
+  }
+  CHECK(contains(failure_summary(cohort->err()), "in wedged_in_allreduce"));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("Ctrl-Z while a hung worker is aborted: the pause is not taken from its 5 s to go",
+          "[integration][run][hang][signals]") {
+  Scratch scratch;
+  // The hung worker takes 2 s to go once aborted (its ABRT trap); cohort SIGKILLs it 5 s after
+  // SIGABRT, and is paused for 6 s in between. Before the pause was forgiven, fg SIGKILLed it at
+  // once, before its trap was done.
+  std::string trap = "touch " + scratch.file("aborting") + "; sleep 2; touch " +
+                     scratch.file("clean") + "; exit 3";
+  auto cohort = scratch.start({"--nproc-per-node", "1", "--hang-timeout", "1",
+                               "--hang-first-timeout", "1", "--no-python", "sh", "-c",
+                               "trap '" + trap + "' ABRT; while :; do sleep 0.05; done"});
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("aborting")); }, 30s));
+  cohort->signal(SIGTSTP);
+  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
+  std::this_thread::sleep_for(6s);
+  cohort->signal(SIGCONT);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 3);
+  CHECK(file_exists(scratch.file("clean")));
   CHECK(scratch.nothing_left());
 }
 

@@ -50,13 +50,6 @@ bool all_gone(const std::vector<pid_t>& pids) {
   return all_become(pids, [](pid_t pid) { return !process_alive(pid); });
 }
 
-// The state letter of /proc/PID/stat ('T': stopped); empty once it is gone.
-std::string process_state(pid_t pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
-}
-
 bool all_stopped(const std::vector<pid_t>& pids) {
   return all_become(pids, [](pid_t pid) { return process_state(pid) == "T"; });
 }

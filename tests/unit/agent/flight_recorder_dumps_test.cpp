@@ -1,6 +1,7 @@
 // The flight-recorder dump wait's pure core: a dump is complete once its size held (non-zero)
 // for the settle time, the wait ends when all are complete or at the deadline set when they were
-// asked (later sizes never move it), and the summary's line for each; where the dump goes.
+// asked (later sizes never move it; a pause does), and the summary's line for each; where the dump
+// goes.
 #include <catch2/catch.hpp>
 
 #include "agent/flight_recorder_dumps.hpp"
@@ -53,6 +54,24 @@ TEST_CASE("the dump wait ends at its deadline, whatever the files do", "[unit][a
   CHECK_FALSE(wait.dumps()[0].complete);
   CHECK(wait.dumps()[0].bytes == 9u);
   CHECK_FALSE(wait.dumps()[1].bytes);
+}
+
+TEST_CASE("a pause moves the dump wait's deadline and a dump's settling by its length",
+          "[unit][agent][hang]") {
+  // Rank 0 wrote half its dump, then the node was paused for 20 s: its size held through the
+  // pause only because it was stopped, and the 10 s wait is not over.
+  DumpWait wait(two_ranks(), kAsked, 10s);
+  wait.observe(0, 1000, kAsked + 1s);
+  wait.postpone(20s);
+  CHECK(wait.deadline() == kAsked + 30s);
+  wait.observe(0, 1000, kAsked + 21100ms);
+  CHECK_FALSE(wait.dumps()[0].complete);
+  CHECK_FALSE(wait.finished(kAsked + 21100ms));
+  wait.observe(0, 3433, kAsked + 21200ms);  // the rest, once continued
+  wait.observe(0, 3433, kAsked + 21700ms);
+  CHECK(wait.dumps()[0].complete);
+  CHECK(wait.dumps()[0].bytes == 3433u);
+  CHECK(wait.finished(kAsked + 30s));
 }
 
 TEST_CASE("a dump wait with nothing asked is finished at once", "[unit][agent][hang]") {
