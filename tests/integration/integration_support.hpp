@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/child_process.hpp"
@@ -236,6 +238,17 @@ inline std::string process_state(pid_t pid) {
   std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   size_t close = stat.rfind(')');
   return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
+}
+
+/// Ctrl-Z: `cohort` stopped by SIGTSTP for `pause`, then SIGCONT; its exit status (none if it did
+/// not end within 30 s).
+inline std::optional<ExitStatus> pause_then_wait(ChildProcess& cohort,
+                                                 std::chrono::milliseconds pause) {
+  cohort.signal(SIGTSTP);
+  REQUIRE(wait_until([&] { return process_state(cohort.pid()) == "T"; }));
+  std::this_thread::sleep_for(pause);
+  cohort.signal(SIGCONT);
+  return cohort.wait(std::chrono::seconds(30));
 }
 
 /// "pid state ppid pgid cmdline" of each process, for a failing check's message.

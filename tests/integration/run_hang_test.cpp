@@ -12,7 +12,6 @@
 #include <csignal>
 #include <map>
 #include <regex>
-#include <thread>
 
 #include "tests/integration/integration_support.hpp"
 
@@ -152,12 +151,9 @@ TEST_CASE("Ctrl-Z during a hang's wait for the dumps: the pause is not taken fro
       scratch.start({"--nproc-per-node", "2", "--hang-timeout", "1", "--hang-dump-timeout", "3",
                      "--log-dir", logs, "--rdzv-id", "paused", kHangWorker, "flight-recorder", "1"},
                     kPythonEnv);
+  // The dumps are asked for in the same turn as this line.
   REQUIRE(wait_until([&] { return contains(cohort->err(), "taking its stacks"); }, 30s));
-  cohort->signal(SIGTSTP);  // the dumps were asked for in the same turn as that line
-  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
-  std::this_thread::sleep_for(4s);
-  cohort->signal(SIGCONT);
-  auto status = cohort->wait(30s);
+  auto status = pause_then_wait(*cohort, 4s);
   INFO(cohort->output());
   REQUIRE(status.has_value());
   CHECK(status->shell_code() == 128 + SIGABRT);
@@ -182,11 +178,7 @@ TEST_CASE("Ctrl-Z while a hung worker is aborted: the pause is not taken from it
                                "--hang-first-timeout", "1", "--no-python", "sh", "-c",
                                "trap '" + trap + "' ABRT; while :; do sleep 0.05; done"});
   REQUIRE(wait_until([&] { return file_exists(scratch.file("aborting")); }, 30s));
-  cohort->signal(SIGTSTP);
-  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
-  std::this_thread::sleep_for(6s);
-  cohort->signal(SIGCONT);
-  auto status = cohort->wait(30s);
+  auto status = pause_then_wait(*cohort, 6s);
   INFO(cohort->output());
   REQUIRE(status.has_value());
   CHECK(status->shell_code() == 3);

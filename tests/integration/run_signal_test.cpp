@@ -412,11 +412,7 @@ TEST_CASE("Ctrl-Z while the workers stop: the pause is not taken from their shut
   REQUIRE(all_ready(scratch, 2));
   cohort->signal(SIGTERM);
   REQUIRE(wait_until([&] { return contains(cohort->err(), "received SIGTERM"); }));
-  cohort->signal(SIGTSTP);
-  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
-  std::this_thread::sleep_for(4s);
-  cohort->signal(SIGCONT);
-  auto status = cohort->wait(30s);
+  auto status = pause_then_wait(*cohort, 4s);
   INFO(cohort->output());
   REQUIRE(status.has_value());
   CHECK(status->shell_code() == 143);
