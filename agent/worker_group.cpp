@@ -514,9 +514,13 @@ void WorkerGroup::forward_signal(int signal) {
   }
 }
 
-void WorkerGroup::pause() { forward_signal(SIGSTOP); }
+void WorkerGroup::pause() {
+  forward_signal(SIGSTOP);
+  spawner_.freeze_container(container_, true);
+}
 
 void WorkerGroup::continue_after_pause(SteadyDuration paused) {
+  spawner_.freeze_container(container_, false);
   forward_signal(SIGCONT);
   if (grace_deadline_) {  // stopping: the workers get the rest of their grace period
     *grace_deadline_ += paused;

@@ -82,7 +82,8 @@ class WorkerGroup {
   void start(std::vector<WorkerPlan> plans, Done done);
   /// Sends `signal` to every live worker's process group and carries on.
   void forward_signal(int signal);
-  /// Ctrl-Z: stops every live worker's process group (SIGSTOP) until continue_after_pause().
+  /// Ctrl-Z: stops every live worker's process group (SIGSTOP), and freezes the group's cgroup
+  /// (what the workers started in sessions of their own too), until continue_after_pause().
   void pause();
   /// Continues the workers (SIGCONT) after the agent was stopped with them for `paused`: their
   /// hang deadlines move that much later.

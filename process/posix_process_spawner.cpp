@@ -6,7 +6,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "common/fd_limit.hpp"
 #include "common/log.hpp"
@@ -168,6 +170,14 @@ void PosixProcessSpawner::kill_container(int container) {
   if (found->second > 0) cgroups_->kill(found->second);
   // Also with a cgroup: one that a worker failed to join, or left (root may), ends here.
   reaper_.kill_orphans({keeper_->pid()});
+}
+
+void PosixProcessSpawner::freeze_container(int container, bool frozen) {
+  auto found = containers_.find(container);
+  if (found == containers_.end() || found->second == 0) return;
+  if (!cgroups_->freeze(found->second, frozen))  // the workers' SIGSTOP still holds them
+    log::debug("cannot write cgroup.freeze of worker group ", found->second, ": ",
+               std::strerror(errno));
 }
 
 void PosixProcessSpawner::close_container(int container) {

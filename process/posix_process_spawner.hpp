@@ -35,6 +35,7 @@ class PosixProcessSpawner final : public ProcessSpawner {
   int open_container() override;
   void kill_container(int container) override;
   void close_container(int container) override;
+  void freeze_container(int container, bool frozen) override;
 
  private:
   boost::asio::io_context& io_;

@@ -55,6 +55,9 @@ class ProcessSpawner {
   virtual void kill_container(int /*container*/) {}
   /// Kills what is left of `container` and forgets it.
   virtual void close_container(int /*container*/) {}
+  /// Freezes (true) or thaws every process of `container`, whatever session it is in; nothing
+  /// where the container is no cgroup.
+  virtual void freeze_container(int /*container*/, bool /*frozen*/) {}
 };
 
 /// Resolves `name` like execvp: a name with a '/' is used as given, others are searched in PATH.

@@ -202,6 +202,10 @@ bool kill_cgroup(const std::string& directory) {
   return write_text(directory + "/cgroup.kill", "1");
 }
 
+bool freeze_cgroup(const std::string& directory, bool frozen) {
+  return write_text(directory + "/cgroup.freeze", frozen ? "1" : "0");
+}
+
 bool remove_cgroup(const std::string& directory) {
   if (DIR* dir = ::opendir(directory.c_str())) {
     std::vector<std::string> below;
@@ -293,6 +297,10 @@ int WorkerCgroups::open_procs(int group) const {
 }
 
 void WorkerCgroups::kill(int group) const { kill_cgroup(path_of(group)); }
+
+bool WorkerCgroups::freeze(int group, bool frozen) const {
+  return freeze_cgroup(path_of(group), frozen);
+}
 
 void WorkerCgroups::remove(int group) {
   std::string path = path_of(group);

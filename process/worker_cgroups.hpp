@@ -44,6 +44,11 @@ std::optional<pid_t> agent_of_cgroup(std::string_view name);
 /// cgroups below it. False when that cannot be written.
 bool kill_cgroup(const std::string& directory);
 
+/// Writes "1" (`frozen`) or "0" to `directory`/cgroup.freeze: every process of that cgroup and of
+/// the cgroups below it stops (or runs again), whatever signals it blocks. False when that cannot
+/// be written.
+bool freeze_cgroup(const std::string& directory, bool frozen);
+
 /// Removes `directory` and the cgroups below it, deepest first. True once it is gone; false while
 /// something is still alive in it (EBUSY) or it cannot be removed.
 bool remove_cgroup(const std::string& directory);
@@ -76,6 +81,8 @@ class WorkerCgroups {
   int open_procs(int group) const;
   /// SIGKILLs every process of `group`'s cgroup.
   void kill(int group) const;
+  /// Freezes or thaws every process of `group`'s cgroup (freeze_cgroup); false when it cannot.
+  bool freeze(int group, bool frozen) const;
   /// Kills `group`'s processes and removes its cgroup once they are gone (retried on a timer
   /// for a few seconds).
   void remove(int group);

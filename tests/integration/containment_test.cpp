@@ -2,8 +2,9 @@
 // a double fork) ends with the worker group, after a normal exit, after a failure's restart, and
 // when cohort is SIGKILLed; and a stopped (SIGSTOP) agent's workers are killed by its keeper once
 // the heartbeat timeout has passed, while an agent starved of CPU by an overloaded machine keeps
-// them. Each runs with the worker groups in cgroups (root here) and with COHORT_NO_CGROUP=1 (the
-// subreaper fallback). Real cohort, real test_worker processes.
+// them; Ctrl-Z with cgroups pauses what a worker started in a session of its own too. Each runs
+// with the worker groups in cgroups (root here) and, but for the pause, with COHORT_NO_CGROUP=1
+// (the subreaper fallback). Real cohort, real test_worker processes.
 #include <dirent.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -412,6 +413,35 @@ TEST_CASE("a stopped agent's workers and their daemons are killed by the keeper"
     CHECK(wait_until([&] { return !exists(agent_cgroup(cohort->pid())); }));
     CHECK(scratch.nothing_left());
   }
+}
+
+TEST_CASE("Ctrl-Z with cgroups also pauses what a worker started in a session of its own",
+          "[integration][run][containment][signals]") {
+  Mode mode = modes().front();  // cgroups: the fallback reaches only the workers' process groups
+  REQUIRE(mode.cgroup);
+  Scratch scratch;
+  std::string ticks = scratch.file("ticks");
+  std::string ticker = "while :; do echo x >> " + ticks + "; sleep 0.05; done";
+  auto cohort = scratch.start({"--nproc-per-node", "1", "--no-python", "sh", "-c",
+                               "setsid sh -c '" + ticker + "' & while [ ! -e " +
+                                   scratch.file("stop") + " ]; do sleep 0.05; done"},
+                              mode.env);
+  auto lines = [&] { return occurrences(read_file(ticks), "x"); };
+  REQUIRE(wait_until([&] { return lines() >= 3; }));
+  cohort->signal(SIGTSTP);
+  REQUIRE(wait_until([&] { return process_state(cohort->pid()) == "T"; }));
+  std::this_thread::sleep_for(300ms);
+  size_t paused = lines();
+  std::this_thread::sleep_for(1s);
+  CHECK(lines() == paused);  // the ticker's session was not SIGSTOPped: its cgroup was frozen
+  cohort->signal(SIGCONT);
+  CHECK(wait_until([&] { return lines() > paused; }));
+  std::ofstream(scratch.file("stop")).close();
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 0);
+  CHECK(scratch.nothing_left());
 }
 
 TEST_CASE(
