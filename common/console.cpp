@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -98,14 +99,24 @@ class Writer {
     queued_ = 0;
     dropped_ = 0;
     started_ = false;
+    running_ = false;
     mutex_.unlock();
   }
 
+  // Returns once the thread runs: it then blocks on the mutex (held by push()), so a fork that
+  // follows (the group keeper's, without exec) finds it holding nothing, neither in its start-up
+  // (a sanitizer's allocator locks) nor after: everything it allocates or frees is under the
+  // mutex, which the fork handlers take.
   void start_once() {
     if (started_) return;
     started_ = true;
     cohort::SignalsBlocked for_the_thread;  // the process takes its signals on the main thread
-    std::thread([this] { run(); }).detach();
+    std::thread([this] {
+      running_ = true;
+      running_.notify_one();
+      run();
+    }).detach();
+    running_.wait(false);
     if (exit_hooked_) return;  // a forked child keeps its parent's
     exit_hooked_ = true;
     std::atexit([] { Writer::instance().drain(kExitDrain); });
@@ -144,6 +155,7 @@ class Writer {
   size_t dropped_ = 0;
   int dropped_fd_ = STDERR_FILENO;  ///< where the last dropped message was going
   bool started_ = false;
+  std::atomic<bool> running_ = false;  ///< the writer thread has started (start_once waits for it)
   bool exit_hooked_ = false;
 };
 

@@ -35,8 +35,9 @@ constexpr std::chrono::seconds kRemovalPatience{2};
 constexpr std::chrono::seconds kMessagesPatience{1};
 constexpr std::chrono::milliseconds kStarvedRecheck{250};
 
-// The forked keeper. It is a whole process (forked while the agent had one thread), so it may
-// allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "p" (a pause: no tick
+// The forked keeper. It is a whole process (forked before the agent starts a thread of its own,
+// when the console's writer thread, which holds no lock then, may be its only other one), so it
+// may allocate; it reads the agent's lines: "+pgid", "-pgid", "t" (a tick), "p" (a pause: no tick
 // is missed until the next one), "c<cgroup directory>", "r<directory>".
 class Keeper {
  public:

@@ -8,10 +8,12 @@
 
 #include "agent/agent.hpp"
 #include "common/asio_clock.hpp"
+#include "common/console.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/run_id.hpp"
+#include "common/text.hpp"
 #include "launcher/cli/moved_rendezvous.hpp"
 #include "launcher/options/command_words.hpp"
 #include "launcher/options/did_you_mean.hpp"
@@ -66,11 +68,13 @@ bool local_setup_ok(const RunOptions& options, const TokenResult& token, Validat
   return false;
 }
 
-// --http-port: where the hosted daemon serves its pages.
+// --http-port: where the hosted daemon serves its pages. One write, through the console as log
+// lines go: never torn by them.
 void say_where_http_is(const DaemonOptions& options, const RendezvousDaemon& daemon) {
   if (options.http_port < 0) return;
-  std::cerr << "cohort run: /metrics and the timeline pages on http://"
-            << host_port_text(options.http_address, daemon.http_port()) << "/\n";
+  console::write_message(STDERR_FILENO,
+                         cat("cohort run: /metrics and the timeline pages on http://",
+                             host_port_text(options.http_address, daemon.http_port()), "/\n"));
 }
 
 // Hosts the daemon this agent was planned to host. Returns false (after saying why) when it must

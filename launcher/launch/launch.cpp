@@ -10,6 +10,7 @@
 #include <iostream>
 #include <set>
 
+#include "common/console.hpp"
 #include "common/exit_codes.hpp"
 #include "common/host_port.hpp"
 #include "common/log.hpp"
@@ -136,9 +137,10 @@ bool Launch::start_daemon() {
     return false;
   }
   daemon_->on_event = [this](const Event& event) { say_who_is_back(event); };
-  if (plan_.daemon.http_port >= 0) {
-    std::cerr << "cohort launch: /metrics and the timeline pages on http://"
-              << plan_.daemon.http_address << ":" << daemon_->http_port() << "/\n";
+  if (plan_.daemon.http_port >= 0) {  // one write, through the console: never torn by log lines
+    console::write_message(
+        STDERR_FILENO, cat("cohort launch: /metrics and the timeline pages on http://",
+                           host_port_text(plan_.daemon.http_address, daemon_->http_port()), "/\n"));
   }
   return true;
 }
