@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "process/worker_cgroups.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_paths.hpp"
@@ -239,6 +240,20 @@ inline std::string process_state(pid_t pid) {
   size_t close = stat.rfind(')');
   return close == std::string::npos || close + 2 >= stat.size() ? "" : stat.substr(close + 2, 1);
 }
+
+/// Whether the cgroup (v2) of `pid` is frozen: its cgroup.events says "frozen 1".
+inline bool cgroup_frozen(pid_t pid) {
+  std::string why;
+  std::string path =
+      cohort::unified_cgroup_path(read_file("/proc/" + std::to_string(pid) + "/cgroup"), why);
+  if (path.empty()) return false;
+  std::string directory = cohort::cgroup2_directory(read_file("/proc/self/mountinfo"), path, why);
+  return !directory.empty() && contains(read_file(directory + "/cgroup.events"), "frozen 1");
+}
+
+/// Paused as Ctrl-Z pauses a worker: stopped (SIGSTOP; 'T'), or frozen with its cgroup, which
+/// may come first and hold the SIGSTOP pending.
+inline bool paused(pid_t pid) { return process_state(pid) == "T" || cgroup_frozen(pid); }
 
 /// Ctrl-Z: `cohort` stopped by SIGTSTP for `pause`, then SIGCONT; its exit status (none if it did
 /// not end within 30 s).
