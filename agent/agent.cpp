@@ -224,8 +224,7 @@ int Agent::run() {
   }
   if (logs_.enabled() && !logs_.run_dir().empty())
     log::info("log directory set to: ", logs_.run_dir());  // torchrun's words
-  // NVML loads and reads on a thread while the agent connects (after the keeper's fork: a thread
-  // must not be inside the driver when a process forks).
+  // NVML loads and reads on a thread while the agent connects.
   if (gpu_health_) gpu_health_->read_ahead();
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && config_.bindings.empty() && agent_env_.count("OMP_NUM_THREADS") == 0) {

@@ -11,6 +11,7 @@
 
 #include "common/log.hpp"
 #include "common/text.hpp"
+#include "process/keeper_process.hpp"
 #include "process/process_tree.hpp"
 
 namespace cohort {
@@ -54,15 +55,20 @@ std::vector<std::string> command_line_of(const std::string& proc_dir) {
   return argv;
 }
 
-// Every process of this pid namespace that runs `cohort run --under-launch` (whatever binary
-// path), with its parent and owner.
-std::vector<ProcessLine> launched_agents_here() {
+bool keeper_line(const std::vector<std::string>& argv) {
+  return argv.size() > 1 && argv[1] == kKeeperCommand;
+}
+
+// Every process of this pid namespace that runs `cohort run --under-launch` or a keeper (whatever
+// binary path), with its parent and owner.
+std::vector<ProcessLine> agents_and_keepers_here() {
   std::vector<ProcessLine> found;
   for (const ProcStat& process : scan_processes()) {
     std::string dir = "/proc/" + std::to_string(process.pid);
     ProcessLine line{process.pid, process.ppid, 0, command_line_of(dir)};
     struct stat owner {};
-    if (!launched_agent_line(line.argv) || ::stat(dir.c_str(), &owner) != 0) continue;
+    if (!launched_agent_line(line.argv) && !keeper_line(line.argv)) continue;
+    if (::stat(dir.c_str(), &owner) != 0) continue;
     line.uid = owner.st_uid;
     found.push_back(std::move(line));
   }
@@ -122,14 +128,15 @@ EarlierAgents find_earlier_agents(const std::vector<ProcessLine>& processes, pid
   }
   EarlierAgents earlier;
   for (const ProcessLine& process : processes) {
-    if (!matching.count(process.pid)) continue;
-    (matching.count(process.ppid) ? earlier.keepers : earlier.agents).push_back(process.pid);
+    if (matching.count(process.pid)) earlier.agents.push_back(process.pid);
+    if (matching.count(process.ppid) && keeper_line(process.argv))
+      earlier.keepers.push_back(process.pid);
   }
   return earlier;
 }
 
 size_t stop_earlier_agents(std::chrono::milliseconds patience) {
-  EarlierAgents earlier = find_earlier_agents(launched_agents_here(), ::getpid(), ::getuid(),
+  EarlierAgents earlier = find_earlier_agents(agents_and_keepers_here(), ::getpid(), ::getuid(),
                                               command_line_of("/proc/self"));
   if (earlier.agents.empty()) return 0;
   std::string pids;

@@ -29,7 +29,7 @@ bool same_launched_agent(const std::vector<std::string>& mine,
                          const std::vector<std::string>& other);
 
 /// The earlier agents among `processes` of agent `self` (whose line is `mine`, owner `uid`), and
-/// their keepers (a keeper is a fork of its agent: the same line, its parent an earlier agent).
+/// their keepers (`cohort __keeper ...`, their parent an earlier agent).
 /// Never `self` or what `self` started.
 struct EarlierAgents {
   std::vector<pid_t> agents;

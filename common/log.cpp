@@ -62,6 +62,10 @@ void init(Level level) {
   if (std::string problem = level_env_problem(); !problem.empty()) warn(problem);
 }
 
+Level level() { return g_level; }
+
+void set_level(Level level) { g_level = level; }
+
 std::optional<Level> parse_level(std::string_view name) {
   std::string upper(name);
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -18,6 +18,10 @@ enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3, Off = 4 };
 
 /// Sets the level; says once (a warning) when LOGLEVEL is set but names no level.
 void init(Level level);
+/// The level in force.
+Level level();
+/// Sets the level without init's word on LOGLEVEL (a helper process whose parent said it).
+void set_level(Level level);
 /// A level by Python's logging names (DEBUG, INFO, WARNING or WARN, ERROR, CRITICAL or FATAL,
 /// in any case) or numbers up to 999 (10, 20, 30, 40, 50 and those between); else nullopt.
 std::optional<Level> parse_level(std::string_view name);

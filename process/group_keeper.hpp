@@ -1,11 +1,11 @@
-// A small helper process, forked when the agent starts, that SIGKILLs every worker process group,
-// and what the workers started in other sessions, when the agent dies, however it dies (even
-// SIGKILL), or when it stops showing signs of life (SIGSTOP, a hung agent) for the stale limit.
-// The agent tells it over a pipe which groups exist and where their cgroups are, and ticks once a
-// second; the pipe's end of file is the agent's death. PR_SET_PDEATHSIG covers the workers; this
-// covers their children: with cgroups by cgroup.kill of the per-agent directory, without by the
-// agent's descendants the keeper looks up in /proc once a second. Owned by the agent; io thread
-// only.
+// The agent's side of the group keeper: a small process (cohort's own binary, exec'd:
+// keeper_process.hpp) that SIGKILLs every worker process group, and what the workers started in
+// other sessions, when the agent dies, however it dies (even SIGKILL), or when it stops showing
+// signs of life (SIGSTOP, a hung agent) for the stale limit. The agent tells it over a pipe which
+// groups exist and where their cgroups are, and ticks once a second; the pipe's end of file is
+// the agent's death. PR_SET_PDEATHSIG covers the workers; this covers their children: with
+// cgroups by cgroup.kill of the per-agent directory, without by the agent's descendants the
+// keeper looks up in /proc once a second. Owned by the agent; io thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -29,10 +29,10 @@ class GroupKeeper {
   GroupKeeper(const GroupKeeper&) = delete;
   GroupKeeper& operator=(const GroupKeeper&) = delete;
 
-  /// Forks the keeper and starts ticking. The keeper kills every group once no tick came for
-  /// `stale_limit` (at least kMinStaleLimit; the run's heartbeat timeout, after which the
-  /// daemon has dropped this node anyway), and goes on watching. Call once, early, while this
-  /// process has a single thread.
+  /// Starts the keeper (fork and exec; false with errno set when either fails) and starts
+  /// ticking. The keeper kills every group once no tick came for `stale_limit` (at least
+  /// kMinStaleLimit; the run's heartbeat timeout, after which the daemon has dropped this node
+  /// anyway), and goes on watching. Call once, before the first worker.
   bool start(std::chrono::milliseconds stale_limit);
   void add(pid_t process_group);
   void remove(pid_t process_group);

@@ -25,6 +25,7 @@
 #include "launcher/options/run_options.hpp"
 #include "launcher/tokens/slurm_token.hpp"
 #include "launcher/tokens/token_source.hpp"
+#include "process/keeper_process.hpp"
 
 using namespace cohort;
 
@@ -286,6 +287,7 @@ int dispatch(const CLI::App& app, Commands& commands) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && argv[1] == kKeeperCommand) return run_keeper_process(argc, argv);  // an agent's
   CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training",
                "cohort"};
   Commands commands;

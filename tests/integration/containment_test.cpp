@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "process/process_tree.hpp"
 #include "process/worker_cgroups.hpp"
 #include "tests/integration/integration_support.hpp"
 
@@ -488,6 +489,56 @@ TEST_CASE(
   // stall, or the daemon's silence, depending on which thread ran first) and stopped its worker.
   CHECK(contains(read_file(scratch.file("signals")), "15"));  // SIGTERM, not the keeper's SIGKILL
   CHECK(scratch.nothing_left());
+}
+
+// The agent's keeper: its child whose command line is `cohort __keeper ...`; 0 if none.
+pid_t keeper_of(pid_t agent) {
+  for (const cohort::ProcStat& process : cohort::scan_processes()) {
+    if (process.ppid != agent) continue;
+    std::string cmdline = read_file("/proc/" + std::to_string(process.pid) + "/cmdline");
+    if (cmdline.rfind(std::string("cohort\0__keeper\0", 16), 0) == 0) return process.pid;
+  }
+  return 0;
+}
+
+TEST_CASE("the keeper is cohort's own binary run anew: one thread, its pipe and stdio only",
+          "[integration][run][containment]") {
+  Scratch scratch;
+  auto cohort = start_two_with_daemons(scratch, Mode{"default"}, {});
+  pid_t keeper = keeper_of(cohort->pid());
+  REQUIRE(keeper > 0);
+  std::string proc = "/proc/" + std::to_string(keeper);
+  CHECK(std::filesystem::read_symlink(proc + "/exe") ==
+        std::filesystem::read_symlink("/proc/" + std::to_string(cohort->pid()) + "/exe"));
+  CHECK(contains(read_file(proc + "/status"), "\nThreads:\t1\n"));
+  CHECK(::getpgid(keeper) == keeper);  // a terminal's Ctrl-C reaches the agent only
+  std::vector<std::string> held;       // beyond stdin, stdout and stderr
+  for (const auto& fd : std::filesystem::directory_iterator(proc + "/fd")) {
+    if (std::atoi(fd.path().filename().c_str()) > 2)
+      held.push_back(std::filesystem::read_symlink(fd.path()).string());
+  }
+  INFO(cohort->output());
+  REQUIRE(held.size() == 1);  // the agent's pipe: none of its sockets (the store's listener)
+  CHECK(held[0].rfind("pipe:", 0) == 0);
+
+  cohort->signal(SIGTERM);
+  REQUIRE(cohort->wait(30s).has_value());
+  CHECK(gone(keeper));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("cohort __keeper by hand is refused", "[integration][run][containment]") {
+  Scratch scratch;
+  for (std::vector<std::string> words :
+       {std::vector<std::string>{kCohortBin, "__keeper"},
+        {kCohortBin, "__keeper", "0", std::to_string(::getpid()), "3000", "2"},
+        {kCohortBin, "__keeper", "3", "1", "3000", "2"}}) {
+    RunResult result = scratch.run_argv(words, scratch.options(), 10s);
+    INFO(result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(
+        contains(result.err, "cohort __keeper: the group keeper is started by cohort run's agent"));
+  }
 }
 
 TEST_CASE("an agent whose keeper a worker killed says so, and its run goes on",

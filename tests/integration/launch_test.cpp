@@ -112,23 +112,12 @@ std::optional<pid_t> run_process(const Scratch& scratch,
   return std::nullopt;
 }
 
-// The remote `cohort run` of host `address` (its agent), found by its command line: of the two
-// processes that have it, the agent and the keeper it forked, the one whose parent is not the
-// other.
+// The remote `cohort run` of host `address` (its agent), found by its command line.
 std::optional<pid_t> remote_agent(const Scratch& scratch, const std::string& address) {
-  auto is_agent_line = [&](const std::string& cmdline) {
+  return run_process(scratch, [&](const std::string& cmdline) {
     return cmdline.rfind(std::string(kCohortBin) + " run ", 0) == 0 &&
            contains(cmdline, "--local-addr " + address + " ");
-  };
-  std::optional<pid_t> first = run_process(scratch, is_agent_line);
-  if (!first) return first;
-  for (const ProcStat& process : scan_processes()) {
-    if (process.pid != *first) continue;
-    std::string parent = read_file("/proc/" + std::to_string(process.ppid) + "/cmdline");
-    for (char& c : parent) c = c == '\0' ? ' ' : c;
-    if (is_agent_line(parent)) return process.ppid;
-  }
-  return first;
+  });
 }
 
 // The ssh client that carries host `address`'s agent (the launcher's child).

@@ -64,28 +64,16 @@ inline std::vector<std::string> proc_fields(pid_t pid, const std::string& file) 
   return fields;
 }
 
-inline pid_t parent_of(pid_t pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(stat.substr(close + 2));
-  std::string state;
-  pid_t parent = 0;
-  in >> state >> parent;
-  return parent;
-}
-
 inline bool is_cohort_run(pid_t pid) {
   std::vector<std::string> argv = proc_fields(pid, "cmdline");
   return argv.size() >= 2 && argv[0] == kCohortBin && argv[1] == "run";
 }
 
-/// The `cohort run` agent of job `job` on node `node` (not its keeper, a fork of the agent);
-/// 0 if there is none.
+/// The `cohort run` agent of job `job` on node `node`; 0 if there is none.
 inline pid_t cohort_agent(const std::string& job, const std::string& node) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     pid_t pid = static_cast<pid_t>(std::atol(entry.path().filename().c_str()));
-    if (pid <= 0 || !is_cohort_run(pid) || is_cohort_run(parent_of(pid))) continue;
+    if (pid <= 0 || !is_cohort_run(pid)) continue;
     std::vector<std::string> env = proc_fields(pid, "environ");
     auto has = [&](const std::string& item) {
       return std::find(env.begin(), env.end(), item) != env.end();

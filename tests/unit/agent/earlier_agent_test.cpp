@@ -21,6 +21,11 @@ Line started_again(const std::string& ms_ago) {
   return line;
 }
 
+// The line of agent `agent`'s keeper.
+Line keeper_of(pid_t agent) {
+  return {"cohort", "__keeper", "11", std::to_string(agent), "3000", "2"};
+}
+
 Line with(Line line, size_t at, const std::string& value) {
   line.at(at) = value;
   return line;
@@ -48,13 +53,15 @@ TEST_CASE("find_earlier_agents: the earlier agent and its keeper, nothing else",
   Line mine = started_again("7069");
   std::vector<ProcessLine> processes{
       {100, 90, user, kFirst},                          // the earlier agent (its sshd: 90)
-      {101, 100, user, kFirst},                         // its keeper: a fork, the same line
+      {101, 100, user, keeper_of(100)},                 // its keeper
       {102, 100, user, {"/usr/bin/python3", "train"}},  // its worker: not an agent
       {200, 190, user, started_again("3000")},          // a second earlier try, still here
       {300, 290, 0, kFirst},                            // the same line, another user's
       {400, 390, user, with(kFirst, 4, "launch-2")},    // another launch's agent of this host
       {self, 490, user, mine},                          // this agent
-      {501, self, user, mine},                          // its own keeper
+      {401, 400, user, keeper_of(400)},                 // that agent's keeper
+      {501, self, user, keeper_of(self)},               // its own keeper
+      {502, self, user, mine},                          // the same line below it: not an agent
   };
   EarlierAgents earlier = find_earlier_agents(processes, self, user, mine);
   CHECK(earlier.agents == std::vector<pid_t>{100, 200});
