@@ -71,7 +71,10 @@ bool GroupKeeper::start(std::chrono::milliseconds stale_limit) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return false;
   pid_t pid = -1;
-  int error = spawn_keeper(fds[0], stale_limit, pid);
+  // A keeper that stops reading (stopped, hung) must never block the agent's thread: a full pipe
+  // fails a write, of at most PIPE_BUF bytes, whole.
+  int error =
+      ::fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0 ? spawn_keeper(fds[0], stale_limit, pid) : errno;
   ::close(fds[0]);
   if (error != 0) {
     ::close(fds[1]);

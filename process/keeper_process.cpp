@@ -194,8 +194,9 @@ int run_keeper_process(int argc, char** argv) {
   auto agent = argc == 6 ? number_in(argv[3], 2, 1 << 30) : std::nullopt;
   auto stale_ms = argc == 6 ? number_in(argv[4], 1, 1L << 40) : std::nullopt;
   auto level = argc == 6 ? number_in(argv[5], 0, static_cast<long>(log::Level::Off)) : std::nullopt;
-  if (!fd || !agent || !stale_ms || !level || !is_pipe(static_cast<int>(*fd)) ||
-      *agent != ::getppid()) {
+  // The agent may be gone already (killed while the keeper started): the pipe still holds what it
+  // said, and its end is the agent's death.
+  if (!fd || !agent || !stale_ms || !level || !is_pipe(static_cast<int>(*fd))) {
     std::cerr << "cohort " << kKeeperCommand
               << ": the group keeper is started by cohort run's agent, not by hand\n";
     return kExitUsage;

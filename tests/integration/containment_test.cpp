@@ -6,6 +6,7 @@
 // with the worker groups in cgroups (root here) and, but for the pause, with COHORT_NO_CGROUP=1
 // (the subreaper fallback). Real cohort, real test_worker processes.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -523,6 +524,77 @@ TEST_CASE("the keeper is cohort's own binary run anew: one thread, its pipe and 
 
   cohort->signal(SIGTERM);
   REQUIRE(cohort->wait(30s).has_value());
+  CHECK(gone(keeper));
+  CHECK(scratch.nothing_left());
+}
+
+// Waits up to `timeout` for child `pid` to end; its wait status, or nullopt (still running).
+std::optional<int> reap(pid_t pid, std::chrono::milliseconds timeout) {
+  int status = 0;
+  if (wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, timeout)) return status;
+  return std::nullopt;
+}
+
+TEST_CASE("a keeper whose agent died before it started kills what the agent told it of",
+          "[integration][run][containment]") {
+  // What an agent killed at once leaves: a worker group it announced, and the pipe's end.
+  pid_t group = ::fork();
+  if (group == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(group, group);
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::string said = "+" + std::to_string(group) + "\nt\n";
+  REQUIRE(::write(fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
+  ::close(fds[1]);
+  std::string agent = std::to_string(dead_pid());
+  pid_t keeper = ::fork();
+  if (keeper == 0) {
+    ::dup2(fds[0], 3);
+    ::execl(kCohortBin, "cohort", "__keeper", "3", agent.c_str(), "3000", "2",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[0]);
+  std::optional<int> keeper_status = reap(keeper, 10s);
+  if (!keeper_status) ::kill(keeper, SIGKILL);
+  std::optional<int> group_status = reap(group, 10s);
+  if (!group_status) ::kill(-group, SIGKILL);
+  REQUIRE(keeper_status);
+  CHECK((WIFEXITED(*keeper_status) && WEXITSTATUS(*keeper_status) == 0));
+  REQUIRE(group_status);
+  CHECK((WIFSIGNALED(*group_status) && WTERMSIG(*group_status) == SIGKILL));
+}
+
+TEST_CASE("a keeper that stops reading never holds up its agent",
+          "[integration][run][containment]") {
+  Scratch scratch;
+  auto cohort = scratch.start({"--nproc-per-node", "1", "--no-python", "/bin/sleep", "3"});
+  pid_t keeper = 0;
+  REQUIRE(wait_until([&] { return (keeper = keeper_of(cohort->pid())) > 0; }));
+  ::kill(keeper, SIGSTOP);
+  // Fill the pipe the agent ticks the keeper on, through the agent's own end of it.
+  std::string pipe = std::filesystem::read_symlink("/proc/" + std::to_string(keeper) + "/fd/3");
+  int filled = -1;
+  for (const auto& fd :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(cohort->pid()) + "/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(fd.path(), error).string() != pipe) continue;
+    filled = ::open(fd.path().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  }
+  REQUIRE(filled >= 0);
+  while (::write(filled, "t\n", 2) == 2) {
+  }
+  CHECK(errno == EAGAIN);
+  ::close(filled);
+  auto status = cohort->wait(20s);  // the agent ticks on, its workers end, so does it
+  ::kill(keeper, SIGCONT);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 0);
   CHECK(gone(keeper));
   CHECK(scratch.nothing_left());
 }
