@@ -307,7 +307,7 @@ long cpu_ticks(pid_t pid) {
 
 TEST_CASE(
     "cohortd out of descriptors refuses the excess at once and says so once then serves again",
-    "[integration][security]") {
+    "[integration][security][fd-limit]") {
   Scratch scratch;
   ChildOptions options = scratch.options();
   options.name = "cohortd_fd";

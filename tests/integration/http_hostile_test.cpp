@@ -179,7 +179,7 @@ TEST_CASE(
 }
 
 TEST_CASE("cohortd's HTTP port out of descriptors refuses the excess at once then serves again",
-          "[integration][http][hostile]") {
+          "[integration][http][hostile][fd-limit]") {
   Scratch scratch;
   ChildOptions options = scratch.options();
   options.name = "cohortd_http_fd";
