@@ -29,8 +29,8 @@ class GroupKeeper {
   GroupKeeper(const GroupKeeper&) = delete;
   GroupKeeper& operator=(const GroupKeeper&) = delete;
 
-  /// Starts the keeper (fork and exec; false with errno set when either fails) and starts
-  /// ticking. The keeper kills every group once no tick came for `stale_limit` (at least
+  /// Starts the keeper (posix_spawn of cohort's own binary; false with errno set when it fails)
+  /// and starts ticking. The keeper kills every group once no tick came for `stale_limit` (at least
   /// kMinStaleLimit; the run's heartbeat timeout, after which the daemon has dropped this node
   /// anyway), and goes on watching. Call once, before the first worker.
   bool start(std::chrono::milliseconds stale_limit);

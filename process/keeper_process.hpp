@@ -1,6 +1,6 @@
 // The group keeper's own program: `cohort __keeper <pipe fd> <agent pid> <stale ms> <log level>`,
-// which GroupKeeper::start forks and execs from the agent's own binary, so that nothing of the
-// agent's threads, locks or memory comes with it. It reads the agent's lines from the pipe and
+// which GroupKeeper::start spawns from the agent's own binary (posix_spawn), so that nothing of
+// the agent's threads, locks or memory comes with it. It reads the agent's lines from the pipe and
 // kills what the agent leaves when it dies or stops showing signs of life (group_keeper.hpp).
 // One thread: the process's own.
 #pragma once

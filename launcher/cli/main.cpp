@@ -287,7 +287,8 @@ int dispatch(const CLI::App& app, Commands& commands) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && argv[1] == kKeeperCommand) return run_keeper_process(argc, argv);  // an agent's
+  // The keeper an agent spawned (process/keeper_process.hpp), before any flag is parsed.
+  if (argc >= 2 && argv[1] == kKeeperCommand) return run_keeper_process(argc, argv);
   CLI::App app{"cohort: a fast, elastic launcher for distributed PyTorch and LibTorch training",
                "cohort"};
   Commands commands;
