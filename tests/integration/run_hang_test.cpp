@@ -142,7 +142,7 @@ TEST_CASE("a hang waits for the NCCL flight recorder's dumps, keeps them and nam
 }
 
 TEST_CASE("Ctrl-Z during a hang's wait for the dumps: the pause is not taken from the wait",
-          "[integration][run][hang][signals]") {
+          "[integration][run][hang][signals][timing]") {
   Scratch scratch;
   std::string logs = scratch.file("logs");
   // Each rank writes its dump 2 s after it is asked, the wait is 3 s, and cohort is paused for
