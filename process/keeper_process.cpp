@@ -173,12 +173,16 @@ class Keeper {
 };
 
 // A whole decimal number in [low, high], or nullopt.
-std::optional<long> number_in(const char* text, long low, long high) {
-  char* end = nullptr;
-  errno = 0;
-  long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < low || value > high) return std::nullopt;
+std::optional<int64_t> number_in(const char* text, int64_t low, int64_t high) {
+  std::optional<int64_t> value = parse_int(text);
+  if (!value || *value < low || *value > high) return std::nullopt;
   return value;
+}
+
+int refused_by_hand() {
+  std::cerr << "cohort " << kKeeperCommand
+            << ": the group keeper is started by cohort run's agent, not by hand\n";
+  return kExitUsage;
 }
 
 bool is_pipe(int fd) {
@@ -190,17 +194,15 @@ bool is_pipe(int fd) {
 
 int run_keeper_process(int argc, char** argv) {
   // argv: cohort __keeper <pipe fd> <agent pid> <stale ms> <log level>
-  auto fd = argc == 6 ? number_in(argv[2], 3, 1 << 20) : std::nullopt;
-  auto agent = argc == 6 ? number_in(argv[3], 2, 1 << 30) : std::nullopt;
-  auto stale_ms = argc == 6 ? number_in(argv[4], 1, 1L << 40) : std::nullopt;
-  auto level = argc == 6 ? number_in(argv[5], 0, static_cast<long>(log::Level::Off)) : std::nullopt;
+  if (argc != 6) return refused_by_hand();
+  auto fd = number_in(argv[2], 3, 1 << 20);
+  auto agent = number_in(argv[3], 2, 1 << 30);
+  auto stale_ms = number_in(argv[4], 1, int64_t{1} << 40);
+  auto level = number_in(argv[5], 0, static_cast<int64_t>(log::Level::Off));
   // The agent may be gone already (killed while the keeper started): the pipe still holds what it
   // said, and its end is the agent's death.
-  if (!fd || !agent || !stale_ms || !level || !is_pipe(static_cast<int>(*fd))) {
-    std::cerr << "cohort " << kKeeperCommand
-              << ": the group keeper is started by cohort run's agent, not by hand\n";
-    return kExitUsage;
-  }
+  if (!fd || !agent || !stale_ms || !level || !is_pipe(static_cast<int>(*fd)))
+    return refused_by_hand();
   // Not stopped by a terminal either (its stderr may be one, in the background), nor by what a
   // user sends the job; the agent decides what happens to it.
   for (int signal :
