@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,6 +38,8 @@ constexpr std::chrono::seconds kRemovalPatience{2};
 // How long the keeper's last messages may wait for a console that does not read.
 constexpr std::chrono::seconds kMessagesPatience{1};
 constexpr std::chrono::milliseconds kStarvedRecheck{250};
+// The longest line the agent writes: a directory's path and its one-letter tag.
+constexpr size_t kLongestLine = PATH_MAX + 1;
 
 // The keeper's watch, until the agent is gone. It reads the agent's lines: "+pgid", "-pgid", "t" (a
 // tick), "p" (a pause: no tick is missed until the next one), "c<cgroup directory>",
@@ -81,8 +85,7 @@ class Keeper {
       ssize_t got = ::read(pipe_read_, buffer, sizeof buffer);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;  // the agent is gone
-      pending_.append(buffer, static_cast<size_t>(got));
-      if (take_lines()) {
+      if (take_lines(std::string_view(buffer, static_cast<size_t>(got)))) {
         last_tick = Clock::now();
         at_tick = read_process_vitals(agent_).value_or(ProcessVitals{});
         stale = false;
@@ -101,26 +104,42 @@ class Keeper {
   }
 
  private:
-  // Applies every complete line; true when one was a tick.
-  bool take_lines() {
+  // Applies every line `chunk` completes; true when one was a tick. A line longer than any the
+  // agent writes (a path, at most) is dropped up to its end, so that no writer to the pipe can
+  // grow the keeper without a bound.
+  bool take_lines(std::string_view chunk) {
     bool ticked = false;
-    size_t newline;
-    while ((newline = pending_.find('\n')) != std::string::npos) {
-      std::string line = pending_.substr(0, newline);
-      pending_.erase(0, newline + 1);
-      if (line.empty()) continue;
-      pid_t group = static_cast<pid_t>(std::atol(line.c_str() + 1));
-      if (line[0] == '+' && group > 1) groups_.insert(group);
-      if (line[0] == '-') groups_.erase(group);
-      if (line[0] == 't') ticked = true;
-      paused_ = line[0] == 'p' || (paused_ && line[0] != 't');
-      if (line[0] == 'c') {
-        cgroup_ = line.substr(1);
-        descendants_.clear();  // the cgroups hold them all from now on
+    for (size_t newline; (newline = chunk.find('\n')) != std::string_view::npos;) {
+      if (!dropping_) {
+        pending_.append(chunk.substr(0, newline));
+        ticked = apply(pending_) || ticked;
       }
-      if (line[0] == 'r') leftover_ = line.substr(1);
+      pending_.clear();
+      dropping_ = false;
+      chunk.remove_prefix(newline + 1);
+    }
+    if (!dropping_) pending_.append(chunk);
+    if (pending_.size() > kLongestLine) {
+      log::warn("the keeper dropped a line of more than ", kLongestLine, " bytes from its pipe");
+      pending_.clear();
+      dropping_ = true;
     }
     return ticked;
+  }
+
+  // Applies one of the agent's lines; true when it was a tick.
+  bool apply(const std::string& line) {
+    if (line.empty()) return false;
+    pid_t group = static_cast<pid_t>(std::atol(line.c_str() + 1));
+    if (line[0] == '+' && group > 1) groups_.insert(group);
+    if (line[0] == '-') groups_.erase(group);
+    paused_ = line[0] == 'p' || (paused_ && line[0] != 't');
+    if (line[0] == 'c') {
+      cgroup_ = line.substr(1);
+      descendants_.clear();  // the cgroups hold them all from now on
+    }
+    if (line[0] == 'r') leftover_ = line.substr(1);
+    return line[0] == 't';
   }
 
   // The agent's temporary directory, which it would have removed itself at a clean exit: only a
@@ -164,8 +183,9 @@ class Keeper {
   int pipe_read_;
   pid_t agent_, self_;
   std::chrono::milliseconds stale_limit_;
-  bool paused_ = false;  ///< since a "p" line, until the next tick
-  std::string pending_;
+  bool paused_ = false;    ///< since a "p" line, until the next tick
+  std::string pending_;    ///< the line being read
+  bool dropping_ = false;  ///< until the end of a line too long to keep
   std::set<pid_t> groups_;
   std::string cgroup_;
   std::string leftover_;  ///< removed once the agent is gone (remove_when_orphaned)

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -535,9 +536,8 @@ std::optional<int> reap(pid_t pid, std::chrono::milliseconds timeout) {
   return std::nullopt;
 }
 
-TEST_CASE("a keeper whose agent died before it started kills what the agent told it of",
-          "[integration][run][containment]") {
-  // What an agent killed at once leaves: a worker group it announced, and the pipe's end.
+// A `sleep 30` in a process group of its own, as a worker group the agent announced.
+pid_t start_sleeping_group() {
   pid_t group = ::fork();
   if (group == 0) {
     ::setpgid(0, 0);
@@ -545,20 +545,28 @@ TEST_CASE("a keeper whose agent died before it started kills what the agent told
     ::_exit(127);
   }
   ::setpgid(group, group);
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::string said = "+" + std::to_string(group) + "\nt\n";
-  REQUIRE(::write(fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
-  ::close(fds[1]);
+  return group;
+}
+
+// `cohort __keeper` on the pipe `fds` (its read end becomes the keeper's descriptor 3), for an
+// agent that is already dead; the write end stays with the caller.
+pid_t start_keeper_of_dead_agent(const int fds[2]) {
   std::string agent = std::to_string(dead_pid());
   pid_t keeper = ::fork();
   if (keeper == 0) {
+    ::close(fds[1]);
     ::dup2(fds[0], 3);
     ::execl(kCohortBin, "cohort", "__keeper", "3", agent.c_str(), "3000", "2",
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[0]);
+  return keeper;
+}
+
+// Ends the pipe's write end, then checks that the keeper exits 0 and has SIGKILLed `group`.
+void check_keeper_kills(int write_end, pid_t keeper, pid_t group) {
+  ::close(write_end);
   std::optional<int> keeper_status = reap(keeper, 10s);
   if (!keeper_status) ::kill(keeper, SIGKILL);
   std::optional<int> group_status = reap(group, 10s);
@@ -567,6 +575,55 @@ TEST_CASE("a keeper whose agent died before it started kills what the agent told
   CHECK((WIFEXITED(*keeper_status) && WEXITSTATUS(*keeper_status) == 0));
   REQUIRE(group_status);
   CHECK((WIFSIGNALED(*group_status) && WTERMSIG(*group_status) == SIGKILL));
+}
+
+TEST_CASE("a keeper whose agent died before it started kills what the agent told it of",
+          "[integration][run][containment]") {
+  // What an agent killed at once leaves: a worker group it announced, and the pipe's end.
+  pid_t group = start_sleeping_group();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::string said = "+" + std::to_string(group) + "\nt\n";
+  REQUIRE(::write(fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
+  check_keeper_kills(fds[1], start_keeper_of_dead_agent(fds), group);
+}
+
+// The largest memory the process has held, in KiB (VmHWM); -1 if it is gone.
+long peak_memory_kib(pid_t pid) {
+  std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  size_t at = status.find("VmHWM:");
+  return at == std::string::npos ? -1 : std::atol(status.c_str() + at + 6);
+}
+
+TEST_CASE("a keeper drops a line too long to be the agent's, and reads on",
+          "[integration][run][containment]") {
+  pid_t group = start_sleeping_group();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t keeper = start_keeper_of_dead_agent(fds);
+  // Once it has read its first line (the pipe is empty), what it holds is what it needs to run.
+  REQUIRE(::write(fds[1], "t\n", 2) == 2);
+  REQUIRE(wait_until([&] {
+    int unread = -1;
+    return ::ioctl(fds[1], FIONREAD, &unread) == 0 && unread == 0;
+  }));
+  long before = peak_memory_kib(keeper);
+  // 64 MiB with no end of line, written as fast as the keeper reads (the pipe holds 64 KiB).
+  const std::string junk(1 << 20, 'x');
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  size_t written = 0;
+  while (written < 64 * junk.size() && std::chrono::steady_clock::now() < deadline) {
+    ssize_t wrote = ::write(fds[1], junk.data(), junk.size());
+    if (wrote > 0) written += static_cast<size_t>(wrote);
+  }
+  REQUIRE(written == 64 * junk.size());
+  long after = peak_memory_kib(keeper);
+  CHECK(before > 0);
+  CHECK(after - before < 16 * 1024);  // it kept none of it
+  std::string said =
+      "\n+" + std::to_string(group) + "\nt\n";  // the long line ends; the next counts
+  REQUIRE(::write(fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size()));
+  check_keeper_kills(fds[1], keeper, group);
 }
 
 TEST_CASE("a keeper that stops reading never holds up its agent",
