@@ -229,7 +229,7 @@ size_t Store::queue_length(std::string_view key) const {
 // max_reply_bytes, or the store larger than its quota (wait registrations count: a thousand
 // connections waiting on 131072 long keys each would otherwise hold gigabytes). (MULTI_GET and
 // LIST_KEYS check their replies as they build them.)
-StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) const {
+StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) {
   const auto& keys = request.keys;
   const auto& values = request.values;
   const std::string_view op = op_name(request.op);
@@ -305,9 +305,10 @@ StoreOutcome Store::check_limits(const StoreRequest& request, uint64_t& growth) 
 }
 
 // A reply keeps to max_reply_bytes and, when larger than what a connection may leave unread
-// uncharged, fits in the quota's room (beside the request's `growth`): its session charges it
-// there until the client reads it.
-StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth) const {
+// uncharged, fits in the quota's room (beside the request's `growth`) and is taken from the
+// budget at once (other stores check theirs on other threads): its session charges it in the
+// same critical section (hold_reply), until the client reads it.
+StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth) {
   if (reply_bytes > limits_.max_reply_bytes) {
     return refuse(
         cat(op, " reply of ", reply_bytes, " bytes, past the limit of ", limits_.max_reply_bytes));
@@ -320,10 +321,12 @@ StoreOutcome Store::check_reply(std::string_view op, uint64_t reply_bytes, uint6
                       "its quota of ",
                       limits_.quota_bytes));
   }
-  const ByteBudget* budget = budget_.budget();
-  if (reply_bytes > kStoreUnchargedReplyBytes && budget && growth + reply_bytes > budget->room()) {
+  if (reply_bytes <= kStoreUnchargedReplyBytes || !budget_.budget()) return {};
+  const ByteBudget& budget = *budget_.budget();
+  if (growth + reply_bytes > budget.room() || !budget_.grow(reply_bytes)) {
     return refuse(past_budget(cat(op, " reply of ", reply_bytes, " bytes"), reply_bytes));
   }
+  reply_reserve_ += reply_bytes;
   return {};
 }
 
@@ -332,7 +335,7 @@ StoreOutcome Store::take_from_budget(std::string_view op, uint64_t growth) {
   return refuse(past_budget(op, growth));
 }
 
-void Store::settle_budget() { budget_.resize(used_bytes_ + held_bytes_); }
+void Store::settle_budget() { budget_.resize(used_bytes_ + held_bytes_ + reply_reserve_); }
 
 std::string Store::past_budget(std::string_view what, uint64_t bytes) const {
   return cat(what, " would take the worker stores past their budget of ", budget_.budget()->limit(),
@@ -366,6 +369,13 @@ void Store::hold(uint64_t bytes) {
   settle_budget();
 }
 
+void Store::hold_reply(uint64_t bytes) {
+  if (bytes == 0 && reply_reserve_ == 0) return;
+  held_bytes_ += bytes;
+  reply_reserve_ = 0;
+  settle_budget();
+}
+
 // How many bytes the quota would grow by if `key` held a value of `value_size` bytes (0 if it
 // would shrink or stay).
 uint64_t Store::growth_to(const std::string& key, uint64_t value_size) const {
@@ -393,7 +403,7 @@ StoreOutcome Store::apply_add(StoreRequest& request, std::string& reply) {
   return {};
 }
 
-StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& reply) const {
+StoreOutcome Store::apply_multi_get(const StoreRequest& request, std::string& reply) {
   std::vector<const std::string*> found_values;
   found_values.reserve(request.keys.size());
   uint64_t total = 0;
@@ -482,7 +492,7 @@ void Store::apply_queue_pop(const StoreRequest& request, std::string& reply) {
 
 // In the map's order (the protocol promises none): sorting millions of keys would hold the
 // store's lock for seconds.
-StoreOutcome Store::apply_list_keys(std::string& reply) const {
+StoreOutcome Store::apply_list_keys(std::string& reply) {
   uint64_t total = 8;
   for (const auto& entry : values_) total += 8 + entry.first.size();
   if (StoreOutcome refused = check_reply("LIST_KEYS", total); refused.close_connection) {

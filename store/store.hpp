@@ -59,6 +59,10 @@ class Store {
   /// not (only large replies are held, and they were checked against its room before they were
   /// made; see check_reply).
   void hold(uint64_t bytes);
+  /// After apply, in the same critical section: what the reply just made adds to its connection's
+  /// unread bytes (`bytes`, maybe 0) is held, and the budget that check_reply set aside for the
+  /// reply is let go. No other thread's request can slip between the check and the charge.
+  void hold_reply(uint64_t bytes);
   /// What the connections' requests and replies have charged.
   uint64_t held_bytes() const { return held_bytes_; }
   const StoreLimits& limits() const { return limits_; }
@@ -92,20 +96,20 @@ class Store {
   };
 
   /// Refuses a request past a limit or the quota; sets `growth` to what it may add to the quota.
-  StoreOutcome check_limits(const StoreRequest& request, uint64_t& growth) const;
+  StoreOutcome check_limits(const StoreRequest& request, uint64_t& growth);
   /// Takes `growth` from the budget before a request grows the store (settle_budget squares it).
   StoreOutcome take_from_budget(std::string_view op, uint64_t growth);
   /// Makes what this store has taken from the budget equal what its quota counts now.
   void settle_budget();
   std::string past_budget(std::string_view what, uint64_t bytes) const;
-  StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth = 0) const;
+  StoreOutcome check_reply(std::string_view op, uint64_t reply_bytes, uint64_t growth = 0);
   const std::string& compare_set_answer(const StoreRequest& request) const;
   uint64_t growth_to(const std::string& key, uint64_t value_size) const;
   StoreOutcome apply_add(StoreRequest& request, std::string& reply);
   StoreOutcome apply_barrier(StoreConnectionId connection, StoreRequest& request,
                              std::string& reply);
-  StoreOutcome apply_multi_get(const StoreRequest& request, std::string& reply) const;
-  StoreOutcome apply_list_keys(std::string& reply) const;
+  StoreOutcome apply_multi_get(const StoreRequest& request, std::string& reply);
+  StoreOutcome apply_list_keys(std::string& reply);
   void apply_compare_set(StoreRequest& request, std::string& reply);
   void apply_wait(StoreConnectionId connection, const StoreRequest& request, std::string& reply);
   void apply_queue_pop(const StoreRequest& request, std::string& reply);
@@ -149,6 +153,8 @@ class Store {
   uint64_t used_bytes_ = 0;
   uint64_t held_bytes_ = 0;  ///< charged by requests still arriving and replies not yet read
   BudgetShare budget_;       ///< without a budget only the quota bounds this store
+  /// Budget taken by check_reply for a large reply being made, until hold_reply charges it.
+  uint64_t reply_reserve_ = 0;
 };
 
 /// The counter rule of ADD: C strtoll base 10 (leading blanks, optional sign, trailing junk

@@ -183,7 +183,9 @@ void StoreService::close() {
 
 // Replies are queued under the lock, so each session receives its bytes in the order the store
 // produced them whichever thread produced them; the writes happen after it, on the sessions'
-// own threads (a write error there closes a session, which takes the lock again).
+// own threads (a write error there closes a session, which takes the lock again). The requester's
+// large reply is charged under the lock too, so that the next request, on whichever thread, sees
+// it in the quota (Store::hold_reply).
 void StoreService::dispatch(StoreSession& from, StoreRequest& request) {
   operations_.fetch_add(1, std::memory_order_relaxed);
   StoreOutcome outcome;
@@ -202,6 +204,7 @@ void StoreService::dispatch(StoreSession& from, StoreRequest& request) {
       found->second->queue(reply.bytes);
       woken.push_back(found->second);
     }
+    store_.hold_reply(from.more_to_hold(from.unsent()));  // checked and charged in one go
   }
   for (auto& session : woken) session->write_queued();
   woken.clear();

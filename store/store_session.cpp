@@ -104,13 +104,19 @@ void StoreSession::release_charge() {
 // Unsent replies past kUnchargedUnsentBytes count against the store's quota until they are sent:
 // a client that asks for large values and never reads them would otherwise hold them for as long
 // as it likes, on every connection it opens. Only a reply that Store::check_reply found room for
-// takes a connection there (the session applies nothing past kMaxUnsentBytes), so this charge
-// never takes the store past its quota.
-void StoreSession::hold_unsent(size_t unsent_bytes) {
+// takes a connection there (the session applies nothing past kMaxUnsentBytes), and
+// StoreService::dispatch charges it before the store's lock is let go, so this never takes the
+// store past its quota. Returns the bytes to hold more.
+uint64_t StoreSession::more_to_hold(size_t unsent_bytes) {
   uint64_t due = unsent_bytes > kUnchargedUnsentBytes ? unsent_bytes - kUnchargedUnsentBytes : 0;
-  if (due <= held_) return;
-  service_->hold(due - held_);
+  if (due <= held_) return 0;
+  uint64_t more = due - held_;
   held_ = due;
+  return more;
+}
+
+void StoreSession::hold_unsent(size_t unsent_bytes) {
+  if (uint64_t more = more_to_hold(unsent_bytes); more > 0) service_->hold(more);
 }
 
 void StoreSession::release_sent() {

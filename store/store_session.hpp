@@ -65,6 +65,11 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void close_on_its_thread(std::string reason);
   /// close() for a client's fault (a malformed request, a limit): logs a warning naming the peer.
   void refuse(std::string_view reason);
+  /// Any thread: reply bytes queued or being written, not yet sent.
+  size_t unsent();
+  /// The session's thread: of `unsent_bytes`, what the store has not yet been charged; counted
+  /// as charged from now on (the caller charges it).
+  uint64_t more_to_hold(size_t unsent_bytes);
 
  private:
   void wait_readable();
@@ -93,7 +98,6 @@ class StoreSession : public std::enable_shared_from_this<StoreSession> {
   void release_charge();
   void hold_unsent(size_t unsent_bytes);
   void release_sent();
-  size_t unsent();
 
   std::shared_ptr<StoreService> service_;
   SocketLoop* loop_;  ///< reads and writes go through it: the epoll loop, or ring_

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <set>
@@ -129,6 +130,12 @@ class ServerThread {
     size_t keys = 0;
     server_.read_store([&](const Store& store) { keys = store.num_keys(); });
     return keys;
+  }
+  /// What the quota counts for keys, values and registrations.
+  uint64_t used_bytes() {
+    uint64_t bytes = 0;
+    server_.read_store([&](const Store& store) { bytes = store.used_bytes(); });
+    return bytes;
   }
   /// What requests still arriving have charged against the quota.
   uint64_t held_bytes() {
@@ -1025,6 +1032,52 @@ TEST_CASE("store server: replies left unread count against the quota until sent 
   log.restore();
   INFO(text);
   CHECK(count_lines(text, "GET reply of 8388616 bytes would take the store to") == 1);
+}
+
+TEST_CASE("store server: large replies asked for at once from many connections keep to the quota",
+          "[component][store]") {
+  // With COHORT_TEST_STORE_THREADS > 1 the requests are applied on several threads at once: a
+  // reply checked on one must be charged before the next is checked on another.
+  const std::string value(8 * kMiB, 'v');
+  const uint64_t reply = 8 + value.size();
+  const uint64_t held_each = reply - (kStoreMaxUnsentBytes + kStoreUnchargedReplyBytes);
+  StoreServerOptions options;
+  // Room for two such replies left unread, not three.
+  options.limits.quota_bytes = 2 + value.size() + kStoreEntryOverheadBytes + reply + held_each;
+  ServerThread server(options);
+  REQUIRE_FALSE(server.start());
+  TempDir dir;
+  StderrCapture log(dir.file("stderr"));
+  RawClient writer(server.port());
+  writer.send(request(StoreOp::Set, {"/v"}, {value}));
+  REQUIRE(writer.ask(request(StoreOp::GetNumKeys), 8) == i64(1));
+  const uint64_t room = options.limits.quota_bytes - server.used_bytes();
+  constexpr int kAskers = 12;
+  std::vector<std::unique_ptr<RawClient>> askers;
+  for (int i = 0; i < kAskers; ++i) {
+    askers.push_back(std::make_unique<RawClient>(server.port(), "127.0.0.1", 4096));
+  }
+  REQUIRE(wait_until([&] { return server.connections() == 1 + kAskers; }, 10s));
+  const std::string get_value = request(StoreOp::Get, {"/v"});
+  std::latch go(kAskers);
+  std::vector<std::thread> senders;
+  for (auto& asker : askers) {
+    senders.emplace_back([&, client = asker.get()] {
+      go.arrive_and_wait();
+      client->send(get_value);
+    });
+  }
+  for (auto& sender : senders) sender.join();
+  // Two connections hold their reply, the others were refused.
+  bool settled = wait_until([&] { return server.connections() == 3; }, 10s);
+  uint64_t held = server.held_bytes();
+  std::string text = log.text();
+  log.restore();
+  INFO(text);
+  CHECK(settled);
+  CHECK(held <= room);
+  CHECK(held == 2 * held_each);
+  CHECK(count_lines(text, "GET reply of 8388616 bytes would take the store to") == kAskers - 2);
 }
 
 TEST_CASE("store server: clients that ask for small values and never read stall only themselves",

@@ -24,8 +24,15 @@ struct SharingStore {
     limits.quota_bytes = quota;
     return limits;
   }
-  /// Applies `op` with one key and `values`; true when the store took it (the connection stays).
+  /// Applies `op` with one key and `values`, as StoreService::dispatch does for a client that
+  /// reads its replies at once (nothing left to hold); true when the store took it.
   bool apply(StoreOp op, std::string key, std::vector<std::string> values = {}) {
+    bool taken = apply_only(op, std::move(key), std::move(values));
+    store.hold_reply(0);
+    return taken;
+  }
+  /// The same, up to the moment the reply is made (before its session charges it).
+  bool apply_only(StoreOp op, std::string key, std::vector<std::string> values = {}) {
     StoreRequest request{op, {std::move(key)}, std::move(values), 0};
     replies.clear();
     outcome = store.apply(1, request, replies);
@@ -97,4 +104,31 @@ TEST_CASE("store: bytes held for requests and large replies count against the sh
   CHECK(owner.apply(StoreOp::Get, "/v"));
   other.store.release_held(big - 1000);
   CHECK(budget->used() == owner.store.used_bytes());
+}
+
+TEST_CASE(
+    "store: a large reply is taken from the budget as it is made, before its session holds it",
+    "[unit][store]") {
+  // Stores check the budget on different threads: a reply checked in one store must be in the
+  // budget before another store checks its own.
+  const uint64_t big = 2 * kStoreUnchargedReplyBytes;
+  auto budget = std::make_shared<ByteBudget>(2 * big + 1000);
+  SharingStore owner(8 * big, budget);
+  SharingStore other(8 * big, budget);
+  REQUIRE(owner.set("/v", big));
+  const uint64_t stored = owner.store.used_bytes();
+  REQUIRE(owner.apply_only(StoreOp::Get, "/v"));
+  CHECK(budget->used() == stored + 8 + big);  // the reply, set aside
+  std::string refused = other.store.charge_held(big);
+  CHECK(refused.find("past their budget of") != std::string::npos);
+  // Its session holds what its client has not read (here all but what it may leave uncharged).
+  owner.store.hold_reply(8 + big - kStoreUnchargedReplyBytes);
+  CHECK(budget->used() == stored + 8 + big - kStoreUnchargedReplyBytes);
+  CHECK(owner.store.held_bytes() == 8 + big - kStoreUnchargedReplyBytes);
+  owner.store.release_held(owner.store.held_bytes());  // read
+  CHECK(budget->used() == stored);
+  CHECK(other.store.charge_held(big).empty());
+  // A reply refused leaves nothing set aside.
+  REQUIRE_FALSE(owner.apply(StoreOp::Get, "/v"));
+  CHECK(budget->used() == stored + big);
 }
