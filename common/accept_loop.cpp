@@ -47,7 +47,8 @@ void AcceptLoop::close() {
 void AcceptLoop::accept_next() {
   acceptor_.async_accept(
       [this](const boost::system::error_code& error, boost::asio::ip::tcp::socket socket) {
-        if (closed_ || error == boost::asio::error::operation_aborted) return;
+        if (error == boost::asio::error::operation_aborted || closed_)
+          return;  // aborted first: the loop may be gone
         if (AcceptBackoff::is_shortage(error)) {
           return shortage_.refuse_pending(
               acceptor_,
