@@ -345,7 +345,7 @@ void Agent::arm_signals() {
     if (signal == SIGTSTP && !forwards(config_.extra_signals, SIGTSTP)) {
       pause_until_continued();
     } else {
-      perform(state_.signal(signal));
+      perform(state_.signal(signal, std::chrono::steady_clock::now()));
     }
     arm_signals();
   });
@@ -383,7 +383,7 @@ void Agent::watch_stdin() {
       boost::asio::buffer(*buffer), [this, buffer](const boost::system::error_code& error, size_t) {
         if (error == boost::asio::error::operation_aborted) return;
         if (!error) return watch_stdin();  // the launcher never writes; ignore whatever comes
-        perform(state_.stdin_closed());
+        perform(state_.stdin_closed(std::chrono::steady_clock::now()));
       });
 }
 

@@ -221,7 +221,7 @@ Actions AgentState::group_stopped(const std::vector<WorkerFailure>& after_stop) 
   return exit_now(kExitInternal, {});  // stopped, yet nobody asked: cohort cannot go on
 }
 
-Actions AgentState::signal(int signal) {
+Actions AgentState::signal(int signal, TimePoint now) {
   if (phase_ == Phase::Finished) return {};
   const std::vector<int>& absorbed = settings_.absorbed_signals;
   if (std::find(absorbed.begin(), absorbed.end(), signal) != absorbed.end()) {
@@ -232,6 +232,10 @@ Actions AgentState::signal(int signal) {
     if (workers_alive()) actions.push_back(ForwardSignal{signal});
     return actions;
   }
+  if (stop_signal_ == signal && now - stop_signal_at_ < kRepeatedSignal) {
+    return {
+        Say{Level::Info, signal_name(signal) + " again at once: the same one, delivered twice"}};
+  }
   if (stop_signal_ != 0) {
     Actions actions{
         Say{Level::Warn, "received " + signal_name(signal) + " again: killing the workers now"}};
@@ -239,6 +243,7 @@ Actions AgentState::signal(int signal) {
     return actions;
   }
   stop_signal_ = signal;
+  stop_signal_at_ = now;
   Actions actions{Leave{"stopped by " + signal_name(signal)}};
   if (workers_alive()) {
     actions.push_back(Say{
@@ -248,12 +253,12 @@ Actions AgentState::signal(int signal) {
   return concat(std::move(actions), end(128 + signal, {}, signal));
 }
 
-Actions AgentState::stdin_closed() {
+Actions AgentState::stdin_closed(TimePoint now) {
   if (end_decided()) return {};
   return concat(
       {Say{Level::Warn,
            "the connection to cohort launch is gone (stdin closed): stopping the workers"}},
-      signal(SIGHUP));
+      signal(SIGHUP, now));
 }
 
 bool AgentState::workers_alive() const {

@@ -139,9 +139,13 @@ class AgentState {
   /// `after_stop`: workers that exited with a failing code of their own once told to stop.
   Actions group_stopped(const std::vector<WorkerFailure>& after_stop = {});
 
-  // The outside: signals to cohort, and (under cohort launch) the end of stdin.
-  Actions signal(int signal);
-  Actions stdin_closed();
+  // The outside: signals to cohort, and (under cohort launch) the end of stdin. A second
+  // termination signal kills the workers at once, unless it is the first one again within
+  // kRepeatedSignal (`timeout` and `kill 0` deliver one signal to cohort twice: to it, and to
+  // its process group).
+  static constexpr std::chrono::milliseconds kRepeatedSignal{250};
+  Actions signal(int signal, TimePoint now);
+  Actions stdin_closed(TimePoint now);
 
   Phase phase() const { return phase_; }
   /// The agent ends once its workers are gone (or has ended).
@@ -182,6 +186,7 @@ class AgentState {
   int group_round_ = -1;  ///< the round the workers (running or stopping) were started for
   int restarts_used_ = 0;
   int stop_signal_ = 0;                     ///< the first termination signal, 0 before one
+  TimePoint stop_signal_at_{};              ///< when it came
   std::string sent_summary_;                ///< the failure summary this node last reported
   proto::CarriedOutcome reported_;          ///< what this node last reported, in Reported
   std::optional<TimePoint> last_progress_;  ///< when "waiting for nodes" was last shown

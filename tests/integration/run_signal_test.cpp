@@ -109,6 +109,31 @@ TEST_CASE("SIGTERM and SIGINT to cohort reach every worker, cohort exits 128 + s
   }
 }
 
+TEST_CASE("one SIGTERM delivered twice at once (as timeout does) still lets the workers stop",
+          "[integration][run][signals]") {
+  Scratch scratch;
+  // `timeout 60 cohort run ...` signals cohort, then its own process group, cohort included.
+  // Each worker needs 1 s to save its state once told.
+  auto cohort = scratch.start({"--nproc-per-node", "2", "--no-python", "sh", "-c",
+                               "trap 'sleep 1; touch " + scratch.file("saved_${local_rank}") +
+                                   "; exit 0' TERM; touch " + scratch.file("ready_${local_rank}") +
+                                   "; while :; do sleep 0.05; done"});
+  REQUIRE(all_ready(scratch, 2));
+  cohort->signal(SIGTERM);
+  // The second arrives once the first was taken (had it come before, the kernel would have
+  // merged them): what timeout's kill of its group does when cohort is quick.
+  REQUIRE(wait_until([&] { return contains(cohort->err(), "received SIGTERM"); }));
+  cohort->signal(SIGTERM);
+  auto status = cohort->wait(30s);
+  INFO(cohort->output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 143);
+  CHECK_FALSE(contains(cohort->err(), "killing the workers now"));
+  for (int local_rank = 0; local_rank < 2; ++local_rank)
+    CHECK(file_exists(numbered(scratch, "saved", local_rank)));
+  CHECK(scratch.nothing_left());
+}
+
 TEST_CASE("a worker that ignores SIGTERM is SIGKILLed after --shutdown-timeout",
           "[integration][run][signals]") {
   Scratch scratch;

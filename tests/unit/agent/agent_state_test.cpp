@@ -13,6 +13,8 @@ using Phase = AgentState::Phase;
 
 namespace {
 
+const TimePoint kNoon = TimePoint(std::chrono::hours(12));
+
 std::string name_of(const Action& action) {
   return std::visit(
       [](const auto& typed) -> std::string {
@@ -363,25 +365,25 @@ TEST_CASE("agent: stop while the workers are still draining for a restart", "[un
 
 TEST_CASE("agent: signals before the first round exit at once with 128 + signal", "[unit][agent]") {
   Fixture f;
-  Actions actions = f.state.signal(SIGINT);
+  Actions actions = f.state.signal(SIGINT, kNoon);
   CHECK(names(actions) == Names{"Leave", "Exit"});
   CHECK(find<Leave>(actions)->reason == "stopped by SIGINT");
   CHECK(exit_code(actions) == 130);
   CHECK(f.state.phase() == Phase::Finished);
-  CHECK(f.state.signal(SIGTERM).empty());
+  CHECK(f.state.signal(SIGTERM, kNoon).empty());
 }
 
 TEST_CASE("agent: a signal stops the workers with it, a second one kills them", "[unit][agent]") {
   Fixture f;
   f.run_round();
-  Actions first = f.state.signal(SIGTERM);
+  Actions first = f.state.signal(SIGTERM, kNoon);
   CHECK(names(first) == Names{"Leave", "Say", "StopGroup"});
   CHECK(said(first)[0] ==
         "received SIGTERM: stopping the workers (SIGKILL after 30s, --shutdown-timeout)");
   CHECK(find<StopGroup>(first)->signal == SIGTERM);
   CHECK(f.state.phase() == Phase::Ending);
 
-  Actions second = f.state.signal(SIGINT);
+  Actions second = f.state.signal(SIGINT, kNoon);
   CHECK(names(second) == Names{"Say", "KillGroup"});
   CHECK(said(second)[0] == "received SIGINT again: killing the workers now");
 
@@ -390,13 +392,27 @@ TEST_CASE("agent: a signal stops the workers with it, a second one kills them", 
   CHECK(exit_code(gone) == 128 + SIGTERM);
 }
 
+TEST_CASE("agent: one signal delivered twice at once stops the workers gently all the same",
+          "[unit][agent]") {
+  // `timeout 60 cohort run ...` sends SIGTERM to cohort and then to its own process group.
+  Fixture f;
+  f.run_round();
+  CHECK(names(f.state.signal(SIGTERM, kNoon)) == Names{"Leave", "Say", "StopGroup"});
+  Actions twice = f.state.signal(SIGTERM, kNoon + 249ms);
+  CHECK(names(twice) == Names{"Say"});
+  CHECK(said(twice)[0] == "SIGTERM again at once: the same one, delivered twice");
+  CHECK(f.state.phase() == Phase::Ending);
+  // Later, it is the user's second signal.
+  CHECK(names(f.state.signal(SIGTERM, kNoon + 250ms)) == Names{"Say", "KillGroup"});
+}
+
 TEST_CASE("agent: a signal overrides a decided end and does not stop stopping workers twice",
           "[unit][agent]") {
   Fixture f;
   f.run_round();
   SECTION("while stopping for the run's stop") { f.state.stop(stop_with(7, "SUMMARY")); }
   SECTION("while stopping for a restart") { f.state.restart("node b failed"); }
-  CHECK(names(f.state.signal(SIGHUP)) == Names{"Leave", "Say"});
+  CHECK(names(f.state.signal(SIGHUP, kNoon)) == Names{"Leave", "Say"});
   Actions gone = f.state.group_stopped();
   CHECK(names(gone) == Names{"Exit"});
   CHECK(exit_code(gone) == 128 + SIGHUP);
@@ -405,12 +421,12 @@ TEST_CASE("agent: a signal overrides a decided end and does not stop stopping wo
 TEST_CASE("agent: other signals are forwarded to live workers, absorbed ones only noted",
           "[unit][agent]") {
   Fixture f;
-  CHECK(names(f.state.signal(SIGUSR1)) == Names{"Say"});  // no workers yet
+  CHECK(names(f.state.signal(SIGUSR1, kNoon)) == Names{"Say"});  // no workers yet
   f.run_round();
-  Actions forwarded = f.state.signal(SIGUSR1);
+  Actions forwarded = f.state.signal(SIGUSR1, kNoon);
   CHECK(names(forwarded) == Names{"Say", "ForwardSignal"});
   CHECK(find<ForwardSignal>(forwarded)->signal == SIGUSR1);
-  Actions absorbed = f.state.signal(SIGUSR2);
+  Actions absorbed = f.state.signal(SIGUSR2, kNoon);
   CHECK(names(absorbed) == Names{"Say"});
   CHECK(said(absorbed)[0] == "SIGUSR2: Slurm delivers it to the workers itself");
   CHECK(f.state.phase() == Phase::Running);
@@ -531,10 +547,10 @@ TEST_CASE("agent: a refused token at an endpoint cohort chose says why and what 
 TEST_CASE("agent: the end of stdin under cohort launch stops like SIGHUP", "[unit][agent]") {
   Fixture f(true);
   f.run_round();
-  Actions closed = f.state.stdin_closed();
+  Actions closed = f.state.stdin_closed(kNoon);
   CHECK(names(closed) == Names{"Say", "Leave", "Say", "StopGroup"});
   CHECK(find<StopGroup>(closed)->signal == SIGHUP);
-  CHECK(f.state.stdin_closed().empty());
+  CHECK(f.state.stdin_closed(kNoon).empty());
   CHECK(exit_code(f.state.group_stopped()) == 128 + SIGHUP);
 }
 
@@ -542,7 +558,7 @@ TEST_CASE("agent: the end of stdin after the run's stop is ignored", "[unit][age
   Fixture f(true);
   f.run_round();
   f.state.stop(stop_with(7, "SUMMARY"));
-  CHECK(f.state.stdin_closed().empty());
+  CHECK(f.state.stdin_closed(kNoon).empty());
   CHECK(exit_code(f.state.group_stopped()) == 7);
 }
 
@@ -560,7 +576,7 @@ TEST_CASE("agent: workers that cannot start, or stop unasked, end cohort with 1"
 
 TEST_CASE("agent: nothing happens after the exit", "[unit][agent]") {
   Fixture f;
-  f.state.signal(SIGTERM);
+  f.state.signal(SIGTERM, kNoon);
   REQUIRE(f.state.phase() == Phase::Finished);
   CHECK(f.state.round_assigned(round_number(1)).empty());
   CHECK(f.state.restart("x").empty());
@@ -569,8 +585,8 @@ TEST_CASE("agent: nothing happens after the exit", "[unit][agent]") {
   CHECK(f.state.error(proto::Error{"x", true}).empty());
   CHECK(f.state.connection_lost(ConnectionLoss::CannotReach, "x").empty());
   CHECK(f.state.group_succeeded().empty());
-  CHECK(f.state.signal(SIGINT).empty());
-  CHECK(f.state.stdin_closed().empty());
+  CHECK(f.state.signal(SIGINT, kNoon).empty());
+  CHECK(f.state.stdin_closed(kNoon).empty());
 }
 
 TEST_CASE("agent: waiting for nodes is shown at most once a second", "[unit][agent]") {
