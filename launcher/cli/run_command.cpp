@@ -242,7 +242,10 @@ int run_command(const CLI::App& app, RunOptions& options) {
       std::cerr << "cohort run: " << problem << env_origin(app, problem, machine.env)
                 << slurm_origin(slurm, problem) << "\n";
     }
-    return validated.config.executable.empty() && options.no_python ? kExitNotFound : kExitUsage;
+    // 127 as a shell's, when the program not found is all that is wrong.
+    bool only_not_found =
+        validated.problems.size() == 1 && validated.config.executable.empty() && options.no_python;
+    return only_not_found ? kExitNotFound : kExitUsage;
   }
   if (std::string problem = log_dir_problem(validated.config.log_dir); !problem.empty()) {
     std::cerr << "cohort run: " << problem << "\n";

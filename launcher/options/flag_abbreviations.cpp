@@ -23,7 +23,7 @@ constexpr std::string_view kTorchrunFlags =
     " run-path log-dir redirects tee local-ranks-filter duplicate-stdout-filters"
     " duplicate-stderr-filters node-rank master-addr master-port local-addr logs-specs"
     " numa-binding signals-to-handle shutdown-timeout virtual-local-rank"
-    " log-line-prefix-template ";
+    " log-line-prefix-template help ";
 
 bool is_torchrun_flag(const std::string& dashed) {
   return kTorchrunFlags.find(" " + dashed.substr(2) + " ") != std::string_view::npos;
@@ -80,9 +80,9 @@ std::string ambiguity(const std::string& prefix, const std::vector<const FlagSpe
 }
 
 // A long flag word: rewritten in full when it abbreviates one flag. Sets `takes_value` when the
-// next word is its value.
+// next word is its value, `empty_value` when it is "--name=" (its value the empty string).
 std::string expand_long(const std::string& word, const std::vector<FlagSpec>& flags,
-                        bool& takes_value, std::string& error) {
+                        bool& takes_value, bool& empty_value, std::string& error) {
   size_t equals = word.find('=');
   std::string name = word.substr(0, equals);
   std::vector<const FlagSpec*> found;
@@ -93,6 +93,8 @@ std::string expand_long(const std::string& word, const std::vector<FlagSpec>& fl
   if (found.size() > 1) error = ambiguity(name, found);
   if (found.size() != 1) return word;
   takes_value = found.front()->takes_value && equals == std::string::npos;
+  empty_value = found.front()->takes_value && equals == word.size() - 1;
+  if (empty_value) return completed(name, *found.front());
   return completed(name, *found.front()) + (equals == std::string::npos ? "" : word.substr(equals));
 }
 
@@ -124,11 +126,13 @@ ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
   for (size_t i = 0; i < result.words.size(); ++i) {
     std::string& word = result.words[i];
     if (word == "--" || word.size() < 2 || word[0] != '-') break;
-    bool takes_value = false;
+    bool takes_value = false, empty_value = false;
     word = with_two_dashes(word, flags);
     if (word.rfind("--", 0) == 0) {
-      word = expand_long(word, flags, takes_value, result.error);
+      word = expand_long(word, flags, takes_value, empty_value, result.error);
       if (!result.error.empty()) return result;
+      // CLI11 would take the next word as the value of "--name=", argparse takes "".
+      if (empty_value) result.words.insert(result.words.begin() + static_cast<long>(++i), "");
     } else {
       word = without_short_equals(word, flags);
       takes_value = short_takes_next(word, flags);

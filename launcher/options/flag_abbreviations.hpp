@@ -32,7 +32,9 @@ struct ExpandedWords {
 /// full, and mpirun's one-dash long flags (-np, -ppn, -npernode, -host, -hosts, -hostfile,
 /// -machinefile) with two where the command has them, up to the first word that is not a flag
 /// or a flag's value (the script) or "--". A short flag with its value after "=" ("-r=3", as
-/// argparse reads it) is written "-r3".
+/// argparse reads it) is written "-r3"; a long one with nothing after it ("--rdzv-id=", an
+/// empty variable in a script) is written as two words, the flag and "", so that its value is
+/// empty (argparse's reading), not the next word.
 ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
                                    const std::vector<FlagSpec>& flags);
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <type_traits>
 
 #include "launcher/options/did_you_mean.hpp"
 #include "proto/control_messages.hpp"
@@ -20,15 +21,24 @@ std::string names_of(const std::string& dashed, const std::string& short_name) {
   return short_name.empty() ? names : short_name + "," + names;
 }
 
+// CLI11 reads "" as 0; argparse refuses it, and an empty variable in a script is a mistake.
+const CLI::Validator kNotEmpty(
+    [](const std::string& text) {
+      return text.empty() ? std::string("expected a number, got ''") : "";
+    },
+    "", "not empty");
+
 // A flag with one value. Given twice, the last one wins, as with torchrun's argparse
 // (`--nproc-per-node=2 --nproc-per-node=1` runs one worker).
 template <typename T>
 CLI::Option* flag_option(CLI::App& app, const std::string& dashed, T& value,
                          const std::string& help, const std::string& short_name = "") {
-  return app.add_option(names_of(dashed, short_name), value, help)
-      ->envname(pet_name(dashed))
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
-      ->capture_default_str();
+  CLI::Option* option = app.add_option(names_of(dashed, short_name), value, help)
+                            ->envname(pet_name(dashed))
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->capture_default_str();
+  if constexpr (std::is_arithmetic_v<T>) option->check(kNotEmpty);
+  return option;
 }
 
 template <typename T>

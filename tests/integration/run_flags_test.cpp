@@ -102,6 +102,11 @@ TEST_CASE("a --no-python binary that does not exist exits 127", "[integration][r
     CHECK(contains(result.err, "--no-python"));
     CHECK(contains(result.err, binary));
   }
+  // Beside a usage error it is a usage error (2).
+  RunResult both = scratch.run({"-m", "--no-python", "no_such_binary_for_cohort"});
+  INFO(both.err);
+  CHECK(both.status.shell_code() == 2);
+  CHECK(contains(both.err, "--module: cannot be combined with --no-python"));
 }
 
 TEST_CASE("cohort run --help lists the flags", "[integration][run][flags]") {

@@ -306,6 +306,38 @@ std::vector<Case> cases() {
        0,
        "--numa-binding socket"},
       {"--numa_binding choices", script_args({"--numa_binding=rack"}), {}, 0, "--numa-binding"},
+      // argparse reads "--name=" as an empty value (an unset variable in a script), never as
+      // "take the next word".
+      {"--role= is an empty role",
+       script_args({"--role=", "--standalone"}),
+       {},
+       0,
+       "",
+       [](const ValidatedRun& run) {
+         CHECK(run.config.env.role.empty());
+         CHECK(run.daemon.embed == DaemonPlan::Embed::Yes);
+       }},
+      {"--log_dir= before the script",
+       script_args({"--log_dir=", "--nproc_per_node=2"}),
+       {},
+       0,
+       "",
+       [](const ValidatedRun& run) {
+         CHECK(run.config.nproc == 2);
+         CHECK(run.config.args ==
+               std::vector<std::string>{"-u", kScript, "--touch_file_dir=/tmp/out"});
+       }},
+      {"--rdzv_id= (nodes could never meet: refused, where torchrun makes one up per node)",
+       script_args({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:29400",
+                    "--rdzv_id=", "--nproc_per_node", "2"}),
+       {},
+       0,
+       "--rdzv-id '': the run id is empty"},
+      {"--max_restarts= (argparse: invalid int value: '')",
+       script_args({"--max_restarts="}),
+       {},
+       0,
+       "--max-restarts: expected a number, got ''"},
   };
 }
 
