@@ -67,6 +67,7 @@ Actions AgentState::round_assigned(const proto::RoundAssigned& round) {
   if (end_decided()) return {};
   round_ = round.round;
   restarts_used_ = round.restarts_used;
+  max_restarts_ = round.max_restarts;
   next_round_ = round;
   Actions joined{
       Say{Level::Info, cat("joined round=", round.round, " group_rank=", round.group_rank, " of ",
@@ -168,7 +169,7 @@ Actions AgentState::group_failed(std::vector<WorkerFailure> failures) {
   for (WorkerFailure& failure : failures)
     failure.startup_failure = !failure.after_stop && crash_loop_.startup_failure(failure);
   const WorkerFailure& root = failures[root_cause_index(failures)];
-  std::string final_reason = crash_loop_.judge(root);
+  std::string final_reason = crash_loop_.judge(root, restarts_used_ < max_restarts_);
   sent_summary_ = format_failure_summary(settings_.entrypoint_name, settings_.host_name, failures);
   if (!final_reason.empty()) sent_summary_ += "cohort: not restarting: " + final_reason + "\n";
   phase_ = Phase::Reported;

@@ -185,6 +185,7 @@ class AgentState {
   int round_ = -1;
   int group_round_ = -1;  ///< the round the workers (running or stopping) were started for
   int restarts_used_ = 0;
+  int max_restarts_ = 0;                    ///< the run's --max-restarts, as the last round said
   int stop_signal_ = 0;                     ///< the first termination signal, 0 before one
   TimePoint stop_signal_at_{};              ///< when it came
   std::string sent_summary_;                ///< the failure summary this node last reported

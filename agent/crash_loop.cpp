@@ -25,7 +25,7 @@ std::string CrashLoopRule::missing_torch(const WorkerFailure& root) const {
          "PYTHON_EXEC=/usr/bin/python3), or put its directory first on PATH";
 }
 
-std::string CrashLoopRule::judge(const WorkerFailure& root) {
+std::string CrashLoopRule::judge(const WorkerFailure& root, bool restarts_left) {
   std::string cause = failure_cause(root);
   same_in_a_row_ = cause == last_cause_ ? same_in_a_row_ + 1 : 1;
   last_cause_ = cause;
@@ -33,7 +33,8 @@ std::string CrashLoopRule::judge(const WorkerFailure& root) {
     return "exit code " + std::to_string(root.status.code) + " is final (--no-restart-exit-codes)";
   }
   if (std::string missing = missing_torch(root); !missing.empty()) return missing;
-  if (settings_.max_same_failures > 0 && same_in_a_row_ >= settings_.max_same_failures) {
+  if (restarts_left && settings_.max_same_failures > 0 &&
+      same_in_a_row_ >= settings_.max_same_failures) {
     return "a crash loop: the same failure " + std::to_string(same_in_a_row_) +
            " times in a row (" + cause + ")";
   }

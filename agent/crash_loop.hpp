@@ -29,8 +29,9 @@ class CrashLoopRule {
   explicit CrashLoopRule(CrashLoopSettings settings) : settings_(std::move(settings)) {}
 
   /// The root cause of one failed round of this node: why the run must end now instead of
-  /// restarting, or an empty string.
-  std::string judge(const WorkerFailure& root);
+  /// restarting, or an empty string. `restarts_left`: false when the run ends anyway (its
+  /// restarts are used up), where a crash loop is no reason of its own.
+  std::string judge(const WorkerFailure& root, bool restarts_left = true);
   /// A failure after a stop, which may be the stop's doing: it starts a streak where there is none
   /// and lengthens the same one, but never breaks another.
   void failed_after_stop(const WorkerFailure& failure);

@@ -69,7 +69,7 @@ std::vector<std::string> said(const Actions& actions) {
   return lines;
 }
 
-proto::RoundAssigned round_number(int round, int restarts_used = 0) {
+proto::RoundAssigned round_number(int round, int restarts_used = 0, int max_restarts = 10) {
   proto::RoundAssigned assigned;
   assigned.round = round;
   assigned.group_rank = 1;
@@ -79,6 +79,7 @@ proto::RoundAssigned round_number(int round, int restarts_used = 0) {
   assigned.master_addr = "node0";
   assigned.master_port = 29500;
   assigned.restarts_used = restarts_used;
+  assigned.max_restarts = max_restarts;
   return assigned;
 }
 
@@ -632,5 +633,31 @@ TEST_CASE("agent: a node unhealthy for the join timeout stops its workers gently
     Actions gone = f.state.group_stopped();
     CHECK(said(gone) == std::vector<std::string>{"unhealthy for 600 s"});
     CHECK(exit_code(gone) == kExitRendezvous);
+  }
+}
+
+TEST_CASE("agent: a crash loop is named only while restarts are left", "[unit][agent]") {
+  // --max-same-failures 3 (the default): the third identical failure ends the run.
+  AgentState state(settings(false));
+  state.start();
+  auto fail = [&](int round, int restarts_used, int max_restarts) {
+    state.round_assigned(round_number(round, restarts_used, max_restarts));
+    REQUIRE(state.phase() == Phase::Running);
+    auto report = find<ReportFailure>(state.group_failed(failures_of(3, ExitStatus::exited(7))));
+    REQUIRE(report);
+    return report->report;
+  };
+  SECTION("restarts left: the loop ends the run") {
+    fail(0, 0, 5);
+    fail(1, 1, 5);
+    proto::WorkerFailed third = fail(2, 2, 5);
+    CHECK(third.final_reason == "a crash loop: the same failure 3 times in a row (exit code 7)");
+  }
+  SECTION("the last restart used: the run ends for that, as torchrun's would") {
+    fail(0, 0, 2);
+    fail(1, 1, 2);
+    proto::WorkerFailed third = fail(2, 2, 2);
+    CHECK(third.final_reason.empty());
+    CHECK(third.summary.find("crash loop") == std::string::npos);
   }
 }

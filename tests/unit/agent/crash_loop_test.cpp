@@ -124,6 +124,8 @@ TEST_CASE("the agent reports a crash loop as final, and its summary says so",
   for (int round = 0; round < 2; ++round) {
     proto::RoundAssigned assigned;
     assigned.round = round;
+    assigned.restarts_used = round;
+    assigned.max_restarts = 5;  // restarts left: the loop is the reason the run ends
     state.round_assigned(assigned);
     REQUIRE(state.phase() == agent::AgentState::Phase::Running);
     agent::Actions actions = state.group_failed(failures);
