@@ -736,9 +736,13 @@ void RendezvousDaemon::refresh_waiting_later(Run& run) {
   auto period = std::max(kWaitingRefresh, rdzv::waiting_refresh_interval(run.state->node_count()));
   run.waiting_refresh->start_after(period, [this, &run] {
     run.refresh_armed = false;  // the timer lives in `run`: it cannot fire once the run is gone
+    // Nor may the run go while it runs: a send that closes a session (its outbox full) leaves
+    // the reaping to the next event, as inside apply().
+    ++applying_;
     for (const auto& action : run.state->waiting_status(now())) {
       if (auto* status = std::get_if<rdzv::WaitingStatus>(&action)) send_waiting(run, *status);
     }
+    --applying_;
   });
 }
 
