@@ -29,6 +29,11 @@ LogLayout::LogLayout(std::string base_dir, std::string run_id) : base_dir_(std::
     base_dir_ = pattern;
     temporary_ = true;
   }
+  // Absolute (as torchrun's are): a worker that changes directory still finds its error file.
+  std::error_code no_cwd;
+  fs::path absolute = fs::absolute(base_dir_, no_cwd).lexically_normal();
+  if (!no_cwd && absolute.has_relative_path()) base_dir_ = absolute.string();
+  while (base_dir_.size() > 1 && base_dir_.back() == '/') base_dir_.pop_back();
   // The launcher refuses bad run ids; this keeps any other caller inside base_dir_ too.
   std::string pattern = base_dir_ + "/" + run_id_path_component(run_id) + "_XXXXXX";
   std::error_code error;

@@ -85,8 +85,12 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
     } else if (key == "store_type") {
       if (value != "tcp") bad("tcp (cohort's daemon holds the state; no file store)");
     } else if (key == "close_timeout" || key == "timeout" || key == "read_timeout" ||
-               key == "use_libuv" || key == "rank") {
-      // torchrun's store and static-backend settings: nothing to tune in cohort's daemon.
+               key == "rank") {
+      // torchrun's store and static-backend settings: nothing to tune in cohort's daemon, but
+      // torchrun refuses what is not a whole number, and so a typo shows.
+      if (!parse_int(value)) bad("a whole number");
+    } else if (key == "use_libuv") {
+      if (!bool_value(value)) bad("1, true, t, yes, y, or 0, false, f, no, n");
     } else {  // torchrun passes any key on to its backend, which may read it
       conf.unknown_keys.push_back(key);
     }

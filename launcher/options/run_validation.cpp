@@ -138,7 +138,8 @@ void parse_outputs(const RunOptions& options, const RunEnvironment& machine, Age
   config.output.raw = options.raw_output;
   if (!options.log_line_prefix_template.empty()) {
     config.output.prefix_template = options.log_line_prefix_template;
-  } else if (auto prefix = machine.var("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+  } else if (auto prefix = machine.var("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+             prefix && !prefix->empty()) {  // empty is unset, as for torchrun
     config.output.prefix_template = *prefix;
   }
   config.output.stdout_filters = parse_filter_list(options.duplicate_stdout_filters);
@@ -165,7 +166,7 @@ void check_accepted_flags(const RunOptions& options, ValidatedRun& run) {
   } else if (options.cpu_bind != "none" && !options.numa_binding.empty()) {
     run.problems.push_back("--cpu-bind: not with --numa-binding (which binds near the GPUs)");
   }
-  if (!options.logs_specs.empty()) {
+  if (!options.logs_specs.empty() && options.logs_specs != "default") {  // torchrun's own
     run.warnings.push_back(cat("--logs-specs ", options.logs_specs,
                                ": a torchrun Python plugin; cohort has no plugins and ignores it "
                                "(its own log layout applies)"));

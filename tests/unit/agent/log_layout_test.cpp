@@ -32,6 +32,20 @@ TEST_CASE("each agent's logs get a directory of their own under --log-dir", "[un
   CHECK_FALSE(first.temporary());
 }
 
+TEST_CASE("a relative --log-dir becomes absolute: a worker that changes directory finds its files",
+          "[unit][agent]") {
+  test::TempDir dir;
+  std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  LogLayout layout("./rel/logs/", "job");
+  std::filesystem::current_path(before);
+  std::string base = (std::filesystem::path(dir.path()) / "rel/logs").lexically_normal().string();
+  CHECK(layout.base_dir() == base);
+  CHECK(starts_with(layout.run_dir(), base + "/job_"));
+  REQUIRE(layout.prepare_attempt(0, 1) == "");
+  CHECK(starts_with(layout.error_file(0, 0), base + "/job_"));
+}
+
 TEST_CASE("an attempt number that comes again starts from an empty directory", "[unit][agent]") {
   test::TempDir dir;
   LogLayout logs(dir.path(), "job");

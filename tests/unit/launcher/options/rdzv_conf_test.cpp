@@ -53,6 +53,13 @@ TEST_CASE("bad rdzv-conf entries name the key", "[unit][launcher]") {
         "--rdzv-conf: is_host=maybe: expected 1, true, t, yes, y, or 0, false, f, no, n");
   CHECK(problems[2].find("store_type=file") != std::string::npos);
   CHECK(problems[3].find("'nokey' is not key=value") != std::string::npos);
+  // Keys cohort has no use for are still checked as torchrun checks them: a typo shows.
+  problems.clear();
+  parse_rdzv_conf("read_timeout=abc,close_timeout=5s,timeout=60,use_libuv=maybe", problems);
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0] == "--rdzv-conf: read_timeout=abc: expected a whole number");
+  CHECK(problems[1] == "--rdzv-conf: close_timeout=5s: expected a whole number");
+  CHECK(problems[2].find("use_libuv=maybe: expected 1, true") != std::string::npos);
   problems.clear();
   parse_rdzv_conf("keep_alive_interval=5,heartbeat_timeout=2", problems);
   CHECK(problems.size() == 1);

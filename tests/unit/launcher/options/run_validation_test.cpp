@@ -275,6 +275,15 @@ TEST_CASE("the shutdown timeout comes from the flag or the environment", "[unit]
 TEST_CASE("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE sets the line prefix", "[unit][launcher]") {
   CHECK(validate({"t.py"}, test_machine({{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}}))
             .config.output.prefix_template == "[${rank}]");
+  // Empty is unset, as for torchrun (an unset variable exported in a script): the default stays.
+  CHECK(validate({"t.py"}, test_machine({{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", ""}}))
+            .config.output.prefix_template == validate({"t.py"}).config.output.prefix_template);
+  CHECK_FALSE(validate({"t.py"}).config.output.prefix_template.empty());
+}
+
+TEST_CASE("a --logs-specs of 'default', torchrun's own, warns of nothing", "[unit][launcher]") {
+  CHECK(validate({"--logs-specs", "default", "t.py"}).warnings.empty());
+  CHECK(validate({"--logs-specs", "mine", "t.py"}).warnings.size() == 1);
 }
 
 TEST_CASE("validate_run_flags checks the flags without a rendezvous endpoint or a script",
