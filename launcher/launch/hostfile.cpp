@@ -133,7 +133,13 @@ std::map<std::string, std::vector<int>> check_filters(const std::string& flag,
             cat(flag, ": ", filter.host, " has slots 0-", host->slots - 1, ", not ", slot));
       }
     }
-    by_host[filter.host] = filter.slots;
+    // DeepSpeed reads "a:0@a:1" one way for --include and another for --exclude: a host is named
+    // once, with all its slots, or the user's slot would be dropped without a word.
+    if (!by_host.emplace(filter.host, filter.slots).second) {
+      problems.push_back(cat(flag, ": ", filter.host,
+                             " is named twice: name it once, with all its slots (", filter.host,
+                             ":0,1)"));
+    }
   }
   return by_host;
 }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -353,6 +354,20 @@ RunOptions with_workers_per_host(const CLI::App& app, const LaunchOptions& optio
   return run;
 }
 
+// A number of workers per host beyond the slots --include/--exclude kept there would start
+// workers that see no device (CUDA_VISIBLE_DEVICES lists the kept slots only); DeepSpeed refuses
+// the combination too.
+void check_workers_fit_kept_slots(LaunchPlan& plan) {
+  std::optional<int64_t> per_host = parse_int(plan.nproc_per_node);
+  if (!per_host) return;  // "gpu", "auto", ...: counted on the host, from what it sees
+  for (const HostSlots& host : plan.hosts) {
+    if (host.kept.empty() || *per_host <= host.workers()) continue;
+    plan.problems.push_back(cat("--nproc-per-node ", *per_host, ": ", host.address(), " keeps ",
+                                host.workers(), " slots after --include/--exclude"));
+    return;
+  }
+}
+
 }  // namespace
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
@@ -429,6 +444,7 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   plan.run_flags = forwarded_run_flags(app);
   plan.command = options.run.command;
   if (per_host_given) plan.nproc_per_node = run.nproc_per_node;
+  check_workers_fit_kept_slots(plan);
   plan.log_level = log_level_for(options.run);
   return plan;
 }

@@ -29,11 +29,13 @@ bool is_torchrun_flag(const std::string& dashed) {
   return kTorchrunFlags.find(" " + dashed.substr(2) + " ") != std::string_view::npos;
 }
 
-// "-np" as "--np" when the command has a flag of that long name; else `word` unchanged.
+// "-np" (or "-np=8") as "--np" when the command has a flag of that long name; else `word`
+// unchanged.
 std::string with_two_dashes(const std::string& word, const std::vector<FlagSpec>& flags) {
-  if (!has(kSingleDashFlags, word)) return word;
+  std::string name = word.substr(0, word.find('='));
+  if (!has(kSingleDashFlags, name)) return word;
   for (const FlagSpec& flag : flags) {
-    if (has(flag.long_names, "-" + word)) return "-" + word;
+    if (has(flag.long_names, "-" + name)) return "-" + word;
   }
   return word;
 }
@@ -111,6 +113,21 @@ bool short_takes_next(const std::string& word, const std::vector<FlagSpec>& flag
   return flag && flag->takes_value && word.size() == 2;
 }
 
+// A cluster of short flags that take no value ("-vv"): every letter must be one. Otherwise a
+// one-dash long flag of another tool ("-hostfle", "-report-bindings") would read as -h (help,
+// exit 0) or -r with a strange value.
+std::string cluster_problem(const std::string& word, const std::vector<FlagSpec>& flags) {
+  const FlagSpec* first = short_flag(word, flags);
+  if (word.size() <= 2 || !first || first->takes_value) return {};
+  for (size_t i = 2; i < word.size(); ++i) {
+    const FlagSpec* flag = short_flag(std::string("-") + word[i], flags);
+    if (!flag || flag->takes_value) {
+      return "unknown flag '" + word + "' (a long flag takes two dashes)";
+    }
+  }
+  return {};
+}
+
 // "-r=3" as argparse reads it: "-r3" for a short flag that takes a value; else `word` unchanged.
 std::string without_short_equals(const std::string& word, const std::vector<FlagSpec>& flags) {
   if (word.size() < 4 || word[2] != '=') return word;
@@ -134,6 +151,8 @@ ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
       // CLI11 would take the next word as the value of "--name=", argparse takes "".
       if (empty_value) result.words.insert(result.words.begin() + static_cast<long>(++i), "");
     } else {
+      result.error = cluster_problem(word, flags);
+      if (!result.error.empty()) return result;
       word = without_short_equals(word, flags);
       takes_value = short_takes_next(word, flags);
     }

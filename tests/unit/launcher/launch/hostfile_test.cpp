@@ -108,6 +108,11 @@ TEST_CASE("flag --include/--exclude errors name the flag", "[unit][hostfile]") {
         std::vector<std::string>{"--include: 'x' is not a slot number in 'a:x'"});
   CHECK(problems("@", "") ==
         std::vector<std::string>{"--include: expected host[:slot,slot]@host..., got '@'"});
+  // A host named twice would keep one of its entries only: refused.
+  CHECK(problems("", "c:0@c:1") ==
+        std::vector<std::string>{
+            "--exclude: c is named twice: name it once, with all its slots (c:0,1)"});
+  CHECK(problems("a@a:1", "").size() == 1);
 }
 
 TEST_CASE("filters name hosts without their user@", "[unit][hostfile]") {

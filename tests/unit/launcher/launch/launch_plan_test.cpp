@@ -280,6 +280,12 @@ TEST_CASE("launch plan: mpirun's -np fills the hosts' slots in order, -N sets ea
                     "-np: it sets how many hosts take part; leave out --nnodes"));
   CHECK(has_problem(plan({"-N", "2", "--nproc-per-node", "2", "-H", "a", "x.py"}).plan,
                     "-N, --npernode: --nproc-per-node by another name"));
+  // More workers than the slots --include kept: two would see no device.
+  CHECK(has_problem(plan({"-H", "a:4", "--include", "a:0,1", "-N", "4", "x.py"}).plan,
+                    "--nproc-per-node 4: a keeps 2 slots after --include/--exclude"));
+  CHECK(plan({"-H", "a:4", "--include", "a:0,1", "-N", "2", "x.py"}).plan.problems.empty());
+  CHECK(plan({"-H", "a:4", "--include", "a:0,1", "--nproc-per-node", "gpu", "x.py"})
+            .plan.problems.empty());
 }
 
 TEST_CASE("launch plan: a run flag given twice is the last one and only it is forwarded",

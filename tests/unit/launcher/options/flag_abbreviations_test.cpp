@@ -109,6 +109,20 @@ TEST_CASE("each of torchrun's 32 flags (--help too) is a flag of cohort run, mar
   CHECK(marked == 32);  // a misspelt name in the list would mark one fewer
 }
 
+TEST_CASE("a one-dash word is a cluster of short flags only if every letter is one",
+          "[unit][launcher]") {
+  // Read as -h and more letters, "-hostfle" printed the help and exited 0.
+  CHECK(expand_launch({"-hostfle", "hf", "t.py"}).error ==
+        "unknown flag '-hostfle' (a long flag takes two dashes)");
+  CHECK(expand({"-hx", "t.py"}).error == "unknown flag '-hx' (a long flag takes two dashes)");
+  CHECK(expand({"-vv", "t.py"}).error.empty());
+  CHECK(expand({"-h"}).error.empty());
+  CHECK(expand({"-r3", "t.py"}).error.empty());  // a short flag and its value
+  // mpirun's one-dash long flags with their value after '='.
+  CHECK(expand_launch({"-np=4", "-host=a,b", "t.py"}).words ==
+        Words{"--np=4", "--host=a,b", "t.py"});
+}
+
 TEST_CASE("mpirun's one-dash long flags get two where the command has them", "[unit][launcher]") {
   CHECK(expand_launch({"-np", "8", "-hostfile", "hf", "-ppn", "4", "t.py", "-np", "1"}).words ==
         Words{"--np", "8", "--hostfile", "hf", "--ppn", "4", "t.py", "-np", "1"});
