@@ -4,6 +4,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent.hpp"
@@ -209,11 +210,19 @@ TokenResult run_token(const RunOptions& options, const TokenResult& launched,
 }
 
 // Under cohort launch: says on stdout that this agent started, then waits for the launch to
-// write the run's token (once every host said so).
+// write the run's token (once every host said so) and the secrets line, whose variables it sets in
+// its own environment (the workers inherit it), as `env` would have.
 TokenResult launched_token(const RunOptions& options) {
   write_all(STDOUT_FILENO, ready_line(options.own_version));
-  if (options.token_wait_ms == 0) return read_token_line(STDIN_FILENO);
-  return read_token_line(STDIN_FILENO, std::chrono::milliseconds(options.token_wait_ms));
+  TokenResult token =
+      options.token_wait_ms == 0
+          ? read_token_line(STDIN_FILENO)
+          : read_token_line(STDIN_FILENO, std::chrono::milliseconds(options.token_wait_ms));
+  if (!token.error.empty()) return token;
+  SecretsResult secrets = read_secrets_line(STDIN_FILENO);  // written with the token line
+  if (!secrets.error.empty()) return {{}, secrets.error};
+  for (const auto& [name, value] : secrets.variables) ::setenv(name.c_str(), value.c_str(), 1);
+  return token;
 }
 
 }  // namespace

@@ -197,7 +197,7 @@ bool Launch::start_host(size_t index, std::chrono::milliseconds launched_ago) {
     return false;
   }
   // The agent's first line: the token, on no command line. A fresh pipe takes it at once.
-  if (started_) write_all(started.stdin_fd, token_line(plan_.token));
+  if (started_) write_all(started.stdin_fd, handshake_lines());
   return true;
 }
 
@@ -276,8 +276,12 @@ void Launch::start_when_ready() {
   hosts_started_ = clock_.now();
   for (auto& remote : hosts_) {
     remote->child.release_held_output();
-    write_all(remote->stdin_fd, token_line(plan_.token));
+    write_all(remote->stdin_fd, handshake_lines());
   }
+}
+
+std::string Launch::handshake_lines() const {
+  return token_line(plan_.token) + secrets_line(secret_env(plan_));
 }
 
 bool Launch::any_unreachable() const {

@@ -64,6 +64,8 @@ class Launch {
   void on_start_ended(Remote& remote);
   std::string start_problem(const Remote& remote) const;
   void start_when_ready();
+  /// What each agent reads on stdin first: the token line and the secrets line.
+  std::string handshake_lines() const;
   bool any_unreachable() const;
   void abort_start(int exit_code);
   void rejoin_later(size_t index);

@@ -122,6 +122,11 @@ void keep_token_off_command_lines(LaunchPlan& plan) {
         "-x, --env-file: COHORT_TOKEN would show on every host's command line; cohort launch "
         "sends the token over ssh itself (set COHORT_TOKEN or --token-file here only)");
   }
+  if (size_t bytes = secrets_line(secret_env(plan)).size(); bytes > kMaxSecretsLineBytes) {
+    plan.problems.push_back(cat("-x, --env-file: the forwarded secrets (", bytes,
+                                " bytes in hex) go over ssh's stdin, which takes at most ",
+                                kMaxSecretsLineBytes, " bytes"));
+  }
 }
 
 // How many times a flag was turned on: "--raw-output" once, "-vv" twice; "--raw-output=false"
@@ -449,6 +454,14 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   return plan;
 }
 
+SecretVariables secret_env(const LaunchPlan& plan) {
+  SecretVariables secrets;
+  for (const auto& [name, value] : plan.env) {
+    if (secret_variable_name(name)) secrets.emplace_back(name, value);
+  }
+  return secrets;
+}
+
 std::chrono::seconds ready_limit(const LaunchPlan& plan) {
   return std::chrono::seconds(plan.ssh.connect_timeout_seconds + 10);
 }
@@ -467,7 +480,9 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
   std::string devices = visible_devices(host);
   if (!devices.empty()) env["CUDA_VISIBLE_DEVICES"] = devices;
   env.emplace("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[" + address + ":${rank}]:");
-  command.env.assign(env.begin(), env.end());
+  for (const auto& [name, value] : env) {
+    if (!secret_variable_name(name)) command.env.emplace_back(name, value);  // the rest: stdin
+  }
   std::string nproc =
       plan.nproc_per_node.empty() ? std::to_string(host.workers()) : plan.nproc_per_node;
   command.argv = {plan.remote_cohort,

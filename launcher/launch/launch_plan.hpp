@@ -16,6 +16,7 @@
 #include "launcher/launch/ssh_command.hpp"
 #include "launcher/options/cli_fwd.hpp"
 #include "launcher/options/run_options.hpp"
+#include "launcher/tokens/launch_token.hpp"
 #include "rendezvous/daemon_options.hpp"
 
 namespace cohort {
@@ -99,9 +100,14 @@ std::chrono::seconds ready_limit(const LaunchPlan& plan);
 std::chrono::milliseconds token_wait(const LaunchPlan& plan);
 
 /// The line host `index` runs, given the rendezvous endpoint "host:port" the agents connect to;
-/// `launched_ago` (a lost host started again): how long ago the launch started the job.
+/// `launched_ago` (a lost host started again): how long ago the launch started the job. Its
+/// environment leaves out the forwarded variables whose names say they are secret.
 RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint,
                              std::chrono::milliseconds launched_ago = {});
+
+/// The forwarded variables whose names say they are secret (secret_variable_name): they follow
+/// the token over each host's stdin instead (secrets_line).
+SecretVariables secret_env(const LaunchPlan& plan);
 
 /// The launch's exit code from each host's (ssh's) exit code, in the order they ended: the first
 /// that is neither 0 nor 255 (the run's root cause: every agent exits with it), else 0 if any

@@ -3,9 +3,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "common/fd_wait.hpp"
 #include "common/text.hpp"
@@ -19,6 +22,7 @@ constexpr std::string_view kNone = "none";
 /// "token " + a 4096-byte token in hex + the newline.
 constexpr size_t kMaxLineBytes = kPrefix.size() + 2 * kMaxTokenBytes + 1;
 constexpr std::string_view kSource = "--under-launch: ";
+constexpr std::string_view kSecretsPrefix = "env";
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -52,6 +56,38 @@ std::optional<std::string> from_hex(std::string_view hex) {
 
 TokenResult failed(const std::string& why) { return {{}, cat(kSource, why)}; }
 
+// One line of `fd` (a byte at a time, nothing past its newline) within `limit`, at most
+// `max_bytes`; or why not (`which`: "token line", "secrets line"), naming --under-launch.
+std::pair<std::string, std::string> read_line(int fd, std::chrono::milliseconds limit,
+                                              size_t max_bytes, std::string_view which) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string line;
+  while (line.size() < max_bytes) {
+    FdWait waited = wait_for_fd(fd, POLLIN, deadline);
+    if (waited == FdWait::TimedOut) {
+      return {{},
+              cat(kSource, "no ", which, " on stdin within ", limit.count(),
+                  " ms (this flag is cohort launch's own)")};
+    }
+    char byte = 0;
+    ssize_t got = waited == FdWait::Failed ? -1 : ::read(fd, &byte, 1);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0)
+      return {{}, cat(kSource, "cannot read the ", which, " on stdin: ", std::strerror(errno))};
+    if (got == 0)
+      return {{}, cat(kSource, "stdin ended before the ", which, " (cohort launch writes it)")};
+    if (byte == '\n') return {line, {}};
+    line.push_back(byte);
+  }
+  return {{}, cat(kSource, "the ", which, " on stdin is longer than ", max_bytes, " bytes")};
+}
+
+bool valid_variable_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
 }  // namespace
 
 TokenResult launch_token(const std::string& token_file,
@@ -83,23 +119,52 @@ TokenResult parse_token_line(std::string_view line) {
 }
 
 TokenResult read_token_line(int fd, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  std::string line;
-  while (line.size() < kMaxLineBytes) {
-    FdWait waited = wait_for_fd(fd, POLLIN, deadline);
-    if (waited == FdWait::TimedOut) {
-      return failed(cat("no token line on stdin within ", limit.count(),
-                        " ms (this flag is cohort launch's own)"));
-    }
-    char byte = 0;
-    ssize_t got = waited == FdWait::Failed ? -1 : ::read(fd, &byte, 1);
-    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (got < 0) return failed(cat("cannot read the token line on stdin: ", std::strerror(errno)));
-    if (got == 0) return failed("stdin ended before the token line (cohort launch writes it)");
-    if (byte == '\n') return parse_token_line(line);
-    line.push_back(byte);
+  auto [line, error] = read_line(fd, limit, kMaxLineBytes, "token line");
+  if (!error.empty()) return {{}, error};
+  return parse_token_line(line);
+}
+
+bool secret_variable_name(std::string_view name) {
+  std::string upper(name);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (std::string_view word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL"}) {
+    if (upper.find(word) != std::string::npos) return true;
   }
-  return failed(cat("the first line on stdin is longer than ", kMaxLineBytes, " bytes"));
+  return false;
+}
+
+std::string secrets_line(const SecretVariables& secrets) {
+  std::string line(kSecretsPrefix);
+  for (const auto& [name, value] : secrets) line += cat(" ", name, "=", to_hex(value));
+  return line + "\n";
+}
+
+SecretsResult parse_secrets_line(std::string_view line) {
+  std::vector<std::string> words = split(std::string(line), ' ');
+  if (words.empty() || words[0] != kSecretsPrefix) {
+    return {{},
+            cat(kSource,
+                "the second line on stdin is not 'env NAME=HEX ...' (cohort launch "
+                "writes it)")};
+  }
+  SecretsResult result;
+  for (size_t i = 1; i < words.size(); ++i) {
+    size_t equals = words[i].find('=');
+    std::string name = words[i].substr(0, equals);
+    std::optional<std::string> value =
+        equals == std::string::npos ? std::nullopt : from_hex(words[i].substr(equals + 1));
+    if (!valid_variable_name(name) || !value) {
+      return {{}, cat(kSource, "the secrets line on stdin has a word that is not NAME=HEX")};
+    }
+    result.variables.emplace_back(std::move(name), std::move(*value));
+  }
+  return result;
+}
+
+SecretsResult read_secrets_line(int fd, std::chrono::milliseconds limit) {
+  auto [line, error] = read_line(fd, limit, kMaxSecretsLineBytes, "secrets line");
+  if (!error.empty()) return {{}, error};
+  return parse_secrets_line(line);
 }
 
 }  // namespace cohort

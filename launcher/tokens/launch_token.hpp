@@ -1,15 +1,19 @@
 // The handshake of `cohort launch` with each host's `cohort run --under-launch`, over the one
 // ssh session (or srun step) that carries the agent: the agent first says on stdout that it
 // started ("cohort-ready <its --version>\n"), then waits for the run's token as the first line of
-// its stdin ("token <hex>\n"), which the launch writes once every host said it is ready. The
+// its stdin ("token <hex>\n"), which the launch writes once every host said it is ready, followed
+// by the forwarded variables whose names say they hold secrets ("env NAME=<hex> ...\n"). The
 // token is the user's (--token-file, COHORT_TOKEN) or a fresh random one, never on a command line
-// or in an environment. Main thread, at start.
+// or in an environment; the secrets are never on a command line either (`ps` on any host would
+// show them). Main thread, at start.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "launcher/tokens/token_source.hpp"
 
@@ -41,5 +45,30 @@ TokenResult parse_token_line(std::string_view line);
 /// the end of stdin can still be watched later) within `limit`, and parses it. Errors name
 /// --under-launch and say what did not come.
 TokenResult read_token_line(int fd, std::chrono::milliseconds limit = kTokenLineTimeout);
+
+/// Forwarded variables that travel over stdin: name, value.
+using SecretVariables = std::vector<std::pair<std::string, std::string>>;
+
+/// The longest secrets line, its newline included: it must fit in a pipe's buffer with the token
+/// line (the launch writes both at once, before the host reads them).
+constexpr size_t kMaxSecretsLineBytes = 32 * 1024;
+
+/// A variable name that says it holds a secret: it contains TOKEN, SECRET, PASSWORD, PASSWD, KEY
+/// or CREDENTIAL, in any case (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY).
+bool secret_variable_name(std::string_view name);
+
+/// The line after the token line: "env", then " NAME=<value in hex>" for each of `secrets`.
+std::string secrets_line(const SecretVariables& secrets);
+
+struct SecretsResult {
+  SecretVariables variables;
+  std::string error;  ///< non-empty: the line is not one secrets_line writes, or did not come
+};
+
+/// The variables of one line as secrets_line writes it (without its newline).
+SecretsResult parse_secrets_line(std::string_view line);
+
+/// Reads the line after the token line, as read_token_line reads that one.
+SecretsResult read_secrets_line(int fd, std::chrono::milliseconds limit = kTokenLineTimeout);
 
 }  // namespace cohort

@@ -1060,7 +1060,7 @@ TEST_CASE("launch: processes killed at random inside a running launch end it cle
 
 namespace cohort::test {
 
-TEST_CASE("launch: the run is guarded by a token that travels over ssh's stdin only",
+TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin only",
           "[integration][launch][auth]") {
   require_ssh();
   Scratch scratch;
@@ -1074,12 +1074,24 @@ TEST_CASE("launch: the run is guarded by a token that travels over ssh's stdin o
     ::chmod(token_file.c_str(), 0600);
     token_flags = {"--token-file", token_file};
   }
-  ChildProcess launcher(launch_argv(hosts, with(with({"-H", host_list(hosts, 1)}, token_flags),
-                                                with(dump_env_worker(), {"--hang"}))),
-                        scratch.options(launch_env()));
+  // Forwarded secrets (HF_TOKEN by default, WANDB_API_KEY by -x) follow the token over stdin.
+  auto env = launch_env();
+  const std::string wandb = "wandb-" + std::to_string(::getpid()) + "-secret";
+  const std::string hf = "hf-" + std::to_string(::getpid()) + "-secret";
+  env["WANDB_API_KEY"] = wandb;
+  env["HF_TOKEN"] = hf;
+  ChildProcess launcher(
+      launch_argv(hosts, with(with({"-H", host_list(hosts, 1), "-x", "WANDB_API_KEY"}, token_flags),
+                              with(dump_env_worker(), {"--hang"}))),
+      scratch.options(env));
   INFO(launcher.output());
   REQUIRE(
       wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
+  for (int rank = 0; rank < 2; ++rank) {
+    EnvDump dump = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
+    CHECK(env_value(dump, "WANDB_API_KEY") == wandb);
+    CHECK(env_value(dump, "HF_TOKEN") == hf);
+  }
   std::string endpoint = launched_endpoint(scratch, hosts.address(0));
 
   RunResult refused = status_without_token(scratch, endpoint);
@@ -1096,6 +1108,8 @@ TEST_CASE("launch: the run is guarded by a token that travels over ssh's stdin o
   CHECK_FALSE(contains(command_lines, "COHORT_TOKEN"));
   CHECK_FALSE(has_hex_run(command_lines, 32));
   CHECK_FALSE(contains(environments, "COHORT_TOKEN"));
+  CHECK_FALSE(contains(command_lines, wandb));
+  CHECK_FALSE(contains(command_lines, hf));
   if (!token_flags.empty()) {
     CHECK_FALSE(contains(command_lines + environments, user_token));
     proto::StatusReply status = daemon_status(endpoint, token_file);

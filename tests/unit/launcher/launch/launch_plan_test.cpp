@@ -204,6 +204,21 @@ TEST_CASE("launch plan: the token stays off every command line", "[unit][launch_
   }
 }
 
+TEST_CASE("launch plan: forwarded secrets stay off the command lines, for the stdin line",
+          "[unit][launch_plan]") {
+  // HF_TOKEN comes by default (the HF_ prefix), WANDB_API_KEY by -x, as the README shows.
+  LaunchPlan p = plan({"-H", "a", "-x", "WANDB_API_KEY", "-x", "NCCL_IB_HCA=mlx5", "x.py"},
+                      {{"HF_TOKEN", "hf_secret"}, {"WANDB_API_KEY", "wandb_secret"}})
+                     .plan;
+  REQUIRE(p.problems.empty());
+  RemoteCommand command = remote_command(p, 0, "login:4242");
+  std::string line = remote_shell_line(command);
+  CHECK(line.find("secret") == std::string::npos);
+  CHECK(line.find("NCCL_IB_HCA=mlx5") != std::string::npos);
+  CHECK(secret_env(p) ==
+        SecretVariables{{"HF_TOKEN", "hf_secret"}, {"WANDB_API_KEY", "wandb_secret"}});
+}
+
 TEST_CASE("launch exit code: the root cause, else success, else every host was lost",
           "[unit][launch_plan]") {
   CHECK(launch_exit_code({0, 0, 0}) == 0);

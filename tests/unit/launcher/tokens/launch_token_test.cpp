@@ -132,7 +132,7 @@ TEST_CASE("reading the token line waits for it, and says when it does not come",
   SECTION("a line without end") {
     pipe.write(std::string(9000, 'a'));
     CHECK(read_token_line(pipe.read_end(), 1s).error ==
-          "--under-launch: the first line on stdin is longer than 8199 bytes");
+          "--under-launch: the token line on stdin is longer than 8199 bytes");
   }
   SECTION("not a token line") {
     pipe.write("hello\n");
@@ -144,4 +144,57 @@ TEST_CASE("reading the token line waits for it, and says when it does not come",
 TEST_CASE("a launched agent's ready line names its version", "[unit][auth]") {
   CHECK(ready_line("cohort 0.1.0 (commit abc)") == "cohort-ready cohort 0.1.0 (commit abc)\n");
   CHECK(ready_line("v").rfind(kReadyPrefix, 0) == 0);
+}
+
+TEST_CASE("variables whose names say they hold secrets are told apart", "[unit][launcher][auth]") {
+  for (const char* name :
+       {"HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "DB_PASSWORD",
+        "my_passwd", "GOOGLE_APPLICATION_CREDENTIALS", "hf_token"}) {
+    INFO(name);
+    CHECK(secret_variable_name(name));
+  }
+  for (const char* name :
+       {"NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "HF_HOME", "PET_NNODES",
+        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "OMP_NUM_THREADS"}) {
+    INFO(name);
+    CHECK_FALSE(secret_variable_name(name));
+  }
+}
+
+TEST_CASE("a secrets line carries any value in hex and reads back the same",
+          "[unit][launcher][auth]") {
+  SecretVariables secrets{{"HF_TOKEN", "hf_abc"}, {"ODD_KEY", "a b=c\nd \xff"}, {"EMPTY_KEY", ""}};
+  std::string line = secrets_line(secrets);
+  CHECK(line.rfind("env HF_TOKEN=68665f616263 ", 0) == 0);
+  CHECK(line.find('\n') == line.size() - 1);
+  SecretsResult parsed = parse_secrets_line(without_newline(line));
+  CHECK(parsed.error.empty());
+  CHECK(parsed.variables == secrets);
+  CHECK(secrets_line({}) == "env\n");
+  CHECK(parse_secrets_line("env").variables.empty());
+  CHECK(parse_secrets_line("env").error.empty());
+  // What cohort launch never writes is refused, naming the flag.
+  CHECK(parse_secrets_line("token 00").error.find("--under-launch: the second line on stdin") == 0);
+  for (const char* bad : {"env A", "env A=0g", "env 1A=00", "env A-B=00", "env =00", "env A=123"}) {
+    INFO(bad);
+    CHECK(parse_secrets_line(bad).error ==
+          "--under-launch: the secrets line on stdin has a word that is not NAME=HEX");
+  }
+}
+
+TEST_CASE("the secrets line is read after the token line, and the rest of stdin is left",
+          "[unit][launcher][auth]") {
+  TestPipe pipe;
+  std::string token(20, 'k');
+  pipe.write(token_line(token) + secrets_line({{"WANDB_API_KEY", "w"}}) + "more");
+  CHECK(read_token_line(pipe.read_end(), 1s).token == token);
+  SecretsResult secrets = read_secrets_line(pipe.read_end(), 1s);
+  CHECK(secrets.error.empty());
+  CHECK(secrets.variables == SecretVariables{{"WANDB_API_KEY", "w"}});
+  char rest[8] = {};
+  CHECK(::read(pipe.read_end(), rest, sizeof rest) == 4);
+  CHECK(std::string(rest) == "more");
+  pipe.close_write();
+  CHECK(read_secrets_line(pipe.read_end(), 1s).error ==
+        "--under-launch: stdin ended before the secrets line (cohort launch writes it)");
 }
