@@ -145,6 +145,12 @@ std::string_view trim(std::string_view text) {
   return text.substr(begin, end - begin + 1);
 }
 
+bool is_variable_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
 std::optional<int64_t> parse_int(std::string_view text) {
   int64_t value = 0;
   const char* first = text.data();

@@ -31,6 +31,8 @@ std::optional<std::vector<std::string>> split_shell_words(std::string_view text,
 /// The parts with `separator` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 std::string_view trim(std::string_view text);
+/// A name a shell can export: letters, digits and '_', not starting with a digit.
+bool is_variable_name(std::string_view name);
 /// Whole-string base-10 integer; nullopt on junk, sign where unsigned, or overflow.
 std::optional<int64_t> parse_int(std::string_view text);
 std::optional<double> parse_double(std::string_view text);

@@ -1,19 +1,9 @@
 #include "launcher/launch/forwarded_env.hpp"
 
-#include <cctype>
-
 #include "common/text.hpp"
 
 namespace cohort {
 namespace {
-
-bool valid_name(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  }
-  return true;
-}
 
 // "NAME=value" lines; '#' starts a comment line; an optional "export " in front is allowed; a
 // value in matching single or double quotes loses them.
@@ -26,7 +16,7 @@ void read_env_file(const std::string& text, const std::string& origin, Forwarded
     if (line.rfind("export ", 0) == 0) line = trim(line.substr(7));
     size_t equals = line.find('=');
     std::string_view name = line.substr(0, equals);
-    if (equals == std::string_view::npos || !valid_name(name)) {
+    if (equals == std::string_view::npos || !is_variable_name(name)) {
       env.problems.push_back(
           cat(origin, ":", line_number, ": expected NAME=value, got '", std::string(line), "'"));
       continue;
@@ -45,7 +35,7 @@ void apply_exports(const EnvVars& local, const std::vector<std::string>& exports
   for (const std::string& item : exports) {
     size_t equals = item.find('=');
     std::string name = item.substr(0, equals);
-    if (!valid_name(name)) {
+    if (!is_variable_name(name)) {
       env.problems.push_back(cat("-x: expected NAME or NAME=value, got '", item, "'"));
       continue;
     }

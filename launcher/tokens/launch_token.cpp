@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -82,12 +81,6 @@ std::pair<std::string, std::string> read_line(int fd, std::chrono::milliseconds 
   return {{}, cat(kSource, "the ", which, " on stdin is longer than ", max_bytes, " bytes")};
 }
 
-bool valid_variable_name(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
-}
-
 }  // namespace
 
 TokenResult launch_token(const std::string& token_file,
@@ -153,7 +146,7 @@ SecretsResult parse_secrets_line(std::string_view line) {
     std::string name = words[i].substr(0, equals);
     std::optional<std::string> value =
         equals == std::string::npos ? std::nullopt : from_hex(words[i].substr(equals + 1));
-    if (!valid_variable_name(name) || !value) {
+    if (!is_variable_name(name) || !value) {
       return {{}, cat(kSource, "the secrets line on stdin has a word that is not NAME=HEX")};
     }
     result.variables.emplace_back(std::move(name), std::move(*value));

@@ -217,6 +217,10 @@ TEST_CASE("launch plan: forwarded secrets stay off the command lines, for the st
   CHECK(line.find("NCCL_IB_HCA=mlx5") != std::string::npos);
   CHECK(secret_env(p) ==
         SecretVariables{{"HF_TOKEN", "hf_secret"}, {"WANDB_API_KEY", "wandb_secret"}});
+  // More than fits in the stdin line: refused before anything starts.
+  CHECK(has_problem(plan({"-H", "a", "x.py"}, {{"HF_TOKEN", std::string(20000, 's')}}).plan,
+                    "-x, --env-file: the forwarded secrets (40014 bytes in hex) go over ssh's "
+                    "stdin, which takes at most 32768 bytes"));
 }
 
 TEST_CASE("launch exit code: the root cause, else success, else every host was lost",

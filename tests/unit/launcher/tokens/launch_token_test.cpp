@@ -198,3 +198,21 @@ TEST_CASE("the secrets line is read after the token line, and the rest of stdin 
   CHECK(read_secrets_line(pipe.read_end(), 1s).error ==
         "--under-launch: stdin ended before the secrets line (cohort launch writes it)");
 }
+
+TEST_CASE("a secrets line past its bound, or one that never ends, is refused in time",
+          "[unit][launcher][auth]") {
+  TestPipe pipe;
+  SECTION("longer than the bound") {
+    pipe.write("env A=" + std::string(kMaxSecretsLineBytes, '0'));
+    CHECK(read_secrets_line(pipe.read_end(), 1s).error ==
+          "--under-launch: the secrets line on stdin is longer than 32768 bytes");
+  }
+  SECTION("a trickle without a newline: the deadline is not moved by what comes") {
+    pipe.write("env A=00");
+    auto start = std::chrono::steady_clock::now();
+    CHECK(read_secrets_line(pipe.read_end(), 200ms).error ==
+          "--under-launch: no secrets line on stdin within 200 ms (this flag is cohort launch's "
+          "own)");
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+  }
+}
