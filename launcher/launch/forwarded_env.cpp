@@ -5,28 +5,50 @@
 namespace cohort {
 namespace {
 
-// "NAME=value" lines; '#' starts a comment line; an optional "export " in front is allowed; a
-// value in matching single or double quotes loses them.
+// The value after "NAME=", as a shell would read a plain or quoted word: matching quotes are
+// dropped, a '#' after a space (or after the closing quote) starts a comment. Nothing inside is
+// expanded or unescaped. Returns a problem, or empty with `value` set.
+std::string env_file_value(std::string_view text, std::string& value) {
+  if (!text.empty() && (text.front() == '"' || text.front() == '\'')) {
+    size_t close = text.find(text.front(), 1);
+    if (close == std::string_view::npos) return cat("no closing ", text.front());
+    std::string_view rest = trim(text.substr(close + 1));
+    if (!rest.empty() && rest.front() != '#')
+      return cat("'", std::string(rest), "' after the closing ", text.front());
+    value = std::string(text.substr(1, close - 1));
+    return {};
+  }
+  size_t comment = text.find('#');
+  while (comment != std::string_view::npos && comment > 0 && text[comment - 1] != ' ' &&
+         text[comment - 1] != '\t') {
+    comment = text.find('#', comment + 1);  // "a#b" is a value, as in a shell
+  }
+  value = std::string(trim(text.substr(0, comment)));
+  return {};
+}
+
+// "NAME=value" lines; '#' starts a comment; an optional "export" in front is allowed.
 void read_env_file(const std::string& text, const std::string& origin, ForwardedEnv& env) {
   int line_number = 0;
   for (const std::string& raw : split(text, '\n')) {
     ++line_number;
     std::string_view line = trim(raw);
     if (line.empty() || line.front() == '#') continue;
-    if (line.rfind("export ", 0) == 0) line = trim(line.substr(7));
+    if (line.rfind("export", 0) == 0 && line.size() > 6 && (line[6] == ' ' || line[6] == '\t'))
+      line = trim(line.substr(7));
     size_t equals = line.find('=');
     std::string_view name = line.substr(0, equals);
+    std::string where = cat(origin, ":", line_number, ": ");
     if (equals == std::string_view::npos || !is_variable_name(name)) {
-      env.problems.push_back(
-          cat(origin, ":", line_number, ": expected NAME=value, got '", std::string(line), "'"));
+      env.problems.push_back(cat(where, "expected NAME=value, got '", std::string(line), "'"));
       continue;
     }
-    std::string_view value = line.substr(equals + 1);
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
+    std::string value;
+    if (std::string problem = env_file_value(line.substr(equals + 1), value); !problem.empty()) {
+      env.problems.push_back(cat(where, std::string(name), ": ", problem));
+      continue;
     }
-    env.vars[std::string(name)] = std::string(value);
+    env.vars[std::string(name)] = value;
   }
 }
 

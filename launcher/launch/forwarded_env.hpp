@@ -1,6 +1,7 @@
 // The environment `cohort launch` sends to every host: the variables users expect to travel
 // (NCCL_*, GLOO_*, CUDA_* but CUDA_VISIBLE_DEVICES, PYTHON*, TORCH_*, OMP_*, MKL_*, UCX_*, FI_*,
-// HF_*), then an env file (.cohort_env: NAME=value lines), then -x NAME / -x NAME=value, each
+// HF_*), then an env file (.cohort_env: NAME=value lines, quotes and "# comments" read as a
+// shell reads them, nothing expanded), then -x NAME / -x NAME=value, each
 // later source winning. Pure; any thread.
 #pragma once
 

@@ -13,6 +13,7 @@ namespace cohort {
 namespace {
 
 constexpr int kMaxSlots = 4096;
+constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";  // an editor's, on Windows
 
 // A host as ssh takes it: a host name or an address literal (common/host_port), perhaps with one
 // "user@" in front; so never a leading '-' (ssh would read it as an option).
@@ -39,7 +40,18 @@ std::optional<int> parse_slots(std::string_view text) {
 }
 
 // "node1:4" -> "node1" and "4"; a name without a colon, or an IPv6 address (several), has none.
+// An address in brackets may have slots: "[fe80::1]:4", "user@[fe80::1]" (the brackets dropped).
 std::pair<std::string, std::optional<std::string>> name_and_slots(const std::string& entry) {
+  size_t open = entry.find('[');
+  if (open != std::string::npos && (open == 0 || entry[open - 1] == '@')) {
+    size_t close = entry.find(']', open);
+    if (close == std::string::npos) return {entry, std::nullopt};  // not a host name
+    std::string name = entry.substr(0, open) + entry.substr(open + 1, close - open - 1);
+    std::string rest = entry.substr(close + 1);
+    if (rest.empty()) return {name, std::nullopt};
+    if (rest[0] != ':') return {entry, std::nullopt};
+    return {name, rest.substr(1)};
+  }
   size_t colon = entry.rfind(':');
   if (colon == std::string::npos || entry.find(':') != colon) return {entry, std::nullopt};
   return {entry.substr(0, colon), entry.substr(colon + 1)};
@@ -52,28 +64,50 @@ bool add_host(HostSelection& selection, std::map<std::string, size_t>& seen, Hos
   return true;
 }
 
-// One hostfile line's fields after the host name: "slots=4", "max_slots=8".
+// One hostfile line's fields after the host name: "slots=4", "max_slots=8". As in Open MPI, a
+// line with max_slots alone has that many slots, and slots above max_slots are refused.
 void parse_fields(const std::vector<std::string>& fields, HostSlots& host, const std::string& where,
                   std::vector<std::string>& problems) {
+  std::optional<int> max_slots;
   for (size_t i = 1; i < fields.size(); ++i) {
     const std::string& field = fields[i];
     size_t equals = field.find('=');
     std::string key = field.substr(0, equals);
     std::string value = equals == std::string::npos ? "" : field.substr(equals + 1);
-    if (key == "slots" && host.slots_given) {
-      problems.push_back(cat(where, ": slots given twice"));
-    } else if (key == "slots") {
-      auto slots = parse_slots(value);
-      if (!slots) {
-        problems.push_back(cat(where, ": slots must be 1-", kMaxSlots, ", got '", value, "'"));
-        continue;
-      }
+    bool is_max = key == "max_slots" || key == "max-slots";
+    if (key != "slots" && !is_max) {
+      problems.push_back(cat(where, ": unknown field '", field, "' (expected slots=N)"));
+    } else if (key == "slots" ? host.slots_given : max_slots.has_value()) {
+      problems.push_back(cat(where, ": ", key, " given twice"));
+    } else if (auto slots = parse_slots(value); !slots) {
+      problems.push_back(cat(where, ": ", key, " must be 1-", kMaxSlots, ", got '", value, "'"));
+    } else if (is_max) {
+      max_slots = *slots;
+    } else {
       host.slots = *slots;
       host.slots_given = true;
-    } else if (key != "max_slots" && key != "max-slots") {
-      problems.push_back(cat(where, ": unknown field '", field, "' (expected slots=N)"));
     }
   }
+  if (!max_slots) return;
+  if (!host.slots_given) {
+    host.slots = *max_slots;
+    host.slots_given = true;
+  } else if (host.slots > *max_slots) {
+    problems.push_back(cat(where, ": slots=", host.slots, " is more than max_slots=", *max_slots));
+  }
+}
+
+// A hostfile line as Open MPI's reader takes it: "slots = 4" is "slots=4".
+std::string without_spaces_around_equals(std::string_view line) {
+  std::string joined;
+  for (size_t i = 0; i < line.size(); ++i) {
+    size_t next = line.find_first_not_of(" \t", i);
+    bool before_equals = next != std::string_view::npos && line[next] == '=';
+    bool after_equals = !joined.empty() && joined.back() == '=';
+    if (next != i && (before_equals || after_equals)) continue;  // a space beside an '='
+    joined += line[i];
+  }
+  return joined;
 }
 
 struct HostFilter {
@@ -86,14 +120,14 @@ std::vector<HostFilter> parse_filter(const std::string& flag, const std::string&
                                      std::vector<std::string>& problems) {
   std::vector<HostFilter> filters;
   for (const std::string& item : split(text, '@')) {
-    size_t colon = item.find(':');
-    HostFilter filter{std::string(trim(item.substr(0, colon))), {}};
+    auto [host, slots] = name_and_slots(std::string(trim(item)));  // "[fe80::1]:0" too
+    HostFilter filter{host, {}};
     if (filter.host.empty()) {
       problems.push_back(cat(flag, ": expected host[:slot,slot]@host..., got '", text, "'"));
       return {};
     }
-    if (colon != std::string::npos) {
-      for (const std::string& slot : split(item.substr(colon + 1), ',')) {
+    if (slots) {
+      for (const std::string& slot : split(*slots, ',')) {
         auto number = parse_int(trim(slot));
         if (!number || *number < 0 || *number >= kMaxSlots) {
           problems.push_back(cat(flag, ": '", slot, "' is not a slot number in '", item, "'"));
@@ -124,7 +158,11 @@ std::map<std::string, std::vector<int>> check_filters(const std::string& flag,
     auto host = std::find_if(selection.hosts.begin(), selection.hosts.end(),
                              [&](const HostSlots& h) { return h.address() == filter.host; });
     if (host == selection.hosts.end()) {
-      problems.push_back(cat(flag, ": '", filter.host, "' is not one of the hosts"));
+      bool user = std::any_of(selection.hosts.begin(), selection.hosts.end(), [&](auto& h) {
+        return h.name.rfind(filter.host + "@", 0) == 0;  // "alice@a:1" split at its '@'
+      });
+      problems.push_back(cat(flag, ": '", filter.host, "' is not one of the hosts",
+                             user ? " (name hosts without their user@)" : ""));
       continue;
     }
     for (int slot : filter.slots) {
@@ -151,11 +189,13 @@ HostSelection parse_hostfile(const std::string& text, const std::string& origin)
   std::map<std::string, size_t> seen;
   std::map<std::string, int> first_line;
   int line_number = 0;
-  for (const std::string& raw : split(text, '\n')) {
+  std::string_view body = text;
+  if (body.rfind(kUtf8ByteOrderMark, 0) == 0) body.remove_prefix(kUtf8ByteOrderMark.size());
+  for (const std::string& raw : split(body, '\n')) {
     ++line_number;
     std::string_view line = raw;
     line = line.substr(0, line.find('#'));
-    std::vector<std::string> fields = split_words(line);
+    std::vector<std::string> fields = split_words(without_spaces_around_equals(line));
     if (fields.empty()) continue;
     std::string where = cat(origin, ":", line_number);
     auto [name, slots] = name_and_slots(fields[0]);  // MPICH's "node1:4"
@@ -196,11 +236,19 @@ HostSelection parse_host_list(const std::string& text) {
       host.slots_given = true;
     }
     if (!valid_host_name(host.name)) {
-      selection.problems.push_back(cat("-H: '", host.name, "' is not a host name"));
+      bool path = host.name.find('/') != std::string::npos;
+      selection.problems.push_back(cat("-H: '", host.name, "' is not a host name",
+                                       path ? " (a hostfile is given with --hostfile)" : ""));
       continue;
     }
-    if (!add_host(selection, seen, host))
-      selection.problems.push_back(cat("-H: host '", host.name, "' is listed twice"));
+    if (auto first = seen.find(host.address()); first != seen.end()) {
+      int slots = selection.hosts[first->second].slots + host.slots;
+      selection.problems.push_back(cat("-H: host '", host.name,
+                                       "' is listed twice (give its slots once: ", host.name, ":",
+                                       slots, ")"));
+      continue;
+    }
+    add_host(selection, seen, host);
   }
   return selection;
 }
@@ -259,6 +307,10 @@ void filter_hosts(HostSelection& selection, const std::string& include,
   }
   if (kept_hosts.empty()) selection.problems.push_back(cat(flag, ": leaves no host"));
   selection.hosts = std::move(kept_hosts);
+}
+
+bool is_loopback_host(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
 std::string visible_devices(const HostSlots& host) {

@@ -27,10 +27,12 @@ struct HostSelection {
 };
 
 /// A hostfile's text; `origin` names it in problems ("hosts.txt:3: ..."). Duplicate hosts,
-/// unknown fields and bad slot counts are problems. "max_slots=" is accepted and ignored.
+/// unknown fields and bad slot counts are problems. "max_slots=N" alone gives N slots (Open
+/// MPI); with slots= it only bounds them. "slots = 4" is "slots=4"; a UTF-8 BOM is skipped.
 HostSelection parse_hostfile(const std::string& text, const std::string& origin);
 
-/// "-H node1:4,node2" (slots 1 when not given).
+/// "-H node1:4,node2,[fe80::1]:2" (slots 1 when not given; an IPv6 address with slots goes in
+/// brackets, as it may in a hostfile and in --include/--exclude).
 HostSelection parse_host_list(const std::string& text);
 
 /// Hosts and their slot counts from a scheduler's allocation, in order, each name checked as a
@@ -43,6 +45,10 @@ HostSelection counted_hosts(const std::vector<std::pair<std::string, int>>& host
 /// DeepSpeed's form "host[:slot,slot]@host2". Unknown hosts, slots out of range and a host left
 /// without slots are problems. Giving both flags is a problem.
 void filter_hosts(HostSelection& selection, const std::string& include, const std::string& exclude);
+
+/// Whether `address` (a host's name without "user@") is this machine to itself only:
+/// localhost, 127.x.y.z or ::1.
+bool is_loopback_host(const std::string& address);
 
 /// "0,2,3": the CUDA_VISIBLE_DEVICES of a filtered host; empty when it kept all its slots.
 std::string visible_devices(const HostSlots& host);

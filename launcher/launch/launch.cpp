@@ -242,7 +242,11 @@ std::string Launch::start_problem(const Remote& remote) const {
                " s (no answer, or a cohort other than this version that never says it is)");
   }
   if (code == kSshFailed && !srun()) {
-    return cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")");
+    bool this_machine = is_loopback_host(plan_.hosts[remote.index].address());
+    return cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")",
+               this_machine ? "; cohort launch reaches every host over ssh, this "
+                              "machine too: for it alone, cohort run --standalone"
+                            : "");
   }
   bool cohorts_own = why.rfind("cohort run: ", 0) == 0;  // else the shell's, or env's
   if ((code == 127 || code == 126) && !cohorts_own) {

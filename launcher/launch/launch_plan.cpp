@@ -1,5 +1,7 @@
 #include "launcher/launch/launch_plan.hpp"
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
@@ -58,18 +60,67 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return text.str();
 }
 
+bool is_loopback(const HostSlots& host) { return is_loopback_host(host.address()); }
+
+bool all_local(const std::vector<HostSlots>& hosts) {
+  return std::all_of(hosts.begin(), hosts.end(), is_loopback);
+}
+
+// With worker rank 0's store (--worker-store rank0, or TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 as
+// it reaches the hosts), MASTER_ADDR is rank 0's host as the launch names it: a loopback name
+// (localhost, 127.0.0.1) among other hosts would point their workers at themselves.
+void check_loopback_mix(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
+  auto loopback = std::find_if(plan.hosts.begin(), plan.hosts.end(), is_loopback);
+  if (loopback == plan.hosts.end() || all_local(plan.hosts)) return;
+  auto share = plan.env.find("TORCH_DISABLE_SHARE_RDZV_TCP_STORE");
+  bool env_rank0 = share != plan.env.end() && share->second == "1";
+  if (given(app, "--worker-store") ? run.worker_store != "rank0" : !env_rank0) return;
+  plan.problems.push_back(cat(plan.hosts_source, ": ", loopback->address(),
+                              " is this machine to itself only, and with worker rank 0's store "
+                              "the other hosts' workers would take it for themselves; name it "
+                              "by a name or address they reach"));
+}
+
+// What -H and --hostfile were given, when that cannot name the hosts: empty (a shell variable
+// unset), given twice, or (DeepSpeed's -H) the name of a hostfile here. Else empty.
+std::string host_flags_problem(const CLI::App& app, const LaunchOptions& options,
+                               const LaunchContext& context) {
+  if (given(app, "--hosts") && trim(options.host_list).empty())
+    return "-H: empty; give the hosts (-H node1:4,node2:4), or leave -H out for the job's hosts";
+  if (given(app, "--hostfile") && options.hostfile.empty())
+    return "--hostfile: empty; name the file, or leave --hostfile out for the job's hosts";
+  if (app.get_option("--hostfile")->count() > 1)
+    return "--hostfile: given twice; give one hostfile";
+  if (!options.hostfile.empty() && !options.host_list.empty())
+    return "-H, --hostfile: give the hosts with one of them, not both";
+  const std::string& list = options.host_list;
+  if (list.empty() || list.find_first_of(",:\n") != std::string::npos) return {};
+  std::string path = list.front() == '/' ? list : context.working_dir + "/" + list;
+  struct stat file {};
+  if (::stat(path.c_str(), &file) == 0 && S_ISREG(file.st_mode)) {
+    return cat("-H: '", list,
+               "' is a file here: a hostfile is given with --hostfile (DeepSpeed's "
+               "-H); a host of that name is written ",
+               list, ":1");
+  }
+  return {};
+}
+
 // -H, --hostfile, else the batch allocation cohort launch runs in; the plan's hosts_source says
 // which.
-HostSelection select_hosts(const LaunchOptions& options, const LaunchContext& context,
-                           LaunchPlan& plan) {
+HostSelection select_hosts(const CLI::App& app, const LaunchOptions& options,
+                           const LaunchContext& context, LaunchPlan& plan) {
   std::string& source = plan.hosts_source;
   HostSelection selection;
-  if (!options.host_list.empty() && !options.hostfile.empty()) {
-    selection.problems.push_back("-H, --hostfile: give the hosts with one of them, not both");
+  if (std::string problem = host_flags_problem(app, options, context); !problem.empty()) {
+    selection.problems.push_back(problem);
     return selection;
   }
   if (!options.host_list.empty()) {
-    selection = parse_host_list(options.host_list);
+    // Given more than once, as Open MPI takes it: one list ("-H a -H b" is "-H a,b").
+    std::string list = options.host_list;
+    std::replace(list.begin(), list.end(), '\n', ',');
+    selection = parse_host_list(list);
     source = "-H";
   } else if (!options.hostfile.empty()) {
     auto text = read_whole_file(options.hostfile);
@@ -269,14 +320,6 @@ void plan_nodes(const CLI::App& app, const RunOptions& run, LaunchPlan& plan) {
   }
 }
 
-bool all_local(const std::vector<HostSlots>& hosts) {
-  for (const HostSlots& host : hosts) {
-    std::string name = host.address();
-    if (name != "localhost" && name.rfind("127.", 0) != 0 && name != "::1") return false;
-  }
-  return true;
-}
-
 void plan_rendezvous(const CLI::App& app, const LaunchOptions& options,
                      const LaunchContext& context, LaunchPlan& plan) {
   const RunOptions& run = options.run;
@@ -377,10 +420,13 @@ void check_workers_fit_kept_slots(LaunchPlan& plan) {
 
 void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("-H,--hosts,--host", o.host_list,
-                 "Hosts and their slots: node1:4,node2:4 (default, with no --hostfile: the hosts "
-                 "of the Slurm, PBS or LSF job this runs in)");
+                 "Hosts and their slots: node1:4,node2:4,[fe80::1]:4; given twice, one list "
+                 "(default, with no --hostfile: the hosts of the Slurm, PBS or LSF job this runs "
+                 "in)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join);
   app.add_option("--hostfile,--machinefile,-f", o.hostfile,
-                 "MPI/DeepSpeed hostfile: 'node1 slots=4' (or MPICH's 'node1:4') per line");
+                 "MPI/DeepSpeed hostfile: 'node1 slots=4' (or MPICH's 'node1:4') per line")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join);
   app.add_option("-n,--np", o.total_workers,
                  "Workers in all, as mpirun's -np: the hosts' slots are filled in order")
       ->check(whole_number_within(1, 1 << 24, "a number of workers"));
@@ -392,47 +438,54 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("-x", o.exports, "Forward NAME (its value here) or set NAME=value on every host")
       ->take_all()
       ->allow_extra_args(false);
-  app.add_option("--env-file", o.env_file,
+  app.add_option("--env-file,--env_file", o.env_file,
                  "NAME=value lines set on every host (default: ./.cohort_env, else ~/.cohort_env)");
-  app.add_option("--ssh-port", o.ssh_port, "ssh port of every host")
+  app.add_option("--ssh-port,--ssh_port", o.ssh_port, "ssh port of every host")
       ->check(whole_number_within(1, 65535, "a port"));
-  app.add_option("--ssh-option", o.ssh_options,
+  app.add_option("--ssh-option,--ssh_option", o.ssh_options,
                  "An ssh -o option, e.g. IdentityFile=~/.ssh/k; wins over the launch's "
                  "own (ServerAliveInterval=5 ...)")
       ->allow_extra_args(false);
-  app.add_option("--connect-timeout", o.connect_timeout, "Seconds ssh waits for a host")
+  app.add_option("--connect-timeout,--connect_timeout", o.connect_timeout,
+                 "Seconds ssh waits for a host")
       ->check(whole_number_within(1, 3600, "seconds"))
       ->capture_default_str();
-  app.add_option("--host-retries", o.host_retries,
+  app.add_option("--host-retries,--host_retries", o.host_retries,
                  "Times a lost host (ssh gone) is started again while the run goes on without "
                  "it, 1 s, 2 s, 4 s ... (at most 30 s) after each loss; 0: never. Counted "
                  "afresh once the host ran 10 minutes")
       ->check(whole_number_within(0, 1000, "a number of retries"))
       ->capture_default_str();
-  app.add_option("--remote-cohort", o.remote_cohort,
+  app.add_option("--remote-cohort,--remote_cohort", o.remote_cohort,
                  "Path of cohort on the hosts (default: this cohort's own path)");
   app.add_option("--launcher", o.launcher,
                  "How the hosts are started: ssh, or srun (job steps; the default inside a Slurm "
                  "job, for its own hosts)");
-  app.add_option("--launcher-args", o.launcher_args,
+  app.add_option("--launcher-args,--launcher_args", o.launcher_args,
                  "More words for srun's command line, split as a shell splits them (quotes and "
                  "backslashes; nothing expanded), e.g. '--gres=gpu:8 --comment=\"two words\"'");
-  app.add_option("--rdzv-host", o.rdzv_host,
+  app.add_option("--rdzv-host,--rdzv_host", o.rdzv_host,
                  "Address the hosts use to reach this machine's rendezvous daemon (default: "
                  "127.0.0.1 when every host is local, else this host's name)");
   add_run_flags(app, o.run);
+  app.footer(
+      "SCRIPT and everything after it are the training script and its arguments, as cohort run "
+      "takes\nthem. Every flag has both spellings (--ssh-port, --ssh_port) and may be shortened "
+      "to an\nunambiguous prefix (--ssh-p); cohort run's flags also read PET_<NAME> "
+      "(PET_MAX_RESTARTS) as\ntheir default.");
 }
 
 LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
                        const LaunchContext& context) {
   LaunchPlan plan;
-  HostSelection selection = select_hosts(options, context, plan);
+  HostSelection selection = select_hosts(app, options, context, plan);
   plan.hosts = std::move(selection.hosts);
   plan.problems = std::move(selection.problems);
   RunOptions run = with_workers_per_host(app, options, plan);
   bool per_host_given = given(app, "--nproc-per-node") || given(app, "--npernode");
   apply_total_workers(app, options, per_host_given ? run.nproc_per_node : "", plan);
   forward_environment(options, context, plan);
+  check_loopback_mix(app, run, plan);
   keep_token_off_command_lines(plan);
   reject_single_node_flags(app, run, plan);
   check_run_flags(run, context, plan);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "launcher/options/foreign_flags.hpp"
+
 namespace cohort {
 namespace {
 
@@ -12,8 +14,8 @@ bool has(const std::vector<std::string>& names, const std::string& name) {
 }
 
 // mpirun's and mpiexec's long flags written with one dash ("-np 8", "-hostfile hf").
-const std::vector<std::string> kSingleDashFlags = {"-np",    "-ppn",      "-npernode",   "-host",
-                                                   "-hosts", "-hostfile", "-machinefile"};
+const std::vector<std::string> kSingleDashFlags = {
+    "-np", "-ppn", "-npernode", "-host", "-hosts", "-hostfile", "-machinefile", "-report-bindings"};
 
 // torchrun's flags (2.x up to current main), each between spaces: a command torchrun accepts
 // means the same to cohort, whatever flags cohort adds.
@@ -145,6 +147,10 @@ ExpandedWords expand_abbreviations(const std::vector<std::string>& words,
     if (word == "--" || word.size() < 2 || word[0] != '-') break;
     bool takes_value = false, empty_value = false;
     word = with_two_dashes(word, flags);
+    if (std::string hint = foreign_flag_hint(word.substr(0, word.find('='))); !hint.empty()) {
+      result.error = "unknown flag '" + word + "' (" + hint + ")";  // "-mca" is no cluster
+      return result;
+    }
     if (word.rfind("--", 0) == 0) {
       word = expand_long(word, flags, takes_value, empty_value, result.error);
       if (!result.error.empty()) return result;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "launcher/options/did_you_mean.hpp"
+#include "launcher/options/foreign_flags.hpp"
 #include "proto/control_messages.hpp"
 
 namespace cohort {
@@ -270,9 +271,10 @@ std::string take_command(const std::vector<std::string>& remaining, RunOptions& 
   if (command.front().size() > 1 && command.front()[0] == '-' && remaining.front() != "--") {
     std::string flag = command.front().substr(0, command.front().find('='));
     std::string close = closest_name(flag, flags);
-    return "unknown flag '" + command.front() + "'" +
-           (close.empty() ? "" : " (did you mean " + close + "?)") + " (see cohort " +
-           command_name + " --help)";
+    std::string hint = foreign_flag_hint(flag);
+    if (hint.empty() && !close.empty()) hint = "did you mean " + close + "?";
+    return "unknown flag '" + command.front() + "'" + (hint.empty() ? "" : " (" + hint + ")") +
+           " (see cohort " + command_name + " --help)";
   }
   options.command = std::move(command);
   return {};

@@ -78,6 +78,13 @@ std::string python_executable(const RunEnvironment& machine) {
   return found.empty() ? python : found;
 }
 
+// "python", "python3", "/usr/bin/python3.11": a python interpreter by its name.
+bool is_python_name(const std::string& path) {
+  std::string name = path.substr(path.rfind('/') + 1);
+  return name.rfind("python", 0) == 0 &&
+         name.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
 void build_command(const RunOptions& options, const RunEnvironment& machine, AgentConfig& config,
                    Problems& problems) {
   const std::string& target = options.command.front();
@@ -97,8 +104,12 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   // may run python in a container, where other files are.
   std::string python = machine.var("PYTHON_EXEC").value_or("python3");
   bool plain_python = python.substr(python.rfind('/') + 1).rfind("python", 0) == 0;
-  if (plain_python && !options.module && !target.empty() && target[0] != '-' &&
-      !machine.path_exists(target)) {
+  if (plain_python && !options.module && is_python_name(target)) {
+    // horovodrun's and mpirun's habit ("... python train.py"): python would read itself.
+    problems.push_back(cat("the training script is '", target,
+                           "': cohort starts the script with python itself, so drop it"));
+  } else if (plain_python && !options.module && !target.empty() && target[0] != '-' &&
+             !machine.path_exists(target)) {
     problems.push_back(cat("the training script '", target,
                            "' does not exist here (give -m for a module, --no-python for a "
                            "program)"));

@@ -381,6 +381,10 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
     CHECK(contains(result.err,
                    "cohort launch: 127.0.0.9: unreachable (ssh: connect to host "
                    "127.0.0.9 port"));
+    // Every host is this machine: the hint names the way that needs no ssh.
+    CHECK(contains(result.err,
+                   "; cohort launch reaches every host over ssh, this machine too: "
+                   "for it alone, cohort run --standalone"));
     CHECK(contains(result.err, "nothing was started"));
     CHECK_FALSE(contains(result.err, "pam_slurm_adopt"));
   }

@@ -39,6 +39,26 @@ TEST_CASE("env file, then -x: later sources win", "[unit][forwarded_env]") {
                             {"E", "1 2"}});
 }
 
+TEST_CASE("env file values are read as a shell reads a word: comments, quotes, no expansion",
+          "[unit][forwarded_env]") {
+  std::string file =
+      "A=1 # the first\nB=\"x y\"  # quoted\nC='#not a comment'\nD=a#b\nexport\tE=2\n"
+      "F=$HOME/bin\nG=\"it's\"\nH=  spaced  \t# note\nexported=3\n";
+  ForwardedEnv env = forwarded_env({}, file, "env", {});
+  CHECK(env.problems.empty());
+  CHECK(env.vars == EnvVars{{"A", "1"},
+                            {"B", "x y"},
+                            {"C", "#not a comment"},
+                            {"D", "a#b"},
+                            {"E", "2"},
+                            {"F", "$HOME/bin"},
+                            {"G", "it's"},
+                            {"H", "spaced"},
+                            {"exported", "3"}});
+  CHECK(forwarded_env({}, "A=\"open\nB='x' y\nC=ok\n", "env", {}).problems ==
+        std::vector<std::string>{"env:1: A: no closing \"", "env:2: B: 'y' after the closing '"});
+}
+
 TEST_CASE("bad env-file lines and -x values are named", "[unit][forwarded_env]") {
   ForwardedEnv env =
       forwarded_env({}, "GOOD=1\nno equals sign\n1BAD=2\n", "env", {"UNSET_HERE", "bad-name=1"});

@@ -18,7 +18,7 @@ HostSelection four_hosts() {
 
 }  // namespace
 
-TEST_CASE("hostfile: MPI/DeepSpeed lines, comments, blank lines, max_slots ignored",
+TEST_CASE("hostfile: MPI/DeepSpeed lines, comments, blank lines, slots bounded by max_slots",
           "[unit][hostfile]") {
   HostSelection selection = parse_hostfile(
       "# the cluster\n\nnode1 slots=4   # gpus\n  node2\tslots=2 max_slots=8\nuser@node3\n",
@@ -30,6 +30,37 @@ TEST_CASE("hostfile: MPI/DeepSpeed lines, comments, blank lines, max_slots ignor
   CHECK(selection.hosts[1].slots == 2);
   CHECK(selection.hosts[2].slots == 1);
   CHECK_FALSE(selection.hosts[2].slots_given);
+}
+
+TEST_CASE("hostfile: max_slots alone gives the slots, as Open MPI reads it", "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile("a max_slots=8\nb slots=2 max-slots=4\n", "hf");
+  REQUIRE(selection.problems.empty());
+  CHECK(selection.hosts[0].slots == 8);
+  CHECK(selection.hosts[0].slots_given);
+  CHECK(selection.hosts[1].slots == 2);
+  CHECK(parse_hostfile("a slots=4 max_slots=2\n", "hf").problems ==
+        std::vector<std::string>{"hf:1: slots=4 is more than max_slots=2"});
+  CHECK(parse_hostfile("a max_slots=junk\n", "hf").problems ==
+        std::vector<std::string>{"hf:1: max_slots must be 1-4096, got 'junk'"});
+  CHECK(parse_hostfile("a max_slots=2 max_slots=3\n", "hf").problems ==
+        std::vector<std::string>{"hf:1: max_slots given twice"});
+}
+
+TEST_CASE("hostfile: spaces around '=' and a UTF-8 byte order mark are read as Open MPI does",
+          "[unit][hostfile]") {
+  HostSelection selection = parse_hostfile(
+      "\xEF\xBB\xBF"
+      "a slots = 4\nb\tslots =2 max_slots= 8\n",
+      "hf");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"a", "b"});
+  CHECK(selection.hosts[0].slots == 4);
+  CHECK(selection.hosts[1].slots == 2);
+  // Only the file's start may have one: elsewhere it is part of a (bad) host name.
+  CHECK(parse_hostfile("a\n\xEF\xBB\xBF"
+                       "b\n",
+                       "hf")
+            .problems.size() == 1);
 }
 
 TEST_CASE("hostfile: every bad line is reported with its number", "[unit][hostfile]") {
@@ -55,7 +86,12 @@ TEST_CASE("flag -H lists: host:slots, slots 1 by default, duplicates and junk re
   CHECK(selection.hosts[1].workers() == 1);
   CHECK(selection.hosts[2].workers() == 2);
   CHECK(parse_host_list("n1:2,n1:2").problems ==
-        std::vector<std::string>{"-H: host 'n1' is listed twice"});
+        std::vector<std::string>{"-H: host 'n1' is listed twice (give its slots once: n1:4)"});
+  CHECK(parse_host_list("n1,u@n1").problems ==
+        std::vector<std::string>{"-H: host 'u@n1' is listed twice (give its slots once: u@n1:2)"});
+  CHECK(parse_host_list("/job/hostfile").problems ==
+        std::vector<std::string>{
+            "-H: '/job/hostfile' is not a host name (a hostfile is given with --hostfile)"});
   CHECK(parse_host_list("n1:x").problems ==
         std::vector<std::string>{"-H: slots must be 1-4096 in 'n1:x'"});
   CHECK(parse_host_list("n1,,n2").problems ==
@@ -121,6 +157,11 @@ TEST_CASE("filters name hosts without their user@", "[unit][hostfile]") {
   REQUIRE(selection.problems.empty());
   REQUIRE(names(selection) == std::vector<std::string>{"alice@a"});
   CHECK(visible_devices(selection.hosts[0]) == "1");
+  HostSelection again = parse_hostfile("alice@a slots=2\n", "hf");
+  filter_hosts(again, "alice@a:1", "");
+  CHECK(again.problems ==
+        std::vector<std::string>{"--include: 'alice' is not one of the hosts (name hosts without "
+                                 "their user@)"});
 }
 
 TEST_CASE("hostfile: MPICH's machinefile lines give slots after a colon", "[unit][hostfile]") {
@@ -134,4 +175,28 @@ TEST_CASE("hostfile: MPICH's machinefile lines give slots after a colon", "[unit
   CHECK(parse_hostfile("node1:4 slots=2\n", "mf").problems ==
         std::vector<std::string>{"mf:1: slots given twice"});
   CHECK(parse_hostfile("fe80::1 slots=2\n", "mf").problems.empty());  // IPv6: no slots suffix
+}
+
+TEST_CASE("IPv6 addresses with slots go in brackets, in -H, hostfiles and filters",
+          "[unit][hostfile]") {
+  HostSelection selection = parse_host_list("[fe80::1]:4,u@[fe80::2],fe80::3");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"fe80::1", "u@fe80::2", "fe80::3"});
+  CHECK(selection.hosts[0].slots == 4);
+  CHECK(selection.hosts[1].slots == 1);
+  filter_hosts(selection, "", "[fe80::1]:1,3@fe80::3");
+  REQUIRE(selection.problems.empty());
+  REQUIRE(names(selection) == std::vector<std::string>{"fe80::1", "u@fe80::2"});
+  CHECK(visible_devices(selection.hosts[0]) == "0,2");
+
+  HostSelection file = parse_hostfile("[::1]:2\n[fe80::9] slots=3\n", "mf");
+  REQUIRE(file.problems.empty());
+  CHECK(names(file) == std::vector<std::string>{"::1", "fe80::9"});
+  CHECK(file.hosts[0].slots == 2);
+  CHECK(file.hosts[1].slots == 3);
+  CHECK(parse_host_list("[fe80::1").problems ==
+        std::vector<std::string>{"-H: '[fe80::1' is not a host name"});
+  CHECK(parse_host_list("[fe80::1]x").problems ==
+        std::vector<std::string>{"-H: '[fe80::1]x' is not a host name"});
+  CHECK(parse_host_list("[node1]:2").problems.empty());
 }

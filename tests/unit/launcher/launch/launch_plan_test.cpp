@@ -185,6 +185,54 @@ TEST_CASE("launch plan: what cannot work is refused, naming the flag", "[unit][l
       has_problem(plan({"-H", "a", "--rdzv-host", "10.0.0.1", "x.py"}).plan, "--rdzv-host"));
 }
 
+TEST_CASE("launch plan: -H and --hostfile that cannot name the hosts are refused, not skipped",
+          "[unit][launch_plan]") {
+  EnvVars slurm{{"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}};
+  // -H "$HOSTS" with HOSTS unset inside a job would otherwise launch on all of the job's hosts.
+  CHECK(plan({"-H", "", "x.py"}, slurm).plan.problems ==
+        std::vector<std::string>{
+            "-H: empty; give the hosts (-H node1:4,node2:4), or leave -H out for the job's hosts"});
+  CHECK(has_problem(plan({"-H", " ", "x.py"}, slurm).plan, "-H: empty"));
+  CHECK(has_problem(plan({"--hostfile", "", "x.py"}, slurm).plan, "--hostfile: empty"));
+  CHECK(has_problem(plan({"--hostfile", "a", "--hostfile", "b", "x.py"}).plan,
+                    "--hostfile: given twice; give one hostfile"));
+  // DeepSpeed's -H is a hostfile: a file of that name here is not taken for a host.
+  CHECK(plan({"-H", "/etc/hostname", "x.py"}).plan.problems ==
+        std::vector<std::string>{"-H: '/etc/hostname' is a file here: a hostfile is given with "
+                                 "--hostfile (DeepSpeed's -H); a host of that name is written "
+                                 "/etc/hostname:1"});
+  CHECK(plan({"-H", "nosuchfile", "x.py"}).plan.problems.empty());
+}
+
+TEST_CASE("launch plan: -H given twice is one list, as Open MPI reads it", "[unit][launch_plan]") {
+  LaunchPlan p = plan({"-H", "a:2", "--host", "b", "-H", "c:3", "x.py"}).plan;
+  REQUIRE(p.problems.empty());
+  REQUIRE(p.hosts.size() == 3);
+  CHECK(p.hosts[0].name == "a");
+  CHECK(p.hosts[1].name == "b");
+  CHECK(p.hosts[2].slots == 3);
+  CHECK(has_problem(plan({"-H", "a", "-H", "a", "x.py"}).plan, "-H: host 'a' is listed twice"));
+}
+
+TEST_CASE("launch plan: with rank 0's store, localhost among other hosts is refused",
+          "[unit][launch_plan]") {
+  CHECK(
+      plan({"-H", "localhost:2,b:2", "--worker-store", "rank0", "x.py"}).plan.problems ==
+      std::vector<std::string>{
+          "-H: localhost is this machine to itself only, and with worker rank 0's store the other "
+          "hosts' workers would take it for themselves; name it by a name or address they "
+          "reach"});
+  EnvVars rank0{{"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"}};
+  CHECK(has_problem(plan({"-H", "b,u@127.0.0.1", "x.py"}, rank0).plan,
+                    "-H: 127.0.0.1 is this machine"));
+  // The daemon's store: each host's workers get the address their agent reached it by.
+  CHECK(plan({"-H", "localhost:2,b:2", "x.py"}).plan.problems.empty());
+  CHECK(
+      plan({"-H", "b,127.0.0.1", "--worker-store", "daemon", "x.py"}, rank0).plan.problems.empty());
+  CHECK(plan({"-H", "localhost,127.0.0.2,::1", "--worker-store", "rank0", "x.py"})
+            .plan.problems.empty());
+}
+
 TEST_CASE("launch plan: the token stays off every command line", "[unit][launch_plan]") {
   LaunchPlan p = plan({"-H", "a,b", "--token-file", "/secrets/token", "x.py"},
                       {{"COHORT_TOKEN", "never-forwarded-0123456789"}})
@@ -467,4 +515,26 @@ TEST_CASE("launch plan: a flag turned off is not forwarded, one turned on is", "
   CHECK(forwarded({"--raw-output"}) == std::vector<std::string>{"--raw-output"});
   CHECK(forwarded({"--raw-output=true"}) == std::vector<std::string>{"--raw-output"});
   CHECK(forwarded({"-v", "-v"}) == std::vector<std::string>{"--verbose", "--verbose"});
+}
+
+TEST_CASE("launch plan: every flag of cohort launch has both spellings, as its --help says",
+          "[unit][launch_plan]") {
+  LaunchOptions options;
+  CLI::App app;
+  add_launch_flags(app, options);
+  int checked = 0;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) {
+      if (name.find('-') == std::string::npos) continue;
+      std::string underscored = name;
+      std::replace(underscored.begin(), underscored.end(), '-', '_');
+      INFO(name);
+      CHECK(option->check_lname(underscored));
+      ++checked;
+    }
+  }
+  CHECK(checked > 40);
+  CHECK(app.get_footer().find("(--ssh-port, --ssh_port)") != std::string::npos);
+  LaunchPlan p = plan({"-H", "a", "--ssh_port", "2222", "--launcher_args", "x", "t.py"}).plan;
+  CHECK(p.ssh.port == 2222);
 }

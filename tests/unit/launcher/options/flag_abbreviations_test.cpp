@@ -131,4 +131,23 @@ TEST_CASE("mpirun's one-dash long flags get two where the command has them", "[u
   CHECK(expand_launch({"-hosts", "a", "-n", "2", "t.py"}).words ==
         Words{"--hosts", "a", "-n", "2", "t.py"});
   CHECK(expand({"-np", "8", "t.py"}).words == Words{"-np", "8", "t.py"});  // cohort run: unknown
+  CHECK(expand_launch({"-report-bindings", "t.py"}).words == Words{"--report-bindings", "t.py"});
+}
+
+TEST_CASE("another launcher's flag is refused with what cohort has instead, not read as a cluster",
+          "[unit][launcher]") {
+  // Read as clusters: -t with the value "ag-output", -m with "ca".
+  CHECK(expand_launch({"-tag-output", "t.py"}).error ==
+        "unknown flag '-tag-output' (mpirun's; every worker line already starts with "
+        "[host:rank]:)");
+  CHECK(expand_launch({"-x", "A=1", "-mca", "btl", "tcp", "t.py"}).error ==
+        "unknown flag '-mca' (Open MPI's; NCCL and Gloo read NCCL_* and GLOO_* variables: -x "
+        "NAME=value)");
+  CHECK(expand_launch({"--num_gpus=2", "t.py"}).error ==
+        "unknown flag '--num_gpus=2' (DeepSpeed's; here --nproc-per-node)");
+  CHECK(expand({"-genv", "A", "1", "t.py"}).error ==
+        "unknown flag '-genv' (mpiexec's; here -x NAME=value)");
+  // The script's own words are the script's.
+  CHECK(expand_launch({"t.py", "--num_gpus", "2"}).error.empty());
+  CHECK(expand_launch({"-x", "-mca", "t.py"}).error.empty());  // -x's value, however odd
 }

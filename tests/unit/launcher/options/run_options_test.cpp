@@ -216,6 +216,8 @@ TEST_CASE("unknown flags and a missing script are errors", "[unit][launcher]") {
   CHECK(parse({"--bogus", "t.py"}).command_error.find("--bogus") != std::string::npos);
   CHECK(parse({}).command_error.find("missing the training script") != std::string::npos);
   CHECK(parse({"--", "-weird-name.py"}).command_error.empty());
+  CHECK(parse({"--ntasks-per-node", "t.py"}).command_error ==
+        "unknown flag '--ntasks-per-node' (srun's; here --nproc-per-node) (see cohort run --help)");
 }
 
 TEST_CASE("cohort's own log level: -q, -v, -vv", "[unit][launcher]") {

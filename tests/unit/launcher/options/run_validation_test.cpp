@@ -117,6 +117,20 @@ TEST_CASE("a training script that is not here is refused before the node joins: 
   CHECK(validate({"trian.py"}, machine).problems.empty());
 }
 
+TEST_CASE("python named as the training script is refused: cohort starts python itself",
+          "[unit][launcher]") {
+  RunEnvironment machine = test_machine();
+  machine.path_exists = [](const std::string&) { return true; };
+  CHECK(validate({"python", "train.py"}, machine).problems ==
+        std::vector<std::string>{"the training script is 'python': cohort starts the script with "
+                                 "python itself, so drop it"});
+  CHECK(validate({"/usr/bin/python3.11", "train.py"}, machine).problems.size() == 1);
+  CHECK(validate({"python_tools.py"}, machine).problems.empty());
+  CHECK(validate({"python3-config.py"}, machine).problems.empty());
+  CHECK(validate({"-m", "python3"}, machine).problems.empty());  // a module of that name
+  CHECK(validate({"--no-python", "python3", "train.py"}, machine).problems.empty());
+}
+
 TEST_CASE("flag --nproc-per-node cpu, gpu and auto count this machine's devices",
           "[unit][launcher]") {
   CHECK(validate({"--nproc-per-node", "cpu", "t.py"}).config.nproc == 8);
