@@ -275,6 +275,7 @@ void Launch::start_when_ready() {
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
             " hosts from ", plan_.hosts_source, ", ",
             plan_.token.empty() ? "no token" : "token sent over " + transport_name());
+  log::info("variables set on every host: ", forwarded_names(plan_));
   warn_about_threads();
   hosts_left_ = hosts_.size();
   hosts_started_ = clock_.now();

@@ -515,6 +515,16 @@ SecretVariables secret_env(const LaunchPlan& plan) {
   return secrets;
 }
 
+std::string forwarded_names(const LaunchPlan& plan) {
+  std::string plain, secret;
+  for (const auto& [name, value] : plan.env) {
+    std::string& list = secret_variable_name(name) ? secret : plain;
+    list += (list.empty() ? "" : " ") + name;
+  }
+  if (plain.empty() && secret.empty()) return "none";
+  return plain + (secret.empty() ? "" : (plain.empty() ? "" : "; ") + ("over stdin: " + secret));
+}
+
 std::chrono::seconds ready_limit(const LaunchPlan& plan) {
   return std::chrono::seconds(plan.ssh.connect_timeout_seconds + 10);
 }

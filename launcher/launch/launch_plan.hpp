@@ -105,6 +105,10 @@ std::chrono::milliseconds token_wait(const LaunchPlan& plan);
 RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::string& endpoint,
                              std::chrono::milliseconds launched_ago = {});
 
+/// For -v: the names (never the values) of the variables every host gets, the secret ones
+/// apart: "CUDA_HOME NCCL_DEBUG; over stdin: HF_TOKEN", or "none".
+std::string forwarded_names(const LaunchPlan& plan);
+
 /// The forwarded variables whose names say they are secret (secret_variable_name): they follow
 /// the token over each host's stdin instead (secrets_line).
 SecretVariables secret_env(const LaunchPlan& plan);

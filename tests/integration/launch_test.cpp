@@ -1085,8 +1085,9 @@ TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin o
   env["WANDB_API_KEY"] = wandb;
   env["HF_TOKEN"] = hf;
   ChildProcess launcher(
-      launch_argv(hosts, with(with({"-H", host_list(hosts, 1), "-x", "WANDB_API_KEY"}, token_flags),
-                              with(dump_env_worker(), {"--hang"}))),
+      launch_argv(hosts,
+                  with(with({"-v", "-H", host_list(hosts, 1), "-x", "WANDB_API_KEY"}, token_flags),
+                       with(dump_env_worker(), {"--hang"}))),
       scratch.options(env));
   INFO(launcher.output());
   REQUIRE(
@@ -1114,6 +1115,11 @@ TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin o
   CHECK_FALSE(contains(environments, "COHORT_TOKEN"));
   CHECK_FALSE(contains(command_lines, wandb));
   CHECK_FALSE(contains(command_lines, hf));
+  // -v names what every host gets, the values never.
+  CHECK(contains(launcher.err(), "variables set on every host: "));
+  CHECK(contains(launcher.err(), "over stdin: HF_TOKEN WANDB_API_KEY\n"));
+  CHECK_FALSE(contains(launcher.output(), wandb));
+  CHECK_FALSE(contains(launcher.output(), hf));
   if (!token_flags.empty()) {
     CHECK_FALSE(contains(command_lines + environments, user_token));
     proto::StatusReply status = daemon_status(endpoint, token_file);

@@ -265,6 +265,11 @@ TEST_CASE("launch plan: forwarded secrets stay off the command lines, for the st
   CHECK(line.find("NCCL_IB_HCA=mlx5") != std::string::npos);
   CHECK(secret_env(p) ==
         SecretVariables{{"HF_TOKEN", "hf_secret"}, {"WANDB_API_KEY", "wandb_secret"}});
+  // What -v says: the names, never the values.
+  CHECK(forwarded_names(p) == "NCCL_IB_HCA; over stdin: HF_TOKEN WANDB_API_KEY");
+  CHECK(forwarded_names(plan({"-H", "a", "x.py"}).plan) == "none");
+  CHECK(forwarded_names(plan({"-H", "a", "x.py"}, {{"HF_TOKEN", "t"}}).plan) ==
+        "over stdin: HF_TOKEN");
   // More than fits in the stdin line: refused before anything starts.
   CHECK(has_problem(plan({"-H", "a", "x.py"}, {{"HF_TOKEN", std::string(20000, 's')}}).plan,
                     "-x, --env-file: the forwarded secrets (40014 bytes in hex) go over ssh's "
