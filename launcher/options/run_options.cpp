@@ -109,7 +109,8 @@ void add_size_and_rendezvous_flags(CLI::App& app, RunOptions& o) {
 void add_worker_flags(CLI::App& app, RunOptions& o) {
   bool_flag(app, "--module", o.module, "Run the script as 'python -m MODULE'", "-m");
   bool_flag(app, "--no-python", o.no_python, "Execute the script directly, not through python");
-  bool_flag(app, "--run-path", o.run_path, "Accepted for torchrun compatibility (runs the script)");
+  bool_flag(app, "--run-path", o.run_path,
+            "Run the script's file in python, whatever -m and --no-python say (as torchrun)");
   bool_flag(app, "--virtual-local-rank", o.virtual_local_rank,
             "Every worker gets LOCAL_RANK=0 and sees only its own GPU (CUDA_VISIBLE_DEVICES)");
   flag_option(app, "--numa-binding", o.numa_binding,

@@ -90,7 +90,10 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   const std::string& target = options.command.front();
   std::vector<std::string> rest(options.command.begin() + 1, options.command.end());
   config.entrypoint_name = target;
-  if (options.no_python) {
+  // torchrun's --run-path runs the script's file in python (runpy) whatever -m and --no-python
+  // say; so does cohort, as python -u SCRIPT.
+  bool module = options.module && !options.run_path;
+  if (options.no_python && !options.run_path) {
     config.executable = machine.find_executable(target);
     if (config.executable.empty()) {
       problems.push_back(cat("--no-python: '", target, "' is not an executable file",
@@ -104,11 +107,11 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   // may run python in a container, where other files are.
   std::string python = machine.var("PYTHON_EXEC").value_or("python3");
   bool plain_python = python.substr(python.rfind('/') + 1).rfind("python", 0) == 0;
-  if (plain_python && !options.module && is_python_name(target)) {
+  if (plain_python && !module && is_python_name(target)) {
     // horovodrun's and mpirun's habit ("... python train.py"): python would read itself.
     problems.push_back(cat("the training script is '", target,
                            "': cohort starts the script with python itself, so drop it"));
-  } else if (plain_python && !options.module && !target.empty() && target[0] != '-' &&
+  } else if (plain_python && !module && !target.empty() && target[0] != '-' &&
              !machine.path_exists(target)) {
     problems.push_back(cat("the training script '", target,
                            "' does not exist here (give -m for a module, --no-python for a "
@@ -118,7 +121,7 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   config.python_worker = true;
   config.crash_loop.python = config.executable;
   config.args = {"-u"};
-  if (options.module) config.args.push_back("-m");
+  if (module) config.args.push_back("-m");
   config.args.push_back(target);
   config.args.insert(config.args.end(), rest.begin(), rest.end());
 }
@@ -300,7 +303,7 @@ void check_rendezvous_flags(const RunOptions& options, Problems& problems) {
   if (options.master_port < 0 || options.master_port > 65535) {
     problems.push_back(cat("--master-port: expected 0-65535, got ", options.master_port));
   }
-  if (options.module && options.no_python)
+  if (options.module && options.no_python && !options.run_path)
     problems.push_back("--module: cannot be combined with --no-python");
   if (options.worker_store != "daemon" && options.worker_store != "rank0") {
     problems.push_back(

@@ -89,6 +89,20 @@ TEST_CASE("flag -m runs a module", "[unit][launcher]") {
         std::vector<std::string>{"-u", "-m", "pkg.train", "x"});
 }
 
+TEST_CASE("flag --run-path runs the script's file in python, whatever -m and --no-python say",
+          "[unit][launcher]") {
+  // torchrun's --run-path beats --no-python (and -m): runpy.run_path(SCRIPT) in python.
+  for (auto flags : {std::vector<std::string>{"--run-path", "--no-python", "t.py", "x"},
+                     std::vector<std::string>{"--run-path", "-m", "t.py", "x"},
+                     std::vector<std::string>{"--run-path", "-m", "--no-python", "t.py", "x"}}) {
+    ValidatedRun run = validate(flags);
+    INFO(flags.size());
+    CHECK(run.problems.empty());
+    CHECK(run.config.python_worker);
+    CHECK(run.config.args == std::vector<std::string>{"-u", "t.py", "x"});
+  }
+}
+
 TEST_CASE("flag --no-python runs the executable itself, found in PATH", "[unit][launcher]") {
   ValidatedRun run = validate({"--no-python", "true", "a"});
   REQUIRE(run.problems.empty());
