@@ -52,13 +52,14 @@ void read_env_file(const std::string& text, const std::string& origin, Forwarded
   }
 }
 
+// -x's (or --secret's, named by `flag`) NAME or NAME=value, in order.
 void apply_exports(const EnvVars& local, const std::vector<std::string>& exports,
-                   ForwardedEnv& env) {
+                   const std::string& flag, ForwardedEnv& env) {
   for (const std::string& item : exports) {
     size_t equals = item.find('=');
     std::string name = item.substr(0, equals);
     if (!is_variable_name(name)) {
-      env.problems.push_back(cat("-x: expected NAME or NAME=value, got '", item, "'"));
+      env.problems.push_back(cat(flag, ": expected NAME or NAME=value, got '", item, "'"));
       continue;
     }
     if (equals != std::string::npos) {
@@ -67,7 +68,8 @@ void apply_exports(const EnvVars& local, const std::vector<std::string>& exports
     }
     auto found = local.find(name);
     if (found == local.end()) {
-      env.problems.push_back(cat("-x ", name, ": not set here (use -x ", name, "=value)"));
+      env.problems.push_back(
+          cat(flag, " ", name, ": not set here (use ", flag, " ", name, "=value)"));
       continue;
     }
     env.vars[name] = found->second;
@@ -87,13 +89,15 @@ bool forwarded_by_default(const std::string& name) {
 
 ForwardedEnv forwarded_env(const EnvVars& local, const std::string& env_file,
                            const std::string& env_file_origin,
-                           const std::vector<std::string>& exports) {
+                           const std::vector<std::string>& exports,
+                           const std::vector<std::string>& secrets) {
   ForwardedEnv env;
   for (const auto& [name, value] : local) {
     if (forwarded_by_default(name)) env.vars[name] = value;
   }
   read_env_file(env_file, env_file_origin, env);
-  apply_exports(local, exports, env);
+  apply_exports(local, exports, "-x", env);
+  apply_exports(local, secrets, "--secret", env);
   return env;
 }
 

@@ -29,23 +29,11 @@ const std::set<std::string> kPlannedRunFlags = {
     "--launched-ms-ago", "--rdzv-fallback",  "--token-wait-ms"};
 
 const std::set<std::string> kLaunchFlags = {
-    "--hosts",
-    "--hostfile",
-    "--np",
-    "--npernode",
-    "--include",
-    "--exclude",
-    "-x",
-    "--env-file",
-    "--ssh-port",
-    "--ssh-option",
-    "--connect-timeout",
-    "--remote-cohort",
-    "--rdzv-host",
-    "--launcher",
-    "--launcher-args",
-    "--host-retries",
-    "--help",
+    "--hosts",         "--hostfile",  "--np",         "--npernode",
+    "--include",       "--exclude",   "-x",           "--secret",
+    "--env-file",      "--ssh-port",  "--ssh-option", "--connect-timeout",
+    "--remote-cohort", "--rdzv-host", "--launcher",   "--launcher-args",
+    "--host-retries",  "--help",
 };
 
 bool given(const CLI::App& app, const std::string& flag) {
@@ -161,8 +149,11 @@ void forward_environment(const LaunchOptions& options, const LaunchContext& cont
       }
     }
   }
-  ForwardedEnv forwarded = forwarded_env(context.env, text, origin, options.exports);
+  ForwardedEnv forwarded =
+      forwarded_env(context.env, text, origin, options.exports, options.secrets);
   plan.env = std::move(forwarded.vars);
+  for (const std::string& secret : options.secrets)
+    plan.secret_names.insert(secret.substr(0, secret.find('=')));
   plan.problems.insert(plan.problems.end(), forwarded.problems.begin(), forwarded.problems.end());
 }
 
@@ -438,6 +429,11 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
   app.add_option("-x", o.exports, "Forward NAME (its value here) or set NAME=value on every host")
       ->take_all()
       ->allow_extra_args(false);
+  app.add_option("--secret", o.secrets,
+                 "As -x, but the value goes over ssh's stdin with the run's token, never on a "
+                 "command line (names with TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL always do)")
+      ->take_all()
+      ->allow_extra_args(false);
   app.add_option("--env-file,--env_file", o.env_file,
                  "NAME=value lines set on every host (default: ./.cohort_env, else ~/.cohort_env)");
   app.add_option("--ssh-port,--ssh_port", o.ssh_port, "ssh port of every host")
@@ -507,10 +503,14 @@ LaunchPlan plan_launch(const CLI::App& app, const LaunchOptions& options,
   return plan;
 }
 
+bool is_secret(const LaunchPlan& plan, const std::string& name) {
+  return secret_variable_name(name) || plan.secret_names.count(name) > 0;
+}
+
 SecretVariables secret_env(const LaunchPlan& plan) {
   SecretVariables secrets;
   for (const auto& [name, value] : plan.env) {
-    if (secret_variable_name(name)) secrets.emplace_back(name, value);
+    if (is_secret(plan, name)) secrets.emplace_back(name, value);
   }
   return secrets;
 }
@@ -518,7 +518,7 @@ SecretVariables secret_env(const LaunchPlan& plan) {
 std::string forwarded_names(const LaunchPlan& plan) {
   std::string plain, secret;
   for (const auto& [name, value] : plan.env) {
-    std::string& list = secret_variable_name(name) ? secret : plain;
+    std::string& list = is_secret(plan, name) ? secret : plain;
     list += (list.empty() ? "" : " ") + name;
   }
   if (plain.empty() && secret.empty()) return "none";
@@ -544,7 +544,7 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
   if (!devices.empty()) env["CUDA_VISIBLE_DEVICES"] = devices;
   env.emplace("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[" + address + ":${rank}]:");
   for (const auto& [name, value] : env) {
-    if (!secret_variable_name(name)) command.env.emplace_back(name, value);  // the rest: stdin
+    if (!is_secret(plan, name)) command.env.emplace_back(name, value);  // the rest: stdin
   }
   std::string nproc =
       plan.nproc_per_node.empty() ? std::to_string(host.workers()) : plan.nproc_per_node;

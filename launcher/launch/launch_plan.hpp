@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct LaunchOptions {
   std::string include;
   std::string exclude;
   std::vector<std::string> exports;  ///< -x NAME or NAME=value
+  std::vector<std::string> secrets;  ///< --secret NAME or NAME=value: as -x, over stdin only
   std::string env_file;              ///< empty: ./.cohort_env, else ~/.cohort_env, if there
   int ssh_port = 0;
   std::vector<std::string> ssh_options;
@@ -62,8 +64,9 @@ struct LaunchPlan {
   SshSettings ssh;
   SrunSettings srun;
   std::string remote_cohort;
-  std::string own_version;  ///< this cohort's --version; each host's agent says its own
-  EnvVars env;              ///< forwarded to every host
+  std::string own_version;             ///< this cohort's --version; each host's agent says its own
+  EnvVars env;                         ///< forwarded to every host
+  std::set<std::string> secret_names;  ///< --secret's: sent as secrets, whatever their names
   std::string working_dir;
   std::vector<std::string> run_flags;  ///< the user's cohort run flags, forwarded as given
   std::vector<std::string> command;    ///< the training script and its arguments
@@ -109,7 +112,11 @@ RemoteCommand remote_command(const LaunchPlan& plan, size_t index, const std::st
 /// apart: "CUDA_HOME NCCL_DEBUG; over stdin: HF_TOKEN", or "none".
 std::string forwarded_names(const LaunchPlan& plan);
 
-/// The forwarded variables whose names say they are secret (secret_variable_name): they follow
+/// Whether the forwarded variable `name` is a secret: its name says so (secret_variable_name),
+/// or --secret named it.
+bool is_secret(const LaunchPlan& plan, const std::string& name);
+
+/// The forwarded variables that are secrets (is_secret): they follow
 /// the token over each host's stdin instead (secrets_line).
 SecretVariables secret_env(const LaunchPlan& plan);
 

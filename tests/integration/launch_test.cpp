@@ -1082,13 +1082,15 @@ TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin o
   auto env = launch_env();
   const std::string wandb = "wandb-" + std::to_string(::getpid()) + "-secret";
   const std::string hf = "hf-" + std::to_string(::getpid()) + "-secret";
+  const std::string database = "db-" + std::to_string(::getpid()) + "-secret";
   env["WANDB_API_KEY"] = wandb;
   env["HF_TOKEN"] = hf;
-  ChildProcess launcher(
-      launch_argv(hosts,
-                  with(with({"-v", "-H", host_list(hosts, 1), "-x", "WANDB_API_KEY"}, token_flags),
-                       with(dump_env_worker(), {"--hang"}))),
-      scratch.options(env));
+  env["DB_PASS"] = database;  // no secret by its name: --secret makes it one
+  ChildProcess launcher(launch_argv(hosts, with(with({"-v", "-H", host_list(hosts, 1), "-x",
+                                                      "WANDB_API_KEY", "--secret", "DB_PASS"},
+                                                     token_flags),
+                                                with(dump_env_worker(), {"--hang"}))),
+                        scratch.options(env));
   INFO(launcher.output());
   REQUIRE(
       wait_until([&] { return entries_starting_with(scratch.path(), "env_").size() == 2; }, 60s));
@@ -1096,6 +1098,7 @@ TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin o
     EnvDump dump = load_env(scratch.file("env_" + std::to_string(rank) + ".json"));
     CHECK(env_value(dump, "WANDB_API_KEY") == wandb);
     CHECK(env_value(dump, "HF_TOKEN") == hf);
+    CHECK(env_value(dump, "DB_PASS") == database);
   }
   std::string endpoint = launched_endpoint(scratch, hosts.address(0));
 
@@ -1115,9 +1118,10 @@ TEST_CASE("launch: the token and the forwarded secrets travel over ssh's stdin o
   CHECK_FALSE(contains(environments, "COHORT_TOKEN"));
   CHECK_FALSE(contains(command_lines, wandb));
   CHECK_FALSE(contains(command_lines, hf));
+  CHECK_FALSE(contains(command_lines, database));
   // -v names what every host gets, the values never.
   CHECK(contains(launcher.err(), "variables set on every host: "));
-  CHECK(contains(launcher.err(), "over stdin: HF_TOKEN WANDB_API_KEY\n"));
+  CHECK(contains(launcher.err(), "over stdin: DB_PASS HF_TOKEN WANDB_API_KEY\n"));
   CHECK_FALSE(contains(launcher.output(), wandb));
   CHECK_FALSE(contains(launcher.output(), hf));
   if (!token_flags.empty()) {

@@ -270,6 +270,20 @@ TEST_CASE("launch plan: forwarded secrets stay off the command lines, for the st
   CHECK(forwarded_names(plan({"-H", "a", "x.py"}).plan) == "none");
   CHECK(forwarded_names(plan({"-H", "a", "x.py"}, {{"HF_TOKEN", "t"}}).plan) ==
         "over stdin: HF_TOKEN");
+  // --secret sends any variable so, whatever its name.
+  LaunchPlan named = plan({"-H", "a", "--secret", "DB_PASS", "--secret", "URL=https://u:p@h", "-x",
+                           "URL=visible", "x.py"},
+                          {{"DB_PASS", "pw-secret"}})
+                         .plan;
+  REQUIRE(named.problems.empty());
+  CHECK(secret_env(named) == SecretVariables{{"DB_PASS", "pw-secret"}, {"URL", "https://u:p@h"}});
+  CHECK(remote_shell_line(remote_command(named, 0, "login:4242")).find("DB_PASS") ==
+        std::string::npos);
+  CHECK(remote_shell_line(remote_command(named, 0, "login:4242")).find("URL") == std::string::npos);
+  CHECK(plan({"-H", "a", "--secret", "NOPE", "x.py"}).plan.problems ==
+        std::vector<std::string>{"--secret NOPE: not set here (use --secret NOPE=value)"});
+  CHECK(plan({"-H", "a", "--secret", "a b", "x.py"}).plan.problems ==
+        std::vector<std::string>{"--secret: expected NAME or NAME=value, got 'a b'"});
   // More than fits in the stdin line: refused before anything starts.
   CHECK(has_problem(plan({"-H", "a", "x.py"}, {{"HF_TOKEN", std::string(20000, 's')}}).plan,
                     "-x, --env-file: the forwarded secrets (40014 bytes in hex) go over ssh's "
