@@ -53,4 +53,10 @@ std::string foreign_flag_hint(const std::string& flag) {
   return found == hints().end() ? "" : found->second;
 }
 
+std::vector<std::string> foreign_flag_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, hint] : hints()) names.push_back(name);
+  return names;
+}
+
 }  // namespace cohort

@@ -4,11 +4,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cohort {
 
 /// What cohort has for `flag` (its name, without "=value"), another tool's flag; empty when it
 /// is not one of those known.
 std::string foreign_flag_hint(const std::string& flag);
+
+/// Every flag foreign_flag_hint knows, for tests: none may be, or start, a flag of cohort's own.
+std::vector<std::string> foreign_flag_names();
 
 }  // namespace cohort

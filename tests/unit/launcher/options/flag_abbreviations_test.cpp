@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/launch/launch_plan.hpp"
+#include "launcher/options/foreign_flags.hpp"
 #include "launcher/options/run_options.hpp"
 
 using namespace cohort;
@@ -150,4 +151,21 @@ TEST_CASE("another launcher's flag is refused with what cohort has instead, not 
   // The script's own words are the script's.
   CHECK(expand_launch({"t.py", "--num_gpus", "2"}).error.empty());
   CHECK(expand_launch({"-x", "-mca", "t.py"}).error.empty());  // -x's value, however odd
+}
+
+TEST_CASE("no other launcher's flag is, or abbreviates, one of cohort's own", "[unit][launcher]") {
+  LaunchOptions options;
+  CLI::App app;
+  add_launch_flags(app, options);  // cohort run's flags and the launch's own
+  std::vector<std::string> own;
+  for (const FlagSpec& flag : flag_specs(app)) {
+    own.insert(own.end(), flag.long_names.begin(), flag.long_names.end());
+    own.insert(own.end(), flag.short_names.begin(), flag.short_names.end());
+  }
+  for (const std::string& foreign : foreign_flag_names()) {
+    INFO(foreign);
+    CHECK(std::none_of(own.begin(), own.end(),
+                       [&](const std::string& name) { return name.rfind(foreign, 0) == 0; }));
+  }
+  CHECK(foreign_flag_names().size() > 20);
 }
