@@ -1,11 +1,12 @@
 // libFuzzer target: the text a launcher reads from its user, its environment and its workers,
 // each parser given any bytes. The first byte picks the parser: MPI/DeepSpeed hostfiles and -H
 // lists filtered by --include/--exclude, --rdzv-conf, a Slurm step's SLURM_* variables, the
-// token line of `cohort launch`, FileTimer requests (one JSON line each) applied in turn, byte
-// sizes and CPU lists, CUDA_VISIBLE_DEVICES, and a batch job's allocation (Slurm, PBS, LSF). Each
-// must answer or refuse, and what it accepts must keep its promises: slots in range, heartbeat
-// floors, a port from the job id, a token line and a CPU list that read back to themselves, timers
-// that wake within a day.
+// token and secrets lines of `cohort launch` and its env files, FileTimer requests (one JSON
+// line each) applied in turn, byte sizes and CPU lists, CUDA_VISIBLE_DEVICES, and a batch job's
+// allocation (Slurm, PBS, LSF). Each must answer or refuse, and what it accepts must keep its
+// promises: slots in range, heartbeat floors, a port from the job id, a token line, a secrets
+// line and a CPU list that read back to themselves, env files' variables that a shell would
+// take, timers that wake within a day.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "agent/file_timers.hpp"
 #include "common/text.hpp"
 #include "launcher/launch/allocation.hpp"
+#include "launcher/launch/forwarded_env.hpp"
 #include "launcher/launch/hostfile.hpp"
 #include "launcher/options/byte_size.hpp"
 #include "launcher/options/rdzv_conf.hpp"
@@ -113,6 +115,23 @@ void token(const std::string& text) {
   require(cohort::token_line(result.token) == text + "\n");
 }
 
+// What follows the token over stdin, and what sets variables on every host: the secrets line
+// (what it accepts writes back to the same variables) and an env file (names a shell takes,
+// values of one line).
+void secrets_and_env_file(const std::string& text) {
+  cohort::SecretsResult secrets = cohort::parse_secrets_line(text);
+  if (secrets.error.empty()) {
+    std::string line = cohort::secrets_line(secrets.variables);
+    cohort::SecretsResult again = cohort::parse_secrets_line(line.substr(0, line.size() - 1));
+    require(again.error.empty() && again.variables == secrets.variables);
+  }
+  cohort::ForwardedEnv env = cohort::forwarded_env({}, text, "env", {});
+  for (const auto& [name, value] : env.vars) {
+    require(cohort::is_variable_name(name));
+    require(value.find('\n') == std::string::npos);
+  }
+}
+
 // Request lines applied in turn; at each, the next wake-up and what has expired by then.
 void file_timers(const std::string& text) {
   cohort::FileTimers timers;
@@ -167,7 +186,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3:
       return slurm(text), 0;
     case 4:
-      return token(text), 0;
+      return token(text), secrets_and_env_file(text), 0;
     case 5:
       return file_timers(text), 0;
     case 6:
