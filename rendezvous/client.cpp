@@ -234,12 +234,14 @@ void RendezvousClient::arm_heartbeat() {
     if (clock_.now() - last_heard_ > options_.heartbeat_timeout) {  // and not welcomed
       return silent_attempt_failed();
     }
-    if (challenge_.empty() && !welcomed_ && !probed_) {
-      probed_ = true;
+    if (challenge_.empty()) {
       // A server that waits for its client to speak first (HTTP: the daemon's --http-port)
       // answers this in its own protocol, which ends the run at once instead of at the join
-      // timeout; a daemon slow to send its challenge skips it.
-      session_->send_bytes(std::string(proto::kSilentPeerProbe));
+      // timeout; a daemon slow to send its challenge skips it. Nothing else goes before the
+      // hello, which answers the challenge: a daemon takes any other first frame as a protocol
+      // error and closes the connection.
+      if (!probed_) session_->send_bytes(std::string(proto::kSilentPeerProbe));
+      probed_ = true;
     } else {
       session_->send(proto::Heartbeat{});
     }

@@ -258,6 +258,49 @@ TEST_CASE(
   CHECK(t.last_reason.find("it answers HTTP: is it a daemon's --http-port?") != std::string::npos);
 }
 
+TEST_CASE("a daemon slow to send its challenge hears the probe, then the hello: no heartbeat first",
+          "[rendezvous_client]") {
+  // A daemon whose loop was held up (a big page built) challenged a reconnecting agent seconds
+  // late; heartbeats sent meanwhile came before the hello, and the daemon ended the connection
+  // ("the first message must be hello"), and with it the agent.
+  ClientTest t;
+  SilentDaemon slow(t.io);
+  auto client = t.connected_to(slow, 600000ms);
+  for (int second = 1; second <= 3; ++second) {  // three heartbeat intervals, no challenge
+    t.clock.advance(1s);
+    t.settle();
+  }
+  std::string challenge =
+      proto::encode_frame(proto::encode_message(proto::Challenge{std::string(64, 'a')}));
+  boost::asio::write(slow.socket, boost::asio::buffer(challenge));
+  std::string payload;
+  proto::FrameDecoder decoder;
+  std::string sent;
+  REQUIRE(t.run_until([&] {
+    char chunk[4096];
+    boost::system::error_code error;
+    slow.socket.non_blocking(true);
+    size_t got = slow.socket.read_some(boost::asio::buffer(chunk), error);
+    if (!error) sent.append(chunk, got);
+    return sent.size() > proto::kSilentPeerProbe.size() + 4;
+  }));
+  REQUIRE(sent.rfind(proto::kSilentPeerProbe, 0) == 0);  // once, first
+  decoder.feed(sent.data() + proto::kSilentPeerProbe.size(),
+               sent.size() - proto::kSilentPeerProbe.size());
+  REQUIRE(t.run_until([&] {
+    char chunk[4096];
+    boost::system::error_code error;
+    size_t got = slow.socket.read_some(boost::asio::buffer(chunk), error);
+    if (!error) decoder.feed(chunk, got);
+    return decoder.next(payload) == proto::FrameDecoder::Status::Frame;
+  }));
+  std::string error;
+  auto first = proto::decode_message(payload, error);
+  REQUIRE(first);
+  CHECK(std::string(proto::message_type(*first)) == "hello");
+  CHECK(t.losses == 0);
+}
+
 TEST_CASE("an error before the welcome cannot make the agent rejoin", "[rendezvous_client]") {
   ClientTest t;
   SilentDaemon rogue(t.io);
