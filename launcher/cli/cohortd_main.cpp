@@ -8,11 +8,13 @@
 #include "launcher/options/did_you_mean.hpp"
 #include "launcher/options/flag_abbreviations.hpp"
 #include "launcher/options/help_format.hpp"
+#include "launcher/options/run_options.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"cohortd: cohort's rendezvous daemon; serves many runs at once", "cohortd"};
   cohort::DaemonCommand command;
   cohort::add_daemon_flags(app, command);
+  cohort::refuse_empty_values(app);
   app.set_version_flag("--version", std::string("cohortd ") + COHORT_VERSION + " (commit " +
                                         COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
   app.allow_extras();  // an unknown word is named below, with the closest flag

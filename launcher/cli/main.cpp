@@ -3,6 +3,8 @@
 // status_command, rendezvous_command, stop_command, doctor_command), whose result is the exit
 // code.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <stdexcept>
 #include <utility>
@@ -214,6 +216,8 @@ void declare_commands(CLI::App& app, Commands& commands) {
       "doctor",
       "Check this node before trusting it: GPUs, cgroups, topology, limits, torch, tools");
   add_doctor_flags(*commands.doctor, commands.doctor_options);
+  for (CLI::App* command : {commands.rendezvous, commands.status, commands.stop, commands.doctor})
+    refuse_empty_values(*command);
 }
 
 // Parses the command line, abbreviations written out. An exit code when there is nothing to run
@@ -263,6 +267,17 @@ int stop_command(StopQuery query) {
   return run_stop_command(query);
 }
 
+// `exit_code`, unless what the command wrote on stdout was lost (a full disk, a closed pipe):
+// `cohort status --json > file` must not succeed with half a file.
+int what_was_written(const std::string& command, int exit_code) {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout.good()) return exit_code;
+  std::cerr << command << ": cannot write stdout"
+            << (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
+  return exit_code == kExitSuccess ? kExitInternal : exit_code;
+}
+
 // Runs the parsed subcommand; its result is the exit code.
 int dispatch(const CLI::App& app, Commands& commands) {
   commands.run_options.own_version = commands.launch_options.run.own_version = version_text();
@@ -273,13 +288,16 @@ int dispatch(const CLI::App& app, Commands& commands) {
   if (commands.status->parsed()) {
     double watch_seconds = commands.watch_seconds;
     if (commands.status->count("--watch") > 0 && watch_seconds <= 0) watch_seconds = 2;
-    return status_command(commands.status_query, commands.status_token_file, watch_seconds);
+    return what_was_written(
+        "cohort status",
+        status_command(commands.status_query, commands.status_token_file, watch_seconds));
   }
-  if (commands.stop->parsed()) return stop_command(commands.stop_query);
+  if (commands.stop->parsed())
+    return what_was_written("cohort stop", stop_command(commands.stop_query));
   if (commands.doctor->parsed()) {
     commands.doctor_options.expect_ranks_given = commands.doctor->count("--expect-ranks") > 0;
     commands.doctor_options.endpoint_given = commands.doctor->count("--rdzv-endpoint") > 0;
-    return run_doctor_command(commands.doctor_options);
+    return what_was_written("cohort doctor", run_doctor_command(commands.doctor_options));
   }
   return kExitUsage;
 }

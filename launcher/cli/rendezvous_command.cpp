@@ -151,7 +151,8 @@ void add_daemon_flags(CLI::App& app, DaemonCommand& command) {
   app.add_option("--http-port", command.http_port,
                  "Serve /metrics (Prometheus), the runs and timeline pages on this port (0: any "
                  "free port; default: off)")
-      ->type_name("PORT");
+      ->type_name("PORT")
+      ->check(whole_number_within(0, 65535, "a port"));  // -1, off, is the default's alone
   app.add_option("--http-address", command.http_address,
                  "Where the HTTP port listens (default 127.0.0.1; beyond loopback it needs a "
                  "token, or --insecure). With a token every request sends it as a bearer token");
@@ -292,6 +293,12 @@ int run_daemon(const DaemonCommand& command) {
               << "\n";
     return kExitInternal;
   }
+  // Every listener is up before the ports are announced: a port file names a daemon that runs.
+  std::unique_ptr<StoreServer> tcpstore;
+  if (command.tcpstore_port >= 0) {
+    if (int failed = start_plain_store(io, command, *options, daemon.store_budget(), tcpstore))
+      return failed;
+  }
   std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;
   if (!write_port_file(command.port_file, daemon.port())) {
     return port_file_error("--port-file", command.port_file);
@@ -302,11 +309,6 @@ int run_daemon(const DaemonCommand& command) {
     if (!write_port_file(command.http_port_file, daemon.http_port())) {
       return port_file_error("--http-port-file", command.http_port_file);
     }
-  }
-  std::unique_ptr<StoreServer> tcpstore;
-  if (command.tcpstore_port >= 0) {
-    if (int failed = start_plain_store(io, command, *options, daemon.store_budget(), tcpstore))
-      return failed;
   }
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -319,6 +321,7 @@ int run_daemon(const DaemonCommand& command) {
     io.stop();
   });
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);  // the terminal it was started from closing ends no run
   io.run();
   block_signals_until_exit();  // a second signal must not end the daemon's orderly close
   return exit_code;

@@ -29,6 +29,14 @@ const CLI::Validator kNotEmpty(
     },
     "", "not empty");
 
+// An operator's command: "--token-file=" (an unset variable in a script) is a mistake, never a
+// way to say "the default".
+const CLI::Validator kGivenValue(
+    [](const std::string& text) {
+      return text.empty() ? std::string("expected a value, got ''") : "";
+    },
+    "", "given");
+
 // A flag with one value. Given twice, the last one wins, as with torchrun's argparse
 // (`--nproc-per-node=2 --nproc-per-node=1` runs one worker).
 template <typename T>
@@ -279,6 +287,12 @@ std::string take_command(const std::vector<std::string>& remaining, RunOptions& 
   }
   options.command = std::move(command);
   return {};
+}
+
+void refuse_empty_values(CLI::App& command) {
+  for (CLI::Option* option : command.get_options()) {
+    if (option->get_expected_min() > 0) option->check(kGivenValue);
+  }
 }
 
 std::vector<std::string> apply_torch_env_defaults(const CLI::App& app, RunOptions& options,

@@ -89,6 +89,11 @@ struct RunOptions {
 /// Adds every `cohort run` flag to `app`, bound to `options`.
 void add_run_flags(CLI::App& app, RunOptions& options);
 
+/// Makes every flag of `command` that takes a value refuse an empty one ("--token-file=", an
+/// unset variable in a script), which CLI11 would take as the default. For the operator's
+/// commands (status, stop, doctor, cohortd); cohort run takes "" where torchrun's argparse does.
+void refuse_empty_values(CLI::App& command);
+
 /// Takes the training script and its arguments from what CLI11 left unparsed, less the one "--"
 /// that torchrun drops (before the script, else right after it). Returns an error message (an
 /// unknown flag, with the closest of `flags` when one is close; no script) or an empty string;

@@ -3,12 +3,16 @@
 // --port-file cohortd could not write, a bad --store-quota or --store-budget. Each exits 2 with a
 // message naming the flag, at once (a multi-node node does not first wait out the rendezvous), and
 // writes nothing outside --log-dir. Real cohort and cohortd binaries.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 #include <tuple>
 
 #include "common/free_port.hpp"
+#include "common/text.hpp"
 #include "tests/integration/integration_support.hpp"
 
 using namespace cohort::test;
@@ -194,6 +198,68 @@ TEST_CASE("cohortd refuses a --port-file it could not write, before listening",
     CHECK(contains(result.err, "--port-file"));
     CHECK_FALSE(contains(result.out, "listening"));
   }
+}
+
+TEST_CASE("the operator's commands refuse an empty value: no daemon without its token",
+          "[integration][config]") {
+  // "--token-file=$TOKEN_FILE" with the variable unset started a daemon without a token.
+  Scratch scratch;
+  const std::vector<std::vector<std::string>> cases{
+      {kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--token-file="},
+      {kCohortBin, "rendezvous", "--port", "0", "--token-file", ""},
+      {kCohortdBin, "--port", "0", "--http-port="},
+      {kCohortdBin, "--port", "0", "--http-port", "-1"},
+      {kCohortBin, "status", "--rdzv-id="},
+      {kCohortBin, "stop", "--rdzv-id", "r", "--reason="},
+      {kCohortBin, "doctor", "--token-file="}};
+  for (const auto& argv : cases) {
+    RunResult result = scratch.run_argv(argv, scratch.options(), 20s);
+    INFO(cohort::join(argv, " ") << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK((contains(result.err, "got ''") || contains(result.err, "got '-1'")));
+    CHECK_FALSE(contains(result.out + result.err, "listening"));
+  }
+}
+
+TEST_CASE("an operator's command whose output was lost does not succeed", "[integration][config]") {
+  // `cohort doctor --json > report` on a full disk: not exit 0 with half a report.
+  Scratch scratch;
+  RunResult result = scratch.run_argv(
+      {"/bin/sh", "-c", std::string("exec ") + kCohortBin + " doctor --json > /dev/full"},
+      scratch.options(), 60s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 1);
+  CHECK(contains(result.err, "cohort doctor: cannot write stdout: No space left on device"));
+}
+
+TEST_CASE("cohortd writes its port file once every listener is up, and SIGHUP does not end it",
+          "[integration][config][signals]") {
+  Scratch scratch;
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor taken(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0));
+  std::string port_file = scratch.file("port");
+  RunResult refused =
+      scratch.run_argv({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--port-file", port_file,
+                        "--tcpstore-port", std::to_string(taken.local_endpoint().port())},
+                       options, 20s);
+  INFO(refused.out << refused.err);
+  CHECK(refused.status.shell_code() == 1);
+  CHECK_FALSE(std::filesystem::exists(port_file));  // no port file naming a daemon that is gone
+  CHECK_FALSE(contains(refused.out, "listening"));
+
+  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--port-file", port_file},
+                      options);
+  REQUIRE(wait_until([&] { return std::filesystem::exists(port_file); }, 20s));
+  daemon.signal(SIGHUP);  // the terminal it was started from, closed
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(daemon.wait(0ms));
+  daemon.signal(SIGTERM);
+  auto status = daemon.wait(20s);
+  REQUIRE(status);
+  CHECK(*status == cohort::ExitStatus::exited(128 + SIGTERM));
 }
 
 TEST_CASE("a mistyped command or flag is refused with the closest name, doing nothing",
