@@ -1,5 +1,6 @@
 #include "observe/http_server.hpp"
 
+#include <unistd.h>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -8,9 +9,11 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+
 #include <cctype>
 #include <string_view>
 
+#include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 
@@ -28,6 +31,13 @@ HttpResponse plain(int status, std::string body) {
   return {status, "text/plain; charset=utf-8", body};
 }
 
+HttpOptions with_host_name(HttpOptions options) {
+  if (!options.host_name.empty()) return options;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0) options.host_name = name;
+  return options;
+}
+
 }  // namespace
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
@@ -40,6 +50,23 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
   for (size_t i = 0; i < token.size(); ++i)
     differ |= static_cast<unsigned char>(authorization[prefix.size() + i] ^ token[i]);
   return differ == 0;
+}
+
+bool host_header_allowed(std::string_view host, std::string_view own_name) {
+  if (host.empty()) return true;  // HTTP/1.0, or a client of no browser
+  std::string name;
+  if (host.front() == '[') {  // "[::1]:8080"
+    size_t close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    name = std::string(host.substr(1, close - 1));
+  } else {
+    name = std::string(host.substr(0, host.rfind(':')));
+  }
+  if (!name.empty() && name.back() == '.') name.pop_back();  // "localhost."
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string own(own_name);
+  for (char& c : own) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return is_ip_address(name) || name == "localhost" || (!own.empty() && name == own);
 }
 
 // One accepted connection: reads one request, writes one response, closes. Holds itself alive
@@ -164,6 +191,13 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     const std::string& token = shared_->options.token;
     if (!token.empty() && !bearer_matches(std::string(request[http::field::authorization]), token))
       return plain(401, "this daemon has a token: send it as 'Authorization: Bearer TOKEN'\n");
+    std::string_view host(request[http::field::host]);
+    if (token.empty() && !host_header_allowed(host, shared_->options.host_name)) {
+      return plain(421, cat("this daemon has no token: it answers pages asked of an address, "
+                            "localhost or ",
+                            shared_->options.host_name, ", not of '",
+                            escape_for_terminal(one_line(host.substr(0, 256))), "'\n"));
+    }
     return shared_->handler(std::string(request.target()));
   }
 
@@ -179,7 +213,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 };
 
 HttpServer::HttpServer(boost::asio::io_context& io, HttpOptions options, HttpHandler handler)
-    : shared_(std::make_shared<Shared>(Shared{std::move(options), std::move(handler)})),
+    : shared_(
+          std::make_shared<Shared>(Shared{with_host_name(std::move(options)), std::move(handler)})),
       clock_(io),
       accept_loop_(
           io, clock_, "http",

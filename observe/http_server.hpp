@@ -12,7 +12,8 @@
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
 // them (past that, 503), so clients that never read cannot pin the daemon's memory. It accepts as
 // the control port does (common/accept_loop.hpp: out of descriptors it refuses pending connections
-// at once and says so once). When a token is set, `Authorization: Bearer TOKEN` is required. The
+// at once and says so once). When a token is set, `Authorization: Bearer TOKEN` is required;
+// without one, a Host that is not this machine's (host_header_allowed) is refused. The
 // handler answers on the io thread. Owned by the rendezvous daemon; io_context thread only.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/accept_loop.hpp"
 #include "common/asio_clock.hpp"
@@ -33,8 +35,9 @@ namespace cohort::observe {
 
 struct HttpOptions {
   std::string address = "127.0.0.1";
-  uint16_t port = 0;  ///< 0: any free port
-  std::string token;  ///< non-empty: requests must carry it as a bearer token
+  uint16_t port = 0;      ///< 0: any free port
+  std::string token;      ///< non-empty: requests must carry it as a bearer token
+  std::string host_name;  ///< this machine's, which a Host header may name; empty: gethostname
   /// Strangers are connections whose request has not come yet.
   ConnectionLimits limits{8, 64, 256, std::chrono::milliseconds(500)};
   size_t max_page_bytes = 16 << 20;          ///< a bigger answer is a 503
@@ -81,5 +84,11 @@ class HttpServer {
 /// Whether `authorization` (the header's value) is "Bearer TOKEN", the scheme in any case (RFC
 /// 7235: "bearer", "BEARER"), the token compared exactly and in constant time.
 bool bearer_matches(const std::string& authorization, const std::string& token);
+
+/// Whether a request's Host header (`host`, with its port if any) names this daemon as only its
+/// own machine can: an IP address, localhost, or `own_name` (this host's name), in any case; or
+/// no Host at all. A web page that rebound a name of its own to 127.0.0.1 (DNS rebinding) sends
+/// that name: a daemon without a token answers it 421, so that no page reads its runs.
+bool host_header_allowed(std::string_view host, std::string_view own_name);
 
 }  // namespace cohort::observe

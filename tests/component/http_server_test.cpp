@@ -68,7 +68,7 @@ class Peer {
   Peer& operator=(const Peer&) = delete;
 
   void get() const {
-    std::string request = "GET /page HTTP/1.1\r\nHost: x\r\n\r\n";
+    std::string request = "GET /page HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     REQUIRE(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(request.size()));
   }
@@ -191,6 +191,37 @@ TEST_CASE("HTTP: a page over the page limit is a 503, not a held answer", "[comp
   std::string answer = peer.read_some(4096);
   CHECK(answer.rfind("HTTP/1.1 503", 0) == 0);
   CHECK(answer.find("over the limit of 1048576") != std::string::npos);
+}
+
+TEST_CASE("HTTP: without a token a name that is not this machine's is refused (DNS rebinding)",
+          "[component][http]") {
+  observe::HttpOptions options;
+  options.host_name = "node7";
+  ServerThread s(options, 10);
+  auto answer_to = [&](const std::string& request) {
+    Peer peer("127.0.0.1", s.server.port());
+    peer.send(request);
+    return peer.read_some(4096);
+  };
+  std::string rebound = answer_to("GET /api/runs HTTP/1.1\r\nHost: attacker.example:80\r\n\r\n");
+  CHECK(rebound.rfind("HTTP/1.1 421", 0) == 0);
+  CHECK(rebound.find("not of 'attacker.example:80'") != std::string::npos);
+  CHECK(rebound.find("pppppppppp") == std::string::npos);
+  for (const char* host : {"127.0.0.1:1", "localhost", "node7:9090"}) {
+    INFO(host);
+    CHECK(answer_to(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n")
+              .rfind("HTTP/1.1 200", 0) == 0);
+  }
+  CHECK(answer_to("GET / HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 200", 0) == 0);
+
+  // With a token the page cannot send, any name may be used (an admin's DNS alias).
+  options.token = "0123456789abcdef";
+  ServerThread with_token(options, 10);
+  Peer peer("127.0.0.1", with_token.server.port());
+  peer.send(
+      "GET / HTTP/1.1\r\nHost: dashboards.example\r\nAuthorization: Bearer "
+      "0123456789abcdef\r\n\r\n");
+  CHECK(peer.read_some(4096).rfind("HTTP/1.1 200", 0) == 0);
 }
 
 TEST_CASE("HTTP: a flood of half-sent requests from one address keeps no whole request waiting",

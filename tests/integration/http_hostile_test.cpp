@@ -90,7 +90,7 @@ TEST_CASE("cohortd's HTTP port against hostile clients: nothing held, nothing cr
   auto trickle_started = Clock::now();
   std::thread trickle([&] {
     Connection slow("127.0.0.3", port);
-    std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Long: ";
+    std::string request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: ";
     for (size_t i = 0; i < 60; ++i) {
       slow.send(std::string(1, i < request.size() ? request[i] : 'a'));
       std::string got;
@@ -155,6 +155,22 @@ TEST_CASE("silent connections from 64 addresses keep no GET out of cohortd's HTT
   CHECK(http.cluster().stop_daemon());
 }
 
+TEST_CASE("cohortd without a token answers no web page that rebound its own name to loopback",
+          "[integration][http][hostile][security]") {
+  Scratch scratch;
+  HttpCluster http(scratch);
+  int port = port_of(http.url(""));
+  Connection rebound("127.0.0.1", port);
+  rebound.send("GET /api/runs HTTP/1.1\r\nHost: rebind.attacker.example:" + std::to_string(port) +
+               "\r\n\r\n");
+  std::string got;
+  REQUIRE(rebound.closed_within(5s, &got));
+  CHECK(got.rfind("HTTP/1.1 421", 0) == 0);
+  CHECK(got.find("\"runs\"") == std::string::npos);
+  CHECK(http_status(http_get(http.url("/api/runs"))) == 200);  // by its address, as ever
+  CHECK(http.cluster().stop_daemon());
+}
+
 TEST_CASE(
     "half-sent requests from one address keep no whole GET from it waiting on cohortd's HTTP port",
     "[integration][http][hostile]") {
@@ -168,7 +184,7 @@ TEST_CASE(
   int answered = 0;
   for (int i = 0; i < 10; ++i) {  // a whole GET from the same address goes first
     Connection client("127.0.0.1", port);
-    client.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     std::string got;
     answered += client.closed_within(3s, &got) && got.rfind("HTTP/1.1 200", 0) == 0;
   }

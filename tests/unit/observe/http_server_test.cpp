@@ -19,3 +19,21 @@ TEST_CASE("a bearer token is taken with the scheme in any case and the token exa
   CHECK_FALSE(bearer_matches("Bearer\ts3cret", "s3cret"));
   CHECK_FALSE(bearer_matches("", "s3cret"));
 }
+
+TEST_CASE("a Host header is this machine's when it is an address, localhost or its name",
+          "[unit][http]") {
+  using cohort::observe::host_header_allowed;
+  for (const char* host : {"", "127.0.0.1", "127.0.0.1:9090", "[::1]:9090", "[::1]", "localhost",
+                           "LOCALHOST:80", "localhost.:80", "node7", "Node7:9090", "10.1.2.3:1"}) {
+    INFO(host);
+    CHECK(host_header_allowed(host, "node7"));
+  }
+  // Names a web page can rebind to 127.0.0.1 (DNS rebinding).
+  for (const char* host :
+       {"attacker.example", "attacker.example:9090", "localhost.attacker.example",
+        "127.0.0.1.nip.io", "node7.attacker.example", "[::1", "node8"}) {
+    INFO(host);
+    CHECK_FALSE(host_header_allowed(host, "node7"));
+  }
+  CHECK_FALSE(host_header_allowed("x", ""));
+}
