@@ -155,7 +155,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void read_request(std::shared_ptr<Connection> self) {
-    stream_.expires_after(shared_->options.timeout);
+    stream_.expires_at(accepted_ + shared_->options.timeout);  // from its connect, waits included
     http::async_read(stream_, buffer_, parser_,
                      [self = std::move(self)](beast::error_code error, size_t) {
                        if (error || self->shared_->stopped()) return self->close();
@@ -185,7 +185,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     return answer;
   }
 
-  HttpResponse answer_for(const http::request<http::empty_body>& request) const {
+  HttpResponse answer_for(const http::request<http::empty_body>& request) {
     if (request.method() != http::verb::get && request.method() != http::verb::head)
       return plain(405, "only GET and HEAD\n");
     const std::string& token = shared_->options.token;
@@ -198,10 +198,20 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
                             shared_->options.host_name, ", not of '",
                             escape_for_terminal(one_line(host.substr(0, 256))), "'\n"));
     }
-    return shared_->handler(std::string(request.target()));
+    // Built on the io thread, which also answers the runs' heartbeats: within the budget only.
+    auto start = std::chrono::steady_clock::now();
+    if (!shared_->pages.allows(start)) {
+      return plain(503,
+                   "busy: building pages took this daemon's share of time for them; try "
+                   "again\n");
+    }
+    HttpResponse answer = shared_->handler(std::string(request.target()));
+    shared_->pages.spent(start, std::chrono::steady_clock::now());
+    return answer;
   }
 
   beast::tcp_stream stream_;
+  std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
   uint64_t id_;
   bool started_ = false;   ///< its turn came: reading its request, or done
   bool watching_ = false;  ///< watch()'s read is pending

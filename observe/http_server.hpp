@@ -10,7 +10,8 @@
 // goes before half-sent ones, and at 256 connections these are closed before it; one that fills
 // its buffer without the header's end is closed at once. Answers are
 // bounded: one page at most 16 MiB, and 32 MiB of pages held at once for clients still reading
-// them (past that, 503), so clients that never read cannot pin the daemon's memory. It accepts as
+// them (past that, 503), so clients that never read cannot pin the daemon's memory; so is the
+// time spent building pages (a quarter of the io thread: page_budget.hpp). It accepts as
 // the control port does (common/accept_loop.hpp: out of descriptors it refuses pending connections
 // at once and says so once). When a token is set, `Authorization: Bearer TOKEN` is required;
 // without one, a Host that is not this machine's (host_header_allowed) is refused. The
@@ -30,6 +31,7 @@
 #include "common/asio_clock.hpp"
 #include "common/gate_keeper.hpp"
 #include "observe/http_response.hpp"
+#include "observe/page_budget.hpp"
 
 namespace cohort::observe {
 
@@ -43,6 +45,10 @@ struct HttpOptions {
   size_t max_page_bytes = 16 << 20;          ///< a bigger answer is a 503
   size_t max_pending_bytes = 32 << 20;       ///< answers being sent, all connections together
   std::chrono::milliseconds timeout{10000};  ///< to send the request; then to read the answer
+  /// Building pages may take this share of the io thread, and owe at most `page_time_limit` of
+  /// it: past that, a request is answered 503 (page_budget.hpp).
+  double page_time_share = 0.25;
+  std::chrono::milliseconds page_time_limit{250};
 };
 
 class HttpServer {
@@ -68,7 +74,8 @@ class HttpServer {
     std::map<uint64_t, std::shared_ptr<Connection>> waiting;   ///< by gate id: not read yet
     std::map<uint64_t, std::shared_ptr<Connection>> starting;  ///< let in, its watch not ended
     size_t pending_bytes = 0;                                  ///< the bodies of answers being sent
-    GateKeeper* gate = nullptr;                                ///< the server's; none after stop()
+    PageBudget pages{options.page_time_limit, options.page_time_share};
+    GateKeeper* gate = nullptr;  ///< the server's; none after stop()
     bool stopped() const { return gate == nullptr; }
   };
   void admit(boost::asio::ip::tcp::socket socket, const std::string& peer);

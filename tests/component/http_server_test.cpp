@@ -32,9 +32,11 @@ struct ServerThread {
   std::thread thread;
 
   ServerThread(observe::HttpOptions options, size_t body_bytes)
-      : server(io, std::move(options), [body_bytes](const std::string&) {
+      : ServerThread(std::move(options), [body_bytes](const std::string&) {
           return observe::HttpResponse{200, "text/plain", std::string(body_bytes, 'p')};
-        }) {
+        }) {}
+  ServerThread(observe::HttpOptions options, observe::HttpHandler handler)
+      : server(io, std::move(options), std::move(handler)) {
     REQUIRE_FALSE(server.start());
     thread = std::thread([this] { io.run(); });
   }
@@ -222,6 +224,36 @@ TEST_CASE("HTTP: without a token a name that is not this machine's is refused (D
       "GET / HTTP/1.1\r\nHost: dashboards.example\r\nAuthorization: Bearer "
       "0123456789abcdef\r\n\r\n");
   CHECK(peer.read_some(4096).rfind("HTTP/1.1 200", 0) == 0);
+}
+
+TEST_CASE("HTTP: pages that take long to build get their share of the io thread, then 503s",
+          "[component][http]") {
+  // A run's page of 10,000 events took up to half a second on the thread that answers the runs'
+  // heartbeats; clients asking for it in a loop held that thread.
+  ServerThread s(observe::HttpOptions{}, [](const std::string&) {
+    std::this_thread::sleep_for(300ms);
+    return observe::HttpResponse{200, "text/plain", "big page"};
+  });
+  int built = 0, busy = 0;
+  auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 6; ++i) {
+    Peer peer("127.0.0.1", s.server.port());
+    peer.get();
+    std::string answer = peer.read_some(4096);
+    built += answer.rfind("HTTP/1.1 200", 0) == 0;
+    if (answer.rfind("HTTP/1.1 503", 0) == 0) {
+      ++busy;
+      CHECK(answer.find("Retry-After: 1") != std::string::npos);
+    }
+  }
+  CHECK(built + busy == 6);
+  CHECK(built <= 3);  // a quarter of the time, and 250 ms owed at most
+  CHECK(busy >= 3);
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+  std::this_thread::sleep_for(2s);  // the debt paid: built again
+  Peer later("127.0.0.1", s.server.port());
+  later.get();
+  CHECK(later.read_some(4096).rfind("HTTP/1.1 200", 0) == 0);
 }
 
 TEST_CASE("HTTP: a flood of half-sent requests from one address keeps no whole request waiting",
