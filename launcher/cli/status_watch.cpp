@@ -178,8 +178,13 @@ std::string watch_screen(const StatusFetch& fetched, const StatusQuery& query,
   if (!fetched.reply) return out + cut(fetched.problem, width) + "\n";
   for (const proto::MovedRun& gone : fetched.reply->moved_runs)
     out += cut(cat("run ", gone.run_id, " moved to ", gone.to), width) + "\n";
-  if (fetched.reply->runs.empty())
-    return fetched.reply->moved_runs.empty() ? out + "no runs\n" : out;
+  if (fetched.reply->runs.empty() && fetched.reply->moved_runs.empty()) {
+    // A mistyped --rdzv-id must not read as an idle daemon.
+    if (query.run_id.empty()) return out + "no runs\n";
+    return out + cut(cat("no run '", query.run_id, "' at ", query.endpoint, " (yet)"), width) +
+           "\n";
+  }
+  if (fetched.reply->runs.empty()) return out;
   out += cut("RUN                 PHASE     ROUND  NODES      RESTARTS", width) + "\n";
   if (!query.brief)
     out += cut("  NODE              STATE      RANK  WORKERS  HEARTBEAT", width) + "\n";

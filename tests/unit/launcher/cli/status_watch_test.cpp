@@ -85,6 +85,10 @@ TEST_CASE("the watch screen fits the terminal and shows why there is no status",
   proto::StatusReply empty{29400, {}};
   CHECK(watch_screen({empty, 0, ""}, query, std::chrono::milliseconds(500), "x", 0)
             .find("no runs\n") != std::string::npos);
+  StatusQuery one = query;  // a mistyped --rdzv-id: not "no runs" while other runs go on
+  one.run_id = "nosuch";
+  CHECK(watch_screen({empty, 0, ""}, one, std::chrono::milliseconds(500), "x", 0)
+            .ends_with("\n\nno run 'nosuch' at " + query.endpoint + " (yet)\n"));
 }
 
 TEST_CASE("at 80 columns the last failure is whole, on lines of its own",
