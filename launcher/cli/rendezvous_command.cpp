@@ -252,7 +252,8 @@ int start_plain_store(boost::asio::io_context& io, const DaemonCommand& command,
               << "\n";
     return kExitInternal;
   }
-  std::cout << "cohortd: TCPStore on " << options.address << ":" << tcpstore->port() << std::endl;
+  std::cout << "cohortd: TCPStore on " << host_port_text(options.address, tcpstore->port())
+            << std::endl;
   if (!write_port_file(command.tcpstore_port_file, tcpstore->port())) {
     return port_file_error("--tcpstore-port-file", command.tcpstore_port_file);
   }
@@ -299,12 +300,13 @@ int run_daemon(const DaemonCommand& command) {
     if (int failed = start_plain_store(io, command, *options, daemon.store_budget(), tcpstore))
       return failed;
   }
-  std::cout << "cohortd: listening on " << options->address << ":" << daemon.port() << std::endl;
+  std::cout << "cohortd: listening on " << host_port_text(options->address, daemon.port())
+            << std::endl;
   if (!write_port_file(command.port_file, daemon.port())) {
     return port_file_error("--port-file", command.port_file);
   }
   if (options->http_port >= 0) {
-    std::cout << "cohortd: HTTP on " << options->http_address << ":" << daemon.http_port()
+    std::cout << "cohortd: HTTP on " << host_port_text(options->http_address, daemon.http_port())
               << " (/metrics, /, /runs/ID, /api/runs)" << std::endl;
     if (!write_port_file(command.http_port_file, daemon.http_port())) {
       return port_file_error("--http-port-file", command.http_port_file);

@@ -83,7 +83,9 @@ int run_stop_command(const StopQuery& query) {
   std::optional<proto::StopRunReply> reply =
       proven_answer_as<proto::StopRunReply>(answer, check, problem);
   if (!reply) {
-    std::cerr << "cohort stop: " << query.endpoint << ": " << escape_for_terminal(problem) << "\n";
+    // A usage problem names its flag already; an answer's names the daemon.
+    std::string where = answer.exit_code == kExitUsage ? "" : query.endpoint + ": ";
+    std::cerr << "cohort stop: " << where << escape_for_terminal(problem) << "\n";
     return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
   }
   if (!reply->stopped) {

@@ -219,6 +219,12 @@ TEST_CASE("the operator's commands refuse an empty value: no daemon without its 
     CHECK((contains(result.err, "got ''") || contains(result.err, "got '-1'")));
     CHECK_FALSE(contains(result.out + result.err, "listening"));
   }
+  RunResult bad_port =
+      scratch.run_argv({kCohortBin, "stop", "--rdzv-id", "r", "--rdzv-endpoint", "[::1]:99999"},
+                       scratch.options(), 20s);
+  CHECK(bad_port.status.shell_code() == 2);
+  CHECK(bad_port.err ==  // the flag named once, no endpoint in front of it
+        "cohort stop: --rdzv-endpoint: expected host[:port] (port 1-65535), got '[::1]:99999'\n");
 }
 
 TEST_CASE("an operator's command whose output was lost does not succeed", "[integration][config]") {
