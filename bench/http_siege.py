@@ -84,7 +84,7 @@ def one_get(port):
     started = time.perf_counter()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             answer = b""
             while chunk := conn.recv(65536):
                 answer += chunk
