@@ -1,6 +1,7 @@
 #include "observe/http_server.hpp"
 
 #include <unistd.h>
+#include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -63,10 +64,8 @@ bool host_header_allowed(std::string_view host, std::string_view own_name) {
     name = std::string(host.substr(0, host.rfind(':')));
   }
   if (!name.empty() && name.back() == '.') name.pop_back();  // "localhost."
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::string own(own_name);
-  for (char& c : own) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return is_ip_address(name) || name == "localhost" || (!own.empty() && name == own);
+  return is_ip_address(name) || boost::algorithm::iequals(name, "localhost") ||
+         (!own_name.empty() && boost::algorithm::iequals(name, own_name));
 }
 
 // One accepted connection: reads one request, writes one response, closes. Holds itself alive

@@ -3,7 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <cctype>
+#include <boost/algorithm/string/predicate.hpp>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -118,10 +118,8 @@ TokenResult read_token_line(int fd, std::chrono::milliseconds limit) {
 }
 
 bool secret_variable_name(std::string_view name) {
-  std::string upper(name);
-  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (std::string_view word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL"}) {
-    if (upper.find(word) != std::string::npos) return true;
+    if (boost::algorithm::icontains(name, word)) return true;
   }
   return false;
 }
