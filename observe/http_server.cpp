@@ -134,30 +134,79 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
  private:
   void respond() {
     const auto& request = parser_.get();
-    HttpResponse answer = within_budget(answer_for(request));
+    bool head = request.method() == http::verb::head;
+    send(within_budget(answer_for(request)), head);
+  }
+
+  // Writes `answer` (its body left out for a HEAD request), then closes.
+  void send(HttpResponse answer, bool head) {
     response_.result(static_cast<http::status>(answer.status));
     response_.version(11);
     response_.set(http::field::server, "cohortd");
     response_.set(http::field::content_type, answer.content_type);
     response_.set(http::field::cache_control, "no-store");
     response_.set(http::field::connection, "close");
+    // The pages run no script, load nothing and are framed by no one; nothing is sniffed.
+    response_.set("Content-Security-Policy",
+                  "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; "
+                  "base-uri 'none'; form-action 'none'");
+    response_.set("X-Content-Type-Options", "nosniff");
+    response_.set("X-Frame-Options", "DENY");
+    response_.set("Referrer-Policy", "no-referrer");
     if (answer.status == 401) response_.set(http::field::www_authenticate, "Bearer");
     if (answer.status == 503) response_.set(http::field::retry_after, "1");
-    response_.body() = request.method() == http::verb::head ? "" : std::move(answer.body);
+    response_.body() = head ? "" : std::move(answer.body);
     response_.prepare_payload();
-    if (request.method() == http::verb::head) response_.content_length(answer.body.size());
+    if (head) response_.content_length(answer.body.size());
     held_bytes_ = response_.body().size();
     shared_->pending_bytes += held_bytes_;
     stream_.expires_after(shared_->options.timeout);  // a client that never reads is closed
-    http::async_write(stream_, response_,
-                      [self = shared_from_this()](beast::error_code, size_t) { self->close(); });
+    http::async_write(stream_, response_, [self = shared_from_this()](beast::error_code, size_t) {
+      if (self->linger_) return self->drain();
+      self->close();
+    });
+  }
+
+  // After refusing a request that was not read to its end: stops sending, then reads (and drops)
+  // what the client still sends, for a short while, before closing. Closed at once, the unread
+  // bytes would reset the connection, which can discard the answer before the client reads it.
+  void drain() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (drained_ == 0) stream_.expires_after(std::chrono::seconds(1));
+    if (drained_ > 64 * 1024) return close();
+    stream_.async_read_some(boost::asio::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code error, size_t got) {
+                              self->drained_ += got + 1;
+                              if (error) return self->close();
+                              self->drain();
+                            });
+  }
+
+  // A request that could not be read whole is answered when it broke HTTP's rules or this
+  // server's limits; one cut short by its client or by the deadline is only closed.
+  void refuse_unreadable(const beast::error_code& error) {
+    if (error.category() != http::make_error_code(http::error::bad_method).category() ||
+        error == http::error::end_of_stream || error == http::error::partial_message) {
+      return close();
+    }
+    linger_ = true;
+    if (error == http::error::header_limit || error == http::error::buffer_overflow) {
+      return send(
+          plain(431, cat("a request's header may be at most ", kMaxHeaderBytes, " bytes\n")),
+          false);
+    }
+    if (error == http::error::body_limit)
+      return send(plain(413, "a request here has no body (GET and HEAD only)\n"), false);
+    send(plain(400, cat("not a request this server reads: ", error.message(), "\n")), false);
   }
 
   void read_request(std::shared_ptr<Connection> self) {
     stream_.expires_at(accepted_ + shared_->options.timeout);  // from its connect, waits included
     http::async_read(stream_, buffer_, parser_,
                      [self = std::move(self)](beast::error_code error, size_t) {
-                       if (error || self->shared_->stopped()) return self->close();
+                       if (self->shared_->stopped()) return self->close();
+                       if (error) return self->refuse_unreadable(error);
                        self->shared_->strangers.erase(self->id_);  // its request came
                        self->shared_->gate->proven(self->id_);
                        self->respond();
@@ -215,6 +264,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
   bool started_ = false;   ///< its turn came: reading its request, or done
   bool watching_ = false;  ///< watch()'s read is pending
   size_t held_bytes_ = 0;
+  bool linger_ = false;  ///< its request was refused unread: drain() before closing
+  size_t drained_ = 0;   ///< bytes (and reads) drain() has dropped
+  char discard_[4096];
   beast::flat_buffer buffer_{kMaxHeaderBytes};
   http::request_parser<http::empty_body> parser_;
   http::response<http::string_body> response_;

@@ -249,8 +249,16 @@ std::string html_escape(const std::string& text) {
       case '\'':
         out += "&#39;";
         break;
-      default:
-        out += c;
+      default: {  // a control character is no character of HTML's: shown as U+FFFD
+        bool control =
+            (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ||
+            c == '\x7f';
+        if (control) {
+          out += "\xef\xbf\xbd";
+        } else {
+          out += c;
+        }
+      }
     }
   }
   return out;

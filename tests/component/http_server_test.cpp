@@ -3,7 +3,9 @@
 // answers hold at most the send budget; past it a request is answered 503 at once, and the
 // non-readers are closed at the answer's deadline; a request that has all come is served before,
 // and evicted after, a flood of half-sent ones from its own address; a waiting header past the
-// cap is closed at once; once the server and its io_context are gone, no connection is left open.
+// cap is closed at once; once the server and its io_context are gone, no connection is left open;
+// requests that break HTTP's rules or the limits are answered 400, 431 or 413; every answer
+// carries the headers that keep a browser from running, framing or sniffing anything.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -224,6 +226,46 @@ TEST_CASE("HTTP: without a token a name that is not this machine's is refused (D
       "GET / HTTP/1.1\r\nHost: dashboards.example\r\nAuthorization: Bearer "
       "0123456789abcdef\r\n\r\n");
   CHECK(peer.read_some(4096).rfind("HTTP/1.1 200", 0) == 0);
+}
+
+TEST_CASE("HTTP: a request that breaks HTTP's rules or the limits is answered 400, 431 or 413",
+          "[component][http]") {
+  // Each used to be closed without a word (curl: "Empty reply from server").
+  ServerThread s(observe::HttpOptions{}, 10);
+  auto answer_to = [&](const std::string& request) {
+    Peer peer("127.0.0.1", s.server.port());
+    peer.send(request);
+    return peer.read_some(4096);
+  };
+  std::string malformed = answer_to("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon\r\n\r\n");
+  CHECK(malformed.rfind("HTTP/1.1 400", 0) == 0);
+  CHECK(malformed.find("not a request this server reads") != std::string::npos);
+  // 12 KiB of header sent whole: the answer arrives although most of it was never read.
+  std::string oversized = answer_to(
+      "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + std::string(12000, 'x') + "\r\n\r\n");
+  CHECK(oversized.rfind("HTTP/1.1 431", 0) == 0);
+  CHECK(oversized.find("at most 8192 bytes") != std::string::npos);
+  std::string bodied =
+      answer_to("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello");
+  CHECK(bodied.rfind("HTTP/1.1 413", 0) == 0);
+  CHECK(answer_to("PUT / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
+  for (const std::string& answer : {malformed, oversized, bodied}) {
+    CHECK(answer.find("Connection: close") != std::string::npos);
+    CHECK(answer.find("pppppppppp") == std::string::npos);
+  }
+}
+
+TEST_CASE("HTTP: every answer forbids scripts, framing and sniffing", "[component][http]") {
+  ServerThread s(observe::HttpOptions{}, 10);
+  Peer peer("127.0.0.1", s.server.port());
+  peer.get();
+  std::string answer = peer.read_some(4096);
+  CHECK(answer.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(answer.find("\r\nContent-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; "
+                    "frame-ancestors 'none'") != std::string::npos);
+  CHECK(answer.find("\r\nX-Content-Type-Options: nosniff\r\n") != std::string::npos);
+  CHECK(answer.find("\r\nX-Frame-Options: DENY\r\n") != std::string::npos);
+  CHECK(answer.find("\r\nReferrer-Policy: no-referrer\r\n") != std::string::npos);
 }
 
 TEST_CASE("HTTP: pages that take long to build get their share of the io thread, then 503s",

@@ -105,6 +105,16 @@ TEST_CASE("the run page has one bar per round per node and escapes what nodes ar
         std::string::npos);
 }
 
+TEST_CASE("HTML escaping shows control characters as U+FFFD and keeps line breaks and UTF-8",
+          "[unit][observe]") {
+  // A node id is what its agent sent: raw control characters make no valid HTML (or SVG).
+  const std::string replaced = "\xef\xbf\xbd";  // U+FFFD
+  CHECK(html_escape("a\x1b[2Jb\x07"
+                    "c\x7f") == "a" + replaced + "[2Jb" + replaced + "c" + replaced);
+  CHECK(html_escape("one\ttwo\r\nthree \xc3\xa9") == "one\ttwo\r\nthree \xc3\xa9");
+  CHECK(html_escape("<a href='x'>&</a>") == "&lt;a href=&#39;x&#39;&gt;&amp;&lt;/a&gt;");
+}
+
 namespace {
 
 // Node "127.0.0.2:1:1#0" runs alone; "127.0.0.3:2:2#0" joins (a scale-up), fails twice and its
