@@ -18,8 +18,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("cohortd ") + COHORT_VERSION + " (commit " +
                                         COHORT_COMMIT + ", " + COHORT_BUILD_TYPE + " build)");
   app.allow_extras();  // an unknown word is named below, with the closest flag
-  app.failure_message([](const CLI::App*, const CLI::Error& error) {
-    return cohort::parse_error_message("cohortd", error);
+  app.failure_message([](const CLI::App* top, const CLI::Error& error) {
+    return cohort::parse_error_message("cohortd", error, "", top);
   });
   std::vector<std::string> flags(argv + 1, argv + argc);
   cohort::ExpandedWords expanded = cohort::expand_abbreviations(flags, cohort::flag_specs(app));

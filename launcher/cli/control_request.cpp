@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include "common/exit_codes.hpp"
 #include "common/fd_wait.hpp"
 #include "common/host_port.hpp"
+#include "common/text.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 
@@ -19,6 +21,9 @@ namespace {
 
 using SteadyPoint = std::chrono::steady_clock::time_point;
 namespace ip = boost::asio::ip;
+
+constexpr std::string_view kControlPortHint =
+    "--rdzv-endpoint names cohortd's control port, its --port, 29400 by default";
 
 // Connects the non-blocking `socket` to the first of `endpoints` that answers before `deadline`;
 // the error of the last one tried otherwise.
@@ -64,35 +69,77 @@ boost::system::error_code send_before(ip::tcp::socket& socket, const std::string
   return {};
 }
 
-// The next message on the non-blocking `socket`; nullopt (with `problem` set) on a read error,
-// `deadline` passing (however often bytes arrive before it) or a malformed frame.
-std::optional<proto::ControlMessage> read_message(ip::tcp::socket& socket,
-                                                  proto::FrameDecoder& decoder,
-                                                  SteadyPoint deadline, std::string& problem) {
-  std::string payload;
-  char buffer[4096];
-  boost::system::error_code error;
-  for (;;) {
-    auto status = decoder.next(payload);
-    if (status == proto::FrameDecoder::Status::Frame) break;
-    if (status == proto::FrameDecoder::Status::Error) {
-      problem = "a frame larger than the protocol's limit";
-      return std::nullopt;
+// Reads frames from one connection and remembers the first bytes it sent, to say what answered
+// when that is not a cohortd.
+struct FrameReader {
+  ip::tcp::socket& socket;
+  proto::FrameDecoder decoder{proto::kMaxFirstFrameBytes};
+  std::string first_bytes;  ///< up to kShownBytes of what came first
+  int frames_read = 0;
+  static constexpr size_t kShownBytes = 32;
+
+  // The next message; nullopt (with `problem` set) on a read error, `deadline` passing (however
+  // often bytes arrive before it) or a malformed frame. Nothing having come by `probe_at`, the
+  // silent-peer probe is sent once, which an HTTP server answers and a daemon skips.
+  std::optional<proto::ControlMessage> next(SteadyPoint deadline, std::string& problem,
+                                            std::optional<SteadyPoint> probe_at = std::nullopt) {
+    std::string payload;
+    char buffer[4096];
+    boost::system::error_code error;
+    for (;;) {
+      auto status = decoder.next(payload);
+      if (status == proto::FrameDecoder::Status::Frame) {
+        ++frames_read;
+        break;
+      }
+      if (status == proto::FrameDecoder::Status::Error) {
+        problem = not_a_frame_text();
+        return std::nullopt;
+      }
+      bool probe_due = probe_at && first_bytes.empty();
+      FdWait waited = wait_for_fd(socket.native_handle(), POLLIN, probe_due ? *probe_at : deadline);
+      if (waited == FdWait::TimedOut && probe_due) {
+        probe_at.reset();
+        send_before(socket, std::string(proto::kSilentPeerProbe), deadline);  // a close shows next
+        continue;
+      }
+      if (waited != FdWait::Ready) {
+        problem = first_bytes.empty()
+                      ? cat("it accepted the connection but sent nothing within the timeout: a "
+                            "cohortd stopped or overloaded, or another service (",
+                            kControlPortHint, ")")
+                      : "no whole answer within the timeout";
+        return std::nullopt;
+      }
+      size_t got = socket.read_some(boost::asio::buffer(buffer), error);
+      if (error == boost::asio::error::would_block) continue;
+      if (error == boost::asio::error::eof) {
+        problem = first_bytes.empty()
+                      ? cat("it closed the connection without a word (", kControlPortHint, ")")
+                      : "it closed the connection without a whole answer";
+        return std::nullopt;
+      }
+      if (error) {
+        problem = error.message();
+        return std::nullopt;
+      }
+      if (first_bytes.size() < kShownBytes)
+        first_bytes.append(buffer, std::min(got, kShownBytes - first_bytes.size()));
+      decoder.feed(buffer, got);
     }
-    if (wait_for_fd(socket.native_handle(), POLLIN, deadline) != FdWait::Ready) {
-      problem = "no whole answer within the timeout";
-      return std::nullopt;
-    }
-    size_t got = socket.read_some(boost::asio::buffer(buffer), error);
-    if (error == boost::asio::error::would_block) continue;
-    if (error) {
-      problem = error.message();
-      return std::nullopt;
-    }
-    decoder.feed(buffer, got);
+    return proto::decode_message(payload, problem);
   }
-  return proto::decode_message(payload, problem);
-}
+
+  // Why the bytes that came are not the frames of a cohortd.
+  std::string not_a_frame_text() const {
+    if (frames_read > 0) return "a frame larger than the protocol's limit";
+    if (first_bytes.rfind("HTTP/", 0) == 0) {
+      return cat("it answers HTTP: is it a daemon's --http-port? (", kControlPortHint, ")");
+    }
+    return "it is not a cohortd: its first bytes are no cohort frame ('" +
+           escape_for_terminal(one_line(first_bytes)) + "')";
+  }
+};
 
 }  // namespace
 
@@ -118,20 +165,24 @@ ControlAnswer control_request(
     return {std::nullopt, kExitRendezvous,
             "cannot reach " + host_port_text(target->host, target->port) + ": " + error.message()};
   }
-  proto::FrameDecoder decoder(proto::kMaxFirstFrameBytes);
+  FrameReader reader{socket};
   std::string problem;
-  std::optional<proto::ControlMessage> message = read_message(socket, decoder, deadline, problem);
+  // A daemon challenges at once; a peer silent for a second may be an HTTP server, waiting to be
+  // asked.
+  SteadyPoint probe_at =
+      std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  std::optional<proto::ControlMessage> message = reader.next(deadline, problem, probe_at);
   auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
   if (challenge == nullptr) {
     return {std::move(message), kExitRendezvous,
             "no challenge from " + endpoint + ": " + (problem.empty() ? "unexpected" : problem)};
   }
-  decoder.set_max_frame_bytes(max_answer_bytes);
+  reader.decoder.set_max_frame_bytes(max_answer_bytes);
   std::string request = proto::encode_frame(proto::encode_message(make_request(challenge->nonce)));
   error = send_before(socket, request, deadline);
   if (error)
     return {std::nullopt, kExitRendezvous, "cannot send to " + endpoint + ": " + error.message()};
-  message = read_message(socket, decoder, deadline, problem);
+  message = reader.next(deadline, problem);
   if (!message)
     return {std::nullopt, kExitRendezvous, "no answer from " + endpoint + ": " + problem};
   return {std::move(message), kExitSuccess, ""};

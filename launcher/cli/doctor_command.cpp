@@ -105,7 +105,7 @@ int doctor_exit_code(const std::vector<CheckResult>& checks) {
 
 long descriptors_for_ranks(long ranks) { return 2 * ranks + 64; }
 
-CheckResult judge_fd_limit(long soft, long hard, long ranks, bool ranks_given) {
+CheckResult judge_fd_limit(long soft, long hard, long ranks, bool ranks_given, long nr_open) {
   long needed = descriptors_for_ranks(ranks);
   std::string limits = cat("soft ", soft, ", hard ", hard);
   std::string need = cat("a daemon for ", ranks, " ranks needs ", needed,
@@ -115,9 +115,14 @@ CheckResult judge_fd_limit(long soft, long hard, long ranks, bool ranks_given) {
     return {"RLIMIT_NOFILE", CheckLevel::kOk,
             cat(limits, ": ", need, "; cohortd raises its soft limit to the hard one"), ""};
   }
+  std::string kernel_first = nr_open > 0 && needed > nr_open
+                                 ? cat("no limit may pass the kernel's fs.nr_open, ", nr_open,
+                                       " here: first `sysctl -w fs.nr_open=", needed,
+                                       "` (fs.nr_open in /etc/sysctl.d), then ")
+                                 : "";
   return {"RLIMIT_NOFILE", ranks_given ? CheckLevel::kFail : CheckLevel::kWarn,
           cat(limits, ": ", need),
-          cat("raise the hard limit where cohortd starts: `ulimit -Hn ", needed,
+          cat(kernel_first, "raise the hard limit where cohortd starts: `ulimit -Hn ", needed,
               "` (nofile in /etc/security/limits.conf) or LimitNOFILE=", needed,
               " in its systemd unit")};
 }
@@ -402,8 +407,10 @@ CheckResult fd_limit_check(const DoctorOptions& options) {
   auto value = [](rlim_t v) {
     return v == RLIM_INFINITY ? std::numeric_limits<long>::max() : static_cast<long>(v);
   };
+  long nr_open = 0;
+  std::ifstream("/proc/sys/fs/nr_open") >> nr_open;
   return judge_fd_limit(value(limit.rlim_cur), value(limit.rlim_max), options.expect_ranks,
-                        options.expect_ranks_given);
+                        options.expect_ranks_given, nr_open);
 }
 
 // Runs `python -c <probe>` with a deadline; what it printed.

@@ -59,8 +59,10 @@ int doctor_exit_code(const std::vector<CheckResult>& checks);
 /// agent (at most one per rank), plus a margin for its listeners, logs and HTTP clients.
 long descriptors_for_ranks(long ranks);
 /// RLIMIT_NOFILE's soft and hard limits against that need; cohortd raises its soft limit to the
-/// hard one, so only the hard limit can fall short (FAIL when `ranks_given`, else warn).
-CheckResult judge_fd_limit(long soft, long hard, long ranks, bool ranks_given);
+/// hard one, so only the hard limit can fall short (FAIL when `ranks_given`, else warn). No hard
+/// limit may pass the kernel's fs.nr_open (`nr_open`, 0 when unknown): past it, the advice
+/// starts there.
+CheckResult judge_fd_limit(long soft, long hard, long ranks, bool ranks_given, long nr_open = 0);
 
 /// The NVML line: the driver and the GPU count, or warn without NVML.
 CheckResult judge_nvml(const std::optional<std::vector<GpuState>>& gpus,

@@ -3,6 +3,7 @@
 // status_command, rendezvous_command, stop_command, doctor_command), whose result is the exit
 // code.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -216,8 +217,10 @@ void declare_commands(CLI::App& app, Commands& commands) {
       "doctor",
       "Check this node before trusting it: GPUs, cgroups, topology, limits, torch, tools");
   add_doctor_flags(*commands.doctor, commands.doctor_options);
-  for (CLI::App* command : {commands.rendezvous, commands.status, commands.stop, commands.doctor})
+  for (CLI::App* command : {commands.rendezvous, commands.status, commands.stop, commands.doctor}) {
     refuse_empty_values(*command);
+    command->set_version_flag("--version", version_text());  // cohortd --version's twin
+  }
 }
 
 // Parses the command line, abbreviations written out. An exit code when there is nothing to run
@@ -229,10 +232,16 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     std::string origin;  // a bad value from PET_*, which the user may never have typed
     for (const CLI::App* sub : top->get_subcommands())
       origin += env_origin(*sub, error.what(), parse_environ(environ));
-    return parse_error_message(command, error, origin);
+    return parse_error_message(command, error, origin, top);
   });
   std::vector<std::string> words = expanded_words(app, argc, argv);
   if (words.empty()) return kExitUsage;
+  // "--watch=$INTERVAL" with the variable unset: CLI11 reads it as a bare --watch (2 s).
+  if (command == "cohort status" && std::count(words.begin(), words.end(), "--watch=") > 0) {
+    std::cerr << "cohort status: --watch: expected seconds from 0.2 to 3600, got '' (cohort "
+                 "status --help)\n";
+    return kExitUsage;
+  }
   std::vector<char*> args;
   for (std::string& word : words) args.push_back(word.data());
   try {

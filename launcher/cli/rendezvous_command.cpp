@@ -206,6 +206,11 @@ std::optional<DaemonOptions> daemon_options(const DaemonCommand& command) {
     }
     *bytes = *size;
   }
+  if (options.store_budget_bytes < options.store_quota_bytes) {
+    std::cerr << "cohortd: warning: --store-budget " << command.store_budget
+              << " is below --store-quota " << command.store_quota
+              << ": a round's worker store holds at most the budget\n";
+  }
   if (command.threads < 0 || command.threads > IoPool::kMaxThreads) {
     std::cerr << "cohortd: --threads: expected 1.." << IoPool::kMaxThreads
               << " (0: one per core), got " << command.threads << "\n";

@@ -143,24 +143,51 @@ bool shows_run(const proto::StatusReply& status, const std::string& run_id) {
          std::any_of(status.moved_runs.begin(), status.moved_runs.end(), named);
 }
 
+// Run `run_id`'s events: the proven reply, or nullopt with `problem` and `exit_code` saying why.
+std::optional<proto::EventsReply> fetch_events(const StatusQuery& query, const std::string& run_id,
+                                               std::string& problem, int& exit_code) {
+  AnswerCheck check(query.token, "events", run_id);
+  ControlAnswer answer =
+      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
+        proto::EventsRequest request{run_id, "", check.nonce_for(challenge)};
+        if (!query.token.empty())
+          request.proof = proto::events_proof(query.token, challenge, run_id);
+        return request;
+      });
+  exit_code = answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
+  return proven_answer_as<proto::EventsReply>(answer, check, problem);
+}
+
+// " listed: it has ended (<how>)" when the daemon still holds the history of the run the status
+// did not list (runs are listed while they form and run), else nothing.
+std::string ended_run_text(const StatusQuery& query) {
+  std::string problem;
+  int exit_code = 0;
+  std::optional<proto::EventsReply> reply = fetch_events(query, query.run_id, problem, exit_code);
+  if (!reply || reply->events.empty()) return {};
+  // How it ended (run.succeeded, run.failed, run.stopped...), which its nodes' leaving follows.
+  auto ending = std::find_if(reply->events.rbegin(), reply->events.rend(), [](const auto& line) {
+    nlohmann::json event = proto::parse_untrusted_json(line);
+    if (!event.is_object() || !event.contains("event") || !event["event"].is_string()) return false;
+    const std::string& name = event["event"].get_ref<const std::string&>();
+    return name.rfind("run.", 0) == 0 && name != "run.created";
+  });
+  const std::string& shown = ending != reply->events.rend() ? *ending : reply->events.back();
+  return cat(" listed: it has ended (", readable_event(shown), "; cohort status --events ",
+             query.run_id, " shows its history)");
+}
+
 }  // namespace
 
 int run_events_command(const StatusQuery& query) {
-  AnswerCheck check(query.token, "events", query.events_run);
-  ControlAnswer answer =
-      control_request(query.endpoint, query.timeout_ms, [&](const std::string& challenge) {
-        proto::EventsRequest request{query.events_run, "", check.nonce_for(challenge)};
-        if (!query.token.empty())
-          request.proof = proto::events_proof(query.token, challenge, query.events_run);
-        return request;
-      });
   std::string problem;
+  int exit_code = 0;
   std::optional<proto::EventsReply> reply =
-      proven_answer_as<proto::EventsReply>(answer, check, problem);
+      fetch_events(query, query.events_run, problem, exit_code);
   if (!reply) {
     std::cerr << "cohort status: no events from " << query.endpoint << ": "
               << escape_for_terminal(problem) << "\n";
-    return answer.exit_code == kExitUsage ? kExitUsage : kExitRendezvous;
+    return exit_code;
   }
   if (reply->dropped > 0) {
     std::cerr << "cohort status: the daemon no longer holds the run's " << reply->dropped
@@ -179,7 +206,8 @@ int run_status_command(const StatusQuery& query) {
     return fetched.exit_code;
   }
   if (!query.run_id.empty() && !shows_run(*fetched.reply, query.run_id)) {
-    std::cerr << "cohort status: " << query.endpoint << ": no run '" << query.run_id << "'\n";
+    std::cerr << "cohort status: " << query.endpoint << ": no run '" << query.run_id << "'"
+              << ended_run_text(query) << "\n";
     return kExitRendezvous;
   }
   if (query.json) {

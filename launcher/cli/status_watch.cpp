@@ -218,6 +218,7 @@ int watch_status(StatusQuery query, std::chrono::milliseconds interval,
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // its terminal closed
   // Blocked while a screen is drawn and taken by sigtimedwait between screens; during a fetch,
   // which may wait its whole timeout on a silent daemon, a stop signal ends the watch at once.
   ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
@@ -226,6 +227,11 @@ int watch_status(StatusQuery query, std::chrono::milliseconds interval,
   sigfillset(&leave.sa_mask);
   ::sigaction(SIGINT, &leave, nullptr);
   ::sigaction(SIGTERM, &leave, nullptr);
+  ::sigaction(SIGHUP, &leave, nullptr);
+  // On a terminal each screen replaces the last; into a file or a pipe they follow each other,
+  // a blank line apart, with no control sequence in between.
+  const bool redraw = ::isatty(STDOUT_FILENO) == 1;
+  bool first = true;
   std::string moved;  // where the watch followed the run from, if it did
   ElsewhereLooks looks(interval);
   for (;;) {
@@ -247,7 +253,8 @@ int watch_status(StatusQuery query, std::chrono::milliseconds interval,
     ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
     std::string screen =
         watch_screen(fetched, query, interval, wall_clock(), terminal_width(), moved);
-    std::cout << "\x1b[H\x1b[2J" << screen << std::flush;  // home, clear, draw
+    std::cout << (redraw ? "\x1b[H\x1b[2J" : first ? "" : "\n") << screen << std::flush;
+    first = false;
     timespec wait{static_cast<time_t>(interval.count() / 1000),
                   static_cast<long>(interval.count() % 1000) * 1000000};
     if (::sigtimedwait(&stop_signals, nullptr, &wait) > 0) break;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <iostream>
@@ -65,6 +66,12 @@ proto::StopRunRequest stop_request(const StopQuery& query, const std::string& ch
 int run_stop_command(const StopQuery& query) {
   if (std::string problem = run_id_problem(query.run_id); !problem.empty()) {
     std::cerr << "cohort stop: --rdzv-id: " << problem << "\n";
+    return kExitUsage;
+  }
+  if (std::any_of(query.reason.begin(), query.reason.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    std::cerr << "cohort stop: --reason: one line of text, without line breaks, tabs or other "
+                 "control characters (it is shown in logs, events and cohort status)\n";
     return kExitUsage;
   }
   if (proto::as_sent(query.reason).size() > proto::kMaxStopReasonBytes) {

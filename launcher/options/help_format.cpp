@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/text.hpp"
+
 namespace cohort {
 
 std::string ScriptUsageFormatter::make_usage(const CLI::App* app, std::string name) const {
@@ -13,9 +15,39 @@ std::string ScriptUsageFormatter::make_usage(const CLI::App* app, std::string na
   return usage + " SCRIPT [ARGS...]\n";
 }
 
+namespace {
+
+// The option `name` of `app` or of one of its subcommands; nullptr if none.
+const CLI::Option* option_named(const CLI::App& app, const std::string& name) {
+  if (const CLI::Option* option = app.get_option_no_throw(name)) return option;
+  for (const CLI::App* command : app.get_subcommands({})) {
+    if (const CLI::Option* option = option_named(*command, name)) return option;
+  }
+  return nullptr;
+}
+
+// CLI11's conversion error, "Could not convert: NAME = VALUE", as what was expected instead.
+std::string conversion_text(const std::string& what, const CLI::App* app) {
+  const std::string prefix = "Could not convert: ";
+  size_t equals = what.find(" = ");
+  if (what.rfind(prefix, 0) != 0 || equals == std::string::npos) return what;
+  std::string name = what.substr(prefix.size(), equals - prefix.size());
+  std::string value = what.substr(equals + 3);
+  const CLI::Option* option = app != nullptr ? option_named(*app, name) : nullptr;
+  std::string expected = "a number";
+  if (option != nullptr && option->get_expected_max() == 0) {
+    expected = "true or false";  // a flag, given "--json=maybe"
+  } else if (parse_double(value) && value.find_first_of(".eE") != std::string::npos) {
+    expected = "a whole number";  // "--threads 1.5"
+  }
+  return name + ": expected " + expected + ", got '" + value + "'";
+}
+
+}  // namespace
+
 std::string parse_error_message(const std::string& command, const CLI::Error& error,
-                                const std::string& note) {
-  return command + ": " + error.what() + note + " (" + command + " --help)\n";
+                                const std::string& note, const CLI::App* app) {
+  return command + ": " + conversion_text(error.what(), app) + note + " (" + command + " --help)\n";
 }
 
 namespace {

@@ -18,8 +18,10 @@ class ScriptUsageFormatter : public CLI::Formatter {
 };
 
 /// A parse error of `command` ("cohort run", "cohortd"), then `note`, pointing at its --help.
+/// CLI11's "Could not convert: --threads = abc" is said as "--threads: expected a whole number,
+/// got 'abc'" (of a flag of `app` or its subcommands that takes no value: "true or false").
 std::string parse_error_message(const std::string& command, const CLI::Error& error,
-                                const std::string& note = "");
+                                const std::string& note = "", const CLI::App* app = nullptr);
 
 /// CLI11 2.1 lets std::out_of_range escape parse() when a flag is given a count past 64 bits
 /// (--verbose=99999999999999999999, or in PET_VERBOSE): the error for it, naming the word or the

@@ -167,6 +167,53 @@ TEST_CASE("a peer that stays silent or never accepts ends the query at its timeo
   CHECK(took < 4s);
 }
 
+TEST_CASE("a silent peer is asked as HTTP would ask: an HTTP server, or other bytes, are named",
+          "[component][status]") {
+  SECTION("it answers the probe as HTTP") {
+    boost::asio::io_context io;
+    ip::tcp::acceptor acceptor(io, ip::tcp::endpoint(ip::make_address("127.0.0.1"), 0));
+    std::string asked;
+    std::thread server([&] {
+      ip::tcp::socket peer = acceptor.accept();
+      boost::system::error_code error;
+      char buffer[256];
+      while (asked.find("\r\n\r\n") == std::string::npos && !error)
+        asked.append(buffer, peer.read_some(boost::asio::buffer(buffer), error));
+      boost::asio::write(peer, boost::asio::buffer(std::string("HTTP/1.1 200 OK\r\n\r\nhi")),
+                         error);
+    });
+    auto start = std::chrono::steady_clock::now();
+    StatusFetch fetched = fetch_status(
+        {"127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), "", "", false, 5000});
+    auto took = std::chrono::steady_clock::now() - start;
+    server.join();
+    CHECK(asked == proto::kSilentPeerProbe);
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.exit_code == kExitRendezvous);
+    CHECK(fetched.problem.find("it answers HTTP: is it a daemon's --http-port?") !=
+          std::string::npos);
+    CHECK(took >= 900ms);  // a second for the challenge first
+    CHECK(took < 3s);
+  }
+  SECTION("it speaks first, and not in frames") {
+    Announcer peer("SSH-2.0-OpenSSH_9.2p1\r\n");
+    StatusFetch fetched = fetch_status({peer.endpoint(), "", "", false, 5000});
+    CHECK_FALSE(fetched.reply);
+    CHECK(fetched.problem.find("it is not a cohortd: its first bytes are no cohort frame "
+                               "('SSH-2.0-OpenSSH_9.2p1\\r\\n')") != std::string::npos);
+  }
+  SECTION("it closes without a word") {
+    boost::asio::io_context io;
+    ip::tcp::acceptor acceptor(io, ip::tcp::endpoint(ip::make_address("127.0.0.1"), 0));
+    std::thread server([&] { acceptor.accept().close(); });
+    StatusFetch fetched = fetch_status(
+        {"127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()), "", "", false, 5000});
+    server.join();
+    CHECK(fetched.problem.find("it closed the connection without a word (--rdzv-endpoint names "
+                               "cohortd's control port") != std::string::npos);
+  }
+}
+
 // An endpoint posing as the daemon, without its token: it can send a challenge and a well-formed
 // answer, but cannot prove the answer. A tool with the token refuses it; without a token there
 // is nothing to prove (as before).

@@ -62,6 +62,20 @@ TEST_CASE("cohort, status, rendezvous and cohortd --help name themselves", "[int
   }
 }
 
+TEST_CASE("the operator's commands and cohortd say their version", "[integration][help]") {
+  // `cohort rendezvous --version` was refused where `cohortd --version` answered.
+  Scratch scratch;
+  for (const char* command : {"rendezvous", "status", "stop", "doctor"}) {
+    RunResult result = run_binary(scratch, {kCohortBin, command, "--version"});
+    INFO(command << "\n" << result.out << result.err);
+    CHECK(result.status.shell_code() == 0);
+    CHECK(result.out.rfind("cohort ", 0) == 0);
+    CHECK(contains(result.out, "(commit "));
+  }
+  RunResult daemon = run_binary(scratch, {kCohortdBin, "--version"});
+  CHECK(daemon.out.rfind("cohortd ", 0) == 0);
+}
+
 TEST_CASE("each command's errors point at its own --help", "[integration][help]") {
   Scratch scratch;
   struct Case {
@@ -102,8 +116,8 @@ TEST_CASE("a bad value from a PET_ variable names the variable, at parse and in 
     return result.err;
   };
   CHECK(contains(run("PET_MAX_RESTARTS", "x", {}),
-                 "--max-restarts = x (from PET_MAX_RESTARTS in the environment) "
-                 "(cohort run --help)"));
+                 "cohort run: --max-restarts: expected a number, got 'x' (from PET_MAX_RESTARTS "
+                 "in the environment) (cohort run --help)"));
   CHECK(contains(run("PET_NNODES", "0", {}),
                  "cohort run: --nnodes: expected N or MIN:MAX with 0 < MIN <= MAX, got '0' "
                  "(from PET_NNODES in the environment)\n"));

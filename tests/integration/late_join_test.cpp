@@ -57,6 +57,20 @@ TEST_CASE("a node started before its run was stopped hears the stop when it join
   REQUIRE(member_status);
   CHECK(*member_status == ExitStatus::exited(130));
   REQUIRE(runs_gone(cluster));
+  // Asked once it has ended, status says so, as stop does, where it said only "no run 'late'".
+  RunResult asked =
+      run_to_end({kCohortBin, "status", "--rdzv-endpoint", cluster.endpoint(), "--rdzv-id", "late"},
+                 scratch.options(), 10s);
+  INFO(asked.err);
+  CHECK(asked.status.shell_code() == 3);
+  CHECK(contains(asked.err, "no run 'late' listed: it has ended ("));
+  CHECK(contains(asked.err, "  run.stopped  "));
+  CHECK(contains(asked.err, "; cohort status --events late shows its history)"));
+  RunResult again =
+      run_to_end({kCohortBin, "stop", "--rdzv-endpoint", cluster.endpoint(), "--rdzv-id", "late"},
+                 scratch.options(), 10s);
+  CHECK(again.status.success());
+  CHECK(contains(again.out, "run late had already ended"));
 
   let_go(scratch);
   auto late_status = late->wait(15s);

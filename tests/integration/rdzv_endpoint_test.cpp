@@ -198,6 +198,21 @@ TEST_CASE("the daemon's HTTP port named as the endpoint ends the run at once, sa
   CHECK(contains(result.err, http + " is not a cohort rendezvous"));
   CHECK(contains(result.err, "it answers HTTP: is it a daemon's --http-port?"));
   CHECK_FALSE(contains(result.err, "trying again"));
+
+  // cohort status and stop wait a second for a challenge, then ask as HTTP would: they used to
+  // wait their whole 5 s and say only that no answer came.
+  for (const char* command : {"status", "stop"}) {
+    auto start = std::chrono::steady_clock::now();
+    RunResult tool = run_to_end({kCohortBin, command, "--rdzv-endpoint", http, "--rdzv-id", "job"},
+                                scratch.options(), 20s);
+    auto took = std::chrono::steady_clock::now() - start;
+    INFO(command << ": " << tool.err);
+    CHECK(tool.status.shell_code() == 3);
+    CHECK(contains(tool.err,
+                   "it answers HTTP: is it a daemon's --http-port? (--rdzv-endpoint "
+                   "names cohortd's control port, its --port, 29400 by default)"));
+    CHECK(took < 4s);
+  }
 }
 
 TEST_CASE("an agent that hosts the rendezvous at an endpoint where nothing listened says so once",

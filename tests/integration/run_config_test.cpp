@@ -210,6 +210,7 @@ TEST_CASE("the operator's commands refuse an empty value: no daemon without its 
       {kCohortdBin, "--port", "0", "--http-port="},
       {kCohortdBin, "--port", "0", "--http-port", "-1"},
       {kCohortBin, "status", "--rdzv-id="},
+      {kCohortBin, "status", "--watch="},  // was a watch every 2 s
       {kCohortBin, "stop", "--rdzv-id", "r", "--reason="},
       {kCohortBin, "doctor", "--token-file="}};
   for (const auto& argv : cases) {
@@ -225,6 +226,38 @@ TEST_CASE("the operator's commands refuse an empty value: no daemon without its 
   CHECK(bad_port.status.shell_code() == 2);
   CHECK(bad_port.err ==  // the flag named once, no endpoint in front of it
         "cohort stop: --rdzv-endpoint: expected host[:port] (port 1-65535), got '[::1]:99999'\n");
+}
+
+TEST_CASE("a value CLI11 cannot convert is named with what was expected", "[integration][config]") {
+  Scratch scratch;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{kCohortdBin, "--threads", "abc"}, "cohortd: --threads: expected a number, got 'abc'"},
+      {{kCohortBin, "doctor", "--expect-ranks", "x"},
+       "cohort doctor: --expect-ranks: expected a number, got 'x'"},
+      {{kCohortBin, "status", "--json=maybe"},
+       "cohort status: --json: expected true or false, got 'maybe'"}};
+  for (const auto& [argv, expected] : cases) {
+    RunResult result = scratch.run_argv(argv, scratch.options(), 20s);
+    INFO(result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, expected));
+    CHECK_FALSE(contains(result.err, "Could not convert"));
+  }
+}
+
+TEST_CASE("cohort stop refuses a --reason of more than one line", "[integration][config]") {
+  // The reason goes into every node's log, the run's events and cohort status, a line each.
+  Scratch scratch;
+  for (const std::string& reason :
+       {std::string("two\nlines"), std::string("a\tb"), std::string("bell\x07")}) {
+    RunResult result = scratch.run_argv({kCohortBin, "stop", "--rdzv-id", "r", "--rdzv-endpoint",
+                                         "127.0.0.1:1", "--reason", reason},
+                                        scratch.options(), 20s);
+    INFO(result.err);
+    CHECK(result.status.shell_code() == 2);
+    CHECK(contains(result.err, "cohort stop: --reason: one line of text, without line breaks"));
+    CHECK_FALSE(contains(result.err, "cannot reach"));  // refused before asking
+  }
 }
 
 TEST_CASE("an operator's command whose output was lost does not succeed", "[integration][config]") {

@@ -1,6 +1,7 @@
 // `cohort status --watch` in a real terminal: tmux runs it in a detached session; the test reads
 // the screen with capture-pane, sees it redraw as a node is lost, and stops it with Ctrl-C; a
-// signal during a fetch from a silent peer ends it at once.
+// signal during a fetch from a silent peer ends it at once; into a file, screens follow each other
+// with no control sequence.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -135,7 +136,7 @@ TEST_CASE("cohort status --watch at 80 columns: a scale-up is no failure, a loss
 }
 
 // The daemon's answer may take the whole 5 s timeout (a peer that accepts and stays silent):
-// Ctrl-C or SIGTERM during that wait still ends --watch at once.
+// Ctrl-C, SIGTERM or SIGHUP (its terminal closed) during that wait still ends --watch at once.
 TEST_CASE("cohort status --watch stops at once on a signal while a fetch waits for a silent peer",
           "[integration][status]") {
   Scratch scratch;
@@ -147,7 +148,7 @@ TEST_CASE("cohort status --watch stops at once on a signal while a fetch waits f
   REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), length) == 0);
   REQUIRE(::listen(listener, 8) == 0);  // the kernel completes the handshake; nobody answers
   REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  int signal = GENERATE(SIGINT, SIGTERM);
+  int signal = GENERATE(SIGINT, SIGTERM, SIGHUP);
   ChildProcess watch({kCohortBin, "status", "--watch", "1", "--rdzv-endpoint",
                       "127.0.0.1:" + std::to_string(ntohs(address.sin_port))},
                      scratch.options());
@@ -162,4 +163,33 @@ TEST_CASE("cohort status --watch stops at once on a signal while a fetch waits f
   REQUIRE(status);
   CHECK(*status == cohort::ExitStatus::exited(0));
   CHECK(took < 3s);  // the fetch alone would take 5 s
+}
+
+TEST_CASE("cohort status --watch into a file writes screen after screen, no control sequence",
+          "[integration][status]") {
+  // It cleared the screen with ESC sequences whatever its output was: a log of it was littered.
+  Scratch scratch;
+  Cluster cluster(scratch);
+  cluster.start_daemon();
+  ChildProcess watch(
+      {kCohortBin, "status", "--watch", "0.2", "--rdzv-endpoint", cluster.endpoint()},
+      scratch.options());
+  const std::string header = "cohort status --watch  " + cluster.endpoint();
+  auto screens = [&] {
+    std::string out = watch.output();
+    size_t count = 0;
+    for (size_t at = out.find(header); at != std::string::npos; at = out.find(header, at + 1))
+      ++count;
+    return count;
+  };
+  REQUIRE(wait_until([&] { return screens() >= 3; }, 20s));
+  watch.signal(SIGINT);
+  auto status = watch.wait(10s);
+  std::string out = watch.output();
+  INFO(out);
+  REQUIRE(status);
+  CHECK(*status == cohort::ExitStatus::exited(0));
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(contains(out, "no runs\n\n" + header));  // a blank line between screens
+  CHECK(cluster.stop_daemon());
 }

@@ -127,6 +127,16 @@ TEST_CASE(
                        "--store-budget", "1g", "--port-file", port_file},
                       options);
   CHECK(wait_until([&] { return file_exists(port_file); }, 10s));
+  CHECK_FALSE(contains(daemon.output(), "warning"));
+  // A budget below the quota is allowed (the budget wins) but said.
+  std::string second_port = scratch.file("port2");
+  ChildProcess under({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--store-quota", "2G",
+                      "--store-budget", "1G", "--port-file", second_port},
+                     options);
+  CHECK(wait_until([&] { return file_exists(second_port); }, 10s));
+  CHECK(contains(under.output(),
+                 "cohortd: warning: --store-budget 1G is below --store-quota 2G: "
+                 "a round's worker store holds at most the budget"));
 }
 
 namespace {

@@ -53,6 +53,15 @@ TEST_CASE("doctor's RLIMIT_NOFILE check: the hard limit must cover the ranks' de
   CHECK(short_default.advice.find("ulimit -Hn 2112") != std::string::npos);
   CHECK(judge_fd_limit(1024, 1024, 1024, true).level == CheckLevel::kFail);
   CHECK(judge_fd_limit(1024, 1024, 100, true).level == CheckLevel::kOk);
+  // 1,000,000 ranks need more than the kernel's default fs.nr_open lets any limit be.
+  CheckResult past_kernel = judge_fd_limit(1024, 1048576, 1000000, true, 1048576);
+  CHECK(past_kernel.level == CheckLevel::kFail);
+  CHECK(past_kernel.advice.find("no limit may pass the kernel's fs.nr_open, 1048576 here: first "
+                                "`sysctl -w fs.nr_open=2000064`") == 0);
+  CHECK(past_kernel.advice.find("ulimit -Hn 2000064") != std::string::npos);
+  CHECK(short_default.advice.find("nr_open") == std::string::npos);  // 0: not known
+  CHECK(judge_fd_limit(1024, 1024, 1024, false, 1048576).advice.find("nr_open") ==
+        std::string::npos);
 }
 
 TEST_CASE("doctor's NVML check warns without NVML or without GPUs", "[unit][launcher][doctor]") {

@@ -43,3 +43,29 @@ TEST_CASE("a number out of its range, or no number, is named with the range expe
     CHECK(watch_error(bad, port).find("expected a port from 0 to 65535") != std::string::npos);
   }
 }
+
+TEST_CASE("CLI11's conversion errors say what was expected", "[unit][launcher]") {
+  // "cohortd: Could not convert: --threads = abc" was CLI11's own wording.
+  auto error_of = [](std::vector<std::string> words) {
+    CLI::App app("cohortd");
+    int threads = 0;
+    bool json = false;
+    app.add_option("--threads", threads);
+    app.add_flag("--json", json);
+    std::vector<const char*> argv{"cohortd"};
+    for (const std::string& word : words) argv.push_back(word.c_str());
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& error) {
+      return parse_error_message("cohortd", error, "", &app);
+    }
+    return std::string();
+  };
+  CHECK(error_of({"--threads", "abc"}) ==
+        "cohortd: --threads: expected a number, got 'abc' (cohortd --help)\n");
+  CHECK(error_of({"--threads", "1.5"}) ==
+        "cohortd: --threads: expected a whole number, got '1.5' (cohortd --help)\n");
+  CHECK(error_of({"--json=maybe"}) ==
+        "cohortd: --json: expected true or false, got 'maybe' (cohortd --help)\n");
+  CHECK(error_of({"--threads", "4"}).empty());
+}
