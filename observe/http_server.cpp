@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <boost/algorithm/string/predicate.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/beast/core/detail/base64.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -51,6 +52,25 @@ bool bearer_matches(const std::string& authorization, const std::string& token) 
   for (size_t i = 0; i < token.size(); ++i)
     differ |= static_cast<unsigned char>(authorization[prefix.size() + i] ^ token[i]);
   return differ == 0;
+}
+
+bool basic_password_matches(const std::string& authorization, const std::string& token) {
+  const std::string prefix = "basic ";
+  if (authorization.size() <= prefix.size() ||
+      !boost::algorithm::iequals(authorization.substr(0, prefix.size()), prefix)) {
+    return false;
+  }
+  std::string_view encoded = std::string_view(authorization).substr(prefix.size());
+  for (int pad = 0; pad < 2 && !encoded.empty() && encoded.back() == '='; ++pad)
+    encoded.remove_suffix(1);
+  std::string decoded((encoded.size() + 3) / 4 * 3, '\0');  // padding stripped: round up
+  auto [written, read] =
+      beast::detail::base64::decode(decoded.data(), encoded.data(), encoded.size());
+  if (read != encoded.size()) return false;  // not base64 through to its padding
+  decoded.resize(written);
+  size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  return bearer_matches("Bearer " + decoded.substr(colon + 1), token);
 }
 
 bool host_header_allowed(std::string_view host, std::string_view own_name) {
@@ -153,7 +173,10 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     response_.set("X-Content-Type-Options", "nosniff");
     response_.set("X-Frame-Options", "DENY");
     response_.set("Referrer-Policy", "no-referrer");
-    if (answer.status == 401) response_.set(http::field::www_authenticate, "Bearer");
+    if (answer.status == 401) {  // a program sends the token as a bearer, a browser asks for it
+      response_.insert(http::field::www_authenticate, "Bearer");
+      response_.insert(http::field::www_authenticate, "Basic realm=\"cohortd\", charset=\"UTF-8\"");
+    }
     if (answer.status == 503) response_.set(http::field::retry_after, "1");
     response_.body() = head ? "" : std::move(answer.body);
     response_.prepare_payload();
@@ -237,8 +260,13 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
     if (request.method() != http::verb::get && request.method() != http::verb::head)
       return plain(405, "only GET and HEAD\n");
     const std::string& token = shared_->options.token;
-    if (!token.empty() && !bearer_matches(std::string(request[http::field::authorization]), token))
-      return plain(401, "this daemon has a token: send it as 'Authorization: Bearer TOKEN'\n");
+    std::string authorization(request[http::field::authorization]);
+    if (!token.empty() && !bearer_matches(authorization, token) &&
+        !basic_password_matches(authorization, token)) {
+      return plain(401,
+                   "this daemon has a token: send it as 'Authorization: Bearer TOKEN' (or, in a "
+                   "browser, give it as the password, any user name)\n");
+    }
     std::string_view host(request[http::field::host]);
     if (token.empty() && !host_header_allowed(host, shared_->options.host_name)) {
       return plain(421, cat("this daemon has no token: it answers pages asked of an address, "

@@ -92,6 +92,11 @@ class HttpServer {
 /// 7235: "bearer", "BEARER"), the token compared exactly and in constant time.
 bool bearer_matches(const std::string& authorization, const std::string& token);
 
+/// Whether `authorization` is HTTP Basic whose password is TOKEN ("Basic " and the base64 of
+/// "USER:TOKEN", any user name, the scheme in any case): what a browser's login dialog sends, so
+/// that a person can open the pages of a daemon with a token. Compared in constant time.
+bool basic_password_matches(const std::string& authorization, const std::string& token);
+
 /// Whether a request's Host header (`host`, with its port if any) names this daemon as only its
 /// own machine can: an IP address, localhost, or `own_name` (this host's name), in any case; or
 /// no Host at all. A web page that rebound a name of its own to 127.0.0.1 (DNS rebinding) sends

@@ -268,6 +268,32 @@ TEST_CASE("HTTP: every answer forbids scripts, framing and sniffing", "[componen
   CHECK(answer.find("\r\nReferrer-Policy: no-referrer\r\n") != std::string::npos);
 }
 
+TEST_CASE("HTTP: with a token a browser is asked for it and its Basic login is let in",
+          "[component][http]") {
+  observe::HttpOptions options;
+  options.token = "0123456789abcdef";
+  ServerThread s(options, 10);
+  auto answer_to = [&](const std::string& authorization) {
+    Peer peer("127.0.0.1", s.server.port());
+    peer.send("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization + "\r\n");
+    return peer.read_some(4096);
+  };
+  std::string asked = answer_to("");
+  CHECK(asked.rfind("HTTP/1.1 401", 0) == 0);
+  CHECK(asked.find("\r\nWWW-Authenticate: Bearer\r\n") != std::string::npos);
+  CHECK(asked.find("\r\nWWW-Authenticate: Basic realm=\"cohortd\", charset=\"UTF-8\"\r\n") !=
+        std::string::npos);
+  CHECK(asked.find("pppppppppp") == std::string::npos);
+  // base64("me:0123456789abcdef"), and the same with a wrong last character.
+  CHECK(
+      answer_to("Authorization: Basic bWU6MDEyMzQ1Njc4OWFiY2RlZg==\r\n").rfind("HTTP/1.1 200", 0) ==
+      0);
+  CHECK(
+      answer_to("Authorization: Basic bWU6MDEyMzQ1Njc4OWFiY2RlZQ==\r\n").rfind("HTTP/1.1 401", 0) ==
+      0);
+  CHECK(answer_to("Authorization: Bearer 0123456789abcdef\r\n").rfind("HTTP/1.1 200", 0) == 0);
+}
+
 TEST_CASE("HTTP: pages that take long to build get their share of the io thread, then 503s",
           "[component][http]") {
   // A run's page of 10,000 events took up to half a second on the thread that answers the runs'

@@ -37,3 +37,22 @@ TEST_CASE("a Host header is this machine's when it is an address, localhost or i
   }
   CHECK_FALSE(host_header_allowed("x", ""));
 }
+
+TEST_CASE("a browser's Basic login carries the token as its password, any user name",
+          "[unit][observe][http]") {
+  using cohort::observe::basic_password_matches;
+  // base64("admin:s3cret"), base64(":s3cret"), base64("x:s3cret") (padded with one '=').
+  CHECK(basic_password_matches("Basic YWRtaW46czNjcmV0", "s3cret"));
+  CHECK(basic_password_matches("basic OnMzY3JldA==", "s3cret"));
+  CHECK(basic_password_matches("BASIC eDpzM2NyZXQ=", "s3cret"));
+  CHECK(basic_password_matches("Basic eDpzM2NyZXQ", "s3cret"));  // padding left out
+  CHECK_FALSE(basic_password_matches("Basic YWRtaW46czNjcmV0", "s3creT"));
+  CHECK_FALSE(basic_password_matches("Basic czNjcmV0", "s3cret"));  // "s3cret": no user part
+  CHECK_FALSE(basic_password_matches("Basic YWRtaW46czNjcmV0!", "s3cret"));  // not base64
+  CHECK_FALSE(basic_password_matches("Basic YWRtaW46czNjcmV0===", "s3cret"));
+  CHECK_FALSE(basic_password_matches("Bearer s3cret", "s3cret"));
+  CHECK_FALSE(basic_password_matches("Basic ", "s3cret"));
+  CHECK_FALSE(basic_password_matches("", "s3cret"));
+  // The password is everything after the first ':' (a token may hold one).
+  CHECK(basic_password_matches("Basic dTphOmI=", "a:b"));  // "u:a:b"
+}
