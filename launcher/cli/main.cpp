@@ -48,13 +48,19 @@ std::optional<std::string> query_token(const std::string& command, const std::st
   return token.token;
 }
 
-// A run id given to `cohort status` (--rdzv-id, --events) that no run can have.
+// A run id given to `cohort status` (--rdzv-id, --events) that no run can have, or two that
+// differ.
 bool bad_status_run_id(const StatusQuery& query) {
   for (const auto& [flag, id] :
        {std::pair{"--rdzv-id", &query.run_id}, std::pair{"--events", &query.events_run}}) {
     std::string problem = id->empty() ? "" : run_id_problem(*id);
     if (problem.empty()) continue;
     std::cerr << "cohort status: " << flag << ": " << problem << "\n";
+    return true;
+  }
+  if (!query.run_id.empty() && !query.events_run.empty() && query.run_id != query.events_run) {
+    std::cerr << "cohort status: --events " << query.events_run << " names another run than "
+              << "--rdzv-id " << query.run_id << ": --events RUN alone is enough\n";
     return true;
   }
   return false;

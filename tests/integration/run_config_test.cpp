@@ -245,6 +245,22 @@ TEST_CASE("a value CLI11 cannot convert is named with what was expected", "[inte
   }
 }
 
+TEST_CASE("cohort status refuses --rdzv-id and --events that name two runs",
+          "[integration][config]") {
+  // It showed the events of --events and ignored --rdzv-id.
+  Scratch scratch;
+  RunResult result = scratch.run_argv(
+      {kCohortBin, "status", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "a", "--events", "b"},
+      scratch.options(), 20s);
+  INFO(result.err);
+  CHECK(result.status.shell_code() == 2);
+  CHECK(contains(result.err, "cohort status: --events b names another run than --rdzv-id a"));
+  RunResult same = scratch.run_argv(
+      {kCohortBin, "status", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "a", "--events", "a"},
+      scratch.options(), 20s);
+  CHECK(same.status.shell_code() == 3);  // asked: nothing listens there
+}
+
 TEST_CASE("cohort stop refuses a --reason of more than one line", "[integration][config]") {
   // The reason goes into every node's log, the run's events and cohort status, a line each.
   Scratch scratch;
