@@ -70,7 +70,7 @@ boost::system::error_code send_before(ip::tcp::socket& socket, const std::string
 }
 
 // Reads frames from one connection and remembers the first bytes it sent, to say what answered
-// when that is not a cohortd.
+// when that is not a cohortd. One per control_request, on its caller's thread.
 struct FrameReader {
   ip::tcp::socket& socket;
   proto::FrameDecoder decoder{proto::kMaxFirstFrameBytes};
