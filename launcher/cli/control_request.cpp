@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -13,6 +14,7 @@
 #include "common/fd_wait.hpp"
 #include "common/host_port.hpp"
 #include "common/text.hpp"
+#include "launcher/options/help_format.hpp"
 #include "proto/auth.hpp"
 #include "proto/control_frame.hpp"
 
@@ -186,6 +188,16 @@ ControlAnswer control_request(
   if (!message)
     return {std::nullopt, kExitRendezvous, "no answer from " + endpoint + ": " + problem};
   return {std::move(message), kExitSuccess, ""};
+}
+
+void add_timeout_flag(CLI::App& app, int& timeout_ms) {
+  app.add_option_function<double>(
+         "--timeout",
+         [&timeout_ms](double seconds) { timeout_ms = static_cast<int>(seconds * 1000); },
+         "Seconds for the daemon to answer, connect included (default 5; a daemon busy with "
+         "strangers may need more)")
+      ->type_name("SECONDS")
+      ->check(number_within(0.1, 600, "seconds"));
 }
 
 AnswerCheck::AnswerCheck(std::string token, std::string kind, std::string run_id)

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "launcher/options/cli_fwd.hpp"
 #include "proto/control_frame.hpp"
 #include "proto/control_messages.hpp"
 
@@ -27,6 +28,10 @@ ControlAnswer control_request(
     const std::string& endpoint, int timeout_ms,
     const std::function<proto::ControlMessage(const std::string& challenge)>& make_request,
     uint32_t max_answer_bytes = proto::kMaxStatusFrameBytes);
+
+/// `--timeout SECONDS` (0.1 to 600; default: what `timeout_ms` holds) of a command that makes
+/// control requests (status, stop), into `timeout_ms`.
+void add_timeout_flag(CLI::App& app, int& timeout_ms);
 
 /// The tool's side of the daemon's proof (with a token): a fresh nonce sent with the request,
 /// and the answer's proof checked against it and the connection's challenge, so that an

@@ -14,6 +14,7 @@
 #include "cohort_version.hpp"  // generated: the version, commit and build type
 #include "common/exit_codes.hpp"
 #include "common/run_id.hpp"
+#include "launcher/cli/control_request.hpp"
 #include "launcher/cli/doctor_command.hpp"
 #include "launcher/cli/launch_command.hpp"
 #include "launcher/cli/moved_rendezvous.hpp"
@@ -177,6 +178,7 @@ void add_status_flags(CLI::App& status, Commands& commands) {
       "asked in turn when --rdzv-endpoint does not have the run");
   status.add_option("--token-file", commands.status_token_file,
                     "The daemon's or the run's token (default: $COHORT_TOKEN)");
+  add_timeout_flag(status, commands.status_query.timeout_ms);
   status.add_flag("--json", commands.status_query.json, "Print the raw JSON");
   CLI::Option* brief = status.add_flag(
       "--brief", commands.status_query.brief,

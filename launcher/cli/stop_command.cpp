@@ -31,6 +31,7 @@ void add_stop_flags(CLI::App& app, StopQuery& query) {
                  "\"stopped by cohort stop\")");
   app.add_option("--token-file", query.token_file,
                  "The daemon's or the run's token (default: $COHORT_TOKEN)");
+  add_timeout_flag(app, query.timeout_ms);
 }
 
 std::string stop_requester_text(std::string_view user, std::string_view host) {

@@ -245,6 +245,28 @@ TEST_CASE("a value CLI11 cannot convert is named with what was expected", "[inte
   }
 }
 
+TEST_CASE("cohort status and stop give a silent daemon --timeout seconds",
+          "[integration][config]") {
+  // A listener whose connections the kernel completes and nobody accepts: a daemon held up.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor silent(
+      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  std::string endpoint = "127.0.0.1:" + std::to_string(silent.local_endpoint().port());
+  Scratch scratch;
+  for (const char* command : {"status", "stop"}) {
+    auto start = std::chrono::steady_clock::now();
+    RunResult result = scratch.run_argv(
+        {kCohortBin, command, "--rdzv-endpoint", endpoint, "--rdzv-id", "r", "--timeout", "1.5"},
+        scratch.options(), 20s);
+    auto took = std::chrono::steady_clock::now() - start;
+    INFO(command << ": " << result.err);
+    CHECK(result.status.shell_code() == 3);
+    CHECK(contains(result.err, "it accepted the connection but sent nothing within the timeout"));
+    CHECK(took >= 1400ms);
+    CHECK(took < 4s);  // 5 s without --timeout
+  }
+}
+
 TEST_CASE("cohort status refuses --rdzv-id and --events that name two runs",
           "[integration][config]") {
   // It showed the events of --events and ignored --rdzv-id.
