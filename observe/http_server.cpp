@@ -12,12 +12,12 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
-#include <cctype>
 #include <string_view>
 
 #include "common/host_port.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
+#include "proto/auth.hpp"
 
 namespace cohort::observe {
 
@@ -44,14 +44,14 @@ HttpOptions with_host_name(HttpOptions options) {
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
   const std::string prefix = "bearer ";  // the scheme in any case (RFC 7235), then the token
-  if (authorization.size() != prefix.size() + token.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != prefix[i]) return false;
-  }
-  unsigned char differ = 0;
-  for (size_t i = 0; i < token.size(); ++i)
-    differ |= static_cast<unsigned char>(authorization[prefix.size() + i] ^ token[i]);
-  return differ == 0;
+  if (authorization.size() < prefix.size() ||
+      !boost::algorithm::iequals(std::string_view(authorization).substr(0, prefix.size()), prefix))
+    return false;
+  // Digests of equal length compared in constant time: neither the token's bytes nor its length
+  // show in how long a wrong guess takes.
+  return proto::proofs_equal(
+      proto::sha256_hex(std::string_view(authorization).substr(prefix.size())),
+      proto::sha256_hex(token));
 }
 
 bool basic_password_matches(const std::string& authorization, const std::string& token) {

@@ -89,7 +89,8 @@ class HttpServer {
 };
 
 /// Whether `authorization` (the header's value) is "Bearer TOKEN", the scheme in any case (RFC
-/// 7235: "bearer", "BEARER"), the token compared exactly and in constant time.
+/// 7235: "bearer", "BEARER"), the token compared exactly, through SHA-256 digests compared in
+/// constant time (so that a wrong guess's timing shows neither the token's bytes nor its length).
 bool bearer_matches(const std::string& authorization, const std::string& token);
 
 /// Whether `authorization` is HTTP Basic whose password is TOKEN ("Basic " and the base64 of
