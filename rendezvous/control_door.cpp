@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "proto/auth.hpp"
+#include "store/tcpstore_codec.hpp"
 
 namespace cohort {
 
@@ -108,6 +109,14 @@ void ControlDoor::proven(ControlSession& session) {
 }
 
 void ControlDoor::closed(ControlSession& session) {
+  if (!session.proven && starts_like_tcpstore_request(session.first_bytes()) &&
+      tcpstore_client_log_.due(clock_.now())) {
+    log::warn("rendezvous: a PyTorch TCPStore client at ", session.peer,
+              " connected to the rendezvous port ", port(),
+              " and was closed: the workers' store is MASTER_ADDR:MASTER_PORT, not this port, so "
+              "a worker whose init_method is 'tcp://HOST:",
+              port(), "' waits until its timeout: give it init_method='env://' (the default)");
+  }
   strangers_.erase(session.gate_id);
   session.hello_deadline.reset();
   gate_keeper_.closed(session.gate_id);

@@ -63,6 +63,7 @@ class ControlDoor {
   uint64_t next_gate_id_ = 1;
   std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven
   LogThrottle refusal_log_;  ///< refused connections: one log line a second
+  LogThrottle tcpstore_client_log_{std::chrono::seconds(10)};  ///< a worker at the wrong port
   bool closed_ = false;
 };
 

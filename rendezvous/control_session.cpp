@@ -47,6 +47,7 @@ void ControlSession::watch_unstarted(std::function<void(const std::string& why)>
         std::string_view leading = self->leading_;
         if (said.substr(0, leading.size()) == leading.substr(0, said.size()) && !leading.empty())
           return;  // the client's probe: it waits for us, rightly; read past it once started
+        self->first_bytes_ = std::string(said.substr(0, 16));  // who it may be, for the log
         gone("it spoke before its challenge");
       });
 }

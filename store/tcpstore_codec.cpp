@@ -368,6 +368,15 @@ void append_bytes(std::string& out, std::string_view value) {
   out.append(value);
 }
 
+bool starts_like_tcpstore_request(std::string_view first_bytes) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(first_bytes.data());
+  if (first_bytes.size() >= 5 && bytes[0] == 0 && load_le(bytes + 1, 4) == kStoreValidateMagic)
+    return true;
+  constexpr uint8_t kHighestLegacyOpcode = 16;
+  return first_bytes.size() >= 9 && bytes[0] <= kHighestLegacyOpcode &&
+         load_le(bytes + 1, 8) < 64 * 1024;
+}
+
 bool append_request(std::string& out, const StoreRequest& request, StoreNumbering numbering) {
   auto table = table_of(numbering);
   auto found = std::find(table.begin(), table.end(), request.op);

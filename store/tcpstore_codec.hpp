@@ -103,6 +103,12 @@ void append_u32(std::string& out, uint32_t value);
 void append_i64(std::string& out, int64_t value);
 void append_bytes(std::string& out, std::string_view value);
 
+/// Whether `first_bytes`, what a connection sent first (9 bytes or more to tell), begin a
+/// PyTorch TCPStore client's request: VALIDATE and its magic (2.2+), or an opcode of the older
+/// tables and a key length below 64 KiB (u64, little-endian). Used to say why a worker that
+/// connected to the rendezvous port instead of its store will wait in vain.
+bool starts_like_tcpstore_request(std::string_view first_bytes);
+
 /// Encodes a request as a client of that numbering sends it (Validate includes its magic).
 /// False, with `out` unchanged, when the op does not exist in that numbering.
 bool append_request(std::string& out, const StoreRequest& request, StoreNumbering numbering);

@@ -235,6 +235,7 @@ int run_command(const CLI::App& app, RunOptions& options) {
     return kExitUsage;
   }
   RunEnvironment machine = machine_run_environment(environ);
+  options.master_port_given = app.get_option("--master-port")->count() > 0;
   SlurmApplied slurm = apply_slurm_defaults(app, options, machine.env);
   std::vector<std::string> from_env = slurm.taken;
   for (auto& line : apply_torch_env_defaults(app, options, machine.env)) {

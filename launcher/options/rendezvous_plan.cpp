@@ -168,8 +168,17 @@ void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,
     return embed_private(options, settings, daemon);
   }
   if (options.rdzv_backend == "static" && options.rdzv_endpoint.empty()) {
-    if (max_nodes == 1) return embed_private(options, settings, daemon);
-    return plan_static(options, settings, daemon, problems);
+    if (max_nodes > 1) return plan_static(options, settings, daemon, problems);
+    embed_private(options, settings, daemon);
+    // As torchrun's static rendezvous: one node's workers find their store at --master-port,
+    // when one is given (a script may connect there itself: init_method="tcp://HOST:PORT").
+    bool store_at_master_port = options.master_port_given && options.master_port > 0 &&
+                                options.store_ports.empty() && options.worker_store != "rank0";
+    if (store_at_master_port) {
+      daemon.options.store_port_min = daemon.options.store_port_max =
+          static_cast<uint16_t>(options.master_port);
+    }
+    return;
   }
   if (options.rdzv_endpoint.empty()) {
     if (max_nodes == 1) return embed_private(options, settings, daemon);

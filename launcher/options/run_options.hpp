@@ -43,6 +43,7 @@ struct RunOptions {
   bool node_rank_hint = false;  ///< use node_rank as a hint under c10d too (Slurm's SLURM_NODEID)
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  bool master_port_given = false;  ///< typed (or PET_MASTER_PORT): one node's store is there
   std::string local_addr;
   std::optional<double> shutdown_timeout;  ///< seconds; unset: TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30
   double hang_timeout = 0;                 ///< seconds without a sign of life; 0: off

@@ -188,3 +188,70 @@ TEST_CASE("NCCL's async error handling: both names for torch 1.13, the new one f
   CHECK(env_value(env, "NCCL_ASYNC_ERROR_HANDLING") == "0");  // the user's, as it is
   CHECK(scratch.nothing_left());
 }
+
+TEST_CASE("one node's workers find their store at an explicit --master-port, as under torchrun",
+          "[integration][run][pytorch]") {
+  // torchrun's static rendezvous serves the workers' store on --master-port, and scripts connect
+  // there themselves (init_method="tcp://ADDR:PORT"); cohort gave them a free port and nothing
+  // listened on --master-port: such a worker waited until its timeout (30 min by default).
+  require_torch();
+  Scratch scratch;
+  std::string script = scratch.file("tcp_init.py");
+  std::ofstream(script) << "import datetime, os, torch\n"
+                           "import torch.distributed as dist\n"
+                           "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29511',\n"
+                           "    rank=int(os.environ['RANK']), world_size=2,\n"
+                           "    timeout=datetime.timedelta(seconds=20))\n"
+                           "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+                           "dist.all_reduce(t)\n"
+                           "restart = os.environ['TORCHELASTIC_RESTART_COUNT']\n"
+                           "print('round', restart, 'MASTER_PORT=' + os.environ['MASTER_PORT'],\n"
+                           "      'sum=%g' % t.item(), flush=True)\n"
+                           "if restart == '0' and dist.get_rank() == 1:\n"
+                           "    raise SystemExit(3)\n";
+  // Rank 1 fails after the first round's all_reduce: the next round's store is on the port too.
+  RunResult result = scratch.run_argv(
+      loopback_only(Scratch::cohort_argv({"--nnodes", "1", "--master-port", "29511",
+                                          "--nproc-per-node", "2", "--max-restarts", "1", script})),
+      scratch.options({{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}}), 120s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  for (const char* line : {"[default0]:round 0 MASTER_PORT=29511 sum=3\n",
+                           "[default1]:round 0 MASTER_PORT=29511 sum=3\n",
+                           "[default0]:round 1 MASTER_PORT=29511 sum=3\n",
+                           "[default1]:round 1 MASTER_PORT=29511 sum=3\n"}) {
+    CHECK(contains(result.out, line));
+  }
+}
+
+TEST_CASE("a TCPStore client at the rendezvous port is closed and the daemon says why",
+          "[integration][store][pytorch]") {
+  // Several nodes: the rendezvous is at --master-port and the store elsewhere, so a script that
+  // connects to --master-port itself still waits until its timeout; the daemon says why at once.
+  require_torch();
+  Scratch scratch;
+  std::string port_file = scratch.file("port");
+  ChildOptions options = scratch.options();
+  options.name = "cohortd";
+  ChildProcess daemon({kCohortdBin, "--host", "127.0.0.1", "--port", "0", "--port-file", port_file},
+                      options);
+  REQUIRE(wait_until([&] { return file_exists(port_file); }, 10s));
+  std::string port = std::to_string(std::atoi(read_file(port_file).c_str()));
+  RunResult client = scratch.run_argv({kPython, "-c",
+                                       "import datetime, torch.distributed as dist\n"
+                                       "dist.TCPStore('127.0.0.1', " +
+                                           port + ", 1, False, datetime.timedelta(seconds=2))\n"},
+                                      scratch.options(), 60s);
+  INFO(client.out << client.err);  // 1.13's client may even think it connected
+  bool said = wait_until(
+      [&] {
+        return contains(daemon.output(), "rendezvous: a PyTorch TCPStore client at 127.0.0.1");
+      },
+      5s);
+  INFO(daemon.output());
+  CHECK(said);
+  CHECK(contains(daemon.output(), "connected to the rendezvous port " + port +
+                                      " and was closed: the workers' store is "
+                                      "MASTER_ADDR:MASTER_PORT, not this port"));
+  CHECK(contains(daemon.output(), "give it init_method='env://' (the default)"));
+}

@@ -476,3 +476,20 @@ TEST_CASE(
   }
   CHECK(in_place == sent);
 }
+
+TEST_CASE("a TCPStore client's first request is told from other protocols' first bytes",
+          "[unit][store]") {
+  // What a worker sends to the rendezvous port by mistake: 2.2+ VALIDATE, a 1.13 ADD "init/".
+  std::string validate, add;
+  REQUIRE(append_request(validate, StoreRequest{StoreOp::Validate, {}, {}, kStoreValidateMagic},
+                         StoreNumbering::Validated));
+  REQUIRE(
+      append_request(add, StoreRequest{StoreOp::Add, {"init/"}, {}, 1}, StoreNumbering::Legacy113));
+  CHECK(starts_like_tcpstore_request(validate));
+  CHECK(starts_like_tcpstore_request(add.substr(0, 16)));
+  CHECK_FALSE(starts_like_tcpstore_request(add.substr(0, 8)));  // not enough to tell
+  CHECK_FALSE(starts_like_tcpstore_request("GET / HTTP/1.0\r\n\r\n"));
+  CHECK_FALSE(starts_like_tcpstore_request("SSH-2.0-OpenSSH_9.2p1\r\n"));
+  CHECK_FALSE(starts_like_tcpstore_request(std::string("\x00\x00\x00\x2a{\"type\":\"hello\"", 20)));
+  CHECK_FALSE(starts_like_tcpstore_request(""));
+}
