@@ -174,9 +174,13 @@ void OutputPump::append_partial(std::string_view piece) {
 }
 
 // At the end of the stream: the last line, though it has no end.
+// The stream ended inside a line: the console ends it (what comes next has a prefix of its own),
+// the log file keeps the bytes as the worker wrote them.
 void OutputPump::flush_partial() {
   if (partial_.empty() && !continued_) return;
+  size_t file_before = file_batch_.size();
   emit(partial_);
+  if (file_batch_.size() > file_before && file_batch_.back() == '\n') file_batch_.pop_back();
   partial_.clear();
 }
 

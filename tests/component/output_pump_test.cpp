@@ -71,6 +71,7 @@ TEST_CASE("lines are prefixed on the console and plain in the file", "[component
 TEST_CASE("a last line without newline is flushed at end of file", "[component][agent]") {
   PumpRun run = pump_chunks({"a\nno newline"}, "> ");
   CHECK(run.console == "> a\n> no newline\n");
+  CHECK(run.file == "a\nno newline");  // the file keeps the bytes as written (no '\n' added)
 }
 
 TEST_CASE("one byte at a time still gives whole lines", "[component][agent]") {
