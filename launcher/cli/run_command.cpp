@@ -253,8 +253,8 @@ int run_command(const CLI::App& app, RunOptions& options) {
                 << slurm_origin(slurm, problem) << "\n";
     }
     // 127 as a shell's, when the program not found is all that is wrong.
-    bool only_not_found =
-        validated.problems.size() == 1 && validated.config.executable.empty() && options.no_python;
+    bool only_not_found = validated.problems.size() == 1 && validated.config.executable.empty() &&
+                          options.no_python && !options.module;
     return only_not_found ? kExitNotFound : kExitUsage;
   }
   if (std::string problem = log_dir_problem(validated.config.log_dir); !problem.empty()) {

@@ -169,6 +169,8 @@ void plan_rendezvous(const RunOptions& options, std::optional<bool> is_host,
   }
   if (options.rdzv_backend == "static" && options.rdzv_endpoint.empty()) {
     if (max_nodes > 1) return plan_static(options, settings, daemon, problems);
+    if (options.node_rank > 0 && !options.node_rank_hint)  // torchrun waits for a node rank 0
+      problems.push_back(cat("--node-rank ", options.node_rank, " must be below --nnodes 1"));
     embed_private(options, settings, daemon);
     // As torchrun's static rendezvous: one node's workers find their store at --master-port,
     // when one is given (a script may connect there itself: init_method="tcp://HOST:PORT").

@@ -95,7 +95,7 @@ void build_command(const RunOptions& options, const RunEnvironment& machine, Age
   bool module = options.module && !options.run_path;
   if (options.no_python && !options.run_path) {
     config.executable = machine.find_executable(target);
-    if (config.executable.empty()) {
+    if (config.executable.empty() && !options.module) {  // with -m: the conflict is said alone
       problems.push_back(cat("--no-python: '", target, "' is not an executable file",
                              target.find('/') == std::string::npos ? " in PATH" : ""));
     }

@@ -83,6 +83,31 @@ TEST_CASE("static rendezvous: node rank 0 hosts it at --master-addr:--master-por
         std::vector<std::string>{"--node-rank 3 must be below --nnodes 3"});
 }
 
+TEST_CASE("static rendezvous on one node: the store at an explicit --master-port, node rank 0",
+          "[unit][launcher]") {
+  RunOptions options;
+  options.master_port = 29611;
+  Planned private_port = plan(options, 1, 1);  // not typed: any free port, no clash by default
+  REQUIRE(private_port.problems.empty());
+  CHECK(private_port.daemon.embed == DaemonPlan::Embed::Yes);
+  CHECK(private_port.daemon.options.port == 0);
+  CHECK(private_port.daemon.options.store_port_min == 0);
+  options.master_port_given = true;
+  Planned given = plan(options, 1, 1);
+  CHECK(given.daemon.options.port == 0);  // the rendezvous is the agent's own
+  CHECK(given.daemon.options.store_port_min == 29611);
+  CHECK(given.daemon.options.store_port_max == 29611);
+  RunOptions rank0_store = options;
+  rank0_store.worker_store = "rank0";
+  CHECK(plan(rank0_store, 1, 1).daemon.options.store_port_min == 0);
+  // torchrun would wait for a node rank 0 that never comes; Slurm's SLURM_NODEID is a hint.
+  options.node_rank = 1;
+  CHECK(plan(options, 1, 1).problems ==
+        std::vector<std::string>{"--node-rank 1 must be below --nnodes 1"});
+  options.node_rank_hint = true;
+  CHECK(plan(options, 1, 1).problems.empty());
+}
+
 TEST_CASE("an endpoint on this machine: an address is bound as given, a name on every address",
           "[unit][launcher]") {
   Planned by_name = plan(c10d("node7:29411"), 2, 2);
