@@ -27,9 +27,18 @@ constexpr std::string_view kTorchrunFlags =
     " numa-binding signals-to-handle shutdown-timeout virtual-local-rank"
     " log-line-prefix-template help ";
 
-bool is_torchrun_flag(const std::string& dashed) {
-  return kTorchrunFlags.find(" " + dashed.substr(2) + " ") != std::string_view::npos;
+// torchrun 1.13's: a prefix that names several flags of today's torchrun may name one of these,
+// and a command line written for 1.13 (--log DIR: --log_dir) must still mean the same.
+constexpr std::string_view kTorchrun113Flags =
+    " nnodes nproc-per-node rdzv-backend rdzv-endpoint rdzv-id rdzv-conf standalone"
+    " max-restarts monitor-interval start-method role module no-python run-path log-dir"
+    " redirects tee node-rank master-addr master-port help ";
+
+bool is_listed(std::string_view list, const std::string& dashed) {
+  return list.find(" " + dashed.substr(2) + " ") != std::string_view::npos;
 }
+
+bool is_torchrun_flag(const std::string& dashed) { return is_listed(kTorchrunFlags, dashed); }
 
 // "-np" (or "-np=8") as "--np" when the command has a flag of that long name; else `word`
 // unchanged.
@@ -59,11 +68,15 @@ std::vector<const FlagSpec*> candidates(const std::string& prefix,
 }
 
 // Of several candidates, torchrun's flag when it is the only one of torchrun's (argparse, which
-// knows no others, would take it); else all of them, an ambiguity.
+// knows no others, would take it), else torchrun 1.13's when it is the only one of those; else
+// all of them, an ambiguity.
 std::vector<const FlagSpec*> torchrun_first(std::vector<const FlagSpec*> found) {
-  auto is_torchrun = [](const FlagSpec* flag) { return flag->torchrun; };
-  if (std::count_if(found.begin(), found.end(), is_torchrun) != 1) return found;
-  return {*std::find_if(found.begin(), found.end(), is_torchrun)};
+  for (bool FlagSpec::*of : {&FlagSpec::torchrun, &FlagSpec::torchrun_113}) {
+    auto is_of = [of](const FlagSpec* flag) { return flag->*of; };
+    if (std::count_if(found.begin(), found.end(), is_of) == 1)
+      return {*std::find_if(found.begin(), found.end(), is_of)};
+  }
+  return found;
 }
 
 // The long name of `flag` that `prefix` abbreviates (the spelling the user chose).
@@ -176,6 +189,8 @@ std::vector<FlagSpec> flag_specs(const CLI::App& command) {
     flag.takes_value = option->get_expected_min() > 0;
     flag.hidden = option->get_group().empty();
     flag.torchrun = !flag.long_names.empty() && is_torchrun_flag(flag.long_names.front());
+    flag.torchrun_113 =
+        !flag.long_names.empty() && is_listed(kTorchrun113Flags, flag.long_names.front());
     if (!flag.long_names.empty() || !flag.short_names.empty()) flags.push_back(std::move(flag));
   }
   return flags;

@@ -1,9 +1,10 @@
 // argparse's abbreviations, as torchrun accepts them: a long flag may be shortened to any prefix
 // that names one flag (--max-r for --max-restarts, --master_p for --master_port); a prefix that
 // names several is an error that lists them, unless only one of those is torchrun's own (--max is
-// --max-restarts, as under torchrun, not cohort's --max-same-failures too). Rewrites a command's
-// words before CLI11 parses them, up to the training script. Pure functions (one reads a CLI11
-// command's flags); main thread at start.
+// --max-restarts, as under torchrun, not cohort's --max-same-failures too), or else only one is
+// torchrun 1.13's (--log is --log-dir, as under 1.13, though 2.x added --logs-specs). Rewrites a
+// command's words before CLI11 parses them, up to the training script. Pure functions (one reads
+// a CLI11 command's flags); main thread at start.
 #pragma once
 
 #include <string>
@@ -21,6 +22,7 @@ struct FlagSpec {
   bool takes_value = false;
   bool hidden = false;    ///< cohort's internal flags: only their full names count, no prefix
   bool torchrun = false;  ///< one of torchrun's flags: wins a prefix that names cohort's own too
+  bool torchrun_113 = false;  ///< one of torchrun 1.13's: wins a prefix torchrun's still share
 };
 
 struct ExpandedWords {

@@ -83,8 +83,27 @@ TEST_CASE("an ambiguous prefix is an error listing the candidates", "[unit][laun
   CHECK(expanded.error.find("--master-addr") != std::string::npos);
   CHECK(expanded.error.find("--master-port") != std::string::npos);
   CHECK(expand({"--rdzv", "x", "t.py"}).error.find("--rdzv-endpoint") != std::string::npos);
-  // --log matches --log-dir and --log-line-prefix-template (and --logs-specs).
-  CHECK_FALSE(expand({"--log", "x", "t.py"}).error.empty());
+  // Ambiguous under torchrun 1.13 too: --standalone, --start-method; --module, --monitor-interval.
+  CHECK_FALSE(expand({"--st", "x", "t.py"}).error.empty());
+  CHECK_FALSE(expand({"--mo", "1", "t.py"}).error.empty());
+}
+
+TEST_CASE("a prefix that names several of torchrun's flags but one of 1.13's is that one",
+          "[unit][launcher]") {
+  // --log was --log_dir under torchrun 1.13; 2.x added --logs-specs and
+  // --log-line-prefix-template, and cohort took the 1.13 command line for an ambiguity.
+  CHECK(expand({"--log", "x", "t.py"}).words == Words{"--log-dir", "x", "t.py"});
+  CHECK(expand({"--lo", "x", "t.py"}).words == Words{"--log-dir", "x", "t.py"});
+  CHECK(expand({"--log_", "x", "t.py"}).words == Words{"--log_dir", "x", "t.py"});
+  // Two of 1.13's (--local-addr and --local-ranks-filter are 2.x's): still ambiguous.
+  CHECK_FALSE(expand({"--no", "/bin/true"}).error.empty());
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  std::vector<FlagSpec> flags = flag_specs(app);
+  auto marked =
+      std::count_if(flags.begin(), flags.end(), [](const FlagSpec& f) { return f.torchrun_113; });
+  CHECK(marked == 21);  // a misspelt name in the list would mark one fewer
 }
 
 TEST_CASE("a prefix of one torchrun flag and cohort's own is torchrun's, as under torchrun",
