@@ -28,6 +28,15 @@ ExpandedWords expand_launch(const std::vector<std::string>& words) {
 
 using Words = std::vector<std::string>;
 
+// How many of cohort run's flags have `mark` set.
+long run_flags_marked(bool FlagSpec::*mark) {
+  RunOptions options;
+  CLI::App app;
+  add_run_flags(app, options);
+  std::vector<FlagSpec> flags = flag_specs(app);
+  return std::count_if(flags.begin(), flags.end(), [mark](const FlagSpec& f) { return f.*mark; });
+}
+
 }  // namespace
 
 TEST_CASE("an unambiguous prefix names its flag, as argparse does", "[unit][launcher]") {
@@ -97,13 +106,7 @@ TEST_CASE("a prefix that names several of torchrun's flags but one of 1.13's is 
   CHECK(expand({"--log_", "x", "t.py"}).words == Words{"--log_dir", "x", "t.py"});
   // Two of 1.13's (--local-addr and --local-ranks-filter are 2.x's): still ambiguous.
   CHECK_FALSE(expand({"--no", "/bin/true"}).error.empty());
-  RunOptions options;
-  CLI::App app;
-  add_run_flags(app, options);
-  std::vector<FlagSpec> flags = flag_specs(app);
-  auto marked =
-      std::count_if(flags.begin(), flags.end(), [](const FlagSpec& f) { return f.torchrun_113; });
-  CHECK(marked == 21);  // a misspelt name in the list would mark one fewer
+  CHECK(run_flags_marked(&FlagSpec::torchrun_113) == 21);  // a misspelt name: one fewer
 }
 
 TEST_CASE("a prefix of one torchrun flag and cohort's own is torchrun's, as under torchrun",
@@ -120,13 +123,7 @@ TEST_CASE("a prefix of one torchrun flag and cohort's own is torchrun's, as unde
 
 TEST_CASE("each of torchrun's 32 flags (--help too) is a flag of cohort run, marked as torchrun's",
           "[unit][launcher]") {
-  RunOptions options;
-  CLI::App app;
-  add_run_flags(app, options);
-  std::vector<FlagSpec> flags = flag_specs(app);
-  auto marked =
-      std::count_if(flags.begin(), flags.end(), [](const FlagSpec& f) { return f.torchrun; });
-  CHECK(marked == 32);  // a misspelt name in the list would mark one fewer
+  CHECK(run_flags_marked(&FlagSpec::torchrun) == 32);  // a misspelt name would mark one fewer
 }
 
 TEST_CASE("a one-dash word is a cluster of short flags only if every letter is one",
