@@ -12,6 +12,7 @@ namespace cohort {
 ControlSession::ControlSession(boost::asio::ip::tcp::socket socket, MessageHandler on_message,
                                CloseHandler on_close)
     : socket_(std::move(socket)),
+      close_deadline_(socket_.get_executor()),
       on_message_(std::move(on_message)),
       on_close_(std::move(on_close)) {
   boost::system::error_code ignored;
@@ -143,6 +144,13 @@ void ControlSession::close_after(std::optional<proto::ControlMessage> last,
   closing_ = true;
   close_reason_ = reason;
   if (in_flight_.empty() && outbox_.empty()) return finish(reason);
+  // Reading stops here: a peer that neither reads nor closes would hold the connection forever.
+  close_deadline_.expires_after(close_grace_);
+  close_deadline_.async_wait([weak = weak_from_this()](const boost::system::error_code& error) {
+    auto self = weak.lock();
+    if (error || !self || !self->open_) return;
+    self->reset_now(self->close_reason_ + " (the peer did not read its last messages)");
+  });
   flush();
 }
 
@@ -175,6 +183,7 @@ void ControlSession::reset_now(const std::string& reason) {
 void ControlSession::finish(const std::string& reason) {
   if (!open_) return;
   open_ = false;
+  close_deadline_.cancel();
   boost::system::error_code ignored;
   socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

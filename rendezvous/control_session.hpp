@@ -5,6 +5,8 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -44,8 +46,11 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   void skip_leading(std::string_view leading) { leading_ = leading; }
   /// The first bytes the peer sent (at most 16): what it speaks when it is no cohort peer.
   const std::string& first_bytes() const { return first_bytes_; }
-  /// Sends `last` (if any) and then closes; no message is delivered after this call.
+  /// Sends `last` (if any) and then closes; no message is delivered after this call. A peer that
+  /// has not taken what is left to send within the close grace is reset (it reads nothing).
   void close_after(std::optional<proto::ControlMessage> last, const std::string& reason);
+  /// How long close_after() waits for the peer to take what is left (default 30 s).
+  void set_close_grace(std::chrono::milliseconds grace) { close_grace_ = grace; }
   /// Closes at once without telling the owner (the owner already knows).
   void abandon();
   /// Closes at once, unsent messages and all; the owner hears `reason`.
@@ -84,6 +89,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   void finish(const std::string& reason);
 
   boost::asio::ip::tcp::socket socket_;
+  boost::asio::steady_timer close_deadline_;  ///< close_after()'s grace for a peer that won't read
+  std::chrono::milliseconds close_grace_{30000};
   MessageHandler on_message_;
   CloseHandler on_close_;
   proto::FrameDecoder decoder_;

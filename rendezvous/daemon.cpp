@@ -217,6 +217,7 @@ std::shared_ptr<ControlSession> RendezvousDaemon::make_session(
         on_message(from, std::move(message));
       },
       [this](ControlSession& from, const std::string& reason) { on_closed(from, reason); });
+  session->set_close_grace(options_.reply_read_timeout);  // its last words read, or reset
   sessions_.insert(session);
   return session;
 }
