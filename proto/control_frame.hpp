@@ -23,6 +23,10 @@ constexpr uint32_t kMaxStatusFrameBytes = 64 << 20;
 /// it leads a connection (its 4 bytes read as a length far above any limit, so no frame begins
 /// so), so a daemon merely slow to send its challenge is not broken by it.
 constexpr std::string_view kSilentPeerProbe = "GET / HTTP/1.0\r\n\r\n";
+/// Whether a peer's first bytes are an HTTP answer (to the probe): a daemon's --http-port.
+inline bool speaks_http(std::string_view first_bytes) {
+  return first_bytes.substr(0, 5) == "HTTP/";
+}
 
 /// The 4-byte length and the payload, ready to write.
 std::string encode_frame(std::string_view payload);

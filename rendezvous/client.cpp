@@ -17,8 +17,6 @@ const char* const kNotTheControlPort =
     "; --rdzv-endpoint must name the control port of cohortd or of the agent hosting the "
     "rendezvous, not a worker store (--tcpstore-port) or another service";
 
-bool speaks_http(const std::string& first_bytes) { return first_bytes.rfind("HTTP/", 0) == 0; }
-
 }  // namespace
 
 RendezvousClient::RendezvousClient(boost::asio::io_context& io, Clock& clock, ClientOptions options,
@@ -147,7 +145,7 @@ void RendezvousClient::on_connected() {
       [this, alive = alive_](ControlSession& session, const std::string& reason) {
         if (!*alive || closed_) return;
         if (!welcomed_ && session.peer_broke_protocol()) {
-          return not_a_rendezvous(speaks_http(session.first_bytes())
+          return not_a_rendezvous(proto::speaks_http(session.first_bytes())
                                       ? "it answers HTTP: is it a daemon's --http-port?"
                                       : reason);
         }

@@ -135,7 +135,7 @@ struct FrameReader {
   // Why the bytes that came are not the frames of a cohortd.
   std::string not_a_frame_text() const {
     if (frames_read > 0) return "a frame larger than the protocol's limit";
-    if (first_bytes.rfind("HTTP/", 0) == 0) {
+    if (proto::speaks_http(first_bytes)) {
       return cat("it answers HTTP: is it a daemon's --http-port? (", kControlPortHint, ")");
     }
     return "it is not a cohortd: its first bytes are no cohort frame ('" +
