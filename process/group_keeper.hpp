@@ -2,10 +2,10 @@
 // keeper_process.hpp) that SIGKILLs every worker process group, and what the workers started in
 // other sessions, when the agent dies, however it dies (even SIGKILL), or when it stops showing
 // signs of life (SIGSTOP, a hung agent) for the stale limit. The agent tells it over a pipe which
-// groups exist and where their cgroups are, and ticks once a second; the pipe's end of file is
-// the agent's death. PR_SET_PDEATHSIG covers the workers; this covers their children: with
-// cgroups by cgroup.kill of the per-agent directory, without by the agent's descendants the
-// keeper looks up in /proc once a second. Owned by the agent; io thread only.
+// groups exist and where their cgroups are, and ticks once a second; the pipe's end of file,
+// then the agent's exit, is its death. PR_SET_PDEATHSIG covers the workers; this covers their
+// children: with cgroups by cgroup.kill of the per-agent directory, without by the agent's
+// descendants the keeper looks up in /proc once a second. Owned by the agent; io thread only.
 #pragma once
 
 #include <sys/types.h>

@@ -35,6 +35,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kScanInterval{1};
 constexpr std::chrono::seconds kRemovalPatience{2};
+// How long an agent that closed the pipe itself may take to die (a sanitizer's leak check at exit
+// takes a second or two).
+constexpr std::chrono::seconds kAgentExitPatience{10};
 // How long the keeper's last messages may wait for a console that does not read.
 constexpr std::chrono::seconds kMessagesPatience{1};
 constexpr std::chrono::milliseconds kStarvedRecheck{250};
@@ -84,13 +87,14 @@ class Keeper {
       char buffer[4096];
       ssize_t got = ::read(pipe_read_, buffer, sizeof buffer);
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;  // the agent is gone
+      if (got <= 0) break;  // the agent is gone, or going
       if (take_lines(std::string_view(buffer, static_cast<size_t>(got)))) {
         last_tick = Clock::now();
         at_tick = read_process_vitals(agent_).value_or(ProcessVitals{});
         stale = false;
       }
     }
+    await_agent_exit();
     kill_everything(false);
     if (!cgroup_.empty()) {
       auto give_up = Clock::now() + kRemovalPatience;
@@ -140,6 +144,17 @@ class Keeper {
     }
     if (line[0] == 'r') leftover_ = line.substr(1);
     return line[0] == 't';
+  }
+
+  // The pipe ends when the agent dies, or when it closes its end at a clean exit, a moment before
+  // it dies. What it still runs then is its own (LeakSanitizer's tracer, a clone of it, is its
+  // child for the length of the leak check), not what its workers left: once the agent is gone
+  // (this process, its child, has a new parent), only those are left to kill.
+  void await_agent_exit() const {
+    auto give_up = Clock::now() + kAgentExitPatience;
+    while (::getppid() == agent_ && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
 
   // The agent's temporary directory, which it would have removed itself at a clean exit: only a

@@ -588,6 +588,43 @@ TEST_CASE("a keeper whose agent died before it started kills what the agent told
   check_keeper_kills(fds[1], start_keeper_of_dead_agent(fds), group);
 }
 
+// The agent a shell ($$): it starts a child of its own (`sleep 30`) and its keeper (its child
+// too, on a FIFO), leaves the keeper time to scan (it remembers the child as the agent's), closes
+// its end of the pipe (the file `closed` says when), and exits 1.5 s later, as an agent at a clean
+// exit does while LeakSanitizer's tracer, its child, checks for leaks.
+constexpr const char* kAgentClosingItsPipe = R"(cd "$1" && mkfifo pipe || exit 1
+sleep 30 & echo $! > child
+"$0" __keeper 3 $$ 3000 2 3<pipe & echo $! > keeper
+exec 4>pipe
+printf 't\n' >&4
+sleep 2
+exec 4>&-
+: > closed
+sleep 1.5
+)";
+
+TEST_CASE("a keeper whose agent closes the pipe spares the agent's own child until it is gone",
+          "[integration][run][containment]") {
+  Scratch scratch;
+  ChildProcess agent({"/bin/sh", "-c", kAgentClosingItsPipe, kCohortBin, scratch.path()},
+                     scratch.options());
+  REQUIRE(wait_until([&] { return file_exists(scratch.file("closed")); }, 10s));
+  pid_t child = read_pid(scratch.file("child"));
+  pid_t keeper = read_pid(scratch.file("keeper"));
+  REQUIRE(child > 0);
+  REQUIRE(keeper > 0);
+  std::this_thread::sleep_for(500ms);
+  CHECK(process_alive(child));  // the agent lives on: its child is not a worker's leftover
+  CHECK(process_alive(keeper));
+  auto status = agent.wait(10s);
+  INFO(agent.output());
+  REQUIRE(status.has_value());
+  CHECK(status->shell_code() == 0);
+  CHECK(gone(child));  // the agent is dead: what it left is killed
+  CHECK(gone(keeper));
+  ::kill(child, SIGKILL);
+}
+
 // The largest memory the process has held, in KiB (VmHWM); -1 if it is gone.
 long peak_memory_kib(pid_t pid) {
   std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
