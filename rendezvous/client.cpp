@@ -162,6 +162,11 @@ void RendezvousClient::on_connected() {
   welcomed_ = false;
   probed_ = false;
   session_->start();
+  // Said first, before the challenge: an HTTP server (the daemon's --http-port) answers it in
+  // its own words, which ends the run at once instead of at the join timeout; a daemon skips it,
+  // and one whose port is shared with the workers' store (an agent's) challenges at once for it
+  // instead of after a second's silence.
+  session_->send_bytes(std::string(proto::kSilentPeerProbe));
   arm_heartbeat();
 }
 
@@ -233,12 +238,9 @@ void RendezvousClient::arm_heartbeat() {
       return silent_attempt_failed();
     }
     if (challenge_.empty()) {
-      // A server that waits for its client to speak first (HTTP: the daemon's --http-port)
-      // answers this in its own protocol, which ends the run at once instead of at the join
-      // timeout; a daemon slow to send its challenge skips it. Nothing else goes before the
-      // hello, which answers the challenge: a daemon takes any other first frame as a protocol
-      // error and closes the connection.
-      if (!probed_) session_->send_bytes(std::string(proto::kSilentPeerProbe));
+      // The probe went at connect and has had a heartbeat interval to be answered. Nothing else
+      // goes before the hello, which answers the challenge: a daemon takes any other first frame
+      // as a protocol error and closes the connection.
       probed_ = true;
     } else {
       session_->send(proto::Heartbeat{});

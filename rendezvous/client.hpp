@@ -111,7 +111,8 @@ class RendezvousClient {
   SteadyTime connected_at_;        ///< this attempt's connection
   SteadyTime heartbeat_armed_at_;  ///< a timer that fires much later means this process stalled
   std::chrono::milliseconds retry_delay_{20};
-  bool probed_ = false;  ///< this connection's peer was sent the probe (client.cpp)
+  bool probed_ =
+      false;  ///< this connection's peer has had a heartbeat interval to answer the probe
   std::string last_error_;
   std::string challenge_;  ///< this connection's challenge, once the daemon sent it
   bool welcomed_ = false;

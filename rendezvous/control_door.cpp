@@ -58,6 +58,8 @@ void ControlDoor::admit(boost::asio::ip::tcp::socket socket, const std::string& 
       [this, weak = std::weak_ptr<ControlSession>(session)](const std::string& why) {
         auto gone = weak.lock();
         if (!gone || closed_) return;
+        // On a shared port a TCPStore client speaks first, rightly: its turn decides.
+        if (take_store_client_ && starts_like_tcpstore_request(gone->first_bytes())) return;
         if (refusal_log_.due(clock_.now())) {
           log::warn("rendezvous: closing a connection from ", gone->peer,
                     " that waits its turn: ", why);
@@ -83,8 +85,61 @@ void ControlDoor::start_stranger(uint64_t gate_id) {
                   ": no hello within the hello timeout");
         expired->close_now("no hello within the hello timeout");
       });
-  session->start();
-  session->send(proto::Challenge{session->challenge});
+  if (take_store_client_) return hear_first_words(session);
+  challenge(*session);
+}
+
+void ControlDoor::challenge(ControlSession& session) {
+  session.first_words_timer.reset();
+  session.start();
+  session.send(proto::Challenge{session.challenge});
+}
+
+// A shared port: the peer's first bytes, or its silence, say who it is. A cohort peer sends the
+// probe first (or waits for its challenge); a TCPStore client sends a request.
+void ControlDoor::hear_first_words(const std::shared_ptr<ControlSession>& session) {
+  std::weak_ptr<ControlSession> weak = session;
+  session->first_words_timer = clock_.make_timer();
+  session->first_words_timer->start_after(kFirstWordsWait, [this, weak] {
+    auto silent = weak.lock();
+    if (silent && !closed_) challenge(*silent);
+  });
+  session->when_readable([this, weak] {
+    auto spoke = weak.lock();
+    if (spoke && !closed_ && spoke->first_words_timer) judge_first_words(spoke, 100);
+  });
+}
+
+// A request's first 9 bytes normally come in one segment; a few may come first, and the rest
+// within milliseconds (looked at again every 2 ms, `checks_left` times).
+void ControlDoor::judge_first_words(const std::shared_ptr<ControlSession>& session,
+                                    int checks_left) {
+  std::string first = session->peek(16);
+  if (starts_like_tcpstore_request(first)) return hand_to_store(session);
+  if (!may_start_tcpstore_request(first) || checks_left == 0 || first.empty()) {
+    return challenge(*session);  // a cohort peer, a closed one, or a stranger: as on any port
+  }
+  session->first_words_timer->start_after(
+      std::chrono::milliseconds(2),
+      [this, weak = std::weak_ptr<ControlSession>(session), checks_left] {
+        auto again = weak.lock();
+        if (again && !closed_) judge_first_words(again, checks_left - 1);
+      });
+}
+
+void ControlDoor::hand_to_store(const std::shared_ptr<ControlSession>& session) {
+  strangers_.erase(session->gate_id);
+  session->hello_deadline.reset();
+  session->first_words_timer.reset();
+  gate_keeper_.closed(session->gate_id);
+  std::string peer = session->peer;
+  if (take_store_client_(session->hand_over(), peer)) return;
+  if (tcpstore_client_log_.due(clock_.now())) {
+    log::warn("rendezvous: a PyTorch TCPStore client at ", peer,
+              " connected to the rendezvous port ", port(),
+              " and was closed: no run here has a worker store for it now (one round "
+              "formed, its store hosted here)");
+  }
 }
 
 // A stranger that makes room for a newcomer: closed at once, unsent bytes and all.
@@ -115,7 +170,9 @@ void ControlDoor::closed(ControlSession& session) {
               " connected to the rendezvous port ", port(),
               " and was closed: the workers' store is MASTER_ADDR:MASTER_PORT, not this port, so "
               "a worker whose init_method is 'tcp://HOST:",
-              port(), "' waits until its timeout: give it init_method='env://' (the default)");
+              port(),
+              "' fails (PyTorch 2.x) or waits until its timeout (1.13): give it "
+              "init_method='env://' (the default)");
   }
   strangers_.erase(session.gate_id);
   session.hello_deadline.reset();

@@ -2,7 +2,9 @@
 // through the ConnectionGate (GateKeeper: caps on connections that have not proven themselves,
 // the oldest overdue ones evicted for newcomers, the rest waiting unread), starts each with its
 // challenge, a small frame limit and the hello deadline, and takes them out again once proven or
-// closed. What a session says is the daemon's. Owned by RendezvousDaemon; io_context thread only.
+// closed. On a port shared with the workers' store (share_with_store) it hands a PyTorch TCPStore
+// client, told apart by its first bytes, to the store. What a session says is the daemon's.
+// Owned by RendezvousDaemon; io_context thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -25,6 +27,13 @@ class ControlDoor {
  public:
   /// Makes the session of a connection the gate admitted (its callbacks are the daemon's).
   using MakeSession = std::function<std::shared_ptr<ControlSession>(boost::asio::ip::tcp::socket)>;
+  /// Takes a TCPStore client's connection, its first bytes unread; false when there is no store
+  /// to serve it (the connection is then closed).
+  using TakeStoreClient =
+      std::function<bool(boost::asio::ip::tcp::socket socket, const std::string& peer)>;
+  /// How long a silent peer waits for its challenge on a shared port: a cohort peer sends its
+  /// probe at once (one from before that waits a heartbeat interval, 1 s, then sends it).
+  static constexpr std::chrono::milliseconds kFirstWordsWait{1000};
 
   ControlDoor(boost::asio::io_context& io, Clock& clock, ConnectionLimits limits,
               std::chrono::milliseconds hello_timeout, MakeSession make_session);
@@ -34,6 +43,10 @@ class ControlDoor {
 
   /// Binds and listens on `address`:`port` (0: any free port), dual-stack for "::".
   boost::system::error_code open(const std::string& address, uint16_t port);
+  /// Shares the port with the workers' store, before start(): a connection's first bytes decide
+  /// whether it is challenged (a cohort peer's probe, anything else, or a kFirstWordsWait
+  /// silence) or handed to `take` (a TCPStore request, which such a client sends first).
+  void share_with_store(TakeStoreClient take) { take_store_client_ = std::move(take); }
   /// Starts accepting, after open().
   void start() { accept_loop_.start(); }
   /// Stops accepting and letting in, for good; the sessions let in stay the daemon's.
@@ -53,6 +66,10 @@ class ControlDoor {
  private:
   void admit(boost::asio::ip::tcp::socket socket, const std::string& peer);
   void start_stranger(uint64_t gate_id);
+  void challenge(ControlSession& session);
+  void hear_first_words(const std::shared_ptr<ControlSession>& session);
+  void judge_first_words(const std::shared_ptr<ControlSession>& session, int checks_left);
+  void hand_to_store(const std::shared_ptr<ControlSession>& session);
   void evict(uint64_t gate_id, const std::string& why);
 
   Clock& clock_;
@@ -64,6 +81,7 @@ class ControlDoor {
   std::map<uint64_t, std::weak_ptr<ControlSession>> strangers_;  ///< by gate id, until proven
   LogThrottle refusal_log_;  ///< refused connections: one log line a second
   LogThrottle tcpstore_client_log_{std::chrono::seconds(10)};  ///< a worker at the wrong port
+  TakeStoreClient take_store_client_;  ///< set: the port is shared with the workers' store
   bool closed_ = false;
 };
 

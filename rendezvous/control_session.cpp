@@ -53,6 +53,34 @@ void ControlSession::watch_unstarted(std::function<void(const std::string& why)>
       });
 }
 
+void ControlSession::when_readable(std::function<void()> ready) {
+  boost::system::error_code ignored;
+  if (watching_) {
+    watching_ = false;
+    socket_.cancel(ignored);  // the watch ends; this wait takes over
+  }
+  socket_.async_wait(boost::asio::ip::tcp::socket::wait_read,
+                     [self = shared_from_this(),
+                      ready = std::move(ready)](const boost::system::error_code& error) {
+                       if (!error && self->open_) ready();
+                     });
+}
+
+std::string ControlSession::peek(size_t max) {
+  std::string peeked(max, '\0');
+  ssize_t size = ::recv(socket_.native_handle(), peeked.data(), max, MSG_PEEK | MSG_DONTWAIT);
+  peeked.resize(size > 0 ? static_cast<size_t>(size) : 0);
+  if (first_bytes_.empty()) first_bytes_ = peeked.substr(0, 16);
+  return peeked;
+}
+
+boost::asio::ip::tcp::socket ControlSession::hand_over() {
+  on_close_ = nullptr;
+  on_message_ = nullptr;
+  open_ = false;
+  return std::move(socket_);
+}
+
 std::string ControlSession::local_address() const {
   boost::system::error_code error;
   auto endpoint = socket_.local_endpoint(error);

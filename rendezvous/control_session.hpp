@@ -36,6 +36,14 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// `gone` once the peer closes, or sends anything but the start of what skip_leading() named
   /// (a cohort peer speaks after the owner's first message). Reads nothing; start() ends it.
   void watch_unstarted(std::function<void(const std::string& why)> gone);
+  /// Before start(), on a port shared with a worker store: calls `ready` once the peer has sent
+  /// something or closed (ending watch_unstarted()), reading nothing. Once.
+  void when_readable(std::function<void()> ready);
+  /// Up to `max` of the bytes the peer sent, left unread (peeked).
+  std::string peek(size_t max);
+  /// Takes the unstarted connection away from the session (another server serves it), from
+  /// when_readable()'s callback, where nothing else is pending. The owner hears nothing more.
+  boost::asio::ip::tcp::socket hand_over();
   /// From the next frame on, the peer's frames may be up to this size.
   void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
@@ -72,6 +80,8 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// address, and the node it speaks for once it said hello.
   std::string challenge;
   std::unique_ptr<Timer> hello_deadline;
+  /// On a port shared with a worker store: how long the owner waits for the peer's first bytes.
+  std::unique_ptr<Timer> first_words_timer;
   /// A status or events reply on its way: its bytes, and when the connection closes unread.
   size_t reply_bytes = 0;
   std::unique_ptr<Timer> reply_deadline;

@@ -113,7 +113,15 @@ RendezvousDaemon::RendezvousDaemon(boost::asio::io_context& io, Clock& clock, Da
           [this](boost::asio::ip::tcp::socket socket) { return make_session(std::move(socket)); }),
       timer_(clock.make_timer()),
       started_steady_(clock.now()),
-      started_wall_ms_(wall_clock_ms()) {}
+      started_wall_ms_(wall_clock_ms()) {
+  // A daemon in an agent serves one job, as torchrun's rendezvous port does: a worker whose
+  // init_method names that port (tcp://MASTER_ADDR:--master-port) reaches its round's store.
+  if (options_.agent_hosted) {
+    door_.share_with_store([this](boost::asio::ip::tcp::socket socket, const std::string& peer) {
+      return take_store_client(std::move(socket), peer);
+    });
+  }
+}
 
 RendezvousDaemon::~RendezvousDaemon() { stop(); }
 
@@ -798,6 +806,22 @@ void RendezvousDaemon::start_round(Run& run, const rdzv::StartRound& start) {
     }
     session->second->send(assigned);
   }
+}
+
+// A TCPStore client at the control port: the store of the one run whose round has one here.
+bool RendezvousDaemon::take_store_client(boost::asio::ip::tcp::socket socket,
+                                         const std::string& peer) {
+  StoreServer* store = nullptr;
+  for (auto& [id, run] : runs_) {
+    if (!run.store) continue;
+    if (store != nullptr) return false;  // several runs: which one is not for us to guess
+    store = run.store.get();
+  }
+  if (store == nullptr) return false;
+  log::debug("rendezvous: a TCPStore client at ", peer,
+             " on the rendezvous port goes to the store");
+  store->adopt(std::move(socket));
+  return true;
 }
 
 void RendezvousDaemon::send_to(Run& run, const std::vector<std::string>& node_ids,

@@ -118,6 +118,7 @@ class RendezvousDaemon {
   };
 
   std::shared_ptr<ControlSession> make_session(boost::asio::ip::tcp::socket socket);
+  bool take_store_client(boost::asio::ip::tcp::socket socket, const std::string& peer);
   void on_message(ControlSession& session, proto::ControlMessage message);
   void on_hello(ControlSession& session, const proto::Hello& hello);
   std::optional<rdzv::TimePoint> agent_started(const proto::Hello& hello) const;

@@ -74,6 +74,9 @@ void RunProbe::on_connected() {
       });
   session_->limit_frames(proto::kMaxFirstFrameBytes);  // a challenge is small; a status may not be
   session_->start();
+  // Said first, as the agent does: an agent's daemon (its port shared with the workers' store)
+  // challenges at once for it.
+  session_->send_bytes(std::string(proto::kSilentPeerProbe));
 }
 
 // The daemon's challenge, then its answer: a status proven under the run's token, or a refusal.

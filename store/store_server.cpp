@@ -19,6 +19,8 @@ uint16_t StoreServer::port() const { return service_->port(); }
 
 void StoreServer::stop() { service_->close(); }
 
+void StoreServer::adopt(boost::asio::ip::tcp::socket socket) { service_->adopt(std::move(socket)); }
+
 void StoreServer::set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers) {
   service_->set_allowed_peers(std::move(peers));
 }

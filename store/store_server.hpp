@@ -9,6 +9,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/system/error_code.hpp>
 #include <cstdint>
 #include <functional>
@@ -62,6 +63,9 @@ class StoreServer {
   uint16_t port() const;
   /// Closes the listener and every connection. Idempotent; the server cannot start again.
   void stop();
+  /// Serves a connection another listener accepted (the rendezvous port, shared), its first
+  /// bytes unread, as if accepted here: the same allowlist, the same sessions.
+  void adopt(boost::asio::ip::tcp::socket socket);
   /// Replaces StoreServerOptions::allowed_peers for connections accepted from now on.
   void set_allowed_peers(std::optional<std::vector<boost::asio::ip::address>> peers);
   /// Live client connections.

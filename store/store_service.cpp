@@ -1,5 +1,6 @@
 #include "store/store_service.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -7,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+
+#include <boost/asio/post.hpp>
 
 #include "common/epoll_loop.hpp"
 #include "common/io_pool.hpp"
@@ -108,6 +111,22 @@ error_code StoreService::listen_on(const std::vector<asio::io_context*>& context
 void StoreService::start_accepting() {
   if (closed_) return;
   for (auto& listener : listeners_) listener->start();
+}
+
+void StoreService::adopt(tcp::socket socket) {
+  error_code error;
+  tcp::endpoint peer = socket.remote_endpoint(error);
+  if (error || closed_) return;  // the socket closes
+  int descriptor = socket.release(error);
+  if (error) return;
+  ::fcntl(descriptor, F_SETFL, ::fcntl(descriptor, F_GETFL) | O_NONBLOCK);
+  asio::io_context* context = &io_;
+  if (options_.io_pool != nullptr) {
+    context = &options_.io_pool->context(adopted_++ % options_.io_pool->size());
+  }
+  asio::post(*context, [self = shared_from_this(), descriptor, peer, context] {
+    self->on_accepted(descriptor, peer, *context);
+  });
 }
 
 void StoreService::on_accepted(int descriptor, const tcp::endpoint& peer,

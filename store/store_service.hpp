@@ -36,6 +36,8 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   /// Binds and listens: once, or with an IoPool once per thread on one port.
   boost::system::error_code listen();
   void start_accepting();
+  /// StoreServer::adopt: served on the service's context, or on one of the pool's.
+  void adopt(boost::asio::ip::tcp::socket socket);
   void close();
   uint16_t port() const { return port_.load(); }
   size_t connection_count() const { return connections_.load(); }
@@ -74,6 +76,7 @@ class StoreService : public std::enable_shared_from_this<StoreService> {
   std::mutex peers_mutex_;  ///< guards options_.allowed_peers and refusal_log_
   LogThrottle refusal_log_;
   std::atomic<StoreConnectionId> next_id_{0};
+  size_t adopted_ = 0;  ///< connections adopted: the next goes to the pool's next context
 
   std::mutex mutex_;  ///< guards the four below
   Store store_;

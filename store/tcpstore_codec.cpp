@@ -368,13 +368,21 @@ void append_bytes(std::string& out, std::string_view value) {
   out.append(value);
 }
 
+namespace {
+constexpr uint8_t kHighestLegacyOpcode = 16;
+}  // namespace
+
 bool starts_like_tcpstore_request(std::string_view first_bytes) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(first_bytes.data());
   if (first_bytes.size() >= 5 && bytes[0] == 0 && load_le(bytes + 1, 4) == kStoreValidateMagic)
     return true;
-  constexpr uint8_t kHighestLegacyOpcode = 16;
   return first_bytes.size() >= 9 && bytes[0] <= kHighestLegacyOpcode &&
          load_le(bytes + 1, 8) < 64 * 1024;
+}
+
+bool may_start_tcpstore_request(std::string_view first_bytes) {
+  return first_bytes.empty() ||
+         (first_bytes.size() < 9 && static_cast<uint8_t>(first_bytes[0]) <= kHighestLegacyOpcode);
 }
 
 bool append_request(std::string& out, const StoreRequest& request, StoreNumbering numbering) {

@@ -108,6 +108,9 @@ void append_bytes(std::string& out, std::string_view value);
 /// tables and a key length below 64 KiB (u64, little-endian). Used to say why a worker that
 /// connected to the rendezvous port instead of its store will wait in vain.
 bool starts_like_tcpstore_request(std::string_view first_bytes);
+/// Whether `first_bytes` are too few to tell yet: no bytes, or fewer than 9 that could still
+/// begin such a request (a first byte that is an opcode of some table).
+bool may_start_tcpstore_request(std::string_view first_bytes);
 
 /// Encodes a request as a client of that numbering sends it (Validate includes its magic).
 /// False, with `out` unchanged, when the op does not exist in that numbering.

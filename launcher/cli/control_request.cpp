@@ -115,7 +115,8 @@ struct FrameReader {
       }
       size_t got = socket.read_some(boost::asio::buffer(buffer), error);
       if (error == boost::asio::error::would_block) continue;
-      if (error == boost::asio::error::eof) {
+      // A peer that closed at once resets the connection the probe then reached.
+      if (error == boost::asio::error::eof || error == boost::asio::error::connection_reset) {
         problem = first_bytes.empty()
                       ? cat("it closed the connection without a word (", kControlPortHint, ")")
                       : "it closed the connection without a whole answer";
@@ -169,10 +170,9 @@ ControlAnswer control_request(
   }
   FrameReader reader{socket};
   std::string problem;
-  // A daemon challenges at once; a peer silent for a second may be an HTTP server, waiting to be
-  // asked.
-  SteadyPoint probe_at =
-      std::min(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  // Sent first, as the agent does: an HTTP server answers it, a daemon skips it (and one whose
+  // port is shared with the workers' store challenges at once for it).
+  SteadyPoint probe_at = std::chrono::steady_clock::now();
   std::optional<proto::ControlMessage> message = reader.next(deadline, problem, probe_at);
   auto* challenge = message ? std::get_if<proto::Challenge>(&*message) : nullptr;
   if (challenge == nullptr) {

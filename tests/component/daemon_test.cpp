@@ -52,7 +52,8 @@ struct DaemonThread {
 };
 
 // A blocking control-protocol client with a receive timeout; it reads the daemon's challenge
-// on connecting, and proves `token` (if any) in its hello.
+// on connecting (after sending the probe first, as agents do, with `probe_first`), and proves
+// `token` (if any) in its hello.
 struct Client {
   boost::asio::io_context io;
   ip::tcp::socket socket{io};
@@ -60,10 +61,12 @@ struct Client {
   std::string challenge;
   std::string token;
 
-  explicit Client(uint16_t port, std::string with_token = {}) : token(std::move(with_token)) {
+  explicit Client(uint16_t port, std::string with_token = {}, bool probe_first = false)
+      : token(std::move(with_token)) {
     socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), port));
     timeval timeout{5, 0};
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    if (probe_first) send_raw(std::string(proto::kSilentPeerProbe));
     challenge = expect<proto::Challenge>().nonce;
   }
   void send(const proto::ControlMessage& message) {
@@ -634,6 +637,63 @@ TEST_CASE("a round's worker store refuses an address that is no member's", "[com
   auto round = a.expect<proto::RoundAssigned>();
   CHECK(store_answers(round.master_addr, round.master_port, "127.0.0.1"));  // the member's
   CHECK_FALSE(store_answers(round.master_addr, round.master_port, "127.0.0.9"));
+}
+
+// The value at `key` through a 1.13 GET (opcode 2) to 127.0.0.1:`port`; nullopt when the
+// connection closed first.
+std::optional<std::string> store_get(uint16_t port, const std::string& key,
+                                     const char* from = "127.0.0.1") {
+  boost::asio::io_context io;
+  ip::tcp::socket socket(io, ip::tcp::endpoint(ip::make_address(from), 0));
+  boost::system::error_code error;
+  socket.connect(ip::tcp::endpoint(ip::make_address("127.0.0.1"), port), error);
+  timeval timeout{5, 0};
+  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  boost::asio::write(socket, boost::asio::buffer(test::u8(2) + test::bytes(key)), error);
+  uint64_t size = 0;
+  boost::asio::read(socket, boost::asio::buffer(&size, sizeof size), error);
+  if (error || size > 1024) return std::nullopt;
+  std::string value(size, '\0');
+  boost::asio::read(socket, boost::asio::buffer(value), error);
+  return error ? std::nullopt : std::optional<std::string>(value);
+}
+
+TEST_CASE("an agent's daemon hands a TCPStore client at its control port to the round's store",
+          "[component][daemon]") {
+  DaemonOptions options{"127.0.0.1", 0, 0, 0, ""};
+  options.agent_hosted = true;
+  DaemonThread d(options);
+  // Before any round: no store to hand it to.
+  CHECK_FALSE(store_get(d.daemon.port(), "key"));
+  // Agents send the probe first and are challenged at once, not after the silence a TCPStore
+  // client never keeps.
+  auto connecting = std::chrono::steady_clock::now();
+  Client a(d.daemon.port(), {}, true), b(d.daemon.port(), {}, true);
+  CHECK(std::chrono::steady_clock::now() - connecting < ControlDoor::kFirstWordsWait);
+  a.hello("job", "a", 2);
+  b.hello("job", "b", 2);
+  auto round = a.expect<proto::RoundAssigned>();
+  b.expect<proto::RoundAssigned>();
+  REQUIRE(round.master_port != d.daemon.port());
+  REQUIRE(store_takes(round.master_port, "key", 3));                // through the store's own port
+  CHECK(store_get(d.daemon.port(), "key") == std::string(3, 'v'));  // and through the daemon's
+  CHECK_FALSE(store_get(d.daemon.port(), "key", "127.0.0.9"));      // no member's address
+  // A peer that says nothing is challenged after the wait, as an agent of before the probe.
+  Stranger silent(d.daemon.port(), "127.0.0.1");
+  CHECK(silent.challenged());
+  // The rendezvous goes on, on the same port.
+  a.send(proto::Heartbeat{});
+  CHECK(a.receive().has_value());
+}
+
+TEST_CASE("cohortd's control port closes a TCPStore client: its runs' stores are their own",
+          "[component][daemon]") {
+  DaemonThread d;
+  Client a(d.daemon.port());
+  a.hello("job", "a", 1);
+  auto round = a.expect<proto::RoundAssigned>();
+  REQUIRE(store_takes(round.master_port, "key", 3));
+  CHECK_FALSE(store_get(d.daemon.port(), "key"));
 }
 
 TEST_CASE("the rounds' stores of all runs share the daemon's store budget", "[component][daemon]") {

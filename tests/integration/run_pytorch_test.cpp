@@ -224,10 +224,45 @@ TEST_CASE("one node's workers find their store at an explicit --master-port, as 
   }
 }
 
+TEST_CASE("two static nodes' workers reach their store at --master-port, the daemon's port too",
+          "[integration][run][pytorch]") {
+  // Several nodes: the daemon listens on --master-port, the round's store on a port of its own
+  // (MASTER_PORT); a worker that connects to --master-port itself is handed to that store, as
+  // torchrun's rendezvous port serves its workers' store.
+  require_torch();
+  Scratch scratch;
+  std::string script = scratch.file("tcp_init.py");
+  std::ofstream(script)
+      << "import datetime, os, torch\n"
+         "import torch.distributed as dist\n"
+         "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29512',\n"
+         "    rank=int(os.environ['RANK']), world_size=2,\n"
+         "    timeout=datetime.timedelta(seconds=20))\n"
+         "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+         "dist.all_reduce(t)\n"
+         "print('rank', dist.get_rank(), 'store elsewhere:',\n"
+         "      os.environ['MASTER_PORT'] != '29512', 'sum=%g' % t.item(), flush=True)\n";
+  // Both nodes in one private network namespace: node rank 1 first, rank 0 (the host) second.
+  std::string nodes =
+      "node() { \"$0\" run --nnodes 2 --node-rank $1 --master-addr 127.0.0.1 --master-port 29512 "
+      "--nproc-per-node 1 \"$2\"; }\n"
+      "node 1 \"$1\" & second=$!\n"
+      "node 0 \"$1\"; first=$?\n"
+      "wait $second; echo \"exits $first $?\"\n";
+  RunResult result = scratch.run_argv(
+      loopback_only({"/bin/sh", "-c", nodes, kCohortBin, script}),
+      scratch.options({{"PYTHON_EXEC", kPython}, {"GLOO_SOCKET_IFNAME", "lo"}}), 120s);
+  INFO(result.out << result.err);
+  CHECK(contains(result.out, "exits 0 0\n"));
+  CHECK(contains(result.out, "[default0]:rank 0 store elsewhere: True sum=3\n"));
+  CHECK(contains(result.out, "[default0]:rank 1 store elsewhere: True sum=3\n"));
+  CHECK_FALSE(contains(result.err, "TCPStore client"));  // none was turned away
+}
+
 TEST_CASE("a TCPStore client at the rendezvous port is closed and the daemon says why",
           "[integration][store][pytorch]") {
-  // Several nodes: the rendezvous is at --master-port and the store elsewhere, so a script that
-  // connects to --master-port itself still waits until its timeout; the daemon says why at once.
+  // cohortd, which may serve many runs, keeps its control port to itself: a script that connects
+  // there itself waits until its timeout; the daemon says why at once.
   require_torch();
   Scratch scratch;
   std::string port_file = scratch.file("port");

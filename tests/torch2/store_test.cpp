@@ -4,6 +4,7 @@
 // server; and init_process_group("gloo") at 2 and 4 ranks through the hosted store, across a
 // restart whose store is fresh.
 #include <csignal>
+#include <fstream>
 
 #include "tests/torch2/torch2_support.hpp"
 
@@ -72,6 +73,38 @@ TEST_CASE("the 2.6 TCPStore client: every operation on cohortd --tcpstore-port",
   check_all_operations(result.out);
   daemon.signal(SIGTERM);
   CHECK(daemon.wait(10s) == cohort::ExitStatus::exited(143));
+  CHECK(scratch.nothing_left());
+}
+
+TEST_CASE("PyTorch 2.6 workers reach their store at the c10d endpoint's port, as under torchrun",
+          "[torch2][store][gloo]") {
+  // torchrun 2.x serves the workers' store at its rendezvous endpoint, and scripts connect there
+  // themselves (init_method="tcp://HOST:PORT"). cohort's daemon, hosted by the agent, hands such
+  // a client to the round's store; it used to challenge it, and 2.6's client died at once
+  // ("Ping failed, invalid nonce returned").
+  require_torch2();
+  Scratch scratch;
+  std::string script = scratch.file("tcp_init.py");
+  std::ofstream(script)
+      << "import os, torch, torch.distributed as dist\n"
+         "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:29513',\n"
+         "    rank=int(os.environ['RANK']), world_size=2)\n"
+         "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+         "dist.all_reduce(t)\n"
+         "print('rank', dist.get_rank(), 'sum', t.item(), 'torch', torch.__version__,\n"
+         "      'store elsewhere:', os.environ['MASTER_PORT'] != '29513', flush=True)\n";
+  RunResult result =
+      scratch.run_argv(loopback_only(in_torch2(Scratch::cohort_argv(
+                           {"--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                            "--rdzv-endpoint", "127.0.0.1:29513", "--rdzv-id", "tcp", script}))),
+                       scratch.options(torch2_env()), 240s);
+  INFO(result.out << result.err);
+  CHECK(result.status.shell_code() == 0);
+  for (const char* rank : {"0", "1"}) {
+    CHECK(contains(result.out, std::string("rank ") + rank + " sum 3.0 torch 2.6."));
+  }
+  CHECK(contains(result.out, "store elsewhere: True"));
+  CHECK_FALSE(contains(result.err, "TCPStore client"));  // none was turned away
   CHECK(scratch.nothing_left());
 }
 

@@ -492,4 +492,11 @@ TEST_CASE("a TCPStore client's first request is told from other protocols' first
   CHECK_FALSE(starts_like_tcpstore_request("SSH-2.0-OpenSSH_9.2p1\r\n"));
   CHECK_FALSE(starts_like_tcpstore_request(std::string("\x00\x00\x00\x2a{\"type\":\"hello\"", 20)));
   CHECK_FALSE(starts_like_tcpstore_request(""));
+  // Too few to tell: nothing yet, or a short start of an older table's request.
+  CHECK(may_start_tcpstore_request(""));
+  CHECK(may_start_tcpstore_request(add.substr(0, 1)));
+  CHECK(may_start_tcpstore_request(add.substr(0, 8)));
+  CHECK_FALSE(may_start_tcpstore_request(add.substr(0, 9)));  // enough: it is or it is not
+  CHECK_FALSE(may_start_tcpstore_request("G"));               // the probe, from its first byte
+  CHECK_FALSE(may_start_tcpstore_request("SSH-2.0"));
 }
