@@ -127,18 +127,16 @@ void ControlDoor::judge_first_words(const std::shared_ptr<ControlSession>& sessi
       });
 }
 
+// The session ends here (its owner hears of it, and closed() frees its place); the connection
+// goes on in the store, or is closed.
 void ControlDoor::hand_to_store(const std::shared_ptr<ControlSession>& session) {
-  strangers_.erase(session->gate_id);
-  session->hello_deadline.reset();
-  session->first_words_timer.reset();
-  gate_keeper_.closed(session->gate_id);
   std::string peer = session->peer;
-  if (take_store_client_(session->hand_over(), peer)) return;
+  if (take_store_client_(session->hand_over("handed to the workers' store"), peer)) return;
   if (tcpstore_client_log_.due(clock_.now())) {
     log::warn("rendezvous: a PyTorch TCPStore client at ", peer,
               " connected to the rendezvous port ", port(),
-              " and was closed: no run here has a worker store for it now (one round "
-              "formed, its store hosted here)");
+              " and was closed: it is handed to a worker store only while one run here has a "
+              "round formed, whose store this daemon hosts");
   }
 }
 
@@ -164,7 +162,8 @@ void ControlDoor::proven(ControlSession& session) {
 }
 
 void ControlDoor::closed(ControlSession& session) {
-  if (!session.proven && starts_like_tcpstore_request(session.first_bytes()) &&
+  if (!session.proven && !session.handed_over() &&
+      starts_like_tcpstore_request(session.first_bytes()) &&
       tcpstore_client_log_.due(clock_.now())) {
     log::warn("rendezvous: a PyTorch TCPStore client at ", session.peer,
               " connected to the rendezvous port ", port(),
@@ -176,6 +175,7 @@ void ControlDoor::closed(ControlSession& session) {
   }
   strangers_.erase(session.gate_id);
   session.hello_deadline.reset();
+  session.first_words_timer.reset();
   gate_keeper_.closed(session.gate_id);
 }
 

@@ -74,11 +74,11 @@ std::string ControlSession::peek(size_t max) {
   return peeked;
 }
 
-boost::asio::ip::tcp::socket ControlSession::hand_over() {
-  on_close_ = nullptr;
-  on_message_ = nullptr;
-  open_ = false;
-  return std::move(socket_);
+boost::asio::ip::tcp::socket ControlSession::hand_over(const std::string& reason) {
+  handed_over_ = true;
+  boost::asio::ip::tcp::socket taken = std::move(socket_);
+  finish(reason);  // on a socket moved from: closes nothing
+  return taken;
 }
 
 std::string ControlSession::local_address() const {

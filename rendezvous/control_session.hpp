@@ -42,8 +42,10 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   /// Up to `max` of the bytes the peer sent, left unread (peeked).
   std::string peek(size_t max);
   /// Takes the unstarted connection away from the session (another server serves it), from
-  /// when_readable()'s callback, where nothing else is pending. The owner hears nothing more.
-  boost::asio::ip::tcp::socket hand_over();
+  /// when_readable()'s callback, where nothing else is pending. The owner hears of it as of a
+  /// close, for `reason`; handed_over() then says why.
+  boost::asio::ip::tcp::socket hand_over(const std::string& reason);
+  bool handed_over() const { return handed_over_; }
   /// From the next frame on, the peer's frames may be up to this size.
   void limit_frames(uint32_t max_frame_bytes) { decoder_.set_max_frame_bytes(max_frame_bytes); }
   void send(const proto::ControlMessage& message);
@@ -110,6 +112,7 @@ class ControlSession : public std::enable_shared_from_this<ControlSession> {
   bool watching_ = false;  ///< watch_unstarted()'s wait is pending
   bool closing_ = false;
   bool peer_broke_protocol_ = false;
+  bool handed_over_ = false;
   std::string first_bytes_;
   std::string_view leading_;  ///< still to be matched by the peer's first bytes (skip_leading)
   size_t leading_matched_ = 0;

@@ -7,6 +7,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
+#include <future>
 #include <thread>
 #include <utility>
 
@@ -639,6 +640,14 @@ TEST_CASE("a round's worker store refuses an address that is no member's", "[com
   CHECK_FALSE(store_answers(round.master_addr, round.master_port, "127.0.0.9"));
 }
 
+// What `read` returns, read on the daemon's own thread.
+template <typename Read>
+auto on_daemon_thread(DaemonThread& d, Read read) {
+  std::promise<decltype(read())> result;
+  boost::asio::post(d.io, [&] { result.set_value(read()); });
+  return result.get_future().get();
+}
+
 // The value at `key` through a 1.13 GET (opcode 2) to 127.0.0.1:`port`; nullopt when the
 // connection closed first.
 std::optional<std::string> store_get(uint16_t port, const std::string& key,
@@ -678,12 +687,20 @@ TEST_CASE("an agent's daemon hands a TCPStore client at its control port to the 
   REQUIRE(store_takes(round.master_port, "key", 3));                // through the store's own port
   CHECK(store_get(d.daemon.port(), "key") == std::string(3, 'v'));  // and through the daemon's
   CHECK_FALSE(store_get(d.daemon.port(), "key", "127.0.0.9"));      // no member's address
-  // A peer that says nothing is challenged after the wait, as an agent of before the probe.
-  Stranger silent(d.daemon.port(), "127.0.0.1");
-  CHECK(silent.challenged());
+  {
+    // A peer that says nothing is challenged after the wait, as an agent of before the probe.
+    Stranger silent(d.daemon.port(), "127.0.0.1");
+    CHECK(silent.challenged());
+  }
   // The rendezvous goes on, on the same port.
   a.send(proto::Heartbeat{});
   CHECK(a.receive().has_value());
+  // The connections handed over left nothing in the daemon: once the nodes leave, it is idle.
+  for (Client* node : {&a, &b}) {
+    node->send(proto::Leave{"done"});
+    CHECK(node->closed_by_daemon());
+  }
+  CHECK(test::wait_until([&] { return on_daemon_thread(d, [&] { return d.daemon.idle(); }); }));
 }
 
 TEST_CASE("cohortd's control port closes a TCPStore client: its runs' stores are their own",
