@@ -691,6 +691,11 @@ TEST_CASE("an agent's daemon hands a TCPStore client at its control port to the 
     // A peer that says nothing is challenged after the wait, as an agent of before the probe.
     Stranger silent(d.daemon.port(), "127.0.0.1");
     CHECK(silent.challenged());
+    // One that sends what may begin a request (an opcode) and no more is challenged too, once
+    // the door has looked again for a while (100 x 2 ms): no wait on its bytes is unbounded.
+    Stranger halting(d.daemon.port(), "127.0.0.1");
+    boost::asio::write(halting.socket, boost::asio::buffer("\x02", 1));
+    CHECK(halting.challenged());
   }
   // The rendezvous goes on, on the same port.
   a.send(proto::Heartbeat{});
