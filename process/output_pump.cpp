@@ -173,9 +173,8 @@ void OutputPump::append_partial(std::string_view piece) {
   partial_.append(piece);
 }
 
-// At the end of the stream: the last line, though it has no end.
-// The stream ended inside a line: the console ends it (what comes next has a prefix of its own),
-// the log file keeps the bytes as the worker wrote them.
+// At the end of the stream, inside a line: the console ends it (what comes next has a prefix of
+// its own), the log file keeps the bytes as the worker wrote them.
 void OutputPump::flush_partial() {
   if (partial_.empty() && !continued_) return;
   size_t file_before = file_batch_.size();
