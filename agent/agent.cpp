@@ -14,6 +14,7 @@
 #include "agent/collective_report.hpp"
 #include "agent/earlier_agent.hpp"
 #include "agent/error_file.hpp"
+#include "agent/failure_summary.hpp"
 #include "common/console.hpp"
 #include "common/exit_codes.hpp"
 #include "common/free_port.hpp"
@@ -299,7 +300,8 @@ void Agent::perform(const agent::Action& action) {
           if (log::enabled(typed.level)) console::write_message(STDERR_FILENO, typed.line);
         } else if constexpr (std::is_same_v<T, agent::PrintSummary>) {
           // Quotes workers' stderr, and other nodes' summaries come through the daemon.
-          console::write_message(STDERR_FILENO, escape_for_terminal(typed.summary));
+          console::write_message(STDERR_FILENO, std::string(kChildFailedLine) + "\n" +
+                                                    escape_for_terminal(typed.summary));
         } else if constexpr (std::is_same_v<T, agent::Exit>) {
           finish(typed.code);
         }

@@ -27,6 +27,10 @@ TEST_CASE("a worker's exit code is cohort's exit code", "[integration][run][fail
   CHECK_FALSE(result.status.signaled);  // cohort itself exits; it is not killed
   std::string summary = failure_summary(result.err);
   CHECK(contains(summary, "FAILED"));
+  // torchrun's exception line, just above the frame, for tools that look for it in logs.
+  CHECK(
+      contains(result.err, "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" +
+                               std::string(60, '=') + "\n"));
   CHECK(contains(summary, rank_line(1, 1)));
   CHECK(contains(summary, "exitcode  : 7"));
   CHECK_FALSE(contains(summary, rank_line(0, 0)));  // rank 0 succeeded
