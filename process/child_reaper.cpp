@@ -54,11 +54,11 @@ void ChildReaper::sweep() {
   if (std::chrono::steady_clock::now() > sweep_->until) return sweep_.reset();
   pid_t self = ::getpid();
   std::vector<pid_t> orphans;
-  for (const ProcStat& process : scan_processes()) {
-    if (process.ppid != self || handlers_.count(process.pid)) continue;
+  for (pid_t child : children_now(self)) {
+    if (handlers_.count(child)) continue;
     const std::vector<pid_t>& spared = sweep_->spared;
-    if (std::find(spared.begin(), spared.end(), process.pid) != spared.end()) continue;
-    orphans.push_back(process.pid);
+    if (std::find(spared.begin(), spared.end(), child) != spared.end()) continue;
+    orphans.push_back(child);
   }
   // None left: the sweep is over. Killed ones stay in the list until they are reaped (and their
   // reaping sweeps again).

@@ -169,19 +169,18 @@ class Keeper {
   // Without cgroups: what is below the agent now, to find it again once the agent is dead (by
   // then, what the workers left in other sessions has been re-parented away).
   void remember_descendants() {
-    std::vector<ProcStat> table = scan_processes();
-    std::map<pid_t, uint64_t> started;
-    for (const ProcStat& process : table) started[process.pid] = process.start_time;
     descendants_.clear();
-    for (pid_t pid : descendants(table, {agent_}, self_)) descendants_[pid] = started[pid];
+    for (pid_t pid : descendants_now({agent_}, self_)) {
+      if (auto stat = read_proc_stat(pid)) descendants_[pid] = stat->start_time;
+    }
   }
 
   // Every process below the agent (but this one), every known group, and the cgroups.
   void kill_everything(bool agent_alive) {
     std::vector<pid_t> roots;
     if (agent_alive) {
-      for (const ProcStat& process : scan_processes()) {
-        if (process.ppid == agent_ && process.pid != self_) roots.push_back(process.pid);
+      for (pid_t child : children_now(agent_)) {
+        if (child != self_) roots.push_back(child);
       }
     } else {
       for (const auto& [pid, start_time] : descendants_) {

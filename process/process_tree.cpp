@@ -29,6 +29,56 @@ bool parse_number(std::string_view text, Number& value) {
   return error == std::errc() && end == text.data() + text.size();
 }
 
+// What is below `roots`, breadth first so that parents come before their children, given each
+// process's children; `spared` and what is below it are left out.
+template <typename ChildrenOf>
+std::vector<pid_t> walk_down(const std::vector<pid_t>& roots, pid_t spared,
+                             ChildrenOf children_of) {
+  std::set<pid_t> seen(roots.begin(), roots.end());
+  std::vector<pid_t> found;
+  std::vector<pid_t> parents;
+  for (pid_t root : roots) {
+    if (root != spared) parents.push_back(root);
+  }
+  while (!parents.empty()) {
+    std::vector<pid_t> next;
+    for (pid_t parent : parents) {
+      for (pid_t child : children_of(parent)) {
+        if (child == spared || !seen.insert(child).second) continue;
+        found.push_back(child);
+        next.push_back(child);
+      }
+    }
+    parents = std::move(next);
+  }
+  return found;
+}
+
+// A small /proc file, whole; empty when it cannot be read.
+std::string read_whole(const std::string& path) {
+  std::string text;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buffer[4096];
+  for (;;) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return text;
+}
+
+// Appends the space-separated numbers of `text` ("12 13 14 ") to `numbers`.
+void append_numbers(std::string_view text, std::vector<pid_t>& numbers) {
+  for (size_t at = 0; at < text.size();) {
+    pid_t number = 0;
+    if (parse_number(next_field(text, at), number) && number > 0) numbers.push_back(number);
+    ++at;
+  }
+}
+
 }  // namespace
 
 std::optional<ProcStat> parse_proc_stat(std::string_view text) {
@@ -60,27 +110,43 @@ std::vector<pid_t> descendants(const std::vector<ProcStat>& table, const std::ve
                                pid_t spared) {
   std::unordered_map<pid_t, std::vector<pid_t>> children;
   for (const ProcStat& process : table) children[process.ppid].push_back(process.pid);
-  std::set<pid_t> seen(roots.begin(), roots.end());
-  std::vector<pid_t> found;
-  std::vector<pid_t> parents;
-  for (pid_t root : roots) {
-    if (root != spared) parents.push_back(root);
-  }
-  // Breadth first, so that parents come before their children.
-  while (!parents.empty()) {
-    std::vector<pid_t> next;
-    for (pid_t parent : parents) {
-      auto found_children = children.find(parent);
-      if (found_children == children.end()) continue;
-      for (pid_t child : found_children->second) {
-        if (child == spared || !seen.insert(child).second) continue;
-        found.push_back(child);
-        next.push_back(child);
-      }
+  return walk_down(roots, spared, [&children](pid_t parent) {
+    auto found = children.find(parent);
+    return found == children.end() ? std::vector<pid_t>{} : found->second;
+  });
+}
+
+std::optional<std::vector<pid_t>> read_children(pid_t pid) {
+  static const bool supported = ::access("/proc/thread-self/children", R_OK) == 0;
+  if (!supported) return std::nullopt;
+  std::vector<pid_t> children;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* directory = ::opendir(tasks.c_str());
+  if (directory == nullptr) return children;  // gone
+  while (dirent* entry = ::readdir(directory)) {
+    pid_t thread = 0;
+    if (parse_number(std::string_view(entry->d_name), thread) && thread > 0) {
+      append_numbers(read_whole(tasks + "/" + entry->d_name + "/children"), children);
     }
-    parents = std::move(next);
   }
-  return found;
+  ::closedir(directory);
+  return children;
+}
+
+std::vector<pid_t> children_now(pid_t parent) {
+  if (auto children = read_children(parent)) return *children;
+  std::vector<pid_t> children;
+  for (const ProcStat& process : scan_processes()) {
+    if (process.ppid == parent) children.push_back(process.pid);
+  }
+  return children;
+}
+
+std::vector<pid_t> descendants_now(const std::vector<pid_t>& roots, pid_t spared) {
+  if (!read_children(::getpid())) return descendants(scan_processes(), roots, spared);
+  return walk_down(roots, spared, [](pid_t parent) {
+    return read_children(parent).value_or(std::vector<pid_t>{});
+  });
 }
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
@@ -118,10 +184,10 @@ size_t kill_trees(const std::vector<pid_t>& roots, pid_t spared) {
     ::kill(root, SIGSTOP);  // no fork of its completes after this: the scan below sees them all
     stopped.push_back(root);
   }
-  // A process that forked just before it was stopped shows up one scan later: scan until a
-  // scan finds nothing new (bounded, against a pathological tree).
+  // A process that forked just before it was stopped shows up one look later: look until a look
+  // finds nothing new (bounded, against a pathological tree).
   for (int pass = 0; pass < 64 && !stopped.empty(); ++pass) {
-    std::vector<pid_t> below = descendants(scan_processes(), stopped, spared);
+    std::vector<pid_t> below = descendants_now(stopped, spared);
     std::set<pid_t> known(stopped.begin(), stopped.end());
     bool grew = false;
     for (pid_t pid : below) {

@@ -33,6 +33,19 @@ std::optional<ProcStat> parse_proc_stat(std::string_view text);
 std::vector<pid_t> descendants(const std::vector<ProcStat>& table, const std::vector<pid_t>& roots,
                                pid_t spared = -1);
 
+/// The children of `pid` (those of each of its threads), from /proc/<pid>/task/*/children: a few
+/// small reads, however many processes the machine runs. nullopt on a kernel without those files
+/// (built without CONFIG_PROC_CHILDREN); empty when `pid` is gone. A child forked or re-parented
+/// during the read may be missing, as in a scan.
+std::optional<std::vector<pid_t>> read_children(pid_t pid);
+
+/// The children of `parent` now: read_children, or on a kernel without it one scan of /proc.
+std::vector<pid_t> children_now(pid_t parent);
+
+/// What is below `roots` now, as descendants() lists it: walked down with read_children (one read
+/// per process below, per thread), or on a kernel without it from one scan of /proc.
+std::vector<pid_t> descendants_now(const std::vector<pid_t>& roots, pid_t spared = -1);
+
 /// /proc/<pid>/stat, or nullopt when that process is gone.
 std::optional<ProcStat> read_proc_stat(pid_t pid);
 
@@ -40,8 +53,8 @@ std::optional<ProcStat> read_proc_stat(pid_t pid);
 /// scan may be missing).
 std::vector<ProcStat> scan_processes();
 
-/// SIGSTOPs each root, then whatever is below the stopped processes (scanning /proc again until
-/// nothing new turns up), then SIGKILLs all of them. `spared` and its descendants are left
+/// SIGSTOPs each root, then whatever is below the stopped processes (looking again until nothing
+/// new turns up), then SIGKILLs all of them. `spared` and its descendants are left
 /// alone. Returns how many processes were killed.
 size_t kill_trees(const std::vector<pid_t>& roots, pid_t spared = -1);
 

@@ -1,8 +1,12 @@
 // Reading /proc/<pid>/stat lines (command names with spaces and parentheses included) and finding
-// the processes below some roots in a table of them: the pure halves of killing a process tree.
+// the processes below some roots in a table of them: the pure halves of killing a process tree;
+// then a real tree, found through the children files and killed.
 #include "process/process_tree.hpp"
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <catch2/catch.hpp>
 
@@ -86,4 +90,48 @@ TEST_CASE("descendants are everything below the roots, parents first", "[unit][p
   CHECK(descendants(table, {101}, 101).empty());  // a spared root is no root
   // A root below another root is not listed again.
   CHECK(descendants(table, {102, 103}) == std::vector<pid_t>{104});
+}
+
+TEST_CASE("a live tree is found below its root, from the children files or a scan",
+          "[unit][process]") {
+  // This process ── child ── grandchild, both asleep until killed.
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    (void)!::write(pipe_fds[1], &grandchild, sizeof grandchild);
+    ::pause();
+    ::_exit(0);
+  }
+  pid_t grandchild = -1;
+  REQUIRE(::read(pipe_fds[0], &grandchild, sizeof grandchild) == sizeof grandchild);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+
+  std::vector<pid_t> children = children_now(::getpid());
+  CHECK(std::find(children.begin(), children.end(), child) != children.end());
+  CHECK(std::find(children.begin(), children.end(), grandchild) == children.end());
+  CHECK(children_now(child) == std::vector<pid_t>{grandchild});
+  // The kernels cohort runs on have the children files; where one lacks them, the scan answers.
+  if (auto direct = read_children(child)) CHECK(*direct == std::vector<pid_t>{grandchild});
+  CHECK(descendants_now({child}) == std::vector<pid_t>{grandchild});
+  CHECK(descendants_now({child}, grandchild).empty());
+  std::vector<pid_t> below = descendants_now({::getpid()});
+  auto at_child = std::find(below.begin(), below.end(), child);
+  auto at_grandchild = std::find(below.begin(), below.end(), grandchild);
+  CHECK(at_child < at_grandchild);  // parents first
+  CHECK(at_grandchild != below.end());
+
+  CHECK(kill_trees({child}) == 2);
+  int status = 0;
+  CHECK(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CHECK(children_now(::getpid()) == std::vector<pid_t>{});  // the grandchild went to init
+  CHECK(read_children(999999999).value_or(std::vector<pid_t>{}).empty());  // no such process
 }
