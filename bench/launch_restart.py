@@ -11,7 +11,11 @@ Measures, in one run, the median wall time of:
 and the restart cost: the same launch with 2 workers where rank 0 fails once (--max-restarts 1),
 minus the same launch where nothing fails. Also cohort's peak RSS (GNU time's %M).
 
+With --busy N, N sleeping processes run meanwhile, as on a GPU node (hundreds of processes):
+what a launcher does once per process on the node shows there.
+
 Usage: bench/launch_restart.py [--build build] [--runs 30] [--torchrun-runs 5] [--torch2]
+                               [--busy N]
 Prints a Markdown table (paste it into docs/BENCHMARKS.md).
 """
 import argparse
@@ -59,7 +63,19 @@ def main():
     parser.add_argument("--torchrun-runs", type=int, default=5)
     parser.add_argument("--torch2", action="store_true",
                         help="also torchrun 2.6 from the root of scripts/in-torch2")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="this many sleeping processes run during the measurement")
     args = parser.parse_args()
+    sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.busy)]
+    try:
+        measure(args)
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
+
+
+def measure(args):
     cohort = os.path.join(args.build, "bin", "cohort")
     worker = os.path.join(args.build, "bin", "test_worker")
     flags = ["--standalone", "--monitor_interval", "0.1"]
@@ -122,8 +138,9 @@ def main():
         print(f"| {name} | {with_failure:.1f} ms | {without:.1f} ms | {added:.1f} ms |")
     print()
     print(f"cohort peak RSS (launch of 8): {rss} KiB ({rss / 1024:.1f} MiB)")
+    processes = sum(1 for name in os.listdir("/proc") if name.isdigit())
     print(f"runs: {args.runs} (cohort, bare), {args.torchrun_runs} (torchrun); "
-          f"machine: {os.cpu_count()} CPUs")
+          f"machine: {os.cpu_count()} CPUs, {processes} processes")
 
 
 if __name__ == "__main__":
