@@ -43,7 +43,7 @@ OutputPump::OutputPump(boost::asio::io_context& io, int pipe_read, PumpTarget ta
       idle_timer_(io),
       pace_bytes_(console::kPaceBytes),
       target_(std::move(target)),
-      buffer_(64 * 1024) {}
+      buffer_(std::make_unique_for_overwrite<char[]>(kReadBytes)) {}
 
 void OutputPump::start(std::function<void()> on_eof, int pid) {
   on_eof_ = std::move(on_eof);
@@ -68,9 +68,9 @@ void OutputPump::read_more() {
   paced_ = target_.console_fd >= 0 && console::queued_bytes() > pace_bytes_;
   if (paced_) return wait_for_console();
   pipe_.async_read_some(
-      boost::asio::buffer(buffer_),
+      boost::asio::buffer(buffer_.get(), kReadBytes),
       [self = shared_from_this()](const boost::system::error_code& error, size_t size) {
-        if (size > 0) self->consume(self->buffer_.data(), size);
+        if (size > 0) self->consume(self->buffer_.get(), size);
         if (!error) return self->read_more();
         self->finish();
       });

@@ -109,7 +109,8 @@ class OutputPump : public std::enable_shared_from_this<OutputPump> {
   size_t pace_bytes_;   ///< reads wait while the console queue holds more than this
   PumpTarget target_;
   std::function<void()> on_eof_;
-  std::vector<char> buffer_;
+  static constexpr size_t kReadBytes = 64 * 1024;
+  std::unique_ptr<char[]> buffer_;  ///< kReadBytes, left unset: a silent worker's costs no pages
   std::string partial_;
   size_t shown_ = 0;        ///< bytes of partial_ already on the console and in the file
   bool continued_ = false;  ///< the line's earlier pieces are out (it was over kMaxLineBytes)
