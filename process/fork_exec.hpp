@@ -1,8 +1,10 @@
-// Starting a child program without the heap between fork and exec: fork, or, given a cgroup v2
-// directory, clone3(CLONE_INTO_CGROUP) so that the child is born in that cgroup (no migration,
-// which waits for the cgroup lock's RCU grace period on a write to cgroup.procs); then the
-// caller's setup in the child, then execve. A setup or exec failure reaches the parent through a
-// close-on-exec pipe as an errno. Free functions; called from the agent's io thread.
+// Starting a child program without the heap between its start and exec. On x86-64 (not under
+// ASan or TSan) as posix_spawn does: clone3(CLONE_VM | CLONE_VFORK) runs the child on a stack of
+// its own in the parent's memory while the calling thread waits for its exec, so nothing is
+// copied; elsewhere by fork. Given a cgroup v2 directory, the child is born in that cgroup
+// (CLONE_INTO_CGROUP: no migration, which waits for the cgroup lock's RCU grace period on a write
+// to cgroup.procs). Then the caller's setup in the child, then execve; a setup or exec failure
+// reaches the parent as an errno. Free functions; called from the agent's io thread.
 #pragma once
 
 #include <sys/types.h>
@@ -28,8 +30,9 @@ struct ExecPlan {
   std::string argv0;              ///< empty: `executable`
 };
 
-/// Runs in the child between fork and exec: 0, or the errno that ends the child and that the
-/// parent reports. Must use no heap and no lock (other threads may have held them at the fork).
+/// Runs in the child between its start and exec: 0, or the errno that ends the child and that the
+/// parent reports. Must use no heap, no lock and no more than a few KiB of stack: it may run in
+/// the parent's own memory while the parent's other threads go on.
 /// It runs with every asynchronous signal blocked; after it, each signal the parent caught goes
 /// back to its default action and all are unblocked (unblock_signals_in_child), just before exec.
 using ChildSetup = std::function<int()>;

@@ -32,8 +32,8 @@ void announce_group(int fd) {
 }
 
 // Marks every descriptor from `first` on close-on-exec, so that the worker gets none of the
-// agent's sockets, pipes and files (fork_exec's error pipe among them, which must stay open until
-// exec). Runs between fork and exec.
+// agent's sockets, pipes and files (fork_exec's error pipe among them where it forks, which must
+// stay open until exec). Runs between the child's start and exec.
 void close_on_exec_from(int first) {
   if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
   rlimit limit{};  // kernels before 5.11: one descriptor at a time

@@ -1,12 +1,19 @@
 // fork_exec with real children: the program runs with its arguments and environment, an exec or
-// setup failure comes back as its errno (the child reaped), and fork_into_cgroup with a cgroup
-// directory starts the child in that cgroup (root and a cgroup v2 hierarchy only).
+// setup failure comes back as its errno (the child reaped), what the setup changes stays the
+// child's, other threads run on meanwhile, and fork_into_cgroup with a cgroup directory starts the
+// child in that cgroup (root and a cgroup v2 hierarchy only).
 #include "process/fork_exec.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -151,4 +158,61 @@ TEST_CASE(
   sigset_t after;
   ::sigprocmask(SIG_BLOCK, nullptr, &after);
   CHECK_FALSE(::sigismember(&after, SIGINT));  // the parent's own mask is back
+}
+
+TEST_CASE(
+    "what the child's setup changes (its descriptors, signal dispositions, directory) stays the "
+    "child's, though it may run in the parent's memory",
+    "[unit][process]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  struct sigaction previous = {}, handled = {};
+  handled.sa_handler = count_signal;
+  REQUIRE(::sigaction(SIGUSR2, &handled, &previous) == 0);
+  char before[4096];
+  REQUIRE(::getcwd(before, sizeof before) != nullptr);
+  std::error_code error;
+  pid_t pid = fork_exec(
+      ExecPlan{"/bin/true", {}, {}}, -1,
+      [read_end = fds[0]] {
+        ::close(read_end);
+        ::signal(SIGUSR2, SIG_IGN);
+        return ::chdir("/") == 0 ? 0 : errno;
+      },
+      error);
+  REQUIRE_FALSE(error);
+  CHECK(wait_for(pid) == 0);
+  CHECK(::fcntl(fds[0], F_GETFD) >= 0);  // still open here
+  struct sigaction now = {};
+  REQUIRE(::sigaction(SIGUSR2, &previous, &now) == 0);
+  CHECK(now.sa_handler == count_signal);
+  char after[4096];
+  REQUIRE(::getcwd(after, sizeof after) != nullptr);
+  CHECK(std::string(after) == before);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST_CASE("children start and exec while another thread of the parent allocates all along",
+          "[unit][process]") {
+  std::atomic<bool> done{false};
+  std::thread churn([&done] {
+    while (!done.load()) {
+      std::vector<std::string> garbage(64, std::string(512, 'x'));
+      garbage.clear();
+    }
+  });
+  int started = 0, succeeded = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::error_code error;
+    pid_t pid = fork_exec(
+        ExecPlan{"/bin/true", {}, {"A=1"}}, -1, [] { return 0; }, error);
+    if (pid <= 0) continue;
+    ++started;
+    succeeded += wait_for(pid) == 0;
+  }
+  done = true;
+  churn.join();
+  CHECK(started == 100);
+  CHECK(succeeded == 100);
 }
