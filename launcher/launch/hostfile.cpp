@@ -313,6 +313,10 @@ bool is_loopback_host(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }
 
+bool names_this_machine(const std::string& address) {
+  return address == "localhost" || address == "127.0.0.1" || address == "::1";
+}
+
 std::string visible_devices(const HostSlots& host) {
   std::string devices;
   for (int slot : host.kept) devices += (devices.empty() ? "" : ",") + std::to_string(slot);

@@ -50,6 +50,10 @@ void filter_hosts(HostSelection& selection, const std::string& include, const st
 /// localhost, 127.x.y.z or ::1.
 bool is_loopback_host(const std::string& address);
 
+/// Whether `address` names this machine as every machine names itself: localhost, 127.0.0.1 or
+/// ::1 (not another loopback address, which a test or a container may give a host of its own).
+bool names_this_machine(const std::string& address);
+
 /// "0,2,3": the CUDA_VISIBLE_DEVICES of a filtered host; empty when it kept all its slots.
 std::string visible_devices(const HostSlots& host);
 

@@ -26,6 +26,9 @@ extern char** environ;
 namespace cohort {
 namespace {
 
+// What runs a local host's line (Transport::Local), as sshd would run it remotely.
+const std::string kLocalShell = "/bin/sh";
+
 struct Pipe {
   int read = -1;
   int write = -1;
@@ -74,13 +77,15 @@ Launch::~Launch() = default;
 int Launch::run() {
   ::signal(SIGPIPE, SIG_IGN);
   const char* path = std::getenv("PATH");
-  const std::string& program = srun() ? plan_.srun.program : plan_.ssh.program;
+  const std::string& program = srun()    ? plan_.srun.program
+                               : local() ? kLocalShell
+                                         : plan_.ssh.program;
   program_path_ = find_executable(program, path ? path : "");
   if (program_path_.empty()) {
     std::cerr << "cohort launch: no '" << program << "' in PATH\n";
     return kExitNotFound;
   }
-  if (!srun() && !user_controls_sharing(plan_.ssh.options)) share_connections();
+  if (ssh() && !user_controls_sharing(plan_.ssh.options)) share_connections();
   arm_signals();
   if (start_daemon()) start_every_host();
   io_.run();
@@ -97,8 +102,9 @@ bool Launch::spawn(Remote& remote, const std::string& remote_line, const PumpTar
   SpawnRequest request;
   request.executable = program_path_;
   std::vector<std::string> argv =
-      srun() ? srun_argv(plan_.srun, remote.name, plan_.hosts[remote.index].slots, remote_line)
-             : ssh_argv(plan_.ssh, remote.name, remote_line, role);
+      srun()    ? srun_argv(plan_.srun, remote.name, plan_.hosts[remote.index].slots, remote_line)
+      : local() ? std::vector<std::string>{kLocalShell, "-c", remote_line}
+                : ssh_argv(plan_.ssh, remote.name, remote_line, role);
   request.args.assign(argv.begin() + 1, argv.end());
   request.env = own_environment();
   request.stdin_fd = remote.child.for_child(in.read);
@@ -241,11 +247,12 @@ std::string Launch::start_problem(const Remote& remote) const {
     return cat(remote.name, ": its agent was not ready within ", ready_limit(plan_).count(),
                " s (no answer, or a cohort other than this version that never says it is)");
   }
-  if (code == kSshFailed && !srun()) {
+  if (code == kSshFailed && ssh()) {
     bool this_machine = is_loopback_host(plan_.hosts[remote.index].address());
     return cat(remote.name, ": unreachable (", why.empty() ? "ssh failed" : why, ")",
                this_machine ? "; cohort launch reaches every host over ssh, this "
-                              "machine too: for it alone, cohort run --standalone"
+                              "machine too: for it alone, -H localhost (without --launcher ssh) "
+                              "needs no ssh, nor does cohort run --standalone"
                             : "");
   }
   bool cohorts_own = why.rfind("cohort run: ", 0) == 0;  // else the shell's, or env's
@@ -274,7 +281,9 @@ void Launch::start_when_ready() {
   started_ = true;
   log::info("rendezvous at ", endpoint(), ", run id ", plan_.run_id, ", ", plan_.hosts.size(),
             " hosts from ", plan_.hosts_source, ", ",
-            plan_.token.empty() ? "no token" : "token sent over " + transport_name());
+            plan_.token.empty() ? "no token"
+            : local()           ? "token passed on the agent's input"
+                                : "token sent over " + transport_name());
   log::info("variables set on every host: ", forwarded_names(plan_));
   warn_about_threads();
   hosts_left_ = hosts_.size();
@@ -368,12 +377,12 @@ void Launch::warn_about_threads() const {
 }
 
 void Launch::on_host_ended(Remote& remote) {
-  // ssh killed by a signal (not by us) is a connection gone too.
+  // ssh killed by a signal (not by us) is a connection gone too; a local agent's signal is its own.
   const ExitStatus& status = *remote.child.status();
-  int code = status.signaled ? kSshFailed : status.code;
+  int code = local() ? status.shell_code() : status.signaled ? kSshFailed : status.code;
   exit_codes_.push_back(code);
   --hosts_left_;
-  if (code == kSshFailed && !srun() && !tearing_down_) {
+  if (code == kSshFailed && ssh() && !tearing_down_) {
     std::string why = last_line(remote.child, SpawnedChild::Stream::Err);
     log::warn(remote.name, ": lost (ssh exited 255", why.empty() ? "" : ": " + why, ")");
     check_hosts_left(remote.name, " was lost", true);
@@ -438,11 +447,15 @@ void Launch::on_signal(int signal) {
   }
   if (signals_seen_ == 2) {
     log::warn("received ", signal_name(signal), " again: closing every ",
-              srun() ? "srun's input" : "ssh connection");
+              srun()    ? "srun's input"
+              : local() ? "agent's input"
+                        : "ssh connection");
     return close_stdins();
   }
-  log::warn("received ", signal_name(signal),
-            " again: ", srun() ? "ending every srun step" : "killing ssh");
+  log::warn("received ", signal_name(signal), " again: ",
+            srun()    ? "ending every srun step"
+            : local() ? "ending every agent"
+                      : "killing ssh");
   kill_all(hosts_);
 }
 
@@ -470,14 +483,15 @@ void Launch::close_stdins() {
 }
 
 // ssh is killed (its connection closes, and the agent stops as on SIGHUP); srun gets SIGTERM, on
-// which it has Slurm kill every process of its step, then ends.
+// which it has Slurm kill every process of its step, then ends; a local agent gets SIGTERM (a
+// second one ends its workers at once).
 void Launch::kill_all(std::vector<std::unique_ptr<Remote>>& remotes) {
   for (auto& remote : remotes) kill(*remote);
 }
 
 void Launch::kill(Remote& remote) {
   if (remote.child.pid() > 0 && !remote.child.status())
-    spawner_.signal_process(remote.child.pid(), srun() ? SIGTERM : SIGKILL);
+    spawner_.signal_process(remote.child.pid(), ssh() ? SIGKILL : SIGTERM);
 }
 
 // Before the start: its ssh is killed and its lines no longer awaited. A shared connection's
@@ -490,7 +504,11 @@ void Launch::give_up(Remote& remote) {
 
 bool Launch::srun() const { return plan_.transport == Transport::Srun; }
 
-std::string Launch::transport_name() const { return srun() ? "srun" : "ssh"; }
+bool Launch::ssh() const { return plan_.transport == Transport::Ssh; }
+
+bool Launch::local() const { return plan_.transport == Transport::Local; }
+
+std::string Launch::transport_name() const { return srun() ? "srun" : local() ? "sh" : "ssh"; }
 
 void Launch::share_connections() {
   char pattern[] = "/tmp/cohort-ssh-XXXXXX";  // short: a socket path has at most 107 bytes

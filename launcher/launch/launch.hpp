@@ -83,7 +83,9 @@ class Launch {
   void finish(int exit_code);
   std::string endpoint() const;
   bool srun() const;                   ///< the hosts are started as Slurm job steps
-  std::string transport_name() const;  ///< "ssh" or "srun"
+  bool ssh() const;                    ///< the hosts are started over ssh
+  bool local() const;                  ///< the hosts, all this machine, by its own shell
+  std::string transport_name() const;  ///< "ssh", "srun" or "sh"
 
   boost::asio::io_context& io_;
   LaunchPlan plan_;

@@ -346,7 +346,12 @@ void plan_transport(const CLI::App& app, const LaunchOptions& options, const Lau
   bool in_job = context.env.count("SLURM_JOB_ID") > 0;
   if (options.launcher.empty()) {
     bool srun = plan.scheduler == "Slurm" && in_job && context.has_srun;
-    plan.transport = srun ? Transport::Srun : Transport::Ssh;
+    bool here = !plan.hosts.empty() &&
+                std::all_of(plan.hosts.begin(), plan.hosts.end(), [](const HostSlots& host) {
+                  // user@localhost: that user's, over ssh
+                  return names_this_machine(host.name);
+                });
+    plan.transport = srun ? Transport::Srun : here ? Transport::Local : Transport::Ssh;
   } else if (options.launcher == "srun") {
     plan.transport = Transport::Srun;
     if (!in_job) {
@@ -357,14 +362,17 @@ void plan_transport(const CLI::App& app, const LaunchOptions& options, const Lau
   } else if (options.launcher != "ssh") {
     plan.problems.push_back(cat("--launcher: expected ssh or srun, got '", options.launcher, "'"));
   }
-  if (plan.transport == Transport::Srun) {
+  if (plan.transport != Transport::Ssh) {
     for (const char* flag : {"--ssh-port", "--ssh-option", "--host-retries"}) {
-      if (given(app, flag)) {
-        plan.problems.push_back(cat(flag,
-                                    ": this launch starts its hosts with srun, not ssh "
-                                    "(--launcher ssh to use ssh)"));
-      }
+      if (!given(app, flag)) continue;
+      plan.problems.push_back(cat(flag,
+                                  plan.transport == Transport::Srun
+                                      ? ": this launch starts its hosts with srun, not ssh"
+                                      : ": this launch starts its hosts, this machine, without ssh",
+                                  " (--launcher ssh to use ssh)"));
     }
+  }
+  if (plan.transport == Transport::Srun) {
     std::string error;
     if (auto words = split_shell_words(options.launcher_args, error)) {
       plan.srun.extra_args = std::move(*words);
@@ -456,7 +464,8 @@ void add_launch_flags(CLI::App& app, LaunchOptions& o) {
                  "Path of cohort on the hosts (default: this cohort's own path)");
   app.add_option("--launcher", o.launcher,
                  "How the hosts are started: ssh, or srun (job steps; the default inside a Slurm "
-                 "job, for its own hosts)");
+                 "job, for its own hosts). Hosts that are all this machine by name (localhost, "
+                 "127.0.0.1) are started without either, unless ssh is asked for");
   app.add_option("--launcher-args,--launcher_args", o.launcher_args,
                  "More words for srun's command line, split as a shell splits them (quotes and "
                  "backslashes; nothing expanded), e.g. '--gres=gpu:8 --comment=\"two words\"'");

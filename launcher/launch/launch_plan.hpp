@@ -53,8 +53,9 @@ struct LaunchContext {
   bool has_srun = false;    ///< srun is in PATH
 };
 
-/// How the hosts' agents are started: over ssh, or as steps of the Slurm job the launch runs in.
-enum class Transport { Ssh, Srun };
+/// How the hosts' agents are started: over ssh, as steps of the Slurm job the launch runs in, or,
+/// when every host is this machine by name (localhost, 127.0.0.1, ::1), by its own shell.
+enum class Transport { Ssh, Srun, Local };
 
 struct LaunchPlan {
   std::vector<HostSlots> hosts;

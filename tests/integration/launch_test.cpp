@@ -384,7 +384,8 @@ TEST_CASE("launch: an unreachable host, or one without cohort, is reported befor
     // Every host is this machine: the hint names the way that needs no ssh.
     CHECK(contains(result.err,
                    "; cohort launch reaches every host over ssh, this machine too: "
-                   "for it alone, cohort run --standalone"));
+                   "for it alone, -H localhost (without --launcher ssh) needs no ssh, nor does "
+                   "cohort run --standalone"));
     CHECK(contains(result.err, "nothing was started"));
     CHECK_FALSE(contains(result.err, "pam_slurm_adopt"));
   }

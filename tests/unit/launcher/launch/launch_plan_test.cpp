@@ -436,6 +436,24 @@ TEST_CASE("launch plan: inside a Slurm job its own hosts start as job steps, oth
                     "--launcher-args: words for srun (--launcher srun)"));
 }
 
+TEST_CASE("launch plan: hosts that are all this machine by name start without ssh",
+          "[unit][launch_plan]") {
+  CHECK(plan({"-H", "localhost:2", "x.py"}).plan.transport == Transport::Local);
+  CHECK(plan({"-H", "127.0.0.1", "x.py"}).plan.transport == Transport::Local);
+  CHECK(plan({"-H", "other@localhost", "x.py"}).plan.transport == Transport::Ssh);  // their login
+  // Another loopback address may be a host of its own (a container, a test's sshd).
+  CHECK(plan({"-H", "127.0.0.2", "x.py"}).plan.transport == Transport::Ssh);
+  CHECK(plan({"-H", "localhost,gpu-1", "x.py"}).plan.transport == Transport::Ssh);
+  CHECK(plan({"--launcher", "ssh", "-H", "localhost", "x.py"}).plan.transport == Transport::Ssh);
+  EnvVars job{{"SLURM_JOB_ID", "42"}, {"SLURM_JOB_NODELIST", "localhost"}};
+  CHECK(plan({"x.py"}, job, true).plan.transport == Transport::Srun);  // a job's own node
+  LaunchPlan local = plan({"-H", "localhost", "--host-retries", "2", "x.py"}).plan;
+  CHECK(has_problem(local,
+                    "--host-retries: this launch starts its hosts, this machine, without "
+                    "ssh (--launcher ssh to use ssh)"));
+  CHECK(local.host_retries == 0);
+}
+
 TEST_CASE("launch plan: --launcher-args are split as a shell splits them", "[unit][launcher]") {
   EnvVars job{{"SLURM_JOB_ID", "7"}};
   LaunchPlan quoted = plan({"--launcher", "srun", "-H", "gpu-1", "--launcher-args",
