@@ -172,7 +172,9 @@ constexpr size_t kChildStackBytes = 64 * 1024;
 
 // fork_exec by clone3(CLONE_VM | CLONE_VFORK), as posix_spawn does it: the child runs in the
 // parent's memory on a stack of its own while the calling thread waits for its exec or exit, so
-// nothing is copied. nullopt where the kernel has no clone3 (before Linux 5.3).
+// nothing is copied. nullopt when no child was started: no clone3 (before Linux 5.3), a seccomp
+// filter that refuses it (Docker's answers ENOSYS, older ones EPERM), or any other refusal,
+// which the fork that follows then meets and reports itself.
 std::optional<pid_t> fork_exec_sharing(const ExecPlan& plan, int cgroup_dir_fd,
                                        const ChildSetup& setup, char** argv, char** envp,
                                        std::error_code& error) {
@@ -193,11 +195,7 @@ std::optional<pid_t> fork_exec_sharing(const ExecPlan& plan, int cgroup_dir_fd,
     SignalsBlocked blocked;  // none of the parent's handlers may run in the child (a Ctrl-C there)
     result = cohort_clone3_run(&args, sizeof args, run_shared_child, &child);
   }
-  if (result == -ENOSYS) return std::nullopt;
-  if (result < 0) {
-    error = std::error_code(static_cast<int>(-result), std::system_category());
-    return -1;
-  }
+  if (result < 0) return std::nullopt;
   pid_t pid = static_cast<pid_t>(result);
   if (child.error == 0) return pid;  // it has exec'ed: the vfork is over
   while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {

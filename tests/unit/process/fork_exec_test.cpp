@@ -5,12 +5,17 @@
 #include "process/fork_exec.hpp"
 
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
+#include <cstddef>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,4 +220,40 @@ TEST_CASE("children start and exec while another thread of the parent allocates 
   churn.join();
   CHECK(started == 100);
   CHECK(succeeded == 100);
+}
+
+namespace {
+
+// In a child of this test: a seccomp filter that answers clone3 with `error` (as Docker's default
+// profile answers ENOSYS, older ones EPERM), then fork_exec of /bin/true; exits 0 when that ran.
+int exit_of_spawn_without_clone3(int error) {
+  pid_t tester = ::fork();
+  if (tester == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<unsigned>(error) & 0xffff)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+      ::_exit(90);
+    }
+    std::error_code spawn_error;
+    pid_t pid = fork_exec(
+        ExecPlan{"/bin/true", {}, {}}, -1, [] { return 0; }, spawn_error);
+    if (pid <= 0) ::_exit(91);
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid) ::_exit(92);
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 93);
+  }
+  return wait_for(tester);
+}
+
+}  // namespace
+
+TEST_CASE("where a seccomp filter refuses clone3, fork_exec forks instead", "[unit][process]") {
+  CHECK(exit_of_spawn_without_clone3(ENOSYS) == 0);
+  CHECK(exit_of_spawn_without_clone3(EPERM) == 0);
 }
