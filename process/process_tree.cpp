@@ -54,6 +54,12 @@ std::vector<pid_t> walk_down(const std::vector<pid_t>& roots, pid_t spared,
   return found;
 }
 
+// Whether the kernel has /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN): asked once.
+bool children_files() {
+  static const bool present = ::access("/proc/thread-self/children", R_OK) == 0;
+  return present;
+}
+
 // A small /proc file, whole; empty when it cannot be read.
 std::string read_whole(const std::string& path) {
   std::string text;
@@ -117,8 +123,7 @@ std::vector<pid_t> descendants(const std::vector<ProcStat>& table, const std::ve
 }
 
 std::optional<std::vector<pid_t>> read_children(pid_t pid) {
-  static const bool supported = ::access("/proc/thread-self/children", R_OK) == 0;
-  if (!supported) return std::nullopt;
+  if (!children_files()) return std::nullopt;
   std::vector<pid_t> children;
   std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   DIR* directory = ::opendir(tasks.c_str());
@@ -143,24 +148,14 @@ std::vector<pid_t> children_now(pid_t parent) {
 }
 
 std::vector<pid_t> descendants_now(const std::vector<pid_t>& roots, pid_t spared) {
-  if (!read_children(::getpid())) return descendants(scan_processes(), roots, spared);
+  if (!children_files()) return descendants(scan_processes(), roots, spared);
   return walk_down(roots, spared, [](pid_t parent) {
     return read_children(parent).value_or(std::vector<pid_t>{});
   });
 }
 
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
-  std::string file = "/proc/" + std::to_string(pid) + "/stat";
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  char buffer[1024];
-  ssize_t got;
-  do {
-    got = ::read(fd, buffer, sizeof buffer);
-  } while (got < 0 && errno == EINTR);
-  ::close(fd);
-  if (got <= 0) return std::nullopt;
-  return parse_proc_stat(std::string_view(buffer, static_cast<size_t>(got)));
+  return parse_proc_stat(read_whole("/proc/" + std::to_string(pid) + "/stat"));  // "": none
 }
 
 std::vector<ProcStat> scan_processes() {
