@@ -39,7 +39,7 @@ target_include_directories(cohort_liburing INTERFACE ${COHORT_LIBURING_INCLUDE})
 target_link_libraries(cohort_liburing INTERFACE ${COHORT_LIBURING_STATIC})
 
 # spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
-# and libstdc++ (they are carried to GPU machines that have no Debian packages).
+# and libudev (they are carried to GPU machines that have no Debian packages).
 add_library(cohort_spdlog INTERFACE)
 target_compile_definitions(cohort_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 
