@@ -108,9 +108,11 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
 
   /// While it waits: reads what comes into its buffer (up to the header cap; the parser starts
   /// from there) and tells the gate once the whole header is in, so that it starts before
-  /// half-sent requests. One whose client shut its side, or that failed, is ready too: once
-  /// started, it closes. A full buffer without the header's end can never be served: it is
-  /// closed at once, where it would have held its place until its turn.
+  /// half-sent requests. Those that can never be served are closed at once, where they would
+  /// have held their place until their turn: a full buffer without the header's end, and one
+  /// whose client shut its side (or that failed) before the header's end. The latter is not
+  /// read again once started: Asio waits for the next readiness of a socket whose end of file it
+  /// has read, which never comes, so it would stay open until its deadline.
   void watch() {
     if (started_ || shared_->stopped()) return;
     size_t room = kMaxHeaderBytes - buffer_.size();
@@ -125,12 +127,18 @@ class HttpServer::Connection : public std::enable_shared_from_this<Connection> {
           if (!self) return;  // closed while it waited
           self->watching_ = false;
           self->buffer_.commit(got);
+          bool ended = error && error != boost::asio::error::operation_aborted;
           if (self->started_) {
             self->shared_->starting.erase(self->id_);  // `self` holds it now
+            if (ended) return self->close();
             return self->read_request(self);
           }
           if (self->shared_->stopped()) return;
-          if (error || self->whole_header()) return self->shared_->gate->ready(self->id_);
+          if (ended) {
+            self->shared_->waiting.erase(self->id_);  // closes once `self` lets it go
+            return;
+          }
+          if (self->whole_header()) return self->shared_->gate->ready(self->id_);
           self->watch();
         });
   }
