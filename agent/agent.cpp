@@ -215,6 +215,10 @@ int Agent::run() {
   // workers; it goes first (earlier_agent.hpp). The first start of a host carries no launch age.
   if (config_.under_launch && config_.launch_age.count() > 0)
     stop_earlier_agents(config_.shutdown_timeout + std::chrono::seconds(5));
+  // NVML loads and reads on a thread while the agent starts its keeper and connects: the first
+  // reading (tens of ms on a GPU node) is the longest step of a launch. The keeper's start is a
+  // vfork and exec, which copies nothing of a thread that is inside the driver.
+  if (gpu_health_) gpu_health_->read_ahead();
   keep_asked_files();
   // Ticks once a second; silent for the heartbeat timeout (a stopped agent), the keeper kills.
   auto stale_limit = std::chrono::milliseconds(config_.rendezvous.config.heartbeat_timeout_ms);
@@ -225,8 +229,6 @@ int Agent::run() {
   }
   if (logs_.enabled() && !logs_.run_dir().empty())
     log::info("log directory set to: ", logs_.run_dir());  // torchrun's words
-  // NVML loads and reads on a thread while the agent connects.
-  if (gpu_health_) gpu_health_->read_ahead();
   ::signal(SIGPIPE, SIG_IGN);
   if (config_.nproc > 1 && config_.bindings.empty() && agent_env_.count("OMP_NUM_THREADS") == 0) {
     std::string warning =
