@@ -12,10 +12,13 @@ and the restart cost: the same launch with 2 workers where rank 0 fails once (--
 minus the same launch where nothing fails. Also cohort's peak RSS (GNU time's %M).
 
 With --busy N, N sleeping processes run meanwhile, as on a GPU node (hundreds of processes):
-what a launcher does once per process on the node shows there.
+what a launcher does once per process on the node shows there. With --baseline OTHER_BUILD, that
+build's cohort launches too, each of its launches right after one of this build's (on a noisy
+machine, interleaving is fairer than one run after the other), and its peak RSS is measured.
+--torchrun-runs 0 leaves torchrun out.
 
 Usage: bench/launch_restart.py [--build build] [--runs 30] [--torchrun-runs 5] [--torch2]
-                               [--busy N]
+                               [--busy N] [--baseline OTHER_BUILD]
 Prints a Markdown table (paste it into docs/BENCHMARKS.md).
 """
 import argparse
@@ -50,6 +53,18 @@ def median_ms(argv, runs, expect=0, setup=None):
     return statistics.median(samples)
 
 
+def interleaved_medians_ms(argvs, runs):
+    """The median of each command's `runs` launches, the commands taking turns."""
+    samples = [[] for _ in argvs]
+    for _ in range(runs):
+        for argv, taken in zip(argvs, samples):
+            elapsed, code = timed(argv)
+            if code != 0:
+                sys.exit(f"unexpected exit {code} from {' '.join(argv)}")
+            taken.append(elapsed * 1000)
+    return [statistics.median(taken) for taken in samples]
+
+
 def peak_rss_kib(argv):
     done = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
@@ -65,6 +80,7 @@ def main():
                         help="also torchrun 2.6 from the root of scripts/in-torch2")
     parser.add_argument("--busy", type=int, default=0,
                         help="this many sleeping processes run during the measurement")
+    parser.add_argument("--baseline", help="another build folder, its launches interleaved")
     args = parser.parse_args()
     sleepers = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.busy)]
     try:
@@ -79,8 +95,8 @@ def measure(args):
     cohort = os.path.join(args.build, "bin", "cohort")
     worker = os.path.join(args.build, "bin", "test_worker")
     flags = ["--standalone", "--monitor_interval", "0.1"]
-    torchruns = {"torchrun": ["/usr/bin/python3", TORCHRUN] + flags}
-    if args.torch2:
+    torchruns = {"torchrun": ["/usr/bin/python3", TORCHRUN] + flags} if args.torchrun_runs else {}
+    if args.torch2 and args.torchrun_runs:
         torchruns["torchrun 2.6"] = [IN_TORCH2, "/usr/bin/torchrun"] + flags
 
     bare = ["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait"]
@@ -89,7 +105,12 @@ def measure(args):
 
     results = {}
     results["bare"] = median_ms(bare, args.runs)
-    results["cohort"] = median_ms(cohort_launch, args.runs)
+    if args.baseline:
+        baseline_launch = [os.path.join(args.baseline, "bin", "cohort")] + cohort_launch[1:]
+        results["cohort"], results["baseline"] = interleaved_medians_ms(
+            [cohort_launch, baseline_launch], args.runs)
+    else:
+        results["cohort"] = median_ms(cohort_launch, args.runs)
     for name, torchrun in torchruns.items():
         torchrun_launch = torchrun + ["--no_python", "--nproc_per_node", "8", "/bin/true"]
         results[name] = median_ms(torchrun_launch, args.torchrun_runs)
@@ -123,10 +144,12 @@ def measure(args):
 
     print("| measurement (median) | bare shell | cohort run | torchrun | torchrun / cohort | cohort / bare |")
     print("|---|---|---|---|---|---|")
+    torchrun_ms = results.get("torchrun")
+    torchrun_cells = (f"{torchrun_ms:.0f} ms | {torchrun_ms / results['cohort']:.0f}x"
+                      if torchrun_ms else "not run | ")
     print(f"| launch 8 x /bin/true | {results['bare']:.1f} ms | {results['cohort']:.1f} ms | "
-          f"{results['torchrun']:.0f} ms | {results['torchrun'] / results['cohort']:.0f}x | "
-          f"{results['cohort'] / results['bare']:.2f}x |")
-    if args.torch2:
+          f"{torchrun_cells} | {results['cohort'] / results['bare']:.2f}x |")
+    if "torchrun 2.6" in results:
         t2 = results["torchrun 2.6"]
         print(f"| launch 8 x /bin/true, torchrun 2.6 | | {results['cohort']:.1f} ms | {t2:.0f} ms "
               f"(in-torch2 /bin/true: {results['in-torch2']:.0f} ms) | "
@@ -138,6 +161,11 @@ def measure(args):
         print(f"| {name} | {with_failure:.1f} ms | {without:.1f} ms | {added:.1f} ms |")
     print()
     print(f"cohort peak RSS (launch of 8): {rss} KiB ({rss / 1024:.1f} MiB)")
+    if args.baseline:
+        base_rss = peak_rss_kib(baseline_launch)
+        print(f"baseline ({args.baseline}), interleaved: launch {results['baseline']:.1f} ms "
+              f"(this build {results['cohort'] / results['baseline']:.2f}x of it), "
+              f"peak RSS {base_rss} KiB ({base_rss / 1024:.1f} MiB)")
     processes = sum(1 for name in os.listdir("/proc") if name.isdigit())
     print(f"runs: {args.runs} (cohort, bare), {args.torchrun_runs} (torchrun); "
           f"machine: {os.cpu_count()} CPUs, {processes} processes")
