@@ -30,10 +30,7 @@ extern char** environ;
 namespace cohort {
 namespace {
 
-std::string random_suffix() {
-  std::random_device device;
-  return std::to_string(device() % 100000);
-}
+std::string random_suffix() { return std::to_string(random_u64() % 100000); }
 
 agent::Settings machine_settings(const AgentConfig& config) {
   return {config.entrypoint_name,  config.host_name,

@@ -36,6 +36,7 @@
 #include "agent/worker_group.hpp"
 #include "common/asio_clock.hpp"
 #include "common/host_port.hpp"
+#include "common/random_bits.hpp"
 #include "process/child_reaper.hpp"
 #include "process/group_keeper.hpp"
 #include "process/posix_process_spawner.hpp"
@@ -143,7 +144,8 @@ class Agent {
   std::unique_ptr<RunProbe> endpoint_probe_;                     ///< the question in flight
   size_t later_asked_ = 0;  ///< how many turns later endpoints had (they take turns)
   agent::LaterEndpointSchedule later_schedule_{config_.rendezvous.heartbeat_interval};
-  std::minstd_rand chance_{std::random_device()()};  ///< spreads later_schedule_'s waits
+  /// Spreads later_schedule_'s waits.
+  std::minstd_rand chance_{static_cast<std::minstd_rand::result_type>(random_u64())};
   std::set<size_t> hosted_endpoints_;  ///< the endpoints whose daemon this process hosts
   bool host_in_round_ = false;         ///< the agent hosting the daemon is a member of this round
   /// That host was a member of this agent's last round and is gone (its daemon refused, or

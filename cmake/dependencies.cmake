@@ -38,8 +38,8 @@ add_library(cohort_liburing INTERFACE)
 target_include_directories(cohort_liburing INTERFACE ${COHORT_LIBURING_INCLUDE})
 target_link_libraries(cohort_liburing INTERFACE ${COHORT_LIBURING_STATIC})
 
-# spdlog and fmt are used header-only so that the binaries need no shared library beyond libc
-# and libudev (they are carried to GPU machines that have no Debian packages).
+# spdlog and fmt are used header-only so that the binaries need no shared library beyond glibc,
+# libgcc_s and libudev (they are carried to GPU machines that have no Debian packages).
 add_library(cohort_spdlog INTERFACE)
 target_compile_definitions(cohort_spdlog INTERFACE SPDLOG_HEADER_ONLY FMT_HEADER_ONLY)
 

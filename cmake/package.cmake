@@ -1,7 +1,7 @@
 # CPack: scripts/package makes a Debian package (cohort_<version>_amd64.deb) and a .tar.gz of the
 # same install tree (cmake/install.cmake). The binaries carry Boost, OpenSSL, hwloc, fmt, spdlog
-# and the C++ runtime statically; what they need from the system is the C library and libudev
-# (hwloc's), built on Debian 12 (glibc 2.36).
+# and libstdc++ statically; what they need from the system is glibc 2.34 or later, libgcc_s and
+# libudev (hwloc's) (launcher/CMakeLists.txt, scripts/check-shared-libraries).
 set(CPACK_PACKAGE_NAME cohort)
 set(CPACK_PACKAGE_VENDOR "cohort")
 set(CPACK_PACKAGE_CONTACT "cohort developers <cohort@localhost>")
@@ -16,7 +16,7 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_PACKAGE_FILE_NAME "cohort_${COHORT_PACKAGE_VERSION}_amd64")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36), libudev1")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), libgcc-s1, libudev1")
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3")
 # Removes the bytecode Python leaves beside cohort_heartbeat.py (packaging/deb/prerm).

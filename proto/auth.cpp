@@ -2,11 +2,11 @@
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <sys/random.h>
 
-#include <cerrno>
 #include <initializer_list>
 #include <stdexcept>
+
+#include "common/random_bits.hpp"
 
 namespace cohort::proto {
 namespace {
@@ -48,16 +48,9 @@ bool proofs_equal(std::string_view a, std::string_view b) {
   return difference == 0;
 }
 
-// From the kernel's generator (getrandom, which blocks only until it is seeded at boot), not
-// OpenSSL's: its first use sets up a generator of its own, half a millisecond of every launch.
 std::string random_nonce(size_t bytes) {
   std::string raw(bytes, '\0');
-  for (size_t filled = 0; filled < bytes;) {
-    ssize_t got = ::getrandom(raw.data() + filled, bytes - filled, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw std::runtime_error("no random bytes from the system");
-    filled += static_cast<size_t>(got);
-  }
+  random_bytes(raw.data(), raw.size());
   return to_hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
 }
 

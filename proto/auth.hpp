@@ -1,7 +1,7 @@
 // The shared-secret proofs of the control protocol's handshake: HMAC-SHA256 over a challenge
 // and the identity a peer claims, so that a peer shows it holds the run's token without the
 // token crossing the wire, and comparisons that take the same time whatever the bytes.
-// Pure except random_nonce (the kernel's random bytes, getrandom); any thread.
+// Pure except random_nonce (the kernel's random bytes, common/random_bits.hpp); any thread.
 #pragma once
 
 #include <string>

@@ -8,6 +8,7 @@
 
 #include "common/event_log.hpp"
 #include "common/host_port.hpp"
+#include "common/random_bits.hpp"
 #include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -523,8 +524,7 @@ ValidatedRun validate_run_options(const RunOptions& options, const RunEnvironmen
 }
 
 std::string random_run_id() {
-  std::random_device device;
-  std::mt19937_64 engine(device());
+  std::mt19937_64 engine(random_u64());
   const char* hex = "0123456789abcdef";
   std::string id;
   for (int i = 0; i < 32; ++i) {
