@@ -1,7 +1,8 @@
 // Random bytes and numbers from the kernel's generator (getrandom), for nonces, run ids and
-// jitter: not std::random_device, whose libstdc++ (linked into the binaries) asks glibc 2.36's
-// arc4random and so would keep them off nodes with an older glibc, nor OpenSSL's generator, whose
-// set-up costs half a millisecond of every launch. Any thread.
+// jitter, in one place: not OpenSSL's generator, whose set-up costs half a millisecond of every
+// launch, nor std::random_device, whose code in the libstdc++ the binaries carry may call glibc
+// 2.36's arc4random (which the binaries reach only through launcher/cli/arc4random_wrap.cpp).
+// Any thread.
 #pragma once
 
 #include <cstddef>
