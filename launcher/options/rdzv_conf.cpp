@@ -46,7 +46,7 @@ std::optional<bool> bool_value(std::string text) {
 
 RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& problems) {
   RdzvConf conf;
-  std::optional<int64_t> max_attempts;
+  int64_t max_attempts = 0;  // 0: not given, or refused
   bool timeout_given = false;
   if (trim(text).empty()) return conf;
   for (const auto& item : split(text, ',')) {
@@ -77,8 +77,11 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
     } else if (key == "keep_alive_interval" || key == "heartbeat_interval") {
       set_seconds(conf.heartbeat_interval, kMinHeartbeatInterval);
     } else if (key == "keep_alive_max_attempt") {
-      max_attempts = parse_int(value);
-      if (!max_attempts || *max_attempts < 1 || *max_attempts > 1000) bad("a count from 1 to 1000");
+      // A refused count sets nothing: a huge one would overflow the timeout it multiplies.
+      std::optional<int64_t> count = parse_int(value);
+      bool valid = count && *count >= 1 && *count <= 1000;
+      max_attempts = valid ? *count : 0;
+      if (!valid) bad("a count from 1 to 1000");
     } else if (key == "is_host") {
       conf.is_host = bool_value(value);
       if (!conf.is_host) bad("1, true, t, yes, y, or 0, false, f, no, n");
@@ -96,9 +99,9 @@ RdzvConf parse_rdzv_conf(const std::string& text, std::vector<std::string>& prob
     }
   }
   std::string origin;
-  if (max_attempts && *max_attempts > 0 && !timeout_given) {
-    conf.heartbeat_timeout = conf.heartbeat_interval * *max_attempts;
-    origin = cat(": keep_alive_interval x keep_alive_max_attempt=", *max_attempts);
+  if (max_attempts > 0 && !timeout_given) {
+    conf.heartbeat_timeout = conf.heartbeat_interval * max_attempts;
+    origin = cat(": keep_alive_interval x keep_alive_max_attempt=", max_attempts);
   }
   check_heartbeat(conf, origin, problems);
   return conf;

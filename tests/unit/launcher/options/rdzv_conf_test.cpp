@@ -26,6 +26,19 @@ TEST_CASE("keep_alive_max_attempt sets the timeout from the interval", "[unit][l
   CHECK(conf.heartbeat_timeout == 8s);
 }
 
+TEST_CASE("a keep_alive_max_attempt out of range is refused and sets nothing", "[unit][launcher]") {
+  // Found by the launcher_inputs fuzzer: the refused count still multiplied the interval, and a
+  // huge one overflowed (undefined behaviour, then a second, wrong complaint about the timeout).
+  for (const char* count : {"0", "1001", "44444444044444444", "-9223372036854775807"}) {
+    INFO(count);
+    std::vector<std::string> problems;
+    RdzvConf conf = parse_rdzv_conf(std::string("keep_alive_max_attempt=") + count, problems);
+    CHECK(problems == std::vector<std::string>{std::string("--rdzv-conf: keep_alive_max_attempt=") +
+                                               count + ": expected a count from 1 to 1000"});
+    CHECK(conf.heartbeat_timeout == RdzvConf{}.heartbeat_timeout);
+  }
+}
+
 TEST_CASE("rdzv-conf takes any key as torchrun does and booleans as torchrun reads them",
           "[unit][launcher]") {
   std::vector<std::string> problems;
