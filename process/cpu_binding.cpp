@@ -12,6 +12,9 @@ namespace {
 
 constexpr int kMpolPreferred = 1;      // linux/mempolicy.h
 constexpr int kMpolPreferredMany = 5;  // Linux 5.15
+// The most ids a CPU list may name in all: far more than any kernel's CPUs (NR_CPUS is at most
+// 8192), and few enough that any list parse_cpu_list takes prints as one it takes back.
+constexpr size_t kMaxCpuIds = 65536;
 
 std::optional<int> parse_id(std::string_view text) {
   int value = 0;
@@ -44,7 +47,8 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
     size_t dash = item.find('-');
     auto first = parse_id(item.substr(0, dash));
     auto last = dash == std::string_view::npos ? first : parse_id(item.substr(dash + 1));
-    if (!first || !last || *last < *first || *last - *first > 65536) return std::nullopt;
+    if (!first || !last || *last < *first) return std::nullopt;
+    if (ids.size() + static_cast<size_t>(*last - *first) + 1 > kMaxCpuIds) return std::nullopt;
     for (int offset = 0; offset <= *last - *first; ++offset) ids.push_back(*first + offset);
   }
   std::sort(ids.begin(), ids.end());

@@ -34,7 +34,7 @@ struct WorkerBinding {
 std::string cpu_list_text(const std::vector<int>& sorted_ids);
 
 /// The inverse of cpu_list_text ("0-3,8" -> {0,1,2,3,8}, sorted, no duplicates); nullopt for
-/// text that is not such a list.
+/// text that is not such a list, or that names more than 65536 ids in all (repeats counted).
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
 
 /// What the child needs to apply a CpuBinding, computed before fork.

@@ -16,6 +16,17 @@ TEST_CASE("CPU lists print as ranges and parse back", "[unit][binding]") {
   CHECK(parse_cpu_list("a") == std::nullopt);
   CHECK(parse_cpu_list("1,-2") == std::nullopt);
   CHECK(parse_cpu_list("2147483646-2147483647") == std::vector<int>{2147483646, 2147483647});
+  CHECK(parse_cpu_list("0-65535")->size() == 65536);
+  CHECK(parse_cpu_list("0-65536") == std::nullopt);
+  // Found by the launcher_inputs fuzzer: ranges each within the old cap of one range that
+  // together made one past it, so the list printed back (6-65942) was refused. The cap is now
+  // on the whole list (repeats counted), and what it takes prints as a list it takes back.
+  CHECK(parse_cpu_list("24760-65942,611-32447,6-32471") == std::nullopt);
+  CHECK(parse_cpu_list("0-40000,100000-140000") == std::nullopt);  // 80002 in all
+  auto joined = parse_cpu_list("0-30000,30001-65535");
+  REQUIRE(joined);
+  CHECK(cpu_list_text(*joined) == "0-65535");
+  CHECK(parse_cpu_list(cpu_list_text(*joined)) == joined);
 }
 
 TEST_CASE("a prepared binding holds the CPUs and the preferred NUMA nodes", "[unit][binding]") {
