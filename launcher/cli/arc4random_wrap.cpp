@@ -7,8 +7,4 @@
 
 #include "common/random_bits.hpp"
 
-extern "C" uint32_t __wrap_arc4random() {
-  uint32_t value = 0;
-  cohort::random_bytes(&value, sizeof value);
-  return value;
-}
+extern "C" uint32_t __wrap_arc4random() { return static_cast<uint32_t>(cohort::random_u64()); }

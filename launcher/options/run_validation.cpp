@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <csignal>
-#include <random>
 #include <set>
 
 #include "common/event_log.hpp"
 #include "common/host_port.hpp"
-#include "common/random_bits.hpp"
 #include "common/run_id.hpp"
 #include "common/signal_names.hpp"
 #include "common/text.hpp"
@@ -16,6 +14,7 @@
 #include "launcher/topology/accelerator_count.hpp"
 #include "launcher/topology/binding_plan.hpp"
 #include "launcher/topology/visible_gpus.hpp"
+#include "proto/auth.hpp"
 #include "proto/control_messages.hpp"
 
 namespace cohort {
@@ -524,13 +523,8 @@ ValidatedRun validate_run_options(const RunOptions& options, const RunEnvironmen
 }
 
 std::string random_run_id() {
-  std::mt19937_64 engine(random_u64());
-  const char* hex = "0123456789abcdef";
-  std::string id;
-  for (int i = 0; i < 32; ++i) {
-    if (i == 8 || i == 12 || i == 16 || i == 20) id += '-';
-    id += hex[engine() % 16];
-  }
+  std::string id = proto::random_nonce(16);  // 32 hex digits, then a uuid's dashes
+  for (size_t dash : {20, 16, 12, 8}) id.insert(dash, 1, '-');
   return id;
 }
 
